@@ -1,0 +1,28 @@
+"""gsparse: generated, autotuned GPU kernels for the generalized sparse operations of GNNs.
+
+The public API: :class:`Graph`, :func:`gspmm`, :func:`gsddmm`, :func:`edge_softmax`, and
+DGL's shorthands (``u_mul_e_sum``, ``copy_u_max``, ``u_dot_v``, ...).
+"""
+
+from . import sddmm as _sddmm
+from . import spmm as _spmm
+from .graph import Graph, RowStats
+from .sddmm import gsddmm
+from .softmax import edge_softmax
+from .spmm import gspmm
+
+__version__ = "0.1.0"
+
+globals().update(_spmm.SHORTHANDS)
+globals().update(_sddmm.SHORTHANDS)
+
+__all__ = [
+    "Graph",
+    "RowStats",
+    "gspmm",
+    "gsddmm",
+    "edge_softmax",
+    "__version__",
+    *sorted(_spmm.SHORTHANDS),
+    *sorted(_sddmm.SHORTHANDS),
+]

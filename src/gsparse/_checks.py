@@ -1,0 +1,60 @@
+"""Validation of operator inputs, shared by the front ends. Errors name the argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .algebra import FLOAT_DTYPES
+from .graph import Graph
+
+
+def check_graph(g: Any) -> Graph:
+    if not isinstance(g, Graph):
+        raise TypeError(f"g must be a gsparse.Graph, got {type(g).__name__}")
+    return g
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def check_features(name: str, t: Any, g: Graph, rows: int, rows_name: str) -> torch.Tensor:
+    """A feature tensor ``[rows, *shape]`` of a floating dtype on the graph's device."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must have a floating dtype {FLOAT_DTYPES}, got {t.dtype}")
+    if t.dim() == 0:
+        raise ValueError(f"{name} must have at least one dimension ([{rows_name}, ...]), got a scalar")
+    if t.shape[0] != rows:
+        raise ValueError(f"{name} has {t.shape[0]} rows but the graph has {rows} {rows_name}")
+    if t.device != g.device:
+        raise ValueError(f"{name} is on {t.device} but the graph is on {g.device}")
+    return t
+
+
+def check_same_dtype(lhs: torch.Tensor | None, rhs: torch.Tensor | None) -> None:
+    if lhs is not None and rhs is not None and lhs.dtype != rhs.dtype:
+        raise TypeError(f"lhs and rhs must have the same dtype, got {lhs.dtype} and {rhs.dtype}")
+
+
+def broadcast_feature_shape(
+    lhs_shape: tuple[int, ...], rhs_shape: tuple[int, ...], what: str = "lhs and rhs"
+) -> tuple[int, ...]:
+    """Feature shapes broadcast as in NumPy (DGL pads the shorter one with leading 1s)."""
+    try:
+        return tuple(torch.broadcast_shapes(lhs_shape, rhs_shape))
+    except RuntimeError:
+        raise ValueError(
+            f"the feature shapes of {what} do not broadcast: {list(lhs_shape)} and {list(rhs_shape)}"
+        ) from None
+
+
+def pad_feature_dims(t: torch.Tensor, ndim: int) -> torch.Tensor:
+    """View ``[n, *shape]`` as ``[n, 1, ..., 1, *shape]`` with ``ndim`` feature dimensions."""
+    missing = ndim - (t.dim() - 1)
+    return t.reshape(t.shape[0], *([1] * missing), *t.shape[1:]) if missing > 0 else t

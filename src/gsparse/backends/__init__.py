@@ -1,0 +1,56 @@
+"""Backends compute the operators after the front end has validated and shaped the inputs.
+
+A backend receives operands whose feature dimensions are already padded to the same
+count (DGL's broadcasting), edge operands in the user's edge order, and returns results
+in the user's edge order. The CPU backend (PyTorch ops) runs on any device; the CUDA
+backend (generated kernels) registers itself for CUDA tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from ..graph import Graph
+from . import cpu
+
+
+class Backend(Protocol):
+    def spmm(
+        self,
+        g: Graph,
+        op: str,
+        reduce: str,
+        lhs: torch.Tensor | None,
+        rhs: torch.Tensor | None,
+        out_shape: tuple[int, ...],
+        schedule: object | None = None,
+    ) -> torch.Tensor: ...
+
+    def sddmm(
+        self,
+        g: Graph,
+        op: str,
+        lhs: torch.Tensor | None,
+        rhs: torch.Tensor | None,
+        lhs_target: str,
+        rhs_target: str,
+        out_shape: tuple[int, ...],
+        schedule: object | None = None,
+    ) -> torch.Tensor: ...
+
+    def edge_softmax(self, g: Graph, logits: torch.Tensor, norm_by: str) -> torch.Tensor: ...
+
+
+_BY_DEVICE_TYPE: dict[str, Backend] = {}
+
+
+def register(device_type: str, backend: Backend) -> None:
+    """Route tensors of ``device_type`` (e.g. ``"cuda"``) to ``backend``."""
+    _BY_DEVICE_TYPE[device_type] = backend
+
+
+def for_device(device: torch.device) -> Backend:
+    """The backend registered for ``device``'s type, else the PyTorch-ops backend."""
+    return _BY_DEVICE_TYPE.get(device.type, cpu.BACKEND)

@@ -1,0 +1,501 @@
+"""The graph: a validated CSR over destination rows, with derived structures built lazily.
+
+Row ``v`` of the CSR lists the incoming edges of destination node ``v``: positions
+``rowptr[v]:rowptr[v+1]`` of ``col`` hold their source nodes, and ``eid`` maps each
+CSR position to the user's edge id (``None`` when the two orders agree). Edge features
+are always given and returned in the user's edge order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["Graph", "RowStats"]
+
+_INT32_MAX = torch.iinfo(torch.int32).max
+
+# Live graphs by the id of their rowptr tensor. The operators pass a graph's tensors through
+# torch.library (which takes no Python objects) and find the graph again here, with its
+# caches (reverse graph, statistics); entries die with their graph.
+_LIVE: weakref.WeakValueDictionary[int, Graph] = weakref.WeakValueDictionary()
+
+
+@dataclass(frozen=True)
+class RowStats:
+    """Statistics of the row lengths (in-degrees of destination nodes)."""
+
+    mean: float
+    max: int
+    cov: float  # coefficient of variation: std / mean (0 for an edgeless graph)
+
+
+def _index_dtype_for(*counts: int) -> torch.dtype:
+    return torch.int32 if max(counts, default=0) <= _INT32_MAX else torch.int64
+
+
+def _first_true(mask: torch.Tensor) -> int:
+    return int(torch.nonzero(mask)[0, 0])
+
+
+def _check_index_tensor(name: str, t: Any, ndim: int) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{name} must have dtype int32 or int64, got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
+    return t
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be non-negative, got {value}")
+    return int(value)
+
+
+def _check_range(name: str, t: torch.Tensor, bound: int, bound_name: str) -> None:
+    if t.numel() == 0:
+        return
+    bad = (t < 0) | (t >= bound)
+    if bool(bad.any()):
+        i = _first_true(bad)
+        raise ValueError(
+            f"{name}[{i}] = {int(t[i])} is out of range: expected 0 <= {name} < {bound_name} = {bound}"
+        )
+
+
+class Graph:
+    """A directed graph with ``num_src`` source and ``num_dst`` destination nodes.
+
+    Stored as CSR over destination rows (incoming edges). Bipartite graphs
+    (``num_src != num_dst``) are supported everywhere. Duplicate edges are kept as
+    multi-edges, as in DGL; :meth:`coalesce` merges them on request.
+
+    Build one with :meth:`from_edge_index`, :meth:`from_csr`, :meth:`from_scipy` or
+    :meth:`from_torch_sparse`; all inputs are validated once, here.
+    """
+
+    def __init__(
+        self,
+        rowptr: torch.Tensor,
+        col: torch.Tensor,
+        eid: torch.Tensor | None,
+        num_src: int,
+        *,
+        _validated: bool = False,
+    ) -> None:
+        if not _validated:
+            raise TypeError(
+                "Graph is built with Graph.from_edge_index, from_csr, from_scipy or from_torch_sparse"
+            )
+        self._rowptr = rowptr
+        self._col = col
+        self._eid = eid
+        self._num_src = num_src
+        _LIVE[id(rowptr)] = self
+
+    @classmethod
+    def _from_parts(
+        cls,
+        rowptr: torch.Tensor,
+        col: torch.Tensor,
+        eid: torch.Tensor | None,
+        num_src: int,
+        reverse: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None,
+    ) -> Graph:
+        """The graph that owns these (already validated) tensors, else a new view of them.
+
+        ``reverse`` gives the transposed graph's ``(rowptr, col, eid)`` so a new view need
+        not rebuild it.
+        """
+        g = _LIVE.get(id(rowptr))
+        if g is not None and g._rowptr is rowptr and g._col is col and g._eid is eid:
+            return g
+        g = cls(rowptr, col, eid, num_src, _validated=True)
+        if reverse is not None:
+            rev = cls(*reverse, g.num_dst, _validated=True)
+            g.__dict__["_reverse"], rev.__dict__["_reverse"] = rev, g
+        return g
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def from_csr(
+        cls,
+        rowptr: torch.Tensor,
+        col: torch.Tensor,
+        num_src: int | None = None,
+        eid: torch.Tensor | None = None,
+    ) -> Graph:
+        """Graph from a CSR whose rows are destination nodes and whose ``col`` holds sources.
+
+        Args:
+            rowptr: ``[num_dst + 1]`` non-decreasing offsets starting at 0 and ending at ``E``.
+            col: ``[E]`` source node of each CSR position.
+            num_src: number of source nodes; defaults to ``max(col) + 1`` (0 with no edges).
+            eid: ``[E]`` user edge id of each CSR position, a permutation of ``0..E-1``;
+                ``None`` means CSR order is the edge order.
+        """
+        rowptr = _check_index_tensor("rowptr", rowptr, 1)
+        col = _check_index_tensor("col", col, 1)
+        if rowptr.numel() == 0:
+            raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
+        if col.device != rowptr.device:
+            raise ValueError(f"col is on {col.device} but rowptr is on {rowptr.device}")
+        num_edges = col.numel()
+        if int(rowptr[0]) != 0:
+            raise ValueError(f"rowptr[0] must be 0, got {int(rowptr[0])}")
+        steps = rowptr[1:] - rowptr[:-1]
+        if bool((steps < 0).any()):
+            i = _first_true(steps < 0)
+            raise ValueError(
+                f"rowptr must be non-decreasing: rowptr[{i + 1}] = {int(rowptr[i + 1])} "
+                f"< rowptr[{i}] = {int(rowptr[i])}"
+            )
+        if int(rowptr[-1]) != num_edges:
+            raise ValueError(
+                f"rowptr[-1] = {int(rowptr[-1])} must equal the number of entries of col ({num_edges})"
+            )
+        if num_src is None:
+            num_src = int(col.max()) + 1 if num_edges else 0
+        num_src = _check_count("num_src", num_src)
+        _check_range("col", col, num_src, "num_src")
+        if eid is not None:
+            eid = _check_index_tensor("eid", eid, 1)
+            if eid.device != rowptr.device:
+                raise ValueError(f"eid is on {eid.device} but rowptr is on {rowptr.device}")
+            if eid.numel() != num_edges:
+                raise ValueError(f"eid has {eid.numel()} entries but col has {num_edges}")
+            _check_range("eid", eid, num_edges, "the number of edges")
+            seen = torch.zeros(num_edges, dtype=torch.int32, device=eid.device)
+            seen.index_add_(0, eid.long(), torch.ones_like(eid, dtype=torch.int32))
+            if bool((seen != 1).any()):
+                missing = _first_true(seen != 1)
+                raise ValueError(f"eid must be a permutation of 0..{num_edges - 1}: edge id {missing} "
+                                 f"appears {int(seen[missing])} times")
+        num_dst = rowptr.numel() - 1
+        return cls._assemble(rowptr, col, eid, num_src, num_dst)
+
+    @classmethod
+    def from_edge_index(
+        cls,
+        edge_index: torch.Tensor,
+        num_src: int | None = None,
+        num_dst: int | None = None,
+    ) -> Graph:
+        """Graph from a ``[2, E]`` edge list (PyG convention: row 0 sources, row 1 destinations).
+
+        Edge ``i`` keeps id ``i``. ``num_src``/``num_dst`` default to one more than the
+        largest index seen (0 with no edges).
+        """
+        edge_index = _check_index_tensor("edge_index", edge_index, 2)
+        if edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+        src, dst = edge_index[0], edge_index[1]
+        return cls._from_coo(src, dst, num_src, num_dst, "edge_index[0]", "edge_index[1]")
+
+    @classmethod
+    def from_scipy(cls, matrix: Any) -> Graph:
+        """Graph from a SciPy sparse matrix whose rows are sources and columns destinations (DGL).
+
+        Edge ids follow the matrix's storage order (its COO order).
+        """
+        import scipy.sparse as sp
+
+        if not (sp.issparse(matrix)):
+            raise TypeError(f"matrix must be a SciPy sparse matrix or array, got {type(matrix).__name__}")
+        coo = matrix.tocoo()
+        num_src, num_dst = coo.shape
+        src = torch.from_numpy(np.asarray(coo.row, dtype=np.int64))
+        dst = torch.from_numpy(np.asarray(coo.col, dtype=np.int64))
+        return cls._from_coo(src, dst, num_src, num_dst, "matrix row", "matrix column")
+
+    @classmethod
+    def from_torch_sparse(cls, tensor: torch.Tensor) -> Graph:
+        """Graph from a 2-D ``torch.sparse`` COO/CSR tensor with rows as sources (DGL).
+
+        Edge ids follow the tensor's storage order.
+        """
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.dim() != 2:
+            raise ValueError(f"tensor must be 2-D, got shape {tuple(tensor.shape)}")
+        num_src, num_dst = tensor.shape
+        if tensor.layout == torch.sparse_coo:
+            src, dst = tensor._indices()
+        elif tensor.layout == torch.sparse_csr:
+            crow = tensor.crow_indices()
+            src = torch.repeat_interleave(
+                torch.arange(num_src, device=crow.device, dtype=crow.dtype), crow.diff()
+            )
+            dst = tensor.col_indices()
+        else:
+            raise ValueError(
+                f"tensor must have layout torch.sparse_coo or torch.sparse_csr, got {tensor.layout}"
+            )
+        return cls._from_coo(src, dst, num_src, num_dst, "tensor row", "tensor column")
+
+    @classmethod
+    def _from_coo(
+        cls,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        num_src: int | None,
+        num_dst: int | None,
+        src_name: str,
+        dst_name: str,
+    ) -> Graph:
+        num_edges = src.numel()
+        num_src = _check_count("num_src", num_src if num_src is not None
+                               else (int(src.max()) + 1 if num_edges else 0))
+        num_dst = _check_count("num_dst", num_dst if num_dst is not None
+                               else (int(dst.max()) + 1 if num_edges else 0))
+        _check_range(src_name, src, num_src, "num_src")
+        _check_range(dst_name, dst, num_dst, "num_dst")
+        dst64 = dst.long()
+        # A stable sort keeps each row's edges in the user's order, as DGL's CSR does.
+        order = torch.argsort(dst64, stable=True)
+        counts = torch.bincount(dst64, minlength=num_dst)
+        idx = _index_dtype_for(num_edges, num_src, num_dst)
+        rowptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=src.device)
+        torch.cumsum(counts, 0, out=rowptr[1:])
+        col = src.long()[order]
+        identity = torch.arange(num_edges, device=src.device)
+        eid = None if bool((order == identity).all()) else order.to(idx)
+        return cls._assemble(rowptr.to(idx), col.to(idx), eid, num_src, num_dst)
+
+    @classmethod
+    def _assemble(
+        cls,
+        rowptr: torch.Tensor,
+        col: torch.Tensor,
+        eid: torch.Tensor | None,
+        num_src: int,
+        num_dst: int,
+    ) -> Graph:
+        idx = _index_dtype_for(col.numel(), num_src, num_dst)
+        rowptr, col = rowptr.to(idx).contiguous(), col.to(idx).contiguous()
+        if eid is not None:
+            eid = eid.to(idx).contiguous()
+            if bool((eid == torch.arange(eid.numel(), device=eid.device, dtype=idx)).all()):
+                eid = None
+        return cls(rowptr, col, eid, num_src, _validated=True)
+
+    # ------------------------------------------------------------------ basic properties
+
+    @property
+    def num_src(self) -> int:
+        return self._num_src
+
+    @property
+    def num_dst(self) -> int:
+        return self._rowptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self._col.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self._rowptr.device
+
+    @property
+    def index_dtype(self) -> torch.dtype:
+        """int32 unless a count exceeds its range, then int64."""
+        return self._rowptr.dtype
+
+    @property
+    def rowptr(self) -> torch.Tensor:
+        """``[num_dst + 1]`` CSR offsets over destination rows."""
+        return self._rowptr
+
+    @property
+    def col(self) -> torch.Tensor:
+        """``[E]`` source node of each CSR position."""
+        return self._col
+
+    @property
+    def eid(self) -> torch.Tensor | None:
+        """``[E]`` user edge id of each CSR position, or ``None`` when CSR order is edge order."""
+        return self._eid
+
+    def __repr__(self) -> str:
+        return (f"Graph(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.num_edges}, "
+                f"index_dtype={self.index_dtype}, device={self.device})")
+
+    # ------------------------------------------------------------------ derived structures
+
+    @cached_property
+    def csr_dst(self) -> torch.Tensor:
+        """``[E]`` destination node of each CSR position (the row index, expanded)."""
+        rows = torch.arange(self.num_dst, device=self.device, dtype=self.index_dtype)
+        return torch.repeat_interleave(rows, self.in_degrees(), output_size=self.num_edges)
+
+    @cached_property
+    def _coo(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._eid is None:
+            return self._col, self.csr_dst
+        src = torch.empty_like(self._col)
+        dst = torch.empty_like(self._col)
+        src[self._eid.long()] = self._col
+        dst[self._eid.long()] = self.csr_dst
+        return src, dst
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(src, dst)``, each ``[E]``, in the user's edge order."""
+        return self._coo
+
+    @cached_property
+    def _reverse(self) -> Graph:
+        # The transpose keeps the original edge ids, so one edge-feature tensor serves both.
+        order = torch.argsort(self._col.long(), stable=True)
+        counts = torch.bincount(self._col.long(), minlength=self.num_src)
+        rowptr = torch.zeros(self.num_src + 1, dtype=torch.int64, device=self.device)
+        torch.cumsum(counts, 0, out=rowptr[1:])
+        col = self.csr_dst[order]
+        eid = order if self._eid is None else self._eid.long()[order]
+        rev = Graph._assemble(rowptr, col, eid, self.num_dst, self.num_src)
+        rev.__dict__["_reverse"] = self
+        return rev
+
+    def reverse(self) -> Graph:
+        """The transposed graph (edges from destinations to sources), same edge ids. Cached."""
+        return self._reverse
+
+    def in_degrees(self) -> torch.Tensor:
+        """``[num_dst]`` number of incoming edges of each destination node."""
+        return self._rowptr[1:] - self._rowptr[:-1]
+
+    @cached_property
+    def _out_degrees(self) -> torch.Tensor:
+        return torch.bincount(self._col.long(), minlength=self.num_src).to(self.index_dtype)
+
+    def out_degrees(self) -> torch.Tensor:
+        """``[num_src]`` number of outgoing edges of each source node."""
+        return self._out_degrees
+
+    @cached_property
+    def row_stats(self) -> RowStats:
+        """Mean, max and coefficient of variation of the row lengths."""
+        deg = self.in_degrees().double()
+        if deg.numel() == 0:
+            return RowStats(0.0, 0, 0.0)
+        mean = float(deg.mean())
+        std = float(deg.std(unbiased=False))
+        return RowStats(mean, int(deg.max()), std / mean if mean > 0 else 0.0)
+
+    @cached_property
+    def degree_sorted_rows(self) -> torch.Tensor:
+        """``[num_dst]`` destination rows ordered by decreasing in-degree (stable)."""
+        order = torch.argsort(self.in_degrees(), descending=True, stable=True)
+        return order.to(self.index_dtype)
+
+    @cached_property
+    def signature(self) -> str:
+        """A stable hex digest of the structure (sizes, CSR, edge ids): a cache key.
+
+        Independent of device and index dtype: the same graph has the same signature
+        everywhere.
+        """
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"gsparse.Graph/1:{self.num_src}:{self.num_dst}:{self.num_edges}".encode())
+        for name, t in (("rowptr", self._rowptr), ("col", self._col), ("eid", self._eid)):
+            h.update(name.encode())
+            if t is not None:
+                h.update(t.detach().to("cpu", torch.int64).numpy().tobytes())
+        return h.hexdigest()
+
+    # ------------------------------------------------------------------ conversions
+
+    def to(self, device: torch.device | str) -> Graph:
+        """The same graph on ``device``; returns ``self`` when already there."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device == self.device:
+            return self
+        moved = Graph(
+            self._rowptr.to(device),
+            self._col.to(device),
+            None if self._eid is None else self._eid.to(device),
+            self._num_src,
+            _validated=True,
+        )
+        if "signature" in self.__dict__:
+            moved.__dict__["signature"] = self.signature
+        return moved
+
+    def with_index_dtype(self, dtype: torch.dtype) -> Graph:
+        """The same graph with ``int32`` or ``int64`` indices (int32 only where counts fit)."""
+        if dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"dtype must be torch.int32 or torch.int64, got {dtype}")
+        if dtype == torch.int32 and _index_dtype_for(self.num_edges, self.num_src, self.num_dst) != dtype:
+            raise ValueError(f"{self} has counts beyond the int32 range; it needs int64 indices")
+        if dtype == self.index_dtype:
+            return self
+        return Graph(self._rowptr.to(dtype), self._col.to(dtype),
+                     None if self._eid is None else self._eid.to(dtype), self._num_src, _validated=True)
+
+    def coalesce(
+        self, edge_weight: torch.Tensor | None = None, reduce: str = "sum"
+    ) -> tuple[Graph, torch.Tensor | None]:
+        """Merge duplicate edges ``(u, v)`` into one.
+
+        Args:
+            edge_weight: optional ``[E, *shape]`` weights in edge order.
+            reduce: how the weights of merged edges combine: ``"sum"``, ``"mean"``,
+                ``"max"``, ``"min"`` or ``"first"`` (keep the weight of the lowest edge id).
+
+        Returns:
+            The coalesced graph (rows sorted by source; new edge ids in CSR order) and the
+            merged weights (``None`` when none were given).
+        """
+        reducers = ("sum", "mean", "max", "min", "first")
+        if reduce not in reducers:
+            raise ValueError(f"reduce must be one of {reducers}, got {reduce!r}")
+        if edge_weight is not None:
+            if not isinstance(edge_weight, torch.Tensor):
+                raise TypeError(f"edge_weight must be a torch.Tensor, got {type(edge_weight).__name__}")
+            if edge_weight.dim() == 0 or edge_weight.shape[0] != self.num_edges:
+                raise ValueError(f"edge_weight has shape {tuple(edge_weight.shape)} but the graph has "
+                                 f"{self.num_edges} edges")
+            if edge_weight.device != self.device:
+                raise ValueError(f"edge_weight is on {edge_weight.device} but the graph is on {self.device}")
+        dst = self.csr_dst.long()
+        src = self._col.long()
+        eid = (torch.arange(self.num_edges, device=self.device) if self._eid is None
+               else self._eid.long())
+        # Sort by (dst, src, edge id) so that duplicates are adjacent and "first" is the lowest id.
+        order = torch.argsort(eid)
+        order = order[torch.argsort(src[order], stable=True)]
+        order = order[torch.argsort(dst[order], stable=True)]
+        key = dst[order] * max(self.num_src, 1) + src[order]
+        is_new = torch.ones_like(key, dtype=torch.bool)
+        is_new[1:] = key[1:] != key[:-1]
+        group = torch.cumsum(is_new, 0) - 1
+        keep = order[is_new]
+        rowptr = torch.zeros(self.num_dst + 1, dtype=torch.int64, device=self.device)
+        torch.cumsum(torch.bincount(dst[keep], minlength=self.num_dst), 0, out=rowptr[1:])
+        graph = Graph._assemble(rowptr, src[keep], None, self.num_src, self.num_dst)
+        if edge_weight is None:
+            return graph, None
+        w = edge_weight[eid[order]]
+        n = int(keep.numel())
+        if reduce == "first":
+            return graph, w[is_new]
+        index = group.view(-1, *([1] * (w.dim() - 1))).expand_as(w)
+        out = torch.zeros((n, *w.shape[1:]), dtype=w.dtype, device=w.device)
+        torch_reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[reduce]
+        out.scatter_reduce_(0, index, w, torch_reduce, include_self=False)
+        return graph, out

@@ -1,0 +1,32 @@
+"""Edge softmax: normalise edge logits over the incoming (or outgoing) edges of each node."""
+
+from __future__ import annotations
+
+import torch
+
+from . import backends
+from ._checks import check_choice, check_features, check_graph
+from .graph import Graph
+
+__all__ = ["edge_softmax"]
+
+
+def edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst") -> torch.Tensor:
+    r"""Softmax of edge logits over the edges that share a destination (or source), as in DGL.
+
+    .. math::  a_e = \frac{\exp(z_e - m_v)}{\sum_{e' \to v} \exp(z_{e'} - m_v)},
+               \quad m_v = \max_{e' \to v} z_{e'}
+
+    Args:
+        g: the graph.
+        logits: ``[num_edges, *shape]`` in edge order, e.g. ``[E, heads, 1]`` for GAT.
+        norm_by: ``"dst"`` normalises over each destination's incoming edges, ``"src"``
+            over each source's outgoing edges.
+
+    Returns:
+        ``[num_edges, *shape]``, same dtype as ``logits`` (half precision computes in float32).
+    """
+    check_graph(g)
+    check_choice("norm_by", norm_by, ("dst", "src"))
+    check_features("logits", logits, g, g.num_edges, "edges")
+    return backends.for_device(g.device).edge_softmax(g, logits, norm_by)

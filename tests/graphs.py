@@ -1,0 +1,54 @@
+"""Named graph generators for tests: hypothesis strategies and small fixed shapes."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+import gsparse
+
+
+@st.composite
+def edge_lists(draw, max_nodes: int = 12, max_edges: int = 60, square: bool | None = None):
+    """``(edge_index [2, E], num_src, num_dst)`` covering the shapes kernels get wrong.
+
+    Includes graphs with no edges, empty rows, one very long row, self loops, duplicate
+    edges, bipartite shapes and arbitrary (unsorted) edge order.
+    """
+    if square is None:
+        square = draw(st.booleans())
+    num_src = draw(st.integers(0, max_nodes))
+    num_dst = num_src if square else draw(st.integers(0, max_nodes))
+    if num_src == 0 or num_dst == 0:
+        return torch.zeros(2, 0, dtype=torch.int64), num_src, num_dst
+    kind = draw(st.sampled_from(["random", "long_row", "duplicates", "self_loops", "none"]))
+    num_edges = draw(st.integers(0, max_edges)) if kind != "none" else 0
+    src = draw(st.lists(st.integers(0, num_src - 1), min_size=num_edges, max_size=num_edges))
+    dst = draw(st.lists(st.integers(0, num_dst - 1), min_size=num_edges, max_size=num_edges))
+    if kind == "long_row" and num_edges:
+        hub = draw(st.integers(0, num_dst - 1))
+        dst = [hub if i % 4 else d for i, d in enumerate(dst)]
+    elif kind == "duplicates" and num_edges:
+        src = [src[i // 3 * 3] for i in range(num_edges)]
+        dst = [dst[i // 3 * 3] for i in range(num_edges)]
+    elif kind == "self_loops" and num_edges and square:
+        dst = [s if i % 2 else d for i, (s, d) in enumerate(zip(src, dst))]
+    return torch.tensor([src, dst], dtype=torch.int64).reshape(2, -1), num_src, num_dst
+
+
+@st.composite
+def graphs(draw, **kwargs) -> gsparse.Graph:
+    edge_index, num_src, num_dst = draw(edge_lists(**kwargs))
+    return gsparse.Graph.from_edge_index(edge_index, num_src, num_dst)
+
+
+def random_features(shape, dtype, seed: int, *, away_from_zero: bool = False) -> torch.Tensor:
+    """Random values in ±[0.5, 1.5] (away from zero, for divisors) or standard normal."""
+    gen = torch.Generator().manual_seed(seed)
+    if away_from_zero:
+        magnitude = torch.rand(shape, generator=gen, dtype=torch.float64) + 0.5
+        sign = torch.randint(0, 2, shape, generator=gen) * 2 - 1
+        values = magnitude * sign
+    else:
+        values = torch.randn(shape, generator=gen, dtype=torch.float64)
+    return values.to(dtype)
