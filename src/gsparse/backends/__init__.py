@@ -54,3 +54,9 @@ def register(device_type: str, backend: Backend) -> None:
 def for_device(device: torch.device) -> Backend:
     """The backend registered for ``device``'s type, else the PyTorch-ops backend."""
     return _BY_DEVICE_TYPE.get(device.type, cpu.BACKEND)
+
+
+# Imported last: the CUDA backend's modules need the registry above to exist.
+from . import cuda as _cuda  # noqa: E402
+
+register("cuda", _cuda.BACKEND)

@@ -1,0 +1,113 @@
+"""What every generated kernel shares: C type names, the device prelude, operand layouts.
+
+Generated programs are specialised on everything that is known at launch time and cheap to
+key on (dtypes, index width, operand layouts, the schedule), so the inner loops carry no
+run-time branches on them.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import torch
+
+# C type of a feature element, and of its accumulator (half precision accumulates in fp32).
+SCALAR_TYPES: dict[torch.dtype, str] = {
+    torch.float16: "__half",
+    torch.bfloat16: "__nv_bfloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+}
+ACCUMULATOR_TYPES: dict[torch.dtype, str] = {
+    torch.float16: "float",
+    torch.bfloat16: "float",
+    torch.float32: "float",
+    torch.float64: "double",
+}
+INDEX_TYPES: dict[torch.dtype, str] = {torch.int32: "int", torch.int64: "long long"}
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+class Layout(enum.Enum):
+    """How an operand's features map onto the output's flattened features ``f``.
+
+    FULL: the operand has the output's shape, element ``f`` is at offset ``f``.
+    SCALAR: the operand has one element per row, broadcast to every ``f``.
+    INDEXED: any other DGL broadcast; the offset of ``f`` is read from a small table.
+    """
+
+    FULL = "full"
+    SCALAR = "scalar"
+    INDEXED = "indexed"
+
+
+def operand_layout(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Layout:
+    """The layout of an operand of feature shape ``shape`` (padded to ``out_shape``'s rank)."""
+    if tuple(shape) == tuple(out_shape):
+        return Layout.FULL
+    if math.prod(shape) == 1:
+        return Layout.SCALAR
+    return Layout.INDEXED
+
+
+def broadcast_offsets(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> torch.Tensor:
+    """``[prod(out_shape)]`` int32: the offset inside an operand row of each output feature.
+
+    ``shape`` has the rank of ``out_shape`` and each of its dimensions is 1 or equal to the
+    output's (DGL / NumPy broadcasting).
+    """
+    index = torch.arange(math.prod(shape), dtype=torch.int32).reshape(shape)
+    return index.expand(out_shape).reshape(-1).contiguous()
+
+
+# Device helpers spliced at the top of every program: conversions between the storage
+# type and the accumulator, and vector loads/stores of 1, 2, 4 or 8 elements. A vector
+# access of V elements is one aligned load of V * sizeof(T) bytes; callers guarantee the
+# alignment (the backend checks pointers and row lengths before choosing V > 1).
+PRELUDE = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace gs {
+
+__device__ __forceinline__ float to_acc(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_acc(float x) { return x; }
+__device__ __forceinline__ double to_acc(double x) { return x; }
+
+template <typename T> __device__ __forceinline__ T from_acc(float x);
+template <> __device__ __forceinline__ __half from_acc<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ float from_acc<float>(float x) { return x; }
+template <typename T> __device__ __forceinline__ T from_acc(double x) { return x; }
+
+// An aligned bundle of V elements of T, moved with one memory instruction.
+template <typename T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
+
+template <int V, typename T, typename A>
+__device__ __forceinline__ void load(const T* __restrict__ p, A (&out)[V]) {
+    const Vec<T, V> bundle = *reinterpret_cast<const Vec<T, V>*>(p);
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = to_acc(bundle.v[i]);
+}
+
+template <int V, typename T, typename A>
+__device__ __forceinline__ void store(T* __restrict__ p, const A (&in)[V]) {
+    Vec<T, V> bundle;
+#pragma unroll
+    for (int i = 0; i < V; ++i) bundle.v[i] = from_acc<T>(in[i]);
+    *reinterpret_cast<Vec<T, V>*>(p) = bundle;
+}
+
+}  // namespace gs
+"""
+
+
+def indent(text: str, spaces: int) -> str:
+    """``text`` with every non-empty line indented by ``spaces``."""
+    pad = " " * spaces
+    return "\n".join(pad + line if line.strip() else line for line in text.splitlines())

@@ -1,0 +1,346 @@
+"""g-SpMM code generation: (algorithm, schedule, dtypes) -> CUDA source. Pure; no GPU needed.
+
+The algorithm — the message ``a ⊕ b`` and the reducer Φ — is spliced as inline device code
+into one skeleton whose loops the schedule shapes (see :mod:`.spmm_schedule`). Every
+program has the same kernel signature, so one launcher serves them all::
+
+    gspmm(rowptr, col, eid, row_order, lhs, rhs, lhs_offset, rhs_offset,
+          out, arg_u, arg_e, num_rows, num_features, lhs_len, rhs_len)
+
+Unused pointers are null. Offsets into feature arrays are 64-bit: ``num_edges *
+num_features`` passes 2**31 on the graphs we serve.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from ..algebra import BINARY_OPS, REDUCERS
+from .common import ACCUMULATOR_TYPES, INDEX_TYPES, PRELUDE, SCALAR_TYPES, Layout, indent
+from .spmm_schedule import SpmmSchedule
+
+KERNEL_NAME = "gspmm"
+
+
+@dataclass(frozen=True)
+class SpmmAlgorithm:
+    """What to compute, and the facts about the operands that the code is specialised on.
+
+    Attributes:
+        op: ⊕, a key of :data:`gsparse.algebra.BINARY_OPS` valid for g-SpMM.
+        reduce: Φ, a key of :data:`gsparse.algebra.REDUCERS`.
+        lhs_layout, rhs_layout: how each used operand maps onto the output features
+            (None for an operand the op does not read).
+        dtype: feature dtype; index_dtype: int32 or int64.
+        has_eid: edge ids differ from CSR positions (read ``eid[p]``).
+        with_arg: max/min also write the winning source node and edge of each output.
+    """
+
+    op: str
+    reduce: str
+    lhs_layout: Layout | None
+    rhs_layout: Layout | None
+    dtype: torch.dtype
+    index_dtype: torch.dtype
+    has_eid: bool
+    with_arg: bool = False
+
+    def __post_init__(self) -> None:
+        binop = BINARY_OPS[self.op]
+        if (self.lhs_layout is not None) != binop.uses_lhs:
+            raise ValueError(f"op {self.op!r} {'reads' if binop.uses_lhs else 'ignores'} lhs")
+        if (self.rhs_layout is not None) != binop.uses_rhs:
+            raise ValueError(f"op {self.op!r} {'reads' if binop.uses_rhs else 'ignores'} rhs")
+        if self.with_arg and not REDUCERS[self.reduce].keeps_arg:
+            raise ValueError(f"reduce {self.reduce!r} keeps no arg index")
+
+    def __str__(self) -> str:
+        layouts = "/".join(
+            f"{name}:{layout.value}"
+            for name, layout in (("lhs", self.lhs_layout), ("rhs", self.rhs_layout))
+            if layout is not None
+        )
+        return (
+            f"{self.op}.{self.reduce} {layouts} {str(self.dtype).removeprefix('torch.')} "
+            f"{str(self.index_dtype).removeprefix('torch.')}"
+            f"{' eid' if self.has_eid else ''}{' arg' if self.with_arg else ''}"
+        )
+
+
+@dataclass(frozen=True)
+class LaunchGeometry:
+    grid: tuple[int, int]
+    block: int
+
+
+def launch_geometry(schedule: SpmmSchedule, num_rows: int, num_features: int) -> LaunchGeometry:
+    """Blocks over (row groups, feature slices) and threads per block."""
+    blocks_x = -(-num_rows // schedule.rows_per_block)
+    blocks_y = -(-num_features // schedule.feature_slice)
+    return LaunchGeometry((blocks_x, blocks_y), schedule.threads)
+
+
+def _operand_load(name: str, layout: Layout, row: str) -> str:
+    """Code that fills ``{name[0]}[V]`` with the operand's features ``f .. f+V-1``."""
+    target = {"lhs": "a", "rhs": "b"}[name]
+    if layout is Layout.FULL:
+        return f"gs::load<V>({name} + {row} * {name}_len + f, {target});"
+    if layout is Layout.SCALAR:
+        return f"for (int i = 0; i < V; ++i) {target}[i] = {target}_scalar;"
+    return (
+        f"for (int i = 0; i < V; ++i) "
+        f"{target}[i] = gs::to_acc({name}[{row} * {name}_len + {name}_offset[f + i]]);"
+    )
+
+
+def _combine(reduce: str, with_arg: bool) -> str:
+    """Fold message ``m`` at CSR position ``p`` into ``acc[o][i]`` (and ``arg[o][i]``)."""
+    if not REDUCERS[reduce].keeps_arg:
+        return "acc[o][i] += m;"
+    better = "m > acc[o][i]" if reduce == "max" else "m < acc[o][i]"
+    if with_arg:
+        # Strictly better, so the first edge of the row wins ties; arg < 0 takes the first
+        # message even when it equals the identity (an all -inf row still names an edge).
+        return f"if ({better} || arg[o][i] < 0) {{ acc[o][i] = m; arg[o][i] = p; }}"
+    return f"if ({better}) acc[o][i] = m;"
+
+
+def _merge_lanes(reduce: str, with_arg: bool) -> str:
+    """Code that merges the partial results of the edge lanes through warp shuffles."""
+    if not REDUCERS[reduce].keeps_arg:
+        step = "acc[o][i] += __shfl_xor_sync(mask, acc[o][i], offset, G);"
+    elif with_arg:
+        better = "other > acc[o][i]" if reduce == "max" else "other < acc[o][i]"
+        step = (
+            "const A other = __shfl_xor_sync(mask, acc[o][i], offset, G);\n"
+            "const long long other_arg = __shfl_xor_sync(mask, arg[o][i], offset, G);\n"
+            "// The earliest CSR position wins ties, as in a sequential walk of the row.\n"
+            f"if (other_arg >= 0 && (arg[o][i] < 0 || {better} ||\n"
+            "                       (other == acc[o][i] && other_arg < arg[o][i]))) {\n"
+            "    acc[o][i] = other;\n"
+            "    arg[o][i] = other_arg;\n"
+            "}"
+        )
+    else:
+        better = "other > acc[o][i]" if reduce == "max" else "other < acc[o][i]"
+        step = (
+            "const A other = __shfl_xor_sync(mask, acc[o][i], offset, G);\n"
+            f"if ({better}) acc[o][i] = other;"
+        )
+    return (
+        "#pragma unroll\n"
+        "for (int offset = G / 2; offset >= FL; offset /= 2) {\n"
+        "#pragma unroll\n"
+        "    for (int o = 0; o < O; ++o) {\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < V; ++i) {\n"
+        f"{indent(step, 12)}\n"
+        "        }\n"
+        "    }\n"
+        "}"
+    )
+
+
+def _message_body(algorithm: SpmmAlgorithm) -> str:
+    """Code that folds the message of edge (u, e) at CSR position p into the accumulators.
+
+    Expects ``u``, ``e``, ``p`` and, for SCALAR operands, ``a_scalar`` / ``b_scalar``.
+    """
+    binop = BINARY_OPS[algorithm.op]
+    loads = []
+    if algorithm.lhs_layout is not None:
+        loads += ["A a[V];", _operand_load("lhs", algorithm.lhs_layout, "u")]
+    if algorithm.rhs_layout is not None:
+        loads += ["A b[V];", _operand_load("rhs", algorithm.rhs_layout, "e")]
+    combine = _combine(algorithm.reduce, algorithm.with_arg)
+    return (
+        "#pragma unroll\n"
+        "for (int o = 0; o < O; ++o) {\n"
+        "    const int f = f_base + o * FL * V;\n"
+        "    if (f < num_features) {\n"
+        f"{indent(chr(10).join(loads), 8)}\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < V; ++i) {\n"
+        f"            const A m = {_indexed_expr(binop.cuda_expr)};\n"
+        f"            {combine}\n"
+        "        }\n"
+        "    }\n"
+        "}"
+    )
+
+
+def _indexed_expr(expr: str) -> str:
+    """``a + b`` -> ``a[i] + b[i]``: the table's expression over element ``i``."""
+    out = []
+    for token in expr.split(" "):
+        out.append(f"{token}[i]" if token in ("a", "b") else token)
+    return " ".join(out)
+
+
+def _scalar_loads(algorithm: SpmmAlgorithm, u: str, e: str) -> list[str]:
+    lines = []
+    if algorithm.lhs_layout is Layout.SCALAR:
+        lines.append(f"const A a_scalar = gs::to_acc(lhs[{u}]);")
+    if algorithm.rhs_layout is Layout.SCALAR:
+        lines.append(f"const A b_scalar = gs::to_acc(rhs[{e}]);")
+    return lines
+
+
+def _edge_id(algorithm: SpmmAlgorithm, p: str) -> str:
+    return f"(long long)eid[{p}]" if algorithm.has_eid else p
+
+
+def _edge_loop(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
+    body = _message_body(algorithm)
+    if not schedule.index_tile:
+        lines = [
+            "const long long u = col[p];",
+            f"const long long e = {_edge_id(algorithm, 'p')};",
+            *_scalar_loads(algorithm, "u", "e"),
+            body,
+        ]
+        return (
+            "for (long long p = start + e_lane; p < end; p += EL) {\n"
+            f"{indent(chr(10).join(lines), 4)}\n"
+            "}"
+        )
+    # One coalesced load of the next G indices per group, then a broadcast per edge.
+    tile_loads = ["long long tile_u = 0, tile_e = 0;"]
+    fetch = ["tile_u = col[mine];", f"tile_e = {_edge_id(algorithm, 'mine')};"]
+    broadcast = [
+        "const long long u = __shfl_sync(mask, tile_u, j, G);",
+        "const long long e = __shfl_sync(mask, tile_e, j, G);",
+        "const long long p = base + j;",
+    ]
+    if algorithm.rhs_layout is Layout.SCALAR:
+        tile_loads.append("A tile_b = 0;")
+        fetch.append("tile_b = gs::to_acc(rhs[tile_e]);")
+        broadcast.append("const A b_scalar = __shfl_sync(mask, tile_b, j, G);")
+    if algorithm.lhs_layout is Layout.SCALAR:
+        broadcast.append("const A a_scalar = gs::to_acc(lhs[u]);")
+    return (
+        "for (long long base = start; base < end; base += G) {\n"
+        f"{indent(chr(10).join(tile_loads), 4)}\n"
+        "    const long long mine = base + lane;\n"
+        "    if (mine < end) {\n"
+        f"{indent(chr(10).join(fetch), 8)}\n"
+        "    }\n"
+        "    const int count = (int)min((long long)G, end - base);\n"
+        "    for (int j = 0; j < count; ++j) {\n"
+        f"{indent(chr(10).join(broadcast), 8)}\n"
+        f"{indent(body, 8)}\n"
+        "    }\n"
+        "}"
+    )
+
+
+def _write_back(algorithm: SpmmAlgorithm) -> str:
+    if algorithm.reduce == "mean":
+        value = "degree == 0 ? A(0) : acc[o][i] / A(degree)"
+    else:
+        value = "degree == 0 ? A(0) : acc[o][i]"
+    lines = [
+        "A result[V];",
+        "#pragma unroll",
+        f"for (int i = 0; i < V; ++i) result[i] = {value};",
+        "gs::store<V>(out + row * num_features + f, result);",
+    ]
+    if algorithm.with_arg:
+        lines += [
+            "#pragma unroll",
+            "for (int i = 0; i < V; ++i) {",
+            "    const long long q = arg[o][i];",
+            "    arg_u[row * num_features + f + i] = q < 0 ? -1 : (long long)col[q];",
+            f"    arg_e[row * num_features + f + i] = q < 0 ? -1 : {_edge_id(algorithm, 'q')};",
+            "}",
+        ]
+    return (
+        "if (e_lane == 0) {\n"
+        "    const long long degree = end - start;\n"
+        "#pragma unroll\n"
+        "    for (int o = 0; o < O; ++o) {\n"
+        "        const int f = f_base + o * FL * V;\n"
+        "        if (f < num_features) {\n"
+        f"{indent(chr(10).join(lines), 12)}\n"
+        "        }\n"
+        "    }\n"
+        "}"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
+    """CUDA C++ of the g-SpMM kernel ``gspmm`` for ``algorithm`` under ``schedule``."""
+    schedule.validate()
+    reducer = REDUCERS[algorithm.reduce]
+    identity = {
+        0.0: "A(0)",
+        float("-inf"): "A(-__int_as_float(0x7f800000))",
+        float("inf"): "A(__int_as_float(0x7f800000))",
+    }[
+        reducer.identity
+    ]
+    init = ["A acc[O][V];"]
+    if algorithm.with_arg:
+        init.append("long long arg[O][V];")
+    init += [
+        "#pragma unroll",
+        "for (int o = 0; o < O; ++o) {",
+        "#pragma unroll",
+        "    for (int i = 0; i < V; ++i) {",
+        f"        acc[o][i] = {identity};",
+        *(["        arg[o][i] = -1;"] if algorithm.with_arg else []),
+        "    }",
+        "}",
+    ]
+    row = "(long long)row_order[slot]" if schedule.degree_sorted else "slot"
+    body = [
+        f"using T = {SCALAR_TYPES[algorithm.dtype]};",
+        f"using A = {ACCUMULATOR_TYPES[algorithm.dtype]};",
+        f"constexpr int FL = {schedule.feature_lanes};  // feature lanes",
+        f"constexpr int EL = {schedule.edge_lanes};  // edge lanes",
+        "constexpr int G = FL * EL;  // threads per row",
+        f"constexpr int V = {schedule.vector_width};  // features per vector access",
+        f"constexpr int O = {schedule.outputs_per_thread};  // vectors per thread",
+        f"constexpr int ROWS = {schedule.rows_per_block};",
+        "const int lane = threadIdx.x % G;",
+        "const int f_lane = lane % FL;",
+        "const int e_lane = lane / FL;",
+        "// The lanes of this thread's group: shuffles must name exactly them.",
+        "const unsigned mask = G == 32 ? 0xffffffffu\n"
+        "                              : ((1u << G) - 1u) << ((threadIdx.x % 32) / G * G);",
+        "(void)mask; (void)e_lane;",
+        "const long long slot = (long long)blockIdx.x * ROWS + threadIdx.x / G;",
+        "if (slot >= num_rows) return;  // whole groups leave together",
+        f"const long long row = {row};",
+        "const long long start = rowptr[row];",
+        "const long long end = rowptr[row + 1];",
+        f"const int f_base = blockIdx.y * {schedule.feature_slice} + f_lane * V;",
+        *init,
+        _edge_loop(algorithm, schedule),
+    ]
+    if schedule.edge_lanes > 1:
+        body.append(_merge_lanes(algorithm.reduce, algorithm.with_arg))
+    body.append(_write_back(algorithm))
+    index = INDEX_TYPES[algorithm.index_dtype]
+    return f"""// gsparse g-SpMM: {algorithm}
+// schedule {schedule}: {schedule.to_json()}
+{PRELUDE}
+using I = {index};
+
+extern "C" __global__ void __launch_bounds__({schedule.threads})
+{KERNEL_NAME}(const I* __restrict__ rowptr, const I* __restrict__ col,
+      const I* __restrict__ eid, const I* __restrict__ row_order,
+      const {SCALAR_TYPES[algorithm.dtype]}* __restrict__ lhs,
+      const {SCALAR_TYPES[algorithm.dtype]}* __restrict__ rhs,
+      const int* __restrict__ lhs_offset, const int* __restrict__ rhs_offset,
+      {SCALAR_TYPES[algorithm.dtype]}* __restrict__ out,
+      long long* __restrict__ arg_u, long long* __restrict__ arg_e,
+      long long num_rows, int num_features, long long lhs_len, long long rhs_len)
+{{
+{indent(chr(10).join(body), 4)}
+}}
+"""

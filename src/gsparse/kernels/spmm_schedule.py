@@ -1,0 +1,199 @@
+"""The g-SpMM schedule: how rows, edges and features map onto threads.
+
+A destination row is owned by a *group* of ``edge_lanes * feature_lanes`` threads inside
+one warp. The group's threads split the row's edges ``edge_lanes`` ways (each walks every
+``edge_lanes``-th edge and the partial results meet through warp shuffles at the end) and
+the features ``feature_lanes`` ways; each thread owns ``outputs_per_thread`` vectors of
+``vector_width`` consecutive features at a stride of ``feature_lanes * vector_width``
+(G-Sparse's 1-D stride register tiling). Features wider than one group's slice are
+covered by ``blockIdx.y``; blocks of the first slice are scheduled before those of the
+next, so only one slice of the dense input is live at a time and can stay in L2.
+
+``rows_per_block`` groups share a block. ``index_tile`` loads the next ``group`` column
+indices (and edge scalars) with one coalesced load per thread and broadcasts them with
+``__shfl_sync``, instead of every lane loading every index. ``degree_sorted`` walks the
+rows longest first (G-Sparse's row swizzle), so the longest rows start first and the tail
+of the grid is made of short rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+_POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
+_WARP = 32
+_MAX_THREADS = 1024
+
+
+@dataclass(frozen=True)
+class SpmmSchedule:
+    """One point of the g-SpMM search space (a plain value: hashable, JSON round trip).
+
+    Attributes:
+        rows_per_block: groups (rows) per thread block.
+        feature_lanes: threads of a group that split the features.
+        edge_lanes: threads of a group that split the edges of its row.
+        vector_width: consecutive features moved per load/store (1, 2 or 4).
+        outputs_per_thread: feature vectors per thread, at a stride of one group slice.
+        index_tile: broadcast column indices through warp shuffles (needs edge_lanes 1).
+        degree_sorted: visit rows in decreasing-degree order.
+    """
+
+    rows_per_block: int = 8
+    feature_lanes: int = 32
+    edge_lanes: int = 1
+    vector_width: int = 1
+    outputs_per_thread: int = 1
+    index_tile: bool = False
+    degree_sorted: bool = False
+
+    @property
+    def group(self) -> int:
+        """Threads that own one row."""
+        return self.feature_lanes * self.edge_lanes
+
+    @property
+    def threads(self) -> int:
+        return self.rows_per_block * self.group
+
+    @property
+    def feature_slice(self) -> int:
+        """Features one group covers; wider features take several slices (blockIdx.y)."""
+        return self.feature_lanes * self.vector_width * self.outputs_per_thread
+
+    def problems(self) -> list[str]:
+        """Why this schedule can never run (empty when it is valid)."""
+        found = []
+        for name in ("feature_lanes", "edge_lanes"):
+            if getattr(self, name) not in _POWERS_OF_TWO:
+                found.append(f"{name} must be one of {_POWERS_OF_TWO}, got {getattr(self, name)}")
+        if self.vector_width not in (1, 2, 4):
+            found.append(f"vector_width must be 1, 2 or 4, got {self.vector_width}")
+        if self.outputs_per_thread not in (1, 2, 4, 8):
+            found.append(f"outputs_per_thread must be 1, 2, 4 or 8, got {self.outputs_per_thread}")
+        if self.rows_per_block < 1:
+            found.append(f"rows_per_block must be >= 1, got {self.rows_per_block}")
+        if found:
+            return found
+        if self.group > _WARP:
+            found.append(
+                f"a row's group has feature_lanes * edge_lanes = {self.group} threads; "
+                f"it must fit in one warp ({_WARP})"
+            )
+        if self.threads > _MAX_THREADS:
+            found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
+        elif self.threads % _WARP:
+            found.append(f"{self.threads} threads per block is not a multiple of {_WARP}")
+        if self.index_tile and self.edge_lanes != 1:
+            found.append("index_tile broadcasts one edge to the whole group: needs edge_lanes 1")
+        return found
+
+    def validate(self) -> SpmmSchedule:
+        """``self``, or ValueError listing every problem."""
+        if problems := self.problems():
+            raise ValueError(f"invalid SpmmSchedule {self}: " + "; ".join(problems))
+        return self
+
+    def __str__(self) -> str:
+        flags = ("+tile" if self.index_tile else "") + ("+sorted" if self.degree_sorted else "")
+        return (
+            f"r{self.rows_per_block}.f{self.feature_lanes}.e{self.edge_lanes}"
+            f".v{self.vector_width}.o{self.outputs_per_thread}{flags}"
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SpmmSchedule:
+        """The schedule written by :meth:`to_json`; ValueError for unknown or missing knobs."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"an SpmmSchedule is a JSON object, got {text!r}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - known):
+            raise ValueError(f"unknown SpmmSchedule knobs {unknown}; known: {sorted(known)}")
+        return cls(**data).validate()
+
+
+def _edge_lanes_for(mean_degree: float, budget: int) -> int:
+    """Enough edge lanes that each walks a handful of edges of an average row."""
+    lanes = 1
+    while lanes < budget and lanes * 4 < mean_degree:
+        lanes *= 2
+    return lanes
+
+
+def default_schedule_for(
+    mean_degree: float, num_rows: int, feature_len: int, vector_ok: int, l2_bytes: int,
+    source_rows: int, element_bytes: int,
+) -> SpmmSchedule:
+    """The rule used before any measurement, from graph statistics and the feature length.
+
+    - The feature slice is the widest power of two (32..128) whose slice of the dense
+      input (``source_rows * slice * element_bytes``) fits in half the L2 cache, so the
+      rows of one slice hit in L2 while the grid walks it.
+    - A warp owns a row; lanes the slice does not need split the row's edges, which keeps
+      all 32 lanes busy for short feature vectors.
+    - Short rows (mean degree < 8) share a warp between several rows.
+    """
+    vector = min(vector_ok, 4)
+    while vector > 1 and feature_len % vector:
+        vector //= 2
+    slice_ = 128
+    while slice_ > 32 and source_rows * slice_ * element_bytes > l2_bytes // 2:
+        slice_ //= 2
+    slice_ = min(slice_, 1 << max(0, math.ceil(math.log2(max(feature_len, 1)))))
+    vector = min(vector, slice_)
+    feature_lanes = max(1, min(32, slice_ // vector))
+    group_budget = 32 // feature_lanes
+    edge_lanes = _edge_lanes_for(mean_degree, group_budget)
+    group = feature_lanes * edge_lanes
+    rows_per_block = max(1, 256 // group)
+    return SpmmSchedule(
+        rows_per_block=rows_per_block,
+        feature_lanes=feature_lanes,
+        edge_lanes=edge_lanes,
+        vector_width=vector,
+        outputs_per_thread=1,
+        index_tile=edge_lanes == 1 and feature_lanes >= 8,
+        degree_sorted=False,
+    ).validate()
+
+
+def schedule_grid(feature_len: int, vector_ok: int) -> list[SpmmSchedule]:
+    """The pruned grid the sweep and the tests explore for one feature length.
+
+    Pruned by construction: a group never covers more than twice the features there are,
+    vectors only where the features and pointers allow them, 256 threads per block (128 and
+    512 appear for one shape each, to keep the block size in the space).
+    """
+    grid = []
+    padded = 1 << max(0, math.ceil(math.log2(max(feature_len, 1))))
+    for vector in (1, 2, 4):
+        if vector > vector_ok or feature_len % vector:
+            continue
+        for feature_lanes in _POWERS_OF_TWO:
+            for outputs in (1, 2, 4):
+                slice_ = feature_lanes * vector * outputs
+                if slice_ > max(padded, vector) or (outputs > 1 and slice_ < 32):
+                    continue
+                for edge_lanes in _POWERS_OF_TWO:
+                    group = feature_lanes * edge_lanes
+                    if group > _WARP or (group < 4 and edge_lanes > 1):
+                        continue
+                    for tile in (False, True) if edge_lanes == 1 and feature_lanes >= 4 else (False,):
+                        for degree_sorted in (False, True):
+                            grid.append(SpmmSchedule(
+                                rows_per_block=max(1, 256 // group),
+                                feature_lanes=feature_lanes,
+                                edge_lanes=edge_lanes,
+                                vector_width=vector,
+                                outputs_per_thread=outputs,
+                                index_tile=tile,
+                                degree_sorted=degree_sorted,
+                            ))
+    return [s for s in grid if not s.problems()]

@@ -1,0 +1,317 @@
+"""Generated g-SpMM kernels: schedules, code generation (NVRTC, no GPU) and GPU results."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+import gsparse
+from gsparse.algebra import BINARY_OPS, REDUCERS, SPMM_OPS
+from gsparse.kernels import spmm as spmm_kernels
+from gsparse.kernels.common import Layout
+from gsparse.kernels.spmm import SpmmSchedule, default_schedule, schedule_space
+from gsparse.kernels.spmm_codegen import KERNEL_NAME, SpmmAlgorithm, generate, launch_geometry
+from gsparse.kernels.spmm_schedule import default_schedule_for, schedule_grid
+from gsparse.runtime import compile_cuda, nvrtc_version
+from gsparse.testing.reference import gspmm_ref
+
+from graphs import random_features
+
+needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
+FEATURE_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def _sample(items: list, k: int, seed: int) -> list:
+    return random.Random(seed).sample(items, min(k, len(items)))
+
+
+# --- schedules ----------------------------------------------------------------------------
+
+
+def test_schedule_json_round_trip() -> None:
+    for schedule in schedule_grid(64, vector_ok=4):
+        assert SpmmSchedule.from_json(schedule.to_json()) == schedule
+
+
+@pytest.mark.parametrize(
+    ("knobs", "reason"),
+    [
+        ({"feature_lanes": 3}, "feature_lanes must be one of"),
+        ({"edge_lanes": 64}, "edge_lanes must be one of"),
+        ({"vector_width": 8}, "vector_width must be 1, 2 or 4"),
+        ({"feature_lanes": 32, "edge_lanes": 2}, "must fit in one warp"),
+        ({"rows_per_block": 64, "feature_lanes": 32}, "more than 1024"),
+        ({"rows_per_block": 3, "feature_lanes": 4}, "not a multiple of 32"),
+        ({"feature_lanes": 8, "edge_lanes": 4, "index_tile": True}, "needs edge_lanes 1"),
+        ({"rows_per_block": 0}, "rows_per_block must be >= 1"),
+    ],
+)
+def test_invalid_schedules_say_why(knobs: dict, reason: str) -> None:
+    schedule = SpmmSchedule(**knobs)
+    assert any(reason in problem for problem in schedule.problems())
+    with pytest.raises(ValueError, match=reason):
+        schedule.validate()
+    with pytest.raises(ValueError, match=reason):
+        SpmmSchedule.from_json(schedule.to_json())
+
+
+def test_from_json_rejects_unknown_knobs() -> None:
+    with pytest.raises(ValueError, match="unknown SpmmSchedule knobs \\['warps'\\]"):
+        SpmmSchedule.from_json(json.dumps({"warps": 4}))
+
+
+@pytest.mark.parametrize("feature_len", FEATURE_LENGTHS)
+def test_grid_is_valid_and_covers_every_knob(feature_len: int) -> None:
+    grid = schedule_grid(feature_len, vector_ok=4)
+    assert grid and all(not s.problems() for s in grid)
+    assert len(set(grid)) == len(grid)
+    assert {s.degree_sorted for s in grid} == {False, True}
+    if feature_len >= 4:
+        assert {s.vector_width for s in grid} == {1, 2, 4}
+        assert any(s.index_tile for s in grid) and any(s.edge_lanes > 1 for s in grid)
+    # No group is more than twice as wide as the features it covers.
+    assert all(s.feature_slice <= max(feature_len, 2) * 2 for s in grid)
+
+
+@pytest.mark.parametrize("feature_len", [*FEATURE_LENGTHS, 3, 100, 1000])
+@pytest.mark.parametrize("mean_degree", [0.0, 1.5, 12.0, 492.0, 5000.0])
+@pytest.mark.parametrize("vector_ok", [1, 2, 4])
+def test_default_rule_gives_a_valid_schedule(feature_len, mean_degree, vector_ok) -> None:
+    s = default_schedule_for(mean_degree, 1000, feature_len, vector_ok, 50 << 20, 232_965, 4)
+    assert not s.problems()
+    assert s.vector_width <= vector_ok and feature_len % s.vector_width == 0
+    assert s.threads >= 128  # enough warps per block to hide latency
+
+
+def test_default_slice_keeps_the_dense_input_in_l2() -> None:
+    # reddit-like: 232,965 source rows of fp32; a 32-feature slice is 29.8 MB.
+    wide = default_schedule_for(492, 232_965, 512, 4, 50 << 20, 232_965, 4)
+    assert wide.feature_slice == 32
+    small_graph = default_schedule_for(492, 2_000, 512, 4, 50 << 20, 2_000, 4)
+    assert small_graph.feature_slice == 128
+
+
+def test_launch_geometry_covers_rows_and_features() -> None:
+    s = SpmmSchedule(rows_per_block=8, feature_lanes=8, edge_lanes=4, vector_width=4)
+    geometry = launch_geometry(s, num_rows=1001, num_features=100)
+    assert geometry.block == 256
+    assert geometry.grid == (126, 4)  # ceil(1001 / 8), ceil(100 / 32)
+
+
+# --- code generation, compiled with NVRTC (no GPU) ----------------------------------------
+
+
+def _algorithms(seed: int, k: int) -> list[SpmmAlgorithm]:
+    layouts = [Layout.FULL, Layout.SCALAR, Layout.INDEXED]
+    every = []
+    for op in SPMM_OPS:
+        binop = BINARY_OPS[op]
+        for reduce in REDUCERS:
+            for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+                for index_dtype in (torch.int32, torch.int64):
+                    for lhs in layouts if binop.uses_lhs else [None]:
+                        for rhs in layouts if binop.uses_rhs else [None]:
+                            for with_arg in (False, True) if REDUCERS[reduce].keeps_arg else (False,):
+                                every.append(SpmmAlgorithm(op, reduce, lhs, rhs, dtype,
+                                                           index_dtype, has_eid=binop.uses_rhs,
+                                                           with_arg=with_arg))
+    return _sample(every, k, seed)
+
+
+def _sampled_pairs() -> list[tuple[SpmmAlgorithm, SpmmSchedule]]:
+    pairs = []
+    for i, feature_len in enumerate(FEATURE_LENGTHS):
+        for j, schedule in enumerate(_sample(schedule_grid(feature_len, 4), 3, seed=i)):
+            pairs.append((_algorithms(seed=10 * i + j, k=1)[0], schedule))
+    return pairs
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("algorithm", "schedule"), _sampled_pairs(), ids=str)
+def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> None:
+    binary = compile_cuda(generate(algorithm, schedule), arch=arch, cache=None)
+    resources = binary.resources[KERNEL_NAME]
+    assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
+    assert resources.stack_bytes == 0, binary.log
+    # __launch_bounds__(threads) keeps registers within what one block needs to launch.
+    assert resources.registers * schedule.threads <= 65536
+
+
+def test_generated_source_reads_well() -> None:
+    algorithm = SpmmAlgorithm("mul", "max", Layout.FULL, Layout.SCALAR, torch.float16,
+                              torch.int32, has_eid=True, with_arg=True)
+    schedule = SpmmSchedule(feature_lanes=32, vector_width=2, index_tile=True)
+    source = generate(algorithm, schedule)
+    assert source.startswith("// gsparse g-SpMM: mul.max lhs:full/rhs:scalar float16 int32 eid arg")
+    assert schedule.to_json() in source
+    assert "const A m = a[i] * b[i];" in source
+    assert "__shfl_sync(mask, tile_u, j, G)" in source
+
+
+def test_algorithm_rejects_operands_the_op_does_not_read() -> None:
+    with pytest.raises(ValueError, match="ignores rhs"):
+        SpmmAlgorithm("copy_lhs", "sum", Layout.FULL, Layout.FULL, torch.float32, torch.int32, False)
+    with pytest.raises(ValueError, match="keeps no arg index"):
+        SpmmAlgorithm("copy_lhs", "sum", Layout.FULL, None, torch.float32, torch.int32, False, True)
+
+
+# --- GPU: results against the float64 reference -------------------------------------------
+
+gpu = pytest.mark.gpu
+
+
+@pytest.fixture
+def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs start as NaN (floats) or -7 (indices): every element must be written."""
+
+    def allocate(shape, dtype, device):
+        fill = -7 if dtype == torch.int64 else float("nan")
+        return torch.full(shape, fill, dtype=dtype, device=device)
+
+    monkeypatch.setattr(spmm_kernels, "_allocate", allocate)
+
+
+def _graph(kind: str, seed: int = 0) -> gsparse.Graph:
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "long_row":
+        # one 100,000-edge row among short ones, and empty rows
+        dst = torch.cat([torch.full((100_000,), 3), torch.randint(0, 40, (2_000,), generator=gen)])
+        dst[dst % 7 == 5] = 6
+        src = torch.randint(0, 500, (dst.numel(),), generator=gen)
+        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 500, 40)
+    if kind == "empty":
+        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 7, 9)
+    num_src, num_dst, num_edges = 150, 230, 3_000
+    dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
+    dst[dst % 5 == 0] = 1  # a longer row, and every row divisible by 5 empty
+    src = torch.randint(0, num_src, (num_edges,), generator=gen)
+    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src, num_dst)
+    return g.with_index_dtype(torch.int64) if kind == "int64" else g
+
+
+def _operands(g: gsparse.Graph, op: str, lhs_shape, rhs_shape, dtype, seed: int):
+    binop = BINARY_OPS[op]
+    lhs = random_features((g.num_src, *lhs_shape), dtype, seed) if binop.uses_lhs else None
+    rhs = (random_features((g.num_edges, *rhs_shape), dtype, seed + 1, away_from_zero=op == "div")
+           if binop.uses_rhs else None)
+    return lhs, rhs
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    return {
+        torch.float16: {"rtol": 2e-3, "atol": 2e-3},
+        torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2},
+        torch.float32: {"rtol": 1e-5, "atol": 1e-5},
+        torch.float64: {"rtol": 1e-12, "atol": 1e-12},
+    }[dtype]
+
+
+def _check(g, op, reduce, lhs, rhs, schedule=None, *, expected=None) -> None:
+    cuda = g.to("cuda")
+    out = gsparse.gspmm(cuda, op, reduce,
+                        None if lhs is None else lhs.cuda(), None if rhs is None else rhs.cuda(),
+                        schedule=schedule)
+    if expected is None:
+        expected = gspmm_ref(g, op, reduce, lhs, rhs)
+    dtype = (lhs if lhs is not None else rhs).dtype
+    torch.testing.assert_close(out.cpu().double(), expected.to(dtype).double(),
+                               **_tolerance(dtype), msg=lambda m: f"{op}/{reduce} {schedule}: {m}")
+
+
+SHAPES = {  # (lhs feature shape, rhs feature shape): full/full, full/scalar, broadcast
+    "full": ((3, 8), (3, 8)),
+    "scalar": ((3, 8), (1, 1)),
+    "indexed": ((1, 8), (3, 1)),
+}
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("reduce", list(REDUCERS))
+@pytest.mark.parametrize("op", SPMM_OPS)
+def test_every_operator_and_dtype_matches_reference(poisoned, op, reduce, dtype) -> None:
+    g = _graph("random")
+    for i, (lhs_shape, rhs_shape) in enumerate(SHAPES.values()):
+        lhs, rhs = _operands(g, op, lhs_shape, rhs_shape, dtype, seed=i)
+        _check(g, op, reduce, lhs, rhs)
+
+
+@gpu
+@pytest.mark.parametrize("kind", ["random", "int64"])
+@pytest.mark.parametrize("feature_len", [1, 4, 32, 96, 256])
+def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
+    g = _graph(kind)
+    schedules = _sample(schedule_space(g, feature_len), 12, seed=feature_len)
+    for i, schedule in enumerate(schedules):
+        for op, reduce in (("copy_lhs", "sum"), ("mul", "max"), ("add", "mean"), ("copy_rhs", "min")):
+            lhs, rhs = _operands(g, op, (feature_len,), (feature_len,), torch.float32, seed=i)
+            _check(g, op, reduce, lhs, rhs, schedule)
+        lhs, rhs = _operands(g, "mul", (feature_len,), (1,), torch.float32, seed=i)
+        _check(g, "mul", "sum", lhs, rhs, schedule)
+
+
+@gpu
+@pytest.mark.parametrize("reduce", list(REDUCERS))
+def test_hundred_thousand_edge_row(poisoned, reduce) -> None:
+    g = _graph("long_row")
+    lhs, rhs = _operands(g, "mul", (64,), (1,), torch.float32, seed=3)
+    expected = gsparse.gspmm(g, "mul", reduce, lhs.double(), rhs.double())
+    for schedule in [None, *_sample(schedule_space(g, 64), 6, seed=1)]:
+        _check(g, "mul", reduce, lhs, rhs, schedule, expected=expected)
+
+
+@gpu
+def test_graph_without_edges_gives_zeros(poisoned) -> None:
+    g = _graph("empty")
+    x = random_features((g.num_src, 16), torch.float32, 0)
+    for reduce in REDUCERS:
+        for schedule in [None, *_sample(schedule_space(g, 16), 4, seed=2)]:
+            out = gsparse.gspmm(g.to("cuda"), "copy_lhs", reduce, x.cuda(), schedule=schedule)
+            assert torch.equal(out.cpu(), torch.zeros(9, 16))
+
+
+@gpu
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_arg_indices_name_the_first_winning_edge(poisoned, reduce) -> None:
+    g = _graph("random")
+    # Few distinct values, so ties are common and the tie rule is exercised.
+    lhs = torch.randint(-2, 3, (g.num_src, 2, 8), dtype=torch.float32)
+    rhs = torch.randint(1, 3, (g.num_edges, 1, 8), dtype=torch.float32)
+    cuda = g.to("cuda")
+    for schedule in [None, *_sample(schedule_space(g, 16), 8, seed=4)]:
+        out, arg_u, arg_e = spmm_kernels.run_spmm(cuda, "mul", reduce, lhs.cuda(), rhs.cuda(),
+                                                  (2, 8), schedule, with_arg=True)
+        out, arg_u, arg_e = out.cpu(), arg_u.cpu(), arg_e.cpu()
+        expected = gspmm_ref(g, "mul", reduce, lhs, rhs).float()
+        torch.testing.assert_close(out, expected)
+        empty = g.in_degrees() == 0
+        assert (arg_u[empty] == -1).all() and (arg_e[empty] == -1).all()
+        src, dst = g.edges()
+        for v, h, f in zip(*torch.nonzero(~empty[:, None, None].expand_as(out), as_tuple=True)):
+            e = int(arg_e[v, h, f])
+            assert int(dst[e]) == v and int(src[e]) == int(arg_u[v, h, f])
+            assert lhs[src[e], h, f] * rhs[e, 0, f] == out[v, h, f]
+            # the first edge of the row (in CSR order) with the winning message
+            row = slice(int(g.rowptr[v]), int(g.rowptr[v + 1]))
+            eids = g.col.new_tensor(range(row.start, row.stop)) if g.eid is None else g.eid[row]
+            messages = lhs[g.col[row].long(), h, f] * rhs[eids.long(), 0, f]
+            first = int(torch.nonzero(messages == out[v, h, f])[0])
+            assert e == int(eids[first])
+
+
+@gpu
+def test_forced_schedule_needing_wider_vectors_than_the_data_allows() -> None:
+    g = _graph("random").to("cuda")
+    x = torch.randn(g.num_src, 6, device="cuda")
+    with pytest.raises(ValueError, match="allow at most 2"):
+        gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=SpmmSchedule(feature_lanes=8, vector_width=4))
+
+
+@gpu
+def test_default_schedule_is_used_and_valid() -> None:
+    g = _graph("random").to("cuda")
+    assert not default_schedule(g, 256).problems()
