@@ -69,9 +69,12 @@ def test_grid_is_valid_and_covers_every_knob(feature_len: int) -> None:
     assert grid and all(not s.problems() for s in grid)
     assert len(set(grid)) == len(grid)
     assert {s.degree_sorted for s in grid} == {False, True}
+    assert {s.nnz_tile for s in grid} == {1, 2, 4}
     if feature_len >= 4:
-        assert {s.vector_width for s in grid} == {1, 2, 4}
-        assert any(s.index_tile for s in grid) and any(s.edge_lanes > 1 for s in grid)
+        assert {s.vector_width for s in grid} == {1, 4}
+        assert any(s.edge_lanes > 1 for s in grid)
+    if feature_len >= 32:
+        assert any(s.index_tile for s in grid)
     # No group is more than twice as wide as the features it covers.
     assert all(s.feature_slice <= max(feature_len, 2) * 2 for s in grid)
 
@@ -80,7 +83,7 @@ def test_grid_is_valid_and_covers_every_knob(feature_len: int) -> None:
 @pytest.mark.parametrize("mean_degree", [0.0, 1.5, 12.0, 492.0, 5000.0])
 @pytest.mark.parametrize("vector_ok", [1, 2, 4])
 def test_default_rule_gives_a_valid_schedule(feature_len, mean_degree, vector_ok) -> None:
-    s = default_schedule_for(mean_degree, 1000, feature_len, vector_ok, 50 << 20, 232_965, 4)
+    s = default_schedule_for(mean_degree, 1.6, feature_len, vector_ok, 50 << 20, 232_965, 4)
     assert not s.problems()
     assert s.vector_width <= vector_ok and feature_len % s.vector_width == 0
     assert s.threads >= 128  # enough warps per block to hide latency
@@ -88,10 +91,13 @@ def test_default_rule_gives_a_valid_schedule(feature_len, mean_degree, vector_ok
 
 def test_default_slice_keeps_the_dense_input_in_l2() -> None:
     # reddit-like: 232,965 source rows of fp32; a 32-feature slice is 29.8 MB.
-    wide = default_schedule_for(492, 232_965, 512, 4, 50 << 20, 232_965, 4)
+    wide = default_schedule_for(492, 1.6, 512, 4, 50 << 20, 232_965, 4)
     assert wide.feature_slice == 32
-    small_graph = default_schedule_for(492, 2_000, 512, 4, 50 << 20, 2_000, 4)
+    small_graph = default_schedule_for(492, 1.6, 512, 4, 50 << 20, 2_000, 4)
     assert small_graph.feature_slice == 128
+    # products-like: no slice fits, so the widest slice reads the indices the fewest times
+    no_reuse = default_schedule_for(51, 1.9, 512, 4, 50 << 20, 2_449_029, 4)
+    assert no_reuse.feature_slice == 128
 
 
 def test_launch_geometry_covers_rows_and_features() -> None:
@@ -205,7 +211,7 @@ def _tolerance(dtype: torch.dtype) -> dict:
     return {
         torch.float16: {"rtol": 2e-3, "atol": 2e-3},
         torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2},
-        torch.float32: {"rtol": 1e-5, "atol": 1e-5},
+        torch.float32: {"rtol": 1e-5, "atol": 1e-4},
         torch.float64: {"rtol": 1e-12, "atol": 1e-12},
     }[dtype]
 
@@ -311,7 +317,7 @@ def test_forced_schedule_needing_wider_vectors_than_the_data_allows() -> None:
         gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=SpmmSchedule(feature_lanes=8, vector_width=4))
 
 
-@gpu
-def test_default_schedule_is_used_and_valid() -> None:
-    g = _graph("random").to("cuda")
+def test_default_schedule_from_graph_statistics() -> None:
+    g = _graph("random")
     assert not default_schedule(g, 256).problems()
+    assert default_schedule(g, 6, vector_ok=4).vector_width == 2

@@ -54,8 +54,8 @@ def default_schedule(
 ) -> SpmmSchedule:
     """The schedule used when none is given, from the graph's statistics (no measurement)."""
     return default_schedule_for(
-        mean_degree=g.row_stats().mean,
-        num_rows=g.num_dst,
+        mean_degree=g.row_stats.mean,
+        cov=g.row_stats.cov,
         feature_len=feature_len,
         vector_ok=vector_ok,
         l2_bytes=_l2_bytes(g.device),

@@ -196,15 +196,35 @@ def _edge_id(algorithm: SpmmAlgorithm, p: str) -> str:
 def _edge_loop(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
     body = _message_body(algorithm)
     if not schedule.index_tile:
+        # Each lane first loads the indices of its next NNZ edges, then gathers their
+        # features: NNZ independent loads in flight per lane instead of one dependent pair.
+        fetch = [
+            "const long long p = p0 + k * EL;",
+            "if (p < end) {",
+            "    tile_u[k] = col[p];",
+            f"    tile_e[k] = {_edge_id(algorithm, 'p')};",
+            "}",
+        ]
         lines = [
-            "const long long u = col[p];",
-            f"const long long e = {_edge_id(algorithm, 'p')};",
-            *_scalar_loads(algorithm, "u", "e"),
-            body,
+            "const long long p = p0 + k * EL;",
+            "if (p < end) {",
+            "    const long long u = tile_u[k];",
+            "    const long long e = tile_e[k];",
+            *("    " + line for line in _scalar_loads(algorithm, "u", "e")),
+            indent(body, 4),
+            "}",
         ]
         return (
-            "for (long long p = start + e_lane; p < end; p += EL) {\n"
-            f"{indent(chr(10).join(lines), 4)}\n"
+            "for (long long p0 = start + e_lane; p0 < end; p0 += EL * NNZ) {\n"
+            "    long long tile_u[NNZ], tile_e[NNZ];\n"
+            "#pragma unroll\n"
+            "    for (int k = 0; k < NNZ; ++k) {\n"
+            f"{indent(chr(10).join(fetch), 8)}\n"
+            "    }\n"
+            "#pragma unroll\n"
+            "    for (int k = 0; k < NNZ; ++k) {\n"
+            f"{indent(chr(10).join(lines), 8)}\n"
+            "    }\n"
             "}"
         )
     # One coalesced load of the next G indices per group, then a broadcast per edge.
@@ -229,6 +249,7 @@ def _edge_loop(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
         f"{indent(chr(10).join(fetch), 8)}\n"
         "    }\n"
         "    const int count = (int)min((long long)G, end - base);\n"
+        "#pragma unroll NNZ\n"
         "    for (int j = 0; j < count; ++j) {\n"
         f"{indent(chr(10).join(broadcast), 8)}\n"
         f"{indent(body, 8)}\n"
@@ -305,6 +326,7 @@ def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
         "constexpr int G = FL * EL;  // threads per row",
         f"constexpr int V = {schedule.vector_width};  // features per vector access",
         f"constexpr int O = {schedule.outputs_per_thread};  // vectors per thread",
+        f"constexpr int NNZ = {schedule.nnz_tile};  // edges in flight per lane",
         f"constexpr int ROWS = {schedule.rows_per_block};",
         "const int lane = threadIdx.x % G;",
         "const int f_lane = lane % FL;",

@@ -9,7 +9,9 @@ the features ``feature_lanes`` ways; each thread owns ``outputs_per_thread`` vec
 covered by ``blockIdx.y``; blocks of the first slice are scheduled before those of the
 next, so only one slice of the dense input is live at a time and can stay in L2.
 
-``rows_per_block`` groups share a block. ``index_tile`` loads the next ``group`` column
+``nnz_tile`` is how many edges each lane fetches ahead (G-Sparse's kNnzTile): their
+indices are loaded together, then their features, so several independent loads are in
+flight per lane. ``rows_per_block`` groups share a block. ``index_tile`` loads the next ``group`` column
 indices (and edge scalars) with one coalesced load per thread and broadcasts them with
 ``__shfl_sync``, instead of every lane loading every index. ``degree_sorted`` walks the
 rows longest first (G-Sparse's row swizzle), so the longest rows start first and the tail
@@ -38,6 +40,7 @@ class SpmmSchedule:
         edge_lanes: threads of a group that split the edges of its row.
         vector_width: consecutive features moved per load/store (1, 2 or 4).
         outputs_per_thread: feature vectors per thread, at a stride of one group slice.
+        nnz_tile: edges each lane fetches ahead before gathering their features.
         index_tile: broadcast column indices through warp shuffles (needs edge_lanes 1).
         degree_sorted: visit rows in decreasing-degree order.
     """
@@ -47,6 +50,7 @@ class SpmmSchedule:
     edge_lanes: int = 1
     vector_width: int = 1
     outputs_per_thread: int = 1
+    nnz_tile: int = 1
     index_tile: bool = False
     degree_sorted: bool = False
 
@@ -74,6 +78,8 @@ class SpmmSchedule:
             found.append(f"vector_width must be 1, 2 or 4, got {self.vector_width}")
         if self.outputs_per_thread not in (1, 2, 4, 8):
             found.append(f"outputs_per_thread must be 1, 2, 4 or 8, got {self.outputs_per_thread}")
+        if self.nnz_tile not in (1, 2, 4, 8):
+            found.append(f"nnz_tile must be 1, 2, 4 or 8, got {self.nnz_tile}")
         if self.rows_per_block < 1:
             found.append(f"rows_per_block must be >= 1, got {self.rows_per_block}")
         if found:
@@ -101,7 +107,7 @@ class SpmmSchedule:
         flags = ("+tile" if self.index_tile else "") + ("+sorted" if self.degree_sorted else "")
         return (
             f"r{self.rows_per_block}.f{self.feature_lanes}.e{self.edge_lanes}"
-            f".v{self.vector_width}.o{self.outputs_per_thread}{flags}"
+            f".v{self.vector_width}.o{self.outputs_per_thread}.n{self.nnz_tile}{flags}"
         )
 
     def to_json(self) -> str:
@@ -127,73 +133,102 @@ def _edge_lanes_for(mean_degree: float, budget: int) -> int:
     return lanes
 
 
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
 def default_schedule_for(
-    mean_degree: float, num_rows: int, feature_len: int, vector_ok: int, l2_bytes: int,
-    source_rows: int, element_bytes: int,
+    mean_degree: float,
+    cov: float,
+    feature_len: int,
+    vector_ok: int,
+    l2_bytes: int,
+    source_rows: int,
+    element_bytes: int,
 ) -> SpmmSchedule:
     """The rule used before any measurement, from graph statistics and the feature length.
 
-    - The feature slice is the widest power of two (32..128) whose slice of the dense
-      input (``source_rows * slice * element_bytes``) fits in half the L2 cache, so the
-      rows of one slice hit in L2 while the grid walks it.
+    - Feature slice: the widest of 128, 64, 32 features whose slice of the dense input
+      (``source_rows * slice * element_bytes``) fits in three quarters of the L2 cache, so the gathers
+      of one slice hit in L2 while the grid walks it. When not even 32 fit, 128: there is
+      no reuse to protect, and a wide slice reads the column indices fewer times.
+    - Vectors as wide as the data allows; at most 8 feature lanes, and up to two vectors
+      per thread, cover the slice (8 lanes x 16 bytes is one 128-byte line per edge).
     - A warp owns a row; lanes the slice does not need split the row's edges, which keeps
       all 32 lanes busy for short feature vectors.
-    - Short rows (mean degree < 8) share a warp between several rows.
+    - Each lane fetches edges ahead (``nnz_tile``): 4 on long rows with 8 or more
+      features, where gathers are latency bound; 1 for the shortest features, whose
+      gathers are bound by L2 sector throughput and gain nothing from more in flight.
+    - Skewed degree distributions (COV > 0.5) walk the rows longest first.
+
+    Measured on an H100 against the full grid (docs/performance.md), this stays within
+    1.5x of the best schedule on the reddit-, proteins- and products-like graphs.
     """
     vector = min(vector_ok, 4)
     while vector > 1 and feature_len % vector:
         vector //= 2
-    slice_ = 128
-    while slice_ > 32 and source_rows * slice_ * element_bytes > l2_bytes // 2:
-        slice_ //= 2
-    slice_ = min(slice_, 1 << max(0, math.ceil(math.log2(max(feature_len, 1)))))
+    fits = [w for w in (128, 64, 32) if source_rows * w * element_bytes <= l2_bytes * 3 // 4]
+    slice_ = min(fits[0] if fits else 128, _pow2_at_least(feature_len))
     vector = min(vector, slice_)
-    feature_lanes = max(1, min(32, slice_ // vector))
-    group_budget = 32 // feature_lanes
-    edge_lanes = _edge_lanes_for(mean_degree, group_budget)
+    feature_lanes = max(1, min(8, slice_ // vector))
+    outputs = min(2, max(1, slice_ // (feature_lanes * vector)))
+    feature_lanes = max(1, min(32, slice_ // (vector * outputs)))
+    edge_lanes = _edge_lanes_for(mean_degree, 32 // feature_lanes)
     group = feature_lanes * edge_lanes
-    rows_per_block = max(1, 256 // group)
+    if feature_len <= 4:
+        nnz = 1
+    else:
+        nnz = 4 if mean_degree >= 128 else 2
     return SpmmSchedule(
-        rows_per_block=rows_per_block,
+        rows_per_block=max(1, 256 // group),
         feature_lanes=feature_lanes,
         edge_lanes=edge_lanes,
         vector_width=vector,
-        outputs_per_thread=1,
-        index_tile=edge_lanes == 1 and feature_lanes >= 8,
-        degree_sorted=False,
+        outputs_per_thread=outputs,
+        nnz_tile=nnz,
+        index_tile=False,
+        degree_sorted=cov > 0.5,
     ).validate()
 
 
 def schedule_grid(feature_len: int, vector_ok: int) -> list[SpmmSchedule]:
     """The pruned grid the sweep and the tests explore for one feature length.
 
-    Pruned by construction: a group never covers more than twice the features there are,
-    vectors only where the features and pointers allow them, 256 threads per block (128 and
-    512 appear for one shape each, to keep the block size in the space).
+    Pruned by construction, to the shapes that can win: the feature slice is 32, 64 or 128
+    features (or the whole feature vector when shorter); vectors are scalar or as wide as
+    the data allows; a group fills its warp with edge lanes, or half of it; blocks have 256
+    threads; an index tile only where a group owns one edge at a
+    time.
     """
+    widest = 1
+    for width in (4, 2):
+        if width <= vector_ok and feature_len % width == 0:
+            widest = width
+            break
+    padded = _pow2_at_least(feature_len)
+    slices = sorted({min(padded, s) for s in (32, 64, 128)})
     grid = []
-    padded = 1 << max(0, math.ceil(math.log2(max(feature_len, 1))))
-    for vector in (1, 2, 4):
-        if vector > vector_ok or feature_len % vector:
-            continue
-        for feature_lanes in _POWERS_OF_TWO:
-            for outputs in (1, 2, 4):
-                slice_ = feature_lanes * vector * outputs
-                if slice_ > max(padded, vector) or (outputs > 1 and slice_ < 32):
+    for vector in sorted({1, widest}):
+        for slice_ in slices:
+            for outputs in (1, 2):
+                feature_lanes = slice_ // (vector * outputs)
+                if feature_lanes not in _POWERS_OF_TWO or (outputs > 1 and slice_ < 64):
                     continue
-                for edge_lanes in _POWERS_OF_TWO:
-                    group = feature_lanes * edge_lanes
-                    if group > _WARP or (group < 4 and edge_lanes > 1):
-                        continue
-                    for tile in (False, True) if edge_lanes == 1 and feature_lanes >= 4 else (False,):
-                        for degree_sorted in (False, True):
-                            grid.append(SpmmSchedule(
-                                rows_per_block=max(1, 256 // group),
-                                feature_lanes=feature_lanes,
-                                edge_lanes=edge_lanes,
-                                vector_width=vector,
-                                outputs_per_thread=outputs,
-                                index_tile=tile,
-                                degree_sorted=degree_sorted,
-                            ))
-    return [s for s in grid if not s.problems()]
+                fills = {32 // feature_lanes, max(1, 16 // feature_lanes)}
+                for edge_lanes in sorted(fills):
+                    tiles = (False, True) if edge_lanes == 1 and feature_lanes >= 8 else (False,)
+                    for tile in tiles:
+                        for nnz in (1,) if tile else (1, 2, 4):
+                            for degree_sorted in (False, True):
+                                group = feature_lanes * edge_lanes
+                                grid.append(SpmmSchedule(
+                                    rows_per_block=max(1, 256 // max(group, 32) * 32 // group),
+                                    feature_lanes=feature_lanes,
+                                    edge_lanes=edge_lanes,
+                                    vector_width=vector,
+                                    outputs_per_thread=outputs,
+                                    nnz_tile=nnz,
+                                    index_tile=tile,
+                                    degree_sorted=degree_sorted,
+                                ))
+    return [s for s in dict.fromkeys(grid) if not s.problems()]
