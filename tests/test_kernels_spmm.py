@@ -216,7 +216,7 @@ def _tolerance(dtype: torch.dtype) -> dict:
     }[dtype]
 
 
-def _check(g, op, reduce, lhs, rhs, schedule=None, *, expected=None) -> None:
+def _check(g, op, reduce, lhs, rhs, schedule=None, *, expected=None, atol=None) -> None:
     cuda = g.to("cuda")
     out = gsparse.gspmm(cuda, op, reduce,
                         None if lhs is None else lhs.cuda(), None if rhs is None else rhs.cuda(),
@@ -224,8 +224,11 @@ def _check(g, op, reduce, lhs, rhs, schedule=None, *, expected=None) -> None:
     if expected is None:
         expected = gspmm_ref(g, op, reduce, lhs, rhs)
     dtype = (lhs if lhs is not None else rhs).dtype
+    tolerance = _tolerance(dtype)
+    if atol is not None:
+        tolerance["atol"] = atol
     torch.testing.assert_close(out.cpu().double(), expected.to(dtype).double(),
-                               **_tolerance(dtype), msg=lambda m: f"{op}/{reduce} {schedule}: {m}")
+                               **tolerance, msg=lambda m: f"{op}/{reduce} {schedule}: {m}")
 
 
 SHAPES = {  # (lhs feature shape, rhs feature shape): full/full, full/scalar, broadcast
@@ -267,7 +270,8 @@ def test_hundred_thousand_edge_row(poisoned, reduce) -> None:
     lhs, rhs = _operands(g, "mul", (64,), (1,), torch.float32, seed=3)
     expected = gsparse.gspmm(g, "mul", reduce, lhs.double(), rhs.double())
     for schedule in [None, *_sample(schedule_space(g, 64), 6, seed=1)]:
-        _check(g, "mul", reduce, lhs, rhs, schedule, expected=expected)
+        # fp32 sums of 100,000 terms of magnitude ~1 carry absolute errors ~1e-3
+        _check(g, "mul", reduce, lhs, rhs, schedule, expected=expected, atol=1e-2)
 
 
 @gpu

@@ -29,7 +29,7 @@ INDEX_TYPES: dict[torch.dtype, str] = {torch.int32: "int", torch.int64: "long lo
 
 
 def element_size(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
+    return dtype.itemsize
 
 
 class Layout(enum.Enum):

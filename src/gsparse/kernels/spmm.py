@@ -53,7 +53,7 @@ def default_schedule(
     g: Graph, feature_len: int, dtype: torch.dtype = torch.float32, vector_ok: int = 4
 ) -> SpmmSchedule:
     """The schedule used when none is given, from the graph's statistics (no measurement)."""
-    return default_schedule_for(
+    return _default_schedule_for(
         mean_degree=g.row_stats.mean,
         cov=g.row_stats.cov,
         feature_len=feature_len,
@@ -67,6 +67,21 @@ def default_schedule(
 def _allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """Output storage; the kernel writes every element. Tests poison it through this hook."""
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+_default_schedule_for = functools.lru_cache(maxsize=4096)(default_schedule_for)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kernel(
+    algorithm: SpmmAlgorithm, schedule: SpmmSchedule, device_index: int
+) -> tuple[runtime.Kernel, str]:
+    """The loaded kernel and its description for errors, found without hashing the source
+    again on every call."""
+    context = f"{algorithm} | schedule {schedule}"
+    kernel = runtime.get_kernel(generate(algorithm, schedule), KERNEL_NAME, context=context,
+                                device=device_index)
+    return kernel, context
 
 
 @functools.lru_cache(maxsize=256)
@@ -139,9 +154,8 @@ def run_spmm(
         has_eid=has_eid,
         with_arg=with_arg,
     )
-    context = f"{algorithm} | schedule {schedule}"
-    kernel = runtime.get_kernel(generate(algorithm, schedule), KERNEL_NAME, context=context,
-                                device=device)
+    kernel, context = _kernel(algorithm, schedule, device.index if device.index is not None
+                              else torch.cuda.current_device())
     geometry = launch_geometry(schedule, g.num_dst, num_features)
 
     def offsets(t: torch.Tensor | None, layout: Layout | None) -> torch.Tensor | None:

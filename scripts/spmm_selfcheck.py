@@ -1,0 +1,74 @@
+"""Run a sampled g-SpMM schedule space on small edge-case graphs and check every result.
+
+Meant to run under compute-sanitizer (scripts/sanitize_spmm.sh): every kernel variant is
+launched on graphs where out-of-bounds accesses would happen if a bound were wrong (empty
+rows, no edges, a long row, bipartite shapes, feature lengths that are not multiples of a
+slice, int64 indices), and each output is compared with the float64 reference.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import torch
+
+import gsparse
+from gsparse.algebra import BINARY_OPS, REDUCERS, SPMM_OPS
+from gsparse.kernels.spmm import run_spmm, schedule_space
+from gsparse.testing.reference import gspmm_ref
+
+
+def graphs() -> dict[str, gsparse.Graph]:
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(0, 37, (400,), generator=gen)
+    dst = torch.randint(0, 53, (400,), generator=gen)
+    dst[dst % 4 == 0] = 2  # one long row; rows divisible by 4 other than 0 stay empty
+    long_dst = torch.cat([torch.full((3000,), 1), torch.randint(0, 5, (50,), generator=gen)])
+    return {
+        "bipartite": gsparse.Graph.from_edge_index(torch.stack([src, dst]), 37, 53),
+        "int64": gsparse.Graph.from_edge_index(torch.stack([src, dst]), 37, 53)
+        .with_index_dtype(torch.int64),
+        "long_row": gsparse.Graph.from_edge_index(
+            torch.stack([torch.randint(0, 11, (3050,), generator=gen), long_dst]), 11, 5),
+        "no_edges": gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.long), 4, 6),
+    }
+
+
+def main() -> int:
+    rng = random.Random(0)
+    failures = checked = 0
+    for name, g in graphs().items():
+        cuda = g.to("cuda")
+        for feature_len in (1, 3, 8, 40, 130):
+            for schedule in rng.sample(schedule_space(g, feature_len), 6):
+                op = rng.choice(SPMM_OPS)
+                reduce = rng.choice(list(REDUCERS))
+                dtype = rng.choice([torch.float16, torch.float32, torch.float64])
+                binop = BINARY_OPS[op]
+                lhs = torch.randn(g.num_src, feature_len, dtype=torch.float64) if binop.uses_lhs else None
+                rhs = (torch.rand(g.num_edges, feature_len, dtype=torch.float64) + 0.5
+                       if binop.uses_rhs else None)
+                expected = gspmm_ref(g, op, reduce, lhs, rhs)
+                with_arg = REDUCERS[reduce].keeps_arg
+                result = run_spmm(cuda, op, reduce,
+                                  None if lhs is None else lhs.to("cuda", dtype),
+                                  None if rhs is None else rhs.to("cuda", dtype),
+                                  (feature_len,), schedule, with_arg=with_arg)
+                out = result[0] if with_arg else result
+                # half precision rounds the output once: error relative to the largest value
+                tolerance = 2e-3 if dtype == torch.float16 else 1e-5
+                scale = float(expected.abs().max()) if expected.numel() else 1.0
+                ok = torch.allclose(out.double().cpu(), expected, rtol=tolerance,
+                                    atol=tolerance * max(scale, 1.0))
+                checked += 1
+                if not ok:
+                    failures += 1
+                    print(f"MISMATCH {name} F={feature_len} {op}/{reduce} {dtype} {schedule}")
+    torch.cuda.synchronize()
+    print(f"{checked} kernel launches checked, {failures} mismatches")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

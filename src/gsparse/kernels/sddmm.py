@@ -1,0 +1,689 @@
+"""Generated g-SDDMM kernels: schedule, search space, default rule, code generation, launch.
+
+``Z_e = lhs[t_l(e)] ⊕ rhs[t_r(e)]`` for every edge ``e = (u, v)``, the targets picking the
+source ``u``, the destination ``v`` or the edge itself. Element-wise operators write one
+output per feature; ``dot`` reduces the last feature dimension, so its features are
+``num_heads`` *heads* of ``head_len`` elements each, and each head gives one output.
+Element-wise operators are the one-head case with ``head_len`` = all output features.
+
+Two skeletons, both walking CSR positions ``p`` (so ``u = col[p]``) and writing
+``out[eid[p]]``:
+
+- ``edge``: a group of ``lanes`` threads per edge, ``groups_per_block`` edges per block.
+  The lanes split the features of the edge; for ``dot`` their partial products meet in a
+  ``__shfl_xor_sync`` butterfly inside the group (G-Sparse's adaptive warp shuffle: the
+  group, not the warp, is the shuffle width). ``v`` is read from the CSR's expanded
+  destination array. Balanced by construction, whatever the degree distribution.
+- ``row``: a warp per destination row, ``groups_per_block`` rows per block. The warp
+  keeps ``v``'s features of one chunk in registers and walks the row in CSR order,
+  ``32 / lanes`` edges at a time. Saves the destination index and ``v``'s loads per edge;
+  a long row is walked by one warp, so it suits graphs whose longest row is short next to
+  the work of the whole grid.
+
+A lane owns ``features_per_thread`` vectors of ``vector_width`` consecutive features at a
+stride of ``lanes * vector_width`` (coalesced across the group); the group's *slice* is
+``lanes * vector_width * features_per_thread`` features and longer heads take several
+passes (edge) or several chunks over ``blockIdx.y`` (row, element-wise only: a ``dot``
+head must fit in one slice there).
+
+Public entry points: :class:`SddmmSchedule`, :func:`schedule_space`,
+:func:`default_schedule`, :func:`generate` (pure) and :func:`run_sddmm` (the CUDA backend's
+``sddmm``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .. import runtime
+from ..algebra import BINARY_OPS, TARGETS
+from ..graph import Graph
+from .common import (
+    ACCUMULATOR_TYPES,
+    INDEX_TYPES,
+    PRELUDE,
+    SCALAR_TYPES,
+    Layout,
+    broadcast_offsets,
+    element_size,
+    indent,
+    operand_layout,
+)
+
+__all__ = [
+    "SddmmAlgorithm",
+    "SddmmProgram",
+    "SddmmSchedule",
+    "default_schedule",
+    "generate",
+    "run_sddmm",
+    "schedule_space",
+]
+
+KERNEL_NAME = "gsddmm"
+SKELETONS = ("edge", "row")
+_LANES = (1, 2, 4, 8, 16, 32)
+_WARP = 32
+_MAX_THREADS = 1024
+_MAX_GRID_X = 2**31 - 1
+_MAX_GRID_Y = 65535
+# Warps an SM keeps resident (Hopper and Ampere: 64), and an SM count for machines without
+# a GPU (an H100 SXM has 132); the default rule weighs the longest row against them.
+_WARPS_PER_SM = 64
+_FALLBACK_SMS = 132
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+@dataclass(frozen=True)
+class SddmmSchedule:
+    """One point of the g-SDDMM search space (a plain value: hashable, JSON round trip).
+
+    Attributes:
+        skeleton: ``"edge"`` (a group of threads per edge) or ``"row"`` (a warp per
+            destination row, ``v``'s features in registers).
+        groups_per_block: edges (edge skeleton) or rows, i.e. warps (row skeleton) per block.
+        lanes: threads per edge, 1 to 32: the width of the ``dot`` shuffle reduction.
+        features_per_thread: vectors each lane handles per pass (independent loads in flight).
+        vector_width: consecutive features moved per load/store (1, 2 or 4).
+    """
+
+    skeleton: str = "edge"
+    groups_per_block: int = 8
+    lanes: int = 32
+    features_per_thread: int = 1
+    vector_width: int = 1
+
+    @property
+    def threads(self) -> int:
+        per_group = self.lanes if self.skeleton == "edge" else _WARP
+        return self.groups_per_block * per_group
+
+    @property
+    def feature_slice(self) -> int:
+        """Features one group covers per pass."""
+        return self.lanes * self.vector_width * self.features_per_thread
+
+    def problems(self) -> list[str]:
+        """Why this schedule can never run (empty when it is valid)."""
+        found = []
+        if self.skeleton not in SKELETONS:
+            found.append(f"skeleton must be one of {SKELETONS}, got {self.skeleton!r}")
+        if self.lanes not in _LANES:
+            found.append(f"lanes must be one of {_LANES}, got {self.lanes}")
+        if self.vector_width not in (1, 2, 4):
+            found.append(f"vector_width must be 1, 2 or 4, got {self.vector_width}")
+        if self.features_per_thread not in (1, 2, 4, 8):
+            found.append(f"features_per_thread must be 1, 2, 4 or 8, got {self.features_per_thread}")
+        if not isinstance(self.groups_per_block, int) or self.groups_per_block < 1:
+            found.append(f"groups_per_block must be an int >= 1, got {self.groups_per_block!r}")
+        if found:
+            return found
+        if self.threads > _MAX_THREADS:
+            found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
+        elif self.threads % _WARP:
+            found.append(f"{self.threads} threads per block is not a multiple of {_WARP}")
+        if self.features_per_thread * self.vector_width > 16:
+            found.append(
+                f"features_per_thread * vector_width = "
+                f"{self.features_per_thread * self.vector_width} elements per lane and pass; "
+                f"more than 16 spills registers"
+            )
+        return found
+
+    def validate(self) -> SddmmSchedule:
+        """``self``, or ValueError listing every problem."""
+        if problems := self.problems():
+            raise ValueError(f"invalid SddmmSchedule {self}: " + "; ".join(problems))
+        return self
+
+    def __str__(self) -> str:
+        return (f"{self.skeleton}.g{self.groups_per_block}.l{self.lanes}"
+                f".f{self.features_per_thread}.v{self.vector_width}")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SddmmSchedule:
+        """The schedule written by :meth:`to_json`; ValueError for unknown knobs or values."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"an SddmmSchedule is a JSON object, got {text!r}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - known):
+            raise ValueError(f"unknown SddmmSchedule knobs {unknown}; known: {sorted(known)}")
+        return cls(**data).validate()
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def _widest_vector(head_len: int, vector_ok: int) -> int:
+    for width in (4, 2):
+        if width <= vector_ok and head_len % width == 0:
+            return width
+    return 1
+
+
+def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float32) -> list[SddmmSchedule]:
+    """The pruned grid of schedules for heads of ``feature_len`` features (all valid).
+
+    ``feature_len`` is the length of one head: the reduced last dimension for ``dot``, all
+    output features for element-wise operators. Pruned to the shapes that can win:
+    vectors scalar or as wide as the length allows; slices no wider than the head
+    (rounded up to a power of two) and at most four passes short of it; 128 or 256 threads
+    per edge block; row skeletons only where one slice covers the head (then every
+    operator, ``dot`` included, runs on them), with 4 or 8 rows per block.
+    """
+    del g, dtype  # the grid depends on the head length only; kept for a uniform API
+    padded = _pow2_at_least(feature_len)
+    grid = []
+    for vector in sorted({1, _widest_vector(feature_len, 4)}):
+        for lanes in _LANES:
+            for per_thread in (1, 2, 4, 8):
+                slice_ = lanes * vector * per_thread
+                if slice_ > max(padded, vector) or slice_ * 4 < feature_len:
+                    continue
+                for threads in (128, 256):
+                    grid.append(SddmmSchedule("edge", threads // lanes, lanes, per_thread, vector))
+                if slice_ >= feature_len:
+                    for rows in (4, 8):
+                        grid.append(SddmmSchedule("row", rows, lanes, per_thread, vector))
+    return [s for s in dict.fromkeys(grid) if not s.problems()]
+
+
+def _resident_warps(device: torch.device) -> int:
+    sms = (torch.cuda.get_device_properties(device).multi_processor_count
+           if device.type == "cuda" else _FALLBACK_SMS)
+    return sms * _WARPS_PER_SM
+
+
+def default_schedule(
+    g: Graph,
+    feature_len: int,
+    dtype: torch.dtype = torch.float32,
+    vector_ok: int = 4,
+    *,
+    resident_warps: int | None = None,
+) -> SddmmSchedule:
+    """The schedule used when none is given, from graph statistics and the head length.
+
+    - Vectors as wide as the data allows (``vector_ok``, from the operands' alignment).
+    - Lanes from the number of vectors per head (G-Sparse's adaptive lane width, Table
+      IV): up to 4 vectors, one lane each; up to 64, two vectors per lane; beyond, 32
+      lanes of four vectors (and several passes). With float4 vectors that is 2 lanes at 8
+      features, 4 at 32, 16 at 128 and 32 at 512: the widths G-Sparse's tuner found.
+    - 256 threads per block.
+    - The row skeleton where it cannot lose to the load imbalance it brings: rows long
+      enough to fill the warp's ``32 / lanes`` edge groups (mean degree), and the longest
+      row at most half of one warp's share of the whole grid (edges over resident warps),
+      so the last warp is not left walking it alone. Otherwise the edge skeleton.
+    """
+    del dtype  # one rule for every dtype: the vector width already carries the element size
+    vector = _widest_vector(feature_len, vector_ok)
+    vectors = -(-max(feature_len, 1) // vector)
+    if vectors <= 4:
+        lanes, per_thread = _pow2_at_least(vectors), 1
+    elif vectors <= 64:
+        lanes, per_thread = _pow2_at_least(vectors) // 2, 2
+    else:
+        lanes, per_thread = _WARP, 4
+    stats = g.row_stats
+    if resident_warps is None:
+        resident_warps = _resident_warps(g.device)
+    fills_warp = stats.mean >= _WARP // lanes
+    short_tail = 2 * stats.max <= g.num_edges / max(resident_warps, 1)
+    one_slice = lanes * vector * per_thread >= feature_len
+    if fills_warp and short_tail and one_slice:
+        return SddmmSchedule("row", 8, lanes, per_thread, vector).validate()
+    return SddmmSchedule("edge", 256 // lanes, lanes, per_thread, vector).validate()
+
+
+# --------------------------------------------------------------------------- code generation
+
+
+@dataclass(frozen=True)
+class SddmmAlgorithm:
+    """What to compute, and the facts about the operands the code is specialised on.
+
+    Attributes:
+        op: ⊕, a key of :data:`gsparse.algebra.BINARY_OPS` valid for g-SDDMM.
+        lhs_target, rhs_target: ``"u"``, ``"v"`` or ``"e"`` for each operand the op reads,
+            None for one it ignores.
+        lhs_layout, rhs_layout: how each read operand maps onto the (for ``dot``:
+            unreduced) output features; None for one the op ignores.
+        dtype: feature dtype; index_dtype: int32 or int64.
+        has_eid: edge ids differ from CSR positions (read ``eid[p]``).
+    """
+
+    op: str
+    lhs_target: str | None
+    rhs_target: str | None
+    lhs_layout: Layout | None
+    rhs_layout: Layout | None
+    dtype: torch.dtype
+    index_dtype: torch.dtype
+    has_eid: bool
+
+    def __post_init__(self) -> None:
+        binop = BINARY_OPS[self.op]
+        for name, uses in (("lhs", binop.uses_lhs), ("rhs", binop.uses_rhs)):
+            target, layout = getattr(self, f"{name}_target"), getattr(self, f"{name}_layout")
+            if (target is not None, layout is not None) != (uses, uses):
+                raise ValueError(f"op {self.op!r} {'reads' if uses else 'ignores'} {name}: "
+                                 f"give both its target and layout, or neither")
+            if target is not None and target not in TARGETS:
+                raise ValueError(f"{name}_target must be one of {TARGETS}, got {target!r}")
+
+    @property
+    def is_dot(self) -> bool:
+        return BINARY_OPS[self.op].reduces_last_dim
+
+    def targets(self) -> set[str]:
+        return {t for t in (self.lhs_target, self.rhs_target) if t is not None}
+
+    def __str__(self) -> str:
+        operands = "/".join(
+            f"{name}:{target}:{layout.value}"
+            for name, target, layout in (("lhs", self.lhs_target, self.lhs_layout),
+                                         ("rhs", self.rhs_target, self.rhs_layout))
+            if layout is not None
+        )
+        return (f"{self.op} {operands} {str(self.dtype).removeprefix('torch.')} "
+                f"{str(self.index_dtype).removeprefix('torch.')}{' eid' if self.has_eid else ''}")
+
+
+@dataclass(frozen=True)
+class SddmmProgram:
+    """Generated source and how to launch it.
+
+    Every program has the kernel signature::
+
+        gsddmm(rowptr, col, dst, eid, lhs, rhs, lhs_offset, rhs_offset, out,
+               num_rows, num_edges, num_heads, head_len, lhs_len, rhs_len)
+
+    Unused pointers are null. ``*_len`` are the operands' elements per row.
+    """
+
+    source: str
+    kernel_name: str
+    schedule: SddmmSchedule
+    is_dot: bool
+
+    @property
+    def block(self) -> int:
+        return self.schedule.threads
+
+    def num_chunks(self, num_heads: int, head_len: int) -> int:
+        """How many times a row skeleton walks each row: once per head for ``dot``, once
+        per feature slice otherwise (1 for the edge skeleton)."""
+        if self.schedule.skeleton == "edge":
+            return 1
+        return num_heads if self.is_dot else -(-head_len // self.schedule.feature_slice)
+
+    def grid(self, num_edges: int, num_rows: int, num_heads: int, head_len: int) -> tuple[int, int]:
+        """Blocks over edges (edge skeleton) or over rows and chunks (row skeleton).
+
+        Both kernels stride over what the grid does not cover, so the limits on the grid's
+        size never leave work undone.
+        """
+        groups = num_edges if self.schedule.skeleton == "edge" else num_rows
+        blocks = min(-(-groups // self.schedule.groups_per_block), _MAX_GRID_X)
+        return blocks, min(self.num_chunks(num_heads, head_len), _MAX_GRID_Y)
+
+
+def _operand_row(target: str) -> str:
+    return {"u": "u", "v": "v", "e": "e"}[target]
+
+
+def _load_operand(name: str, target: str, layout: Layout) -> str:
+    """Code that fills ``a[V]`` (lhs) or ``b[V]`` (rhs) with features ``f .. f+V-1``."""
+    var = {"lhs": "a", "rhs": "b"}[name]
+    row = _operand_row(target)
+    if layout is Layout.FULL:
+        return f"A {var}[V];\ngs::load<V>({name} + {row} * {name}_len + f, {var});"
+    if layout is Layout.SCALAR:
+        return f"A {var}[V];\n#pragma unroll\nfor (int i = 0; i < V; ++i) {var}[i] = {var}_scalar;"
+    return (f"A {var}[V];\n#pragma unroll\nfor (int i = 0; i < V; ++i) "
+            f"{var}[i] = gs::to_acc({name}[{row} * {name}_len + {name}_offset[f + i]]);")
+
+
+def _indexed_expr(expr: str) -> str:
+    """``a + b`` -> ``a[i] + b[i]``: the table's expression over element ``i``."""
+    return " ".join(f"{token}[i]" if token in ("a", "b") else token for token in expr.split(" "))
+
+
+def _operands(algorithm: SddmmAlgorithm) -> list[tuple[str, str, Layout]]:
+    return [(name, target, layout)
+            for name, target, layout in (("lhs", algorithm.lhs_target, algorithm.lhs_layout),
+                                         ("rhs", algorithm.rhs_target, algorithm.rhs_layout))
+            if layout is not None]
+
+
+def _scalar_loads(algorithm: SddmmAlgorithm, targets: set[str]) -> list[str]:
+    """Per-edge (or per-row) loads of the SCALAR operands whose target is in ``targets``."""
+    return [f"const A {name[0].replace('l', 'a').replace('r', 'b')}_scalar = "
+            f"gs::to_acc({name}[{_operand_row(target)}]);"
+            for name, target, layout in _operands(algorithm)
+            if layout is Layout.SCALAR and target in targets]
+
+
+def _feature_work(algorithm: SddmmAlgorithm, cached: set[str]) -> str:
+    """Code for the vector of features at virtual index ``f``: element-wise, compute and
+    store the messages; ``dot``, add their products into ``partial``. Operands named in
+    ``cached`` are read from ``{a,b}_cache[k]`` instead of memory."""
+    lines = []
+    for name, target, layout in _operands(algorithm):
+        var = {"lhs": "a", "rhs": "b"}[name]
+        if name in cached:
+            lines.append(f"const A (&{var})[V] = {var}_cache[k];")
+        else:
+            lines.append(_load_operand(name, target, layout))
+    if algorithm.is_dot:
+        lines += ["#pragma unroll", "for (int i = 0; i < V; ++i) partial += a[i] * b[i];"]
+    else:
+        lines += [
+            "A m[V];",
+            "#pragma unroll",
+            f"for (int i = 0; i < V; ++i) m[i] = {_indexed_expr(BINARY_OPS[algorithm.op].cuda_expr)};",
+            "gs::store<V>(out + e * head_len + f, m);",
+        ]
+    return "\n".join(lines)
+
+
+_REDUCE_PARTIAL = """\
+#pragma unroll
+for (int offset = LANES / 2; offset > 0; offset /= 2) {
+    partial += __shfl_xor_sync(mask, partial, offset, LANES);
+}
+if (lane == 0) out[e * num_heads + h] = gs::from_acc<T>(partial);"""
+
+
+def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
+    targets = algorithm.targets()
+    indices = []
+    if "u" in targets:
+        indices.append("const long long u = col[p];")
+    if "v" in targets:
+        indices.append("const long long v = dst[p];")
+    indices.append(f"const long long e = {'eid[p]' if algorithm.has_eid else 'p'};")
+    indices += _scalar_loads(algorithm, targets)
+    vectors = [
+        "#pragma unroll",
+        "for (int k = 0; k < K; ++k) {",
+        "    const long long d = d0 + k * LANES * V + lane * V;",
+        "    if (d < head_len) {",
+        "        const long long f = h * head_len + d;" if algorithm.is_dot else
+        "        const long long f = d;",
+        indent(_feature_work(algorithm, cached=set()), 8),
+        "    }",
+        "}",
+    ]
+    passes = ["for (long long d0 = 0; d0 < head_len; d0 += SLICE) {", indent("\n".join(vectors), 4), "}"]
+    if algorithm.is_dot:
+        heads = ["for (long long h = 0; h < num_heads; ++h) {",
+                 "    A partial = 0;",
+                 indent("\n".join(passes), 4),
+                 indent(_REDUCE_PARTIAL, 4),
+                 "}"]
+    else:
+        heads = passes
+    return [
+        "const long long stride = (long long)gridDim.x * GROUPS;",
+        "for (long long p = (long long)blockIdx.x * GROUPS + threadIdx.x / LANES; p < num_edges;",
+        "     p += stride) {  // the group's lanes share p, so they leave together",
+        indent("\n".join([*indices, *heads]), 4),
+        "}",
+    ]
+
+
+def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
+    cached = {name for name, target, _ in _operands(algorithm) if target == "v"}
+    edge_targets = algorithm.targets() - {"v"}
+    cache_lines = []
+    for name, target, layout in _operands(algorithm):
+        if name not in cached:
+            continue
+        var = {"lhs": "a", "rhs": "b"}[name]
+        cache_lines += [
+            f"A {var}_cache[K][V];",
+            "#pragma unroll",
+            "for (int k = 0; k < K; ++k) {",
+            "    const long long f = base + k * LANES * V + lane * V;",
+            "    if (f < limit) {",
+            indent(_load_operand(name, target, layout), 8),
+            "#pragma unroll",
+            f"        for (int i = 0; i < V; ++i) {var}_cache[k][i] = {var}[i];",
+            "    } else {",
+            "#pragma unroll",
+            f"        for (int i = 0; i < V; ++i) {var}_cache[k][i] = 0;",
+            "    }",
+            "}",
+        ]
+    edge = []
+    if "u" in edge_targets:
+        edge.append("const long long u = col[p];")
+    edge.append(f"const long long e = {'eid[p]' if algorithm.has_eid else 'p'};")
+    edge += _scalar_loads(algorithm, edge_targets)
+    if algorithm.is_dot:
+        edge.append("A partial = 0;")
+    edge += [
+        "#pragma unroll",
+        "for (int k = 0; k < K; ++k) {",
+        "    const long long f = base + k * LANES * V + lane * V;",
+        "    if (f < limit) {",
+        indent(_feature_work(algorithm, cached), 8),
+        "    }",
+        "}",
+    ]
+    if algorithm.is_dot:
+        edge.append(_REDUCE_PARTIAL)
+    if algorithm.is_dot:
+        chunk = ["const long long h = c;",
+                 "const long long base = h * head_len;",
+                 "const long long limit = base + head_len;"]
+    else:
+        chunk = ["const long long base = c * SLICE;", "const long long limit = head_len;"]
+    return [
+        "constexpr int EDGES = 32 / LANES;  // edges a warp handles at a time",
+        "const long long v = (long long)blockIdx.x * GROUPS + threadIdx.x / 32;",
+        "if (v >= num_rows) return;  // whole warps leave together",
+        "const long long start = rowptr[v];",
+        "const long long end = rowptr[v + 1];",
+        "const int sub = (threadIdx.x % 32) / LANES;",
+        *_scalar_loads(algorithm, {"v"}),
+        "const long long num_chunks = "
+        + ("num_heads;" if algorithm.is_dot else "(head_len + SLICE - 1) / SLICE;"),
+        "for (long long c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
+        indent("\n".join([
+            *chunk,
+            *cache_lines,
+            "for (long long p = start + sub; p < end; p += EDGES) {",
+            indent("\n".join(edge), 4),
+            "}",
+        ]), 4),
+        "}",
+    ]
+
+
+@functools.lru_cache(maxsize=4096)
+def generate(algorithm: SddmmAlgorithm, schedule: SddmmSchedule) -> SddmmProgram:
+    """The g-SDDMM program for ``algorithm`` under ``schedule``. Pure; no GPU needed."""
+    schedule.validate()
+    scalar = SCALAR_TYPES[algorithm.dtype]
+    body = [
+        f"using T = {scalar};",
+        f"using A = {ACCUMULATOR_TYPES[algorithm.dtype]};",
+        f"constexpr int LANES = {schedule.lanes};  // threads per edge",
+        f"constexpr int V = {schedule.vector_width};  // features per vector access",
+        f"constexpr int K = {schedule.features_per_thread};  // vectors per lane and pass",
+        "constexpr int SLICE = LANES * V * K;  // features per group and pass",
+        f"constexpr int GROUPS = {schedule.groups_per_block};",
+        "const int lane = threadIdx.x % LANES;",
+        "// The lanes of this thread's group: shuffles must name exactly them.",
+        "const unsigned mask = LANES == 32 ? 0xffffffffu\n"
+        "                                  : ((1u << LANES) - 1u) << ((threadIdx.x % 32) / LANES * LANES);",
+        "(void)mask; (void)SLICE;",
+    ]
+    body += _edge_body(algorithm) if schedule.skeleton == "edge" else _row_body(algorithm)
+    index = INDEX_TYPES[algorithm.index_dtype]
+    source = f"""// gsparse g-SDDMM: {algorithm}
+// schedule {schedule}: {schedule.to_json()}
+{PRELUDE}
+using I = {index};
+
+extern "C" __global__ void __launch_bounds__({schedule.threads})
+{KERNEL_NAME}(const I* __restrict__ rowptr, const I* __restrict__ col,
+        const I* __restrict__ dst, const I* __restrict__ eid,
+        const {scalar}* __restrict__ lhs, const {scalar}* __restrict__ rhs,
+        const int* __restrict__ lhs_offset, const int* __restrict__ rhs_offset,
+        {scalar}* __restrict__ out,
+        long long num_rows, long long num_edges, long long num_heads, long long head_len,
+        long long lhs_len, long long rhs_len)
+{{
+{indent(chr(10).join(body), 4)}
+}}
+"""
+    return SddmmProgram(source, KERNEL_NAME, schedule, algorithm.is_dot)
+
+
+# --------------------------------------------------------------------------- launch
+
+
+def _allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Output storage; the kernel writes every element. Tests poison it through this hook."""
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+@functools.lru_cache(maxsize=256)
+def _offsets(shape: tuple[int, ...], full_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    return broadcast_offsets(shape, full_shape).to(device)
+
+
+def _vector_limit(head_len: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
+    """The widest vector (4, 2 or 1 elements) the head length and every full operand allow.
+
+    A vector never straddles two heads or two rows (the length is a multiple of it), and
+    its address is aligned to its size (the base pointers are).
+    """
+    size = element_size(dtype)
+    for width in (4, 2):
+        if head_len % width == 0 and all(t.data_ptr() % (width * size) == 0 for t in tensors):
+            return width
+    return 1
+
+
+def run_sddmm(
+    g: Graph,
+    op: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    lhs_target: str,
+    rhs_target: str,
+    out_shape: tuple[int, ...],
+    schedule: SddmmSchedule | None = None,
+) -> torch.Tensor:
+    """g-SDDMM with a generated kernel; operands as the front end hands them to backends.
+
+    ``lhs`` / ``rhs`` are ``[rows, *shape]`` with rows on their target (edge operands in
+    user edge order) and the rank of ``out_shape``; for ``dot``, ``out_shape`` ends in 1
+    and the operands' last dimension is the one reduced. Returns ``[num_edges, *out_shape]``
+    in user edge order.
+
+    Raises ValueError when a forced ``schedule`` is invalid, needs wider vectors than the
+    operands' alignment allows, or is a row skeleton whose slice cannot hold a ``dot`` head.
+    """
+    binop = BINARY_OPS[op]
+    operand = lhs if lhs is not None else rhs
+    dtype, device = operand.dtype, operand.device
+    lhs = lhs.contiguous() if binop.uses_lhs else None
+    rhs = rhs.contiguous() if binop.uses_rhs else None
+    out = _allocate((g.num_edges, *out_shape), dtype, device)
+    if binop.reduces_last_dim:
+        head_len = operand.shape[-1]
+        num_heads = math.prod(out_shape[:-1])
+        full_shape = (*out_shape[:-1], head_len)
+    else:
+        num_heads, head_len, full_shape = 1, math.prod(out_shape), tuple(out_shape)
+    if out.numel() == 0:
+        return out
+    if head_len == 0:  # a dot over nothing
+        return out.zero_()
+
+    layouts = {name: None if t is None else operand_layout(tuple(t.shape[1:]), full_shape)
+               for name, t in (("lhs", lhs), ("rhs", rhs))}
+    aligned = [t for name, t in (("lhs", lhs), ("rhs", rhs)) if layouts[name] is Layout.FULL]
+    if not binop.reduces_last_dim:
+        aligned.append(out)  # element-wise results are stored as vectors too
+    vector_ok = _vector_limit(head_len, aligned, dtype)
+    if schedule is None:
+        schedule = default_schedule(g, head_len, dtype, vector_ok)
+    else:
+        if not isinstance(schedule, SddmmSchedule):
+            raise TypeError(f"schedule must be an SddmmSchedule, got {type(schedule).__name__}")
+        schedule.validate()
+        if schedule.vector_width > vector_ok:
+            raise ValueError(
+                f"schedule {schedule} moves {schedule.vector_width} features at a time, but these "
+                f"operands allow at most {vector_ok} ({head_len} features per head; vector "
+                f"accesses need the head length to be a multiple of the width and aligned "
+                f"data pointers)")
+        if schedule.skeleton == "row" and binop.reduces_last_dim and schedule.feature_slice < head_len:
+            raise ValueError(
+                f"schedule {schedule} is a row skeleton whose slice of {schedule.feature_slice} "
+                f"features cannot hold a dot head of {head_len}; widen lanes, "
+                f"features_per_thread or vector_width, or use the edge skeleton")
+
+    algorithm = SddmmAlgorithm(
+        op=op,
+        lhs_target=lhs_target if binop.uses_lhs else None,
+        rhs_target=rhs_target if binop.uses_rhs else None,
+        lhs_layout=layouts["lhs"],
+        rhs_layout=layouts["rhs"],
+        dtype=dtype,
+        index_dtype=g.index_dtype,
+        has_eid=g.eid is not None,
+    )
+    program = generate(algorithm, schedule)
+    context = f"{algorithm} | schedule {schedule}"
+    kernel = runtime.get_kernel(program.source, program.kernel_name, context=context, device=device)
+    edge_skeleton = schedule.skeleton == "edge"
+    targets = algorithm.targets()
+
+    def offsets(t: torch.Tensor | None, layout: Layout | None) -> torch.Tensor | None:
+        if layout is not Layout.INDEXED:
+            return None
+        return _offsets(tuple(t.shape[1:]), full_shape, device)
+
+    kernel.launch(
+        program.grid(g.num_edges, g.num_dst, num_heads, head_len),
+        program.block,
+        [
+            None if edge_skeleton else g.rowptr,
+            g.col if "u" in targets else None,
+            g.csr_dst if edge_skeleton and "v" in targets else None,
+            g.eid,
+            lhs,
+            rhs,
+            offsets(lhs, layouts["lhs"]),
+            offsets(rhs, layouts["rhs"]),
+            out,
+            runtime.i64(g.num_dst),
+            runtime.i64(g.num_edges),
+            runtime.i64(num_heads),
+            runtime.i64(head_len),
+            runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
+            runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
+        ],
+        context=context,
+    )
+    return out
