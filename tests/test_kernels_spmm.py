@@ -41,7 +41,7 @@ def test_schedule_json_round_trip() -> None:
     [
         ({"feature_lanes": 3}, "feature_lanes must be one of"),
         ({"edge_lanes": 64}, "edge_lanes must be one of"),
-        ({"vector_width": 8}, "vector_width must be 1, 2 or 4"),
+        ({"vector_width": 3}, "vector_width must be 1, 2, 4 or 8"),
         ({"feature_lanes": 32, "edge_lanes": 2}, "must fit in one warp"),
         ({"rows_per_block": 64, "feature_lanes": 32}, "more than 1024"),
         ({"rows_per_block": 3, "feature_lanes": 4}, "not a multiple of 32"),
@@ -145,6 +145,23 @@ def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> Non
     assert resources.stack_bytes == 0, binary.log
     # __launch_bounds__(threads) keeps registers within what one block needs to launch.
     assert resources.registers * schedule.threads <= 65536
+
+
+def test_half_precision_grid_moves_16_bytes_per_access() -> None:
+    g = _graph("random")
+    assert {s.vector_width for s in schedule_space(g, 64, torch.float16)} == {1, 8}
+    assert {s.vector_width for s in schedule_space(g, 64, torch.float32)} == {1, 4}
+    assert default_schedule(g, 256, torch.bfloat16).vector_width == 8
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_eight_wide_half_vectors_compile_without_spills(dtype) -> None:
+    algorithm = SpmmAlgorithm("mul", "max", Layout.FULL, Layout.FULL, dtype, torch.int32,
+                              has_eid=True, with_arg=True)
+    schedule = SpmmSchedule(feature_lanes=8, edge_lanes=4, vector_width=8, nnz_tile=4)
+    binary = compile_cuda(generate(algorithm, schedule), arch="sm_90", cache=None)
+    assert binary.resources[KERNEL_NAME].spill_stores == 0, binary.log
 
 
 def test_generated_source_reads_well() -> None:
@@ -261,6 +278,16 @@ def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
             _check(g, op, reduce, lhs, rhs, schedule)
         lhs, rhs = _operands(g, "mul", (feature_len,), (1,), torch.float32, seed=i)
         _check(g, "mul", "sum", lhs, rhs, schedule)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_sampled_schedules(poisoned, dtype) -> None:
+    g = _graph("random")
+    for i, schedule in enumerate(_sample(schedule_space(g, 64, dtype), 10, seed=7)):
+        for op, reduce in (("copy_lhs", "sum"), ("mul", "max"), ("div", "mean")):
+            lhs, rhs = _operands(g, op, (64,), (64,), dtype, seed=i)
+            _check(g, op, reduce, lhs, rhs, schedule)
 
 
 @gpu

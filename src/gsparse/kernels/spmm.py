@@ -31,13 +31,15 @@ def _l2_bytes(device: torch.device) -> int:
 
 
 def _vector_limit(num_features: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
-    """The widest vector (4, 2 or 1 elements) every full-width operand allows.
+    """The widest vector (at most 16 bytes) every full-width operand allows.
 
     A vector access needs the row length to be a multiple of it and the base pointer aligned
     to its size (row starts then are too).
     """
     size = element_size(dtype)
-    for width in (4, 2):
+    for width in (8, 4, 2):
+        if width * size > 16:
+            continue
         if num_features % width == 0 and all(t.data_ptr() % (width * size) == 0 for t in tensors):
             return width
     return 1
@@ -45,12 +47,12 @@ def _vector_limit(num_features: int, tensors: list[torch.Tensor], dtype: torch.d
 
 def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float32) -> list[SpmmSchedule]:
     """The pruned grid of schedules for ``g`` and ``feature_len`` features (all valid)."""
-    del g, dtype  # the grid depends on the feature length only; kept for a uniform API
-    return schedule_grid(feature_len, vector_ok=4)
+    del g  # the grid depends on the feature length and dtype only; kept for a uniform API
+    return schedule_grid(feature_len, vector_ok=16 // element_size(dtype))
 
 
 def default_schedule(
-    g: Graph, feature_len: int, dtype: torch.dtype = torch.float32, vector_ok: int = 4
+    g: Graph, feature_len: int, dtype: torch.dtype = torch.float32, vector_ok: int = 8
 ) -> SpmmSchedule:
     """The schedule used when none is given, from the graph's statistics (no measurement)."""
     return _default_schedule_for(

@@ -38,7 +38,8 @@ class SpmmSchedule:
         rows_per_block: groups (rows) per thread block.
         feature_lanes: threads of a group that split the features.
         edge_lanes: threads of a group that split the edges of its row.
-        vector_width: consecutive features moved per load/store (1, 2 or 4).
+        vector_width: consecutive features moved per load/store (1, 2, 4, or 8 for 2-byte
+            dtypes: one 16-byte access either way).
         outputs_per_thread: feature vectors per thread, at a stride of one group slice.
         nnz_tile: edges each lane fetches ahead before gathering their features.
         index_tile: broadcast column indices through warp shuffles (needs edge_lanes 1).
@@ -74,8 +75,8 @@ class SpmmSchedule:
         for name in ("feature_lanes", "edge_lanes"):
             if getattr(self, name) not in _POWERS_OF_TWO:
                 found.append(f"{name} must be one of {_POWERS_OF_TWO}, got {getattr(self, name)}")
-        if self.vector_width not in (1, 2, 4):
-            found.append(f"vector_width must be 1, 2 or 4, got {self.vector_width}")
+        if self.vector_width not in (1, 2, 4, 8):
+            found.append(f"vector_width must be 1, 2, 4 or 8, got {self.vector_width}")
         if self.outputs_per_thread not in (1, 2, 4, 8):
             found.append(f"outputs_per_thread must be 1, 2, 4 or 8, got {self.outputs_per_thread}")
         if self.nnz_tile not in (1, 2, 4, 8):
@@ -164,7 +165,7 @@ def default_schedule_for(
     Measured on an H100 against the full grid (docs/performance.md), this stays within
     1.5x of the best schedule on the reddit-, proteins- and products-like graphs.
     """
-    vector = min(vector_ok, 4)
+    vector = min(vector_ok, 16 // element_bytes)
     while vector > 1 and feature_len % vector:
         vector //= 2
     fits = [w for w in (128, 64, 32) if source_rows * w * element_bytes <= l2_bytes * 3 // 4]
@@ -201,7 +202,7 @@ def schedule_grid(feature_len: int, vector_ok: int) -> list[SpmmSchedule]:
     time.
     """
     widest = 1
-    for width in (4, 2):
+    for width in (8, 4, 2):
         if width <= vector_ok and feature_len % width == 0:
             widest = width
             break
