@@ -12,7 +12,7 @@ import hashlib
 import weakref
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable, Hashable, TypeVar
 
 import numpy as np
 import torch
@@ -21,10 +21,20 @@ __all__ = ["Graph", "RowStats"]
 
 _INT32_MAX = torch.iinfo(torch.int32).max
 
-# Live graphs by the id of their rowptr tensor. The operators pass a graph's tensors through
-# torch.library (which takes no Python objects) and find the graph again here, with its
-# caches (reverse graph, statistics); entries die with their graph.
-_LIVE: weakref.WeakValueDictionary[int, Graph] = weakref.WeakValueDictionary()
+_T = TypeVar("_T")
+
+# Live graphs by the device and address of their rowptr. The custom ops (gsparse._ops) take
+# a graph's tensors, not the Graph, and find it again here with its caches (reverse graph,
+# COO); keyed by address rather than tensor identity so that the aliases torch.compile and
+# autograd hand over (detached views of the same memory) still find it. Entries die with
+# their graph, and a live graph keeps its rowptr, so an address is never reused meanwhile.
+_LIVE: weakref.WeakValueDictionary[tuple[torch.device, int], Graph] = weakref.WeakValueDictionary()
+
+
+def _same_memory(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.dtype == b.dtype
 
 
 @dataclass(frozen=True)
@@ -103,30 +113,39 @@ class Graph:
         self._col = col
         self._eid = eid
         self._num_src = num_src
-        _LIVE[id(rowptr)] = self
+        self._derived: dict[Hashable, Any] = {}
+        _LIVE[(rowptr.device, rowptr.data_ptr())] = self
+
+    @property
+    def parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int]:
+        """``(rowptr, col, eid, num_src)``: what the custom ops take in place of the graph."""
+        return self._rowptr, self._col, self._eid, self._num_src
 
     @classmethod
-    def _from_parts(
-        cls,
-        rowptr: torch.Tensor,
-        col: torch.Tensor,
-        eid: torch.Tensor | None,
-        num_src: int,
-        reverse: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None,
+    def _find(
+        cls, rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None, num_src: int
     ) -> Graph:
-        """The graph that owns these (already validated) tensors, else a new view of them.
+        """The live graph whose :attr:`parts` these are (or alias), else a new graph over them.
 
-        ``reverse`` gives the transposed graph's ``(rowptr, col, eid)`` so a new view need
-        not rebuild it.
+        The tensors must come from a validated graph; a new graph starts with empty caches.
         """
-        g = _LIVE.get(id(rowptr))
-        if g is not None and g._rowptr is rowptr and g._col is col and g._eid is eid:
+        g = _LIVE.get((rowptr.device, rowptr.data_ptr()))
+        if (g is not None and g._num_src == num_src and _same_memory(g._rowptr, rowptr)
+                and _same_memory(g._col, col) and _same_memory(g._eid, eid)):
             return g
-        g = cls(rowptr, col, eid, num_src, _validated=True)
-        if reverse is not None:
-            rev = cls(*reverse, g.num_dst, _validated=True)
-            g.__dict__["_reverse"], rev.__dict__["_reverse"] = rev, g
-        return g
+        return cls(rowptr, col, eid, num_src, _validated=True)
+
+    def derived(self, key: Hashable, build: Callable[[Graph], _T]) -> _T:
+        """``build(self)``, computed on the first call with this ``key`` and kept with the graph.
+
+        For structures that layers derive from a graph (normalised edge weights, a copy with
+        self loops): built once per graph, freed with it. ``build`` must not depend on
+        anything but the graph. Under ``torch.compile`` a cached entry is read without
+        tracing ``build``.
+        """
+        if key not in self._derived:
+            self._derived[key] = build(self)
+        return self._derived[key]
 
     # ------------------------------------------------------------------ constructors
 

@@ -6,7 +6,7 @@ from itertools import permutations
 
 import torch
 
-from . import backends
+from . import _ops, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -57,16 +57,24 @@ def gsddmm(
             ``num_edges`` for target ``u``, ``v``, ``e``. Edge operands are in edge order.
         lhs_target, rhs_target: ``"u"``, ``"v"`` or ``"e"``.
         schedule: for CUDA tensors, force a kernel schedule; ignored on other devices.
+            A forced schedule calls the backend directly: no autograd (ValueError if an
+            operand requires grad) and no ``torch.compile`` node.
 
     Returns:
         ``[num_edges, *shape]`` in edge order, ``shape`` the NumPy broadcast of the operand
-        shapes (for ``dot``: of all but their last dimension, then a trailing 1).
+        shapes (for ``dot``: of all but their last dimension, then a trailing 1). Inside
+        ``torch.autocast``, float32 and half operands are first cast to the region's dtype.
+
+    Differentiable in ``lhs`` and ``rhs``: an operand on a node receives the sum of the
+    gradients of its edges (a g-SpMM on the graph for ``v``, on the reverse graph for
+    ``u``), an operand on the edge its own; broadcast dimensions are summed back.
     """
     check_graph(g)
     check_choice("op", op, SDDMM_OPS)
     check_choice("lhs_target", lhs_target, TARGETS)
     check_choice("rhs_target", rhs_target, TARGETS)
     binop = BINARY_OPS[op]
+    lhs, rhs = _ops.autocast_operands(g.device, lhs, rhs)
     lhs = _check_operand("lhs", lhs, g, lhs_target) if binop.uses_lhs else None
     rhs = _check_operand("rhs", rhs, g, rhs_target) if binop.uses_rhs else None
     check_same_dtype(lhs, rhs)
@@ -81,15 +89,23 @@ def gsddmm(
         outer = broadcast_feature_shape(tuple(lhs.shape[1:-1]), tuple(rhs.shape[1:-1]))
         ndim = len(outer) + 1
         lhs, rhs = pad_feature_dims(lhs, ndim), pad_feature_dims(rhs, ndim)
-        out = backends.for_device(g.device).sddmm(
-            g, op, lhs, rhs, lhs_target, rhs_target, (*outer, 1), schedule)
+        out = _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, (*outer, 1), schedule)
         return out.squeeze(-1) if both_flat else out
     shapes = [tuple(t.shape[1:]) for t in (lhs, rhs) if t is not None]
     out_shape = broadcast_feature_shape(*shapes) if len(shapes) == 2 else shapes[0]
     lhs = None if lhs is None else pad_feature_dims(lhs, len(out_shape))
     rhs = None if rhs is None else pad_feature_dims(rhs, len(out_shape))
-    return backends.for_device(g.device).sddmm(
-        g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+    return _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+
+
+def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule) -> torch.Tensor:
+    if schedule is not None:
+        if _ops.needs_grad(lhs, rhs):
+            raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
+                             "operands that require grad (detach them or drop schedule)")
+        return backends.for_device(g.device).sddmm(
+            g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+    return _ops.sddmm(*g.parts, op, lhs, rhs, lhs_target, rhs_target, list(out_shape))
 
 
 _TARGET_WORDS = {"u": "source node", "v": "destination node", "e": "edge"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import backends
+from . import _ops
 from ._checks import check_choice, check_features, check_graph
 from .graph import Graph
 
@@ -25,8 +25,14 @@ def edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst") -> torch.
 
     Returns:
         ``[num_edges, *shape]``, same dtype as ``logits`` (half precision computes in float32).
+        Inside ``torch.autocast`` the logits are cast to float32 first, as for ``torch.softmax``.
+
+    Differentiable: with ``a`` the output and ``da`` its gradient,
+    ``dz_e = a_e (da_e - Σ_{e'} a_{e'} da_{e'})`` over the edges ``e'`` sharing ``e``'s
+    destination (or source).
     """
     check_graph(g)
     check_choice("norm_by", norm_by, ("dst", "src"))
     check_features("logits", logits, g, g.num_edges, "edges")
-    return backends.for_device(g.device).edge_softmax(g, logits, norm_by)
+    (logits,) = _ops.autocast_operands(g.device, logits, dtype=torch.float32)
+    return _ops.edge_softmax(*g.parts, logits, norm_by)

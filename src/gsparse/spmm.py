@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import backends
+from . import _ops, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -40,16 +40,26 @@ def gspmm(
         lhs: source-node features ``[num_src, *lhs_shape]`` (unused by ``copy_rhs``).
         rhs: edge features ``[num_edges, *rhs_shape]`` in edge order (unused by ``copy_lhs``).
         schedule: for CUDA tensors, force a kernel schedule instead of the default one;
-            ignored by the PyTorch-ops backend.
+            ignored by the PyTorch-ops backend. A forced schedule calls the backend
+            directly: no autograd (ValueError if an operand requires grad) and no
+            ``torch.compile`` node. For kernel tests and tuning.
 
     Returns:
         ``[num_dst, *shape]`` where ``shape`` broadcasts ``lhs_shape`` and ``rhs_shape``
         as NumPy does. Same dtype as the inputs; half precision accumulates in float32.
+        Inside ``torch.autocast``, float32 and half operands are first cast to the
+        region's dtype, as for a matmul.
+
+    Differentiable in ``lhs`` and ``rhs`` (DGL's gradients): for sum/mean the gradient
+    of ``lhs`` is a g-SpMM of the output gradient on the reverse graph and that of
+    ``rhs`` a g-SDDMM; for max/min each output element's gradient goes to the operands of
+    its winning edge only (the first in CSR order on ties), and empty rows give none.
     """
     check_graph(g)
     check_choice("op", op, SPMM_OPS)
     check_choice("reduce", reduce, tuple(REDUCERS))
     binop = BINARY_OPS[op]
+    lhs, rhs = _ops.autocast_operands(g.device, lhs, rhs)
     if binop.uses_lhs:
         lhs = check_features("lhs", lhs, g, g.num_src, "source nodes")
     else:
@@ -63,7 +73,15 @@ def gspmm(
     out_shape = broadcast_feature_shape(*shapes) if len(shapes) == 2 else shapes[0]
     lhs = None if lhs is None else pad_feature_dims(lhs, len(out_shape))
     rhs = None if rhs is None else pad_feature_dims(rhs, len(out_shape))
-    return backends.for_device(g.device).spmm(g, op, reduce, lhs, rhs, out_shape, schedule)
+    grad = _ops.needs_grad(lhs, rhs)
+    if schedule is not None:
+        if grad:
+            raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
+                             "operands that require grad (detach them or drop schedule)")
+        return backends.for_device(g.device).spmm(g, op, reduce, lhs, rhs, out_shape, schedule)
+    if grad and REDUCERS[reduce].keeps_arg:
+        return _ops.spmm_arg(*g.parts, op, reduce, lhs, rhs, list(out_shape), False)[0]
+    return _ops.spmm(*g.parts, op, reduce, lhs, rhs, list(out_shape), False)
 
 
 _SHORTHAND_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}

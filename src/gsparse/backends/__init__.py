@@ -1,9 +1,11 @@
 """Backends compute the operators after the front end has validated and shaped the inputs.
 
-A backend receives operands whose feature dimensions are already padded to the same
-count (DGL's broadcasting), edge operands in the user's edge order, and returns results
-in the user's edge order. The CPU backend (PyTorch ops) runs on any device; the CUDA
-backend (generated kernels) registers itself for CUDA tensors.
+A backend receives contiguous operands of one dtype whose feature dimensions are already
+padded to the same count (DGL's broadcasting), edge operands in the user's edge order,
+and returns results in the user's edge order. Results are new tensors, never views of an
+operand (the custom ops of :mod:`gsparse._ops` promise torch.library no aliasing). The
+CPU backend (PyTorch ops) runs on any device; the CUDA backend (generated kernels)
+registers itself for CUDA tensors.
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ class Backend(Protocol):
         rhs: torch.Tensor | None,
         out_shape: tuple[int, ...],
         schedule: object | None = None,
-    ) -> torch.Tensor: ...
+        with_arg: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``out`` ``[num_dst, *out_shape]``; with ``with_arg`` (max/min only, else
+        ValueError) ``(out, arg_u, arg_e)``: int64 tensors of ``out``'s shape holding the
+        source node and the user edge id of the winning edge of each output element, -1 in
+        rows with no edges. Ties go to the first edge of the row in CSR order."""
+        ...
 
     def sddmm(
         self,

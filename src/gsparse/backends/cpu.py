@@ -1,7 +1,7 @@
 """The PyTorch-ops backend: materialises per-edge messages, then scatters them.
 
 Runs on any device PyTorch supports. Half-precision inputs accumulate in float32 and
-are rounded once at the end, like the generated kernels.
+are rounded once at the end, like the generated kernels. Results are always new tensors.
 """
 
 from __future__ import annotations
@@ -25,8 +25,29 @@ def _edges_in_csr_order(g: Graph, t: torch.Tensor) -> torch.Tensor:
     return t if g.eid is None else t[g.eid.long()]
 
 
+def _winners(g: Graph, messages: torch.Tensor, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(arg_u, arg_e)`` of a max/min: the first CSR position of each row whose message
+    equals the row's result, as source node and user edge id; -1 in rows with no edges."""
+    num_edges = g.num_edges
+    if num_edges == 0:
+        return (torch.full(out.shape, -1, dtype=torch.int64, device=g.device),
+                torch.full(out.shape, -1, dtype=torch.int64, device=g.device))
+    dst = g.csr_dst.long()
+    position = torch.arange(num_edges, device=g.device).view(-1, *([1] * (messages.dim() - 1)))
+    candidate = torch.where(messages == out[dst], position, num_edges)
+    first = torch.full(out.shape, num_edges, dtype=torch.int64, device=g.device)
+    first.scatter_reduce_(0, _row_index(dst, candidate), candidate, "amin", include_self=True)
+    empty = first == num_edges
+    first.masked_fill_(empty, 0)
+    arg_u = g.col.long()[first].masked_fill_(empty, -1)
+    arg_e = (first if g.eid is None else g.eid.long()[first]).masked_fill_(empty, -1)
+    return arg_u, arg_e
+
+
 class _TorchBackend:
-    def spmm(self, g, op, reduce, lhs, rhs, out_shape, schedule=None):
+    def spmm(self, g, op, reduce, lhs, rhs, out_shape, schedule=None, with_arg=False):
+        if with_arg and not REDUCERS[reduce].keeps_arg:
+            raise ValueError(f"with_arg needs reduce max or min, got {reduce!r}")
         binop = BINARY_OPS[op]
         dtype = (lhs if lhs is not None else rhs).dtype
         acc = _accumulation_dtype(dtype)
@@ -44,6 +65,8 @@ class _TorchBackend:
         if reduce == "mean":
             degree = g.in_degrees().clamp(min=1).to(acc)
             out /= degree.view(-1, *([1] * len(out_shape)))
+        if with_arg:
+            return (out.to(dtype), *_winners(g, messages, out))
         return out.to(dtype)
 
     def sddmm(self, g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule=None):
@@ -59,7 +82,9 @@ class _TorchBackend:
 
         a = gather(lhs, lhs_target) if binop.uses_lhs else None
         b = gather(rhs, rhs_target) if binop.uses_rhs else None
-        return binop.torch_fn(a, b).expand(g.num_edges, *out_shape).to(dtype).contiguous()
+        # Copied into a new tensor: a copy of an edge operand must not alias it.
+        out = torch.empty((g.num_edges, *out_shape), dtype=dtype, device=g.device)
+        return out.copy_(binop.torch_fn(a, b).expand(g.num_edges, *out_shape))
 
     def edge_softmax(self, g, logits, norm_by):
         src, dst = g.edges()

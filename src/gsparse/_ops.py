@@ -1,0 +1,376 @@
+"""The operators as ``torch.library`` custom ops: differentiable, traceable, autocast-aware.
+
+A :class:`~gsparse.Graph` is not a tensor, so every op takes the graph's
+:attr:`~gsparse.Graph.parts` ``(rowptr, col, eid, num_src)`` instead; the implementation
+finds the live graph that owns them (and its caches: reverse graph, COO) with
+``Graph._find``. To ``torch.compile`` each op is one opaque node with a fake
+implementation that only computes the output shape, so models trace without graph breaks.
+
+Operands reach these ops as the front ends shaped them: feature dimensions padded to the
+same count (DGL broadcasting), one dtype. Backward passes are written with these same ops
+(plus dense PyTorch ops), so they run on whichever backend serves the device, trace under
+``torch.compile`` and can be differentiated again. Gradients follow DGL:
+
+* g-SpMM sum/mean: the node gradient is a g-SpMM on the reverse graph, the edge gradient a
+  g-SDDMM; max/min send each output gradient to the winning edge's operands only, found
+  through the ``arg_u``/``arg_e`` indices of the forward pass.
+* g-SDDMM: an operand on a node gathers the gradients of its edges with a g-SpMM (on the
+  graph for ``v``, on the reverse graph for ``u``); an operand on the edge takes them as is.
+* Broadcast feature dimensions are summed back to the operand's shape.
+"""
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import backends
+from .graph import Graph
+
+__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad"]
+
+Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
+
+
+def _graph(rowptr: Tensor, col: Tensor, eid: Optional[Tensor], num_src: int, transpose: bool) -> Graph:
+    g = Graph._find(rowptr, col, eid, num_src)
+    return g.reverse() if transpose else g
+
+
+def _contiguous(t: Optional[Tensor]) -> Optional[Tensor]:
+    return None if t is None else t.contiguous()
+
+
+def _operand(lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
+    return lhs if lhs is not None else rhs
+
+
+# ---------------------------------------------------------------------- forward ops
+
+
+@torch.library.custom_op("gsparse::spmm", mutates_args=())
+def spmm(
+    rowptr: Tensor,
+    col: Tensor,
+    eid: Optional[Tensor],
+    num_src: int,
+    op: str,
+    reduce: str,
+    lhs: Optional[Tensor],
+    rhs: Optional[Tensor],
+    out_shape: list[int],
+    transpose: bool,
+) -> Tensor:
+    """g-SpMM ``[rows, *out_shape]`` on the graph (``transpose``: on its reverse graph,
+    whose rows are the source nodes). Differentiable for sum and mean; max/min gradients
+    need the winners, which :func:`spmm_arg` keeps."""
+    g = _graph(rowptr, col, eid, num_src, transpose)
+    return backends.for_device(g.device).spmm(
+        g, op, reduce, _contiguous(lhs), _contiguous(rhs), tuple(out_shape))
+
+
+@spmm.register_fake
+def _spmm_fake(rowptr, col, eid, num_src, op, reduce, lhs, rhs, out_shape, transpose):
+    rows = num_src if transpose else rowptr.shape[0] - 1
+    return _operand(lhs, rhs).new_empty((rows, *out_shape))
+
+
+@torch.library.custom_op("gsparse::spmm_arg", mutates_args=())
+def spmm_arg(
+    rowptr: Tensor,
+    col: Tensor,
+    eid: Optional[Tensor],
+    num_src: int,
+    op: str,
+    reduce: str,
+    lhs: Optional[Tensor],
+    rhs: Optional[Tensor],
+    out_shape: list[int],
+    transpose: bool,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """g-SpMM max/min with its winners: ``(out, arg_u, arg_e)``, the indices int64 of
+    ``out``'s shape (-1 in rows with no edges). Differentiable in ``out``."""
+    g = _graph(rowptr, col, eid, num_src, transpose)
+    out, arg_u, arg_e = backends.for_device(g.device).spmm(
+        g, op, reduce, _contiguous(lhs), _contiguous(rhs), tuple(out_shape), with_arg=True)
+    return out, arg_u, arg_e
+
+
+@spmm_arg.register_fake
+def _spmm_arg_fake(rowptr, col, eid, num_src, op, reduce, lhs, rhs, out_shape, transpose):
+    out = _spmm_fake(rowptr, col, eid, num_src, op, reduce, lhs, rhs, out_shape, transpose)
+    return out, out.new_empty(out.shape, dtype=torch.int64), out.new_empty(out.shape, dtype=torch.int64)
+
+
+@torch.library.custom_op("gsparse::sddmm", mutates_args=())
+def sddmm(
+    rowptr: Tensor,
+    col: Tensor,
+    eid: Optional[Tensor],
+    num_src: int,
+    op: str,
+    lhs: Optional[Tensor],
+    rhs: Optional[Tensor],
+    lhs_target: str,
+    rhs_target: str,
+    out_shape: list[int],
+) -> Tensor:
+    """g-SDDMM ``[num_edges, *out_shape]`` in edge order."""
+    g = _graph(rowptr, col, eid, num_src, False)
+    return backends.for_device(g.device).sddmm(
+        g, op, _contiguous(lhs), _contiguous(rhs), lhs_target, rhs_target, tuple(out_shape))
+
+
+@sddmm.register_fake
+def _sddmm_fake(rowptr, col, eid, num_src, op, lhs, rhs, lhs_target, rhs_target, out_shape):
+    return _operand(lhs, rhs).new_empty((col.shape[0], *out_shape))
+
+
+@torch.library.custom_op("gsparse::edge_softmax", mutates_args=())
+def edge_softmax(
+    rowptr: Tensor, col: Tensor, eid: Optional[Tensor], num_src: int, logits: Tensor, norm_by: str
+) -> Tensor:
+    """Edge softmax ``[num_edges, *shape]`` over each destination's (``norm_by="dst"``) or
+    source's (``"src"``) edges."""
+    g = _graph(rowptr, col, eid, num_src, False)
+    return backends.for_device(g.device).edge_softmax(g, logits.contiguous(), norm_by)
+
+
+@edge_softmax.register_fake
+def _edge_softmax_fake(rowptr, col, eid, num_src, logits, norm_by):
+    return torch.empty_like(logits, memory_format=torch.contiguous_format)
+
+
+# ---------------------------------------------------------------------- backward helpers
+
+
+def _sum_to(grad: Tensor, like: Tensor) -> Tensor:
+    """``grad`` ``[rows, *b]`` summed over the dimensions where ``like`` ``[rows, *s]`` was
+    broadcast (``s`` has 1, ``b`` more), so that it has ``like``'s shape."""
+    dims = [d for d in range(1, grad.dim()) if like.shape[d] == 1 and grad.shape[d] != 1]
+    return grad.sum(dim=dims, keepdim=True) if dims else grad
+
+
+def _features(*tensors: Tensor) -> list[int]:
+    return list(torch.broadcast_shapes(*(tuple(t.shape[1:]) for t in tensors)))
+
+
+def _spmm_sum(parts: Parts, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], transpose: bool) -> Tensor:
+    shapes = [t for t in (lhs, rhs) if t is not None]
+    return spmm(*parts, op, "sum", lhs, rhs, _features(*shapes), transpose)
+
+
+def _to_target(parts: Parts, grad: Tensor, target: str, factor: Optional[Tensor] = None,
+               factor_target: str = "e") -> Tensor:
+    r"""``Σ_{e : target(e) = r} grad_e ⊙ factor[factor_target(e)]`` for each row ``r`` of
+    ``target`` (``u``: source nodes, ``v``: destination nodes, ``e``: edges).
+
+    ``grad`` is ``[num_edges, *shape]``; ``factor`` (optional) lives on ``factor_target``.
+    A node target is a g-SpMM: on the graph for ``v``, on its reverse graph for ``u``.
+    """
+    if target == "e":
+        if factor is None:
+            return grad
+        return sddmm(*parts, "mul", grad, factor, "e", factor_target, _features(grad, factor))
+    transpose = target == "u"
+    if factor is None:
+        return _spmm_sum(parts, "copy_rhs", None, grad, transpose)
+    if factor_target == target:  # constant over the row: factor it out of the sum
+        return factor * _spmm_sum(parts, "copy_rhs", None, grad, transpose)
+    if factor_target == "e":
+        return _spmm_sum(parts, "copy_rhs", None, grad * factor, transpose)
+    return _spmm_sum(parts, "mul", factor, grad, transpose)
+
+
+def _degrees(parts: Parts, transpose: bool, dtype: torch.dtype) -> Tensor:
+    """Rows' edge counts, clamped to 1 (mean divides by it): in-degrees of the graph, or of
+    its reverse graph (out-degrees) when ``transpose``."""
+    rowptr, col, _, num_src = parts
+    if transpose:
+        ones = torch.ones(col.shape[0], dtype=dtype, device=col.device)
+        deg = torch.zeros(num_src, dtype=dtype, device=col.device).index_add(0, col.long(), ones)
+    else:
+        deg = (rowptr[1:] - rowptr[:-1]).to(dtype)
+    return deg.clamp(min=1)
+
+
+# Gradient of a message lhs ⊕ rhs in each operand, as (edge-gradient factor, which operand).
+# "rhs^-1" stands for 1/rhs; None for a factor of 1. div's rhs gradient -lhs/rhs² is handled
+# apart: 1/rhs² is constant over the edges sharing rhs's row, so it leaves the sum.
+_LHS_FACTOR = {"add": None, "sub": None, "copy_lhs": None, "mul": "rhs", "dot": "rhs", "div": "rhs^-1"}
+_RHS_FACTOR = {"add": None, "sub": None, "copy_rhs": None, "mul": "lhs", "dot": "lhs", "div": "lhs"}
+_RHS_SIGN = {"sub": -1.0, "div": -1.0}
+
+
+def _spmm_setup(ctx, inputs, output) -> None:
+    rowptr, col, eid, num_src, op, reduce, lhs, rhs, out_shape, transpose = inputs
+    ctx.parts = (rowptr, col, eid, num_src)
+    ctx.op, ctx.reduce, ctx.transpose = op, reduce, transpose
+    ctx.save_for_backward(lhs, rhs)
+
+
+def _spmm_backward(ctx, grad: Tensor):
+    if ctx.reduce in ("max", "min"):
+        raise RuntimeError(f"gsparse::spmm with reduce {ctx.reduce!r} keeps no winners to "
+                           f"differentiate; gsparse::spmm_arg does (gsparse.gspmm picks it)")
+    lhs, rhs = ctx.saved_tensors
+    parts, op, transpose = ctx.parts, ctx.op, ctx.transpose
+    if ctx.reduce == "mean":
+        deg = _degrees(parts, transpose, grad.dtype)
+        grad = grad / deg.view(-1, *([1] * (grad.dim() - 1)))
+    # Targets of the forward's destination rows and sources, named on the original graph.
+    dst, src = ("u", "v") if transpose else ("v", "u")
+    d_lhs = d_rhs = None
+    if ctx.needs_input_grad[6]:
+        factor = _LHS_FACTOR[op]
+        if factor is None:
+            d = _spmm_sum(parts, "copy_lhs", grad, None, not transpose)
+        else:
+            d = _spmm_sum(parts, "mul" if factor == "rhs" else "div", grad, rhs, not transpose)
+        d_lhs = _sum_to(d, lhs)
+    if ctx.needs_input_grad[7]:
+        if _RHS_FACTOR[op] is None:
+            d = sddmm(*parts, "copy_lhs", grad, None, dst, "u", list(grad.shape[1:]))
+        else:
+            d = sddmm(*parts, "mul", lhs, grad, src, dst, _features(lhs, grad))
+        if op == "div":
+            d = d / (rhs * rhs)
+        if op in _RHS_SIGN:
+            d = -d
+        d_rhs = _sum_to(d, rhs)
+    return None, None, None, None, None, None, d_lhs, d_rhs, None, None
+
+
+spmm.register_autograd(_spmm_backward, setup_context=_spmm_setup)
+
+
+def _gather_rows(t: Tensor, index: Tensor, shape) -> Tensor:
+    """``t[index]`` elementwise: ``t`` ``[rows, *s]`` broadcast to ``shape``, ``index`` of
+    ``shape`` with -1 read as row 0 (masked by the caller)."""
+    return t.expand(t.shape[0], *shape[1:]).gather(0, index.clamp(min=0))
+
+
+def _spmm_arg_setup(ctx, inputs, output) -> None:
+    rowptr, col, eid, num_src, op, reduce, lhs, rhs, out_shape, transpose = inputs
+    _, arg_u, arg_e = output
+    ctx.op = op
+    ctx.rows = (num_src, rowptr.shape[0] - 1) if transpose else (rowptr.shape[0] - 1, num_src)
+    ctx.num_edges = col.shape[0]
+    ctx.save_for_backward(lhs, rhs, arg_u, arg_e)
+    ctx.mark_non_differentiable(arg_u, arg_e)
+
+
+def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
+    lhs, rhs, arg_u, arg_e = ctx.saved_tensors
+    op = ctx.op
+    if ctx.num_edges == 0:  # no winners; the index arithmetic below needs an edge to point at
+        return (None, None, None, None, None, None,
+                None if lhs is None else torch.zeros_like(lhs),
+                None if rhs is None else torch.zeros_like(rhs), None, None)
+    found = arg_e >= 0
+    grad = grad.masked_fill(~found, 0)
+    d_lhs = d_rhs = None
+    if ctx.needs_input_grad[6]:
+        factor = _LHS_FACTOR[op]
+        g = grad
+        if factor is not None:
+            y = _gather_rows(rhs, arg_e, grad.shape)
+            g = grad * y if factor == "rhs" else grad / y.masked_fill(~found, 1)
+        d = torch.zeros((ctx.rows[1], *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
+        d_lhs = _sum_to(d.scatter_add(0, arg_u.clamp(min=0), g), lhs)
+    if ctx.needs_input_grad[7]:
+        g = grad
+        if _RHS_FACTOR[op] is not None:
+            g = grad * _gather_rows(lhs, arg_u, grad.shape)
+        if op == "div":
+            y = _gather_rows(rhs, arg_e, grad.shape).masked_fill(~found, 1)
+            g = g / (y * y)
+        if op in _RHS_SIGN:
+            g = -g
+        d = torch.zeros((ctx.num_edges, *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
+        d_rhs = _sum_to(d.scatter_add(0, arg_e.clamp(min=0), g), rhs)
+    return None, None, None, None, None, None, d_lhs, d_rhs, None, None
+
+
+spmm_arg.register_autograd(_spmm_arg_backward, setup_context=_spmm_arg_setup)
+
+
+def _sddmm_setup(ctx, inputs, output) -> None:
+    rowptr, col, eid, num_src, op, lhs, rhs, lhs_target, rhs_target, out_shape = inputs
+    ctx.parts = (rowptr, col, eid, num_src)
+    ctx.op, ctx.targets = op, (lhs_target, rhs_target)
+    ctx.save_for_backward(lhs, rhs)
+
+
+def _sddmm_backward(ctx, grad: Tensor):
+    lhs, rhs = ctx.saved_tensors
+    parts, op = ctx.parts, ctx.op
+    lt, rt = ctx.targets
+    d_lhs = d_rhs = None
+    if ctx.needs_input_grad[5]:
+        factor = _LHS_FACTOR[op]
+        if factor is None:
+            d = _to_target(parts, grad, lt)
+        else:
+            d = _to_target(parts, grad, lt, rhs if factor == "rhs" else torch.reciprocal(rhs), rt)
+        d_lhs = _sum_to(d, lhs)
+    if ctx.needs_input_grad[6]:
+        if _RHS_FACTOR[op] is None:
+            d = _to_target(parts, grad, rt)
+        else:
+            d = _to_target(parts, grad, rt, lhs, lt)
+        if op == "div":
+            d = d / (rhs * rhs)
+        if op in _RHS_SIGN:
+            d = -d
+        d_rhs = _sum_to(d, rhs)
+    return None, None, None, None, None, d_lhs, d_rhs, None, None, None
+
+
+sddmm.register_autograd(_sddmm_backward, setup_context=_sddmm_setup)
+
+
+def _edge_softmax_setup(ctx, inputs, output) -> None:
+    rowptr, col, eid, num_src, logits, norm_by = inputs
+    ctx.parts = (rowptr, col, eid, num_src)
+    ctx.norm_by = norm_by
+    ctx.save_for_backward(output)
+
+
+def _edge_softmax_backward(ctx, grad: Tensor):
+    r"""``dz_e = y_e (dy_e - Σ_{e' ~ e} dy_{e'} y_{e'})``, the sum over the edges sharing
+    ``e``'s destination (or source)."""
+    (y,) = ctx.saved_tensors
+    target = "v" if ctx.norm_by == "dst" else "u"
+    gy = grad * y
+    row_sum = _to_target(ctx.parts, gy, target)
+    d = gy - sddmm(*ctx.parts, "mul", y, row_sum, "e", target, list(y.shape[1:]))
+    return None, None, None, None, d, None
+
+
+edge_softmax.register_autograd(_edge_softmax_backward, setup_context=_edge_softmax_setup)
+
+
+# ---------------------------------------------------------------------- autocast
+
+
+def autocast_operands(device: torch.device, *tensors: Optional[Tensor],
+                      dtype: Optional[torch.dtype] = None) -> tuple[Optional[Tensor], ...]:
+    """The operands as autocast would hand them to a matmul-like op on ``device``.
+
+    Inside an enabled ``torch.autocast`` region for ``device``'s type, float16, bfloat16
+    and float32 operands are cast to ``dtype`` (default: the region's lower-precision dtype);
+    float64 operands stay, as autocast leaves them. Outside such a region, unchanged.
+    """
+    if not torch.is_autocast_enabled(device.type):
+        return tensors
+    target = dtype if dtype is not None else torch.get_autocast_dtype(device.type)
+    return tuple(
+        t.to(target) if isinstance(t, Tensor) and t.is_floating_point() and t.dtype != torch.float64 else t
+        for t in tensors
+    )
+
+
+def needs_grad(*tensors: Optional[Tensor]) -> bool:
+    """Whether autograd will want gradients of any of ``tensors``."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)

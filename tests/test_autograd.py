@@ -1,0 +1,285 @@
+"""Gradients of every operator: gradcheck in float64, winners of max/min, the backward's operators."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from graphs import random_features
+
+import gsparse
+from gsparse import backends
+from gsparse.algebra import REDUCERS, SDDMM_OPS, SPMM_OPS, TARGETS
+from gsparse.backends import cpu
+
+
+def _graph(name: str) -> gsparse.Graph:
+    """Small graphs with the shapes gradients get wrong.
+
+    ``bipartite``: 4 sources, 5 destinations; destination 3 has no edges; (2, 1) appears
+    twice; edges are not in destination order (so the CSR has an edge-id permutation).
+    ``square``: 5 nodes with a self loop, a node with no in-edges and one with no out-edges.
+    """
+    edges = {
+        "bipartite": ([2, 0, 3, 2, 1, 0, 3, 2], [1, 4, 0, 1, 2, 0, 4, 2], 4, 5),
+        "square": ([0, 1, 2, 3, 3, 1, 0], [1, 2, 0, 3, 1, 0, 2], 5, 5),
+    }
+    src, dst, num_src, num_dst = edges[name]
+    return gsparse.Graph.from_edge_index(torch.tensor([src, dst]), num_src, num_dst)
+
+
+GRAPHS = ["bipartite", "square"]
+ROWS = {"u": lambda g: g.num_src, "v": lambda g: g.num_dst, "e": lambda g: g.num_edges}
+
+
+def _leaf(shape, seed: int, away_from_zero: bool = False) -> torch.Tensor:
+    return random_features(shape, torch.float64, seed, away_from_zero=away_from_zero).requires_grad_()
+
+
+# Feature shapes (lhs, rhs): equal, a per-edge scalar, per-head weights, both broadcast.
+SPMM_SHAPES = [((3,), (3,)), ((3,), ()), ((2, 3), (2, 1)), ((2, 1), (1, 3))]
+
+
+# Every broadcast on the bipartite graph, one on the square graph (with its self loop).
+SPMM_CASES = [(shapes, "bipartite") for shapes in SPMM_SHAPES] + [(SPMM_SHAPES[2], "square")]
+
+
+@pytest.mark.parametrize("shapes,graph", SPMM_CASES, ids=str)
+@pytest.mark.parametrize("reduce", sorted(REDUCERS))
+@pytest.mark.parametrize("op", SPMM_OPS)
+def test_gspmm_gradcheck(op, reduce, shapes, graph):
+    g = _graph(graph)
+    lshape, rshape = shapes
+    x = _leaf((g.num_src, *lshape), 1)
+    y = _leaf((g.num_edges, *rshape), 2, away_from_zero=op == "div")
+    assert torch.autograd.gradcheck(lambda a, b: gsparse.gspmm(g, op, reduce, a, b), (x, y))
+
+
+SDDMM_SHAPES = {"dot": ((2, 3), (1, 3)), "default": ((2, 3), (2, 1))}
+
+
+@pytest.mark.parametrize("rhs_target", TARGETS)
+@pytest.mark.parametrize("lhs_target", TARGETS)
+@pytest.mark.parametrize("op", SDDMM_OPS)
+def test_gsddmm_gradcheck(op, lhs_target, rhs_target):
+    g = _graph("bipartite")
+    lshape, rshape = SDDMM_SHAPES.get(op, SDDMM_SHAPES["default"])
+    x = _leaf((ROWS[lhs_target](g), *lshape), 3)
+    y = _leaf((ROWS[rhs_target](g), *rshape), 4, away_from_zero=op == "div")
+    assert torch.autograd.gradcheck(
+        lambda a, b: gsparse.gsddmm(g, op, a, b, lhs_target, rhs_target), (x, y))
+
+
+@pytest.mark.parametrize("shapes", [((), ()), ((4,), ()), ((1, 3), (2, 1)), ((3,), (2, 3))], ids=str)
+@pytest.mark.parametrize("targets", [("u", "v"), ("v", "e"), ("e", "u")], ids="".join)
+def test_gsddmm_gradcheck_broadcasts(shapes, targets):
+    g = _graph("square")
+    (lhs_target, rhs_target), (lshape, rshape) = targets, shapes
+    x = _leaf((ROWS[lhs_target](g), *lshape), 5)
+    y = _leaf((ROWS[rhs_target](g), *rshape), 6)
+    assert torch.autograd.gradcheck(
+        lambda a, b: gsparse.gsddmm(g, "mul", a, b, lhs_target, rhs_target), (x, y))
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("shape", [(), (2, 1), (3,)], ids=str)
+@pytest.mark.parametrize("norm_by", ["dst", "src"])
+def test_edge_softmax_gradcheck(norm_by, shape, graph):
+    g = _graph(graph)
+    z = _leaf((g.num_edges, *shape), 7)
+    assert torch.autograd.gradcheck(lambda t: gsparse.edge_softmax(g, t, norm_by), (z,))
+
+
+def test_edge_softmax_gradient_formula():
+    g = _graph("square")
+    z = _leaf((g.num_edges, 2), 8)
+    a = gsparse.edge_softmax(g, z)
+    da = random_features(a.shape, torch.float64, 9)
+    (dz,) = torch.autograd.grad(a, z, da)
+    _, dst = g.edges()
+    row = torch.zeros(g.num_dst, 2, dtype=torch.float64).index_add_(0, dst, (a * da).detach())
+    torch.testing.assert_close(dz, a.detach() * (da - row[dst]))
+
+
+@pytest.mark.parametrize("case", [("mul", "sum"), ("div", "mean"), ("add", "max")], ids=str)
+def test_gspmm_second_derivatives(case):
+    op, reduce = case
+    g = _graph("bipartite")
+    x = _leaf((g.num_src, 3), 10)
+    y = _leaf((g.num_edges, 1), 11, away_from_zero=True)
+    assert torch.autograd.gradgradcheck(lambda a, b: gsparse.gspmm(g, op, reduce, a, b), (x, y))
+
+
+def test_sddmm_and_softmax_second_derivatives():
+    g = _graph("square")
+    x = _leaf((g.num_src, 2, 3), 12)
+    y = _leaf((g.num_dst, 2, 3), 13)
+
+    def attention(a, b):
+        return gsparse.edge_softmax(g, gsparse.gsddmm(g, "dot", a, b, "u", "v"))
+
+    assert torch.autograd.gradgradcheck(attention, (x, y))
+
+
+# ---------------------------------------------------------------------- max/min winners
+
+
+def test_spmm_winners_ties_go_to_the_first_edge_in_csr_order():
+    # Destination 0 receives edges 2, 0, 3 (CSR order follows edge ids within a row) with
+    # equal messages from sources 1, 2, 0; destination 1 has none; destination 2 one edge.
+    g = gsparse.Graph.from_edge_index(torch.tensor([[2, 0, 1, 0], [0, 2, 0, 0]]), 3, 3)
+    x = torch.tensor([[5.0, 1.0], [5.0, 2.0], [5.0, 3.0]])
+    out, arg_u, arg_e = cpu.BACKEND.spmm(g, "copy_lhs", "max", x, None, (2,), with_arg=True)
+    torch.testing.assert_close(out, torch.tensor([[5.0, 3.0], [0.0, 0.0], [5.0, 1.0]]))
+    # Row 0 in CSR order holds edges 0 (src 2), 2 (src 1), 3 (src 0): column 0 ties -> edge 0.
+    assert arg_u.tolist() == [[2, 2], [-1, -1], [0, 0]]
+    assert arg_e.tolist() == [[0, 0], [-1, -1], [1, 1]]
+    assert arg_u.dtype == arg_e.dtype == torch.int64
+
+
+def test_spmm_winners_name_user_edge_ids():
+    g = _graph("bipartite")
+    y = random_features((g.num_edges, 2), torch.float64, 14)
+    out, arg_u, arg_e = cpu.BACKEND.spmm(g, "copy_rhs", "min", None, y, (2,), with_arg=True)
+    src, dst = g.edges()
+    for v in range(g.num_dst):
+        for f in range(2):
+            incoming = (dst == v).nonzero().flatten()
+            if incoming.numel() == 0:
+                assert arg_e[v, f] == arg_u[v, f] == -1
+                continue
+            best = incoming[y[incoming, f].argmin()]
+            assert arg_e[v, f] == best and arg_u[v, f] == src[best] and out[v, f] == y[best, f]
+
+
+def test_with_arg_needs_max_or_min():
+    g = _graph("square")
+    with pytest.raises(ValueError, match="with_arg needs reduce max or min, got 'sum'"):
+        cpu.BACKEND.spmm(g, "copy_lhs", "sum", torch.ones(5, 1), None, (1,), with_arg=True)
+
+
+def test_max_gradient_goes_to_the_winning_edge_only():
+    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 1, 2], [0, 0, 0]]), 3, 2)
+    x = torch.tensor([[1.0], [4.0], [2.0]], requires_grad=True)
+    gsparse.gspmm(g, "copy_lhs", "max", x).sum().backward()
+    assert x.grad.flatten().tolist() == [0.0, 1.0, 0.0]
+
+
+def test_max_without_grad_keeps_no_winners(monkeypatch):
+    calls = []
+    original = cpu.BACKEND.spmm
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("with_arg", False))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cpu.BACKEND, "spmm", spy)
+    g = _graph("square")
+    x = torch.randn(5, 3, requires_grad=True)
+    with torch.no_grad():
+        gsparse.gspmm(g, "copy_lhs", "max", x)
+    gsparse.gspmm(g, "copy_lhs", "max", x)
+    assert calls == [False, True]
+
+
+# ---------------------------------------------------------------------- plumbing
+
+
+class _Recorder:
+    """A backend that records each call and hands it to the PyTorch-ops backend."""
+
+    def __init__(self):
+        self.calls = []
+
+    def spmm(self, g, op, reduce, lhs, rhs, out_shape, schedule=None, with_arg=False):
+        self.calls.append(("spmm", g, op, reduce))
+        return cpu.BACKEND.spmm(g, op, reduce, lhs, rhs, out_shape, schedule, with_arg)
+
+    def sddmm(self, g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule=None):
+        self.calls.append(("sddmm", g, op, lhs_target, rhs_target))
+        return cpu.BACKEND.sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+
+    def edge_softmax(self, g, logits, norm_by):
+        self.calls.append(("edge_softmax", g, norm_by))
+        return cpu.BACKEND.edge_softmax(g, logits, norm_by)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    rec = _Recorder()
+    monkeypatch.setitem(backends._BY_DEVICE_TYPE, "cpu", rec)
+    return rec
+
+
+def test_backward_runs_on_the_backend_of_the_device(recorder):
+    g = _graph("bipartite")
+    x = torch.randn(g.num_src, 3, requires_grad=True)
+    w = torch.randn(g.num_edges, 1, requires_grad=True)
+    out = gsparse.gspmm(g, "mul", "sum", x, w)
+    recorder.calls.clear()
+    out.backward(torch.ones_like(out))
+    # The node gradient is a g-SpMM on the cached reverse graph, the edge gradient a g-SDDMM.
+    assert ("spmm", g.reverse(), "mul", "sum") in recorder.calls
+    assert ("sddmm", g, "mul", "u", "v") in recorder.calls
+    assert x.grad is not None and w.grad is not None
+
+
+def test_operators_find_the_graph_and_its_caches(recorder):
+    g = _graph("square")
+    gsparse.gspmm(g, "copy_lhs", "sum", torch.ones(5, 2))
+    assert recorder.calls[0][1] is g
+
+
+def test_outputs_never_alias_inputs():
+    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), 2, 2)
+    w = torch.randn(2, 3)
+    out = gsparse.gsddmm(g, "copy_lhs", w, None, "e", "v")
+    assert out.data_ptr() != w.data_ptr()
+    torch.testing.assert_close(out, w)
+
+
+def test_forced_schedule_refuses_autograd():
+    g = _graph("square")
+    x = torch.randn(5, 2, requires_grad=True)
+    with pytest.raises(ValueError, match="schedule forces a kernel outside autograd"):
+        gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=object())
+    with pytest.raises(ValueError, match="schedule forces a kernel outside autograd"):
+        gsparse.gsddmm(g, "dot", x, x, "u", "v", schedule=object())
+
+
+def test_custom_ops_pass_opcheck():
+    g = _graph("bipartite")
+    x = torch.randn(g.num_src, 2, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(g.num_edges, 2, 1, dtype=torch.float64, requires_grad=True)
+    n = torch.randn(g.num_dst, 2, 3, dtype=torch.float64, requires_grad=True)
+    ops = torch.ops.gsparse
+    cases = [
+        (ops.spmm, (*g.parts, "mul", "sum", x, w, [2, 3], False)),
+        (ops.spmm, (*g.parts, "copy_lhs", "mean", n, None, [2, 3], True)),
+        (ops.spmm_arg, (*g.parts, "div", "max", x, w, [2, 3], False)),
+        (ops.sddmm, (*g.parts, "dot", x, n, "u", "v", [2, 1])),
+        (ops.edge_softmax, (*g.parts, w, "src")),
+    ]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduce", sorted(REDUCERS))
+@pytest.mark.parametrize("op", SPMM_OPS)
+def test_gpu_gradients_match_cpu(op, reduce):
+    g = _graph("bipartite")
+    inputs = (random_features((g.num_src, 2, 8), torch.float32, 15),
+              random_features((g.num_edges, 2, 1), torch.float32, 16, away_from_zero=op == "div"),
+              random_features((g.num_dst, 2, 8), torch.float32, 17))
+    grads = {}
+    for device in ("cpu", "cuda"):
+        x, y, q = (t.to(device).requires_grad_() for t in inputs)
+        gd = g.to(device)
+        attention = gsparse.edge_softmax(gd, gsparse.gsddmm(gd, "dot", x, q, "u", "v"))
+        loss = (gsparse.gspmm(gd, op, reduce, x, y) ** 2).sum() + \
+            (gsparse.gspmm(gd, "mul", "sum", x, attention) ** 2).sum()
+        grads[device] = torch.autograd.grad(loss, (x, y, q), allow_unused=True)
+    for cpu_grad, gpu_grad in zip(grads["cpu"], grads["cuda"]):
+        assert (cpu_grad is None) == (gpu_grad is None)
+        if cpu_grad is not None:
+            torch.testing.assert_close(gpu_grad.cpu(), cpu_grad, rtol=1e-4, atol=1e-5)
