@@ -1,4 +1,4 @@
-"""The ``gsparse`` command: ``gsparse info`` and ``gsparse example``."""
+"""The ``gsparse`` command: ``gsparse info``, ``gsparse example`` and ``gsparse bench``."""
 
 from __future__ import annotations
 
@@ -67,13 +67,117 @@ def example(device: str) -> int:
     return 0 if err < 1e-5 else 1
 
 
+# Defaults of ``gsparse bench`` by (device type, quick): workloads, feature lengths, heads,
+# preset size cap (None: full size), seconds of timed repeats per implementation.
+_BENCH_DEFAULTS = {
+    ("cuda", False): ("reddit-like,proteins-like,products-like,cora,citeseer,pubmed_cites",
+                      "1,2,4,8,16,32,64,128,256,512", "1,8", None, 0.1),
+    ("cuda", True): ("reddit-like,products-like,cora", "4,32,128", "8", None, 0.05),
+    ("cpu", False): ("reddit-like,proteins-like,products-like,cora,citeseer,pubmed_cites",
+                     "1,4,16,64,256", "1,8", 2_000_000, 0.1),
+    ("cpu", True): ("products-like,cora", "4,32", "8", 200_000, 0.03),
+}
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _positive_ints(flag: str, text: str) -> tuple[int, ...]:
+    values = []
+    for part in _names(text):
+        try:
+            value = int(part)
+        except ValueError:
+            raise SystemExit(f"gsparse bench: {flag} takes comma-separated positive integers, got {part!r}")
+        if value < 1:
+            raise SystemExit(f"gsparse bench: {flag} takes positive integers, got {value}")
+        values.append(value)
+    return tuple(values)
+
+
+def bench(args: argparse.Namespace) -> int:
+    """Run the benchmark suite, print one line per cell, write JSON, Markdown and PNGs.
+
+    Exits 1 when a gsparse result (default path or a swept schedule) failed its check or
+    raised; a baseline's failure (out of memory, unsupported dtype) is only reported.
+    """
+    from .bench import report, runner
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"gsparse bench: --device {args.device} asked for, but PyTorch sees no CUDA device")
+    workloads, features, heads, max_edges, budget = _BENCH_DEFAULTS[(torch.device(args.device).type,
+                                                                     args.quick)]
+    try:
+        config = runner.Config(
+            ops=_names(args.ops),
+            workloads=_names(args.workloads or workloads),
+            feature_lens=_positive_ints("--features", args.features or features),
+            heads=_positive_ints("--heads", args.heads or heads),
+            dtypes=_names(args.dtypes),
+            device=args.device,
+            scale=args.scale,
+            max_edges=args.max_edges if args.max_edges is not None else max_edges,
+            sweep=args.sweep,
+            budget_s=budget if args.budget_ms is None else args.budget_ms / 1e3,
+            seed=args.seed,
+        )
+    except ValueError as e:
+        raise SystemExit(f"gsparse bench: {e}")
+    doc = runner.run_suite(config, progress=lambda line: print(line, flush=True))
+    paths = report.write_report(doc, args.out)
+    print(f"wrote {paths['json']}, {paths['markdown']} and {len(paths['plots'])} plots in {args.out} "
+          f"({doc['wall_s']:.0f} s)")
+    bad = [f"{c['op']}/{c['case']} {c['workload']} F={c['feature_len']} {c['dtype']}"
+           for c in doc["cells"]
+           if c["results"]["gsparse"]["status"] in ("wrong", "error")
+           or any(s["status"] in ("wrong", "error") for s in (c.get("sweep") or {}).get("schedules", []))]
+    for cell in bad:
+        print(f"FAILED: gsparse gave a wrong result or an error in {cell}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _bench_parser(sub: argparse._SubParsersAction) -> None:
+    default_device = "cuda" if torch.cuda.is_available() else "cpu"
+    b = sub.add_parser(
+        "bench",
+        help="benchmark gsparse against cuSPARSE, PyG and the memory floor; write JSON, Markdown, PNGs",
+        description="Run the benchmark suite: every op x workload x feature length x dtype, with "
+                    "same-run baselines, each output checked against a float64 reference. Defaults "
+                    "depend on the device (smaller CPU workloads) and on --quick.",
+    )
+    b.add_argument("--ops", default="spmm,sddmm,softmax",
+                   help="comma-separated operator families: spmm, sddmm, softmax (default: all)")
+    b.add_argument("--workloads",
+                   help="comma-separated presets (reddit-like, proteins-like, products-like, and the "
+                        "SpMM report's graphs), real graphs (cora, citeseer, pubmed_cites) or graph "
+                        "files (.npz, .mtx, .txt/.csv/.edges)")
+    b.add_argument("--features", help="comma-separated feature lengths of spmm and sddmm")
+    b.add_argument("--heads", help="comma-separated head counts of softmax (logits [E, heads])")
+    b.add_argument("--dtypes", default="float32", help="comma-separated: float32, float16, bfloat16")
+    b.add_argument("--sweep", action="store_true",
+                   help="also time every schedule of the pruned space (CUDA only): default vs best")
+    b.add_argument("--quick", action="store_true",
+                   help="a small set of workloads and feature lengths: under 2 minutes")
+    b.add_argument("--scale", type=float, help="node-count scale of the presets (default: full size on "
+                                               "a GPU, about 2M edges on the CPU)")
+    b.add_argument("--max-edges", type=int, help="shrink presets to about this many edges (unless --scale)")
+    b.add_argument("--device", default=default_device, help=f"where to run (default: {default_device})")
+    b.add_argument("--budget-ms", type=float, help="milliseconds of timed repeats per implementation")
+    b.add_argument("--seed", type=int, default=0, help="seed of the synthetic graphs and inputs")
+    b.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gsparse", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="show device, CUDA/NVRTC availability, cache directory, versions")
     ex = sub.add_parser("example", help="run a small worked example and check it against float64")
     ex.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    _bench_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return bench(args)
     if args.command == "info":
         rows = info()
         width = max(map(len, rows))

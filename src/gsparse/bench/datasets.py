@@ -40,7 +40,11 @@ __all__ = [
     "load_graph",
     "REAL_GRAPHS",
     "DATA_DIR_ENV",
+    "data_dirs",
     "real_graph",
+    "scale_for_edges",
+    "Workload",
+    "workload",
     "describe",
 ]
 
@@ -475,6 +479,21 @@ def preset(name: str, *, scale: float = 1.0, seed: int = 0, device: torch.device
     return synthetic(num_nodes, p.degree, seed=seed, device=device)
 
 
+def scale_for_edges(name: str, max_edges: int) -> float:
+    """A scale for preset ``name`` with at most about ``max_edges`` edges (never above 1).
+
+    Rows must stay a small part of the node count for the row-length distribution to keep
+    its shape, so the scale never leaves fewer than 8 times the mean row length in nodes
+    (which may exceed ``max_edges`` for the densest presets).
+    """
+    if name not in PRESETS:
+        raise ValueError(f"name must be one of {sorted(PRESETS)}, got {name!r}")
+    _check_int("max_edges", max_edges, 1)
+    p = PRESETS[name]
+    least = 8 * p.mean / p.num_nodes
+    return min(1.0, max(max_edges / p.num_edges, least))
+
+
 # ---------------------------------------------------------------------- real graphs
 
 
@@ -528,7 +547,8 @@ def _int_array(path: Path, key: str, arrays: dict[str, np.ndarray], shape: str) 
     a = arrays[key]
     if not np.issubdtype(a.dtype, np.integer):
         raise ValueError(f"{path}: '{key}' must hold integers, got dtype {a.dtype}")
-    if a.ndim != shape.count(",") + 1:
+    ndim = 0 if shape == "[]" else shape.count(",") + 1
+    if a.ndim != ndim:
         raise ValueError(f"{path}: '{key}' must have shape {shape}, got {a.shape}")
     return a
 
@@ -668,23 +688,40 @@ def load_graph(path: str | os.PathLike[str]) -> Graph:
 
 REAL_GRAPHS = ("cora", "citeseer", "pubmed_cites")
 DATA_DIR_ENV = "GSPARSE_DATA_DIR"
+# src/gsparse/bench/datasets.py -> the checkout's root, when gsparse runs from a source tree.
+_REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def data_dirs() -> list[Path]:
+    """Where real graphs are looked for, in order.
+
+    ``$GSPARSE_DATA_DIR`` alone when it is set; otherwise ``../shared/data`` relative to the
+    repository root (when gsparse runs from a source checkout), then ``./.data`` relative
+    to the current directory (an ignored folder a GPU run can carry).
+    """
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return [Path(env)]
+    candidates = []
+    if (_REPO_ROOT / "pyproject.toml").is_file():
+        candidates.append(_REPO_ROOT.parent / "shared" / "data")
+    candidates.append(Path.cwd() / ".data")
+    return candidates
 
 
 def real_graph(name: str, data_dir: str | os.PathLike[str] | None = None) -> Dataset:
     """One of :data:`REAL_GRAPHS`, read from ``<dir>/<name>.npz``.
 
-    Directories are searched in order: ``data_dir``, ``$GSPARSE_DATA_DIR``, ``./.data`` and
-    ``../shared/data`` (both relative to the current directory); the first holding the file wins.
+    ``data_dir`` when given, else the first of :func:`data_dirs` that holds the file.
     """
     if name not in REAL_GRAPHS:
         raise ValueError(f"name must be one of {REAL_GRAPHS}, got {name!r}")
-    env = os.environ.get(DATA_DIR_ENV)
-    candidates = [Path(d) for d in (data_dir, env) if d] + [Path(".data"), Path("../shared/data")]
+    candidates = [Path(data_dir)] if data_dir is not None else data_dirs()
     for directory in candidates:
         if (directory / f"{name}.npz").is_file():
             return load_npz(directory / f"{name}.npz")
     raise FileNotFoundError(f"{name}.npz is in none of {[str(d) for d in candidates]}; "
-                            f"pass data_dir or set {DATA_DIR_ENV}")
+                            f"pass data_dir or set {DATA_DIR_ENV} to the folder that holds it")
 
 
 # ---------------------------------------------------------------------- reports
@@ -703,3 +740,52 @@ def describe(graph: Graph) -> dict[str, int | float]:
         "row_max": stats.max,
         "row_cov": stats.cov,
     }
+
+
+# ---------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """A named graph to benchmark on, with a line saying where it came from."""
+
+    name: str
+    graph: Graph
+    source: str
+
+
+def workload(
+    spec: str,
+    *,
+    scale: float | None = None,
+    max_edges: int | None = None,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> Workload:
+    """Resolve a workload name: a preset, a real graph, or a path to a graph file.
+
+    Args:
+        spec: a key of :data:`PRESETS` (synthetic), one of :data:`REAL_GRAPHS` (read from
+            :func:`data_dirs`), or a file :func:`load_graph` reads.
+        scale: node-count scale of a preset; ``None`` picks :func:`scale_for_edges` with
+            ``max_edges`` when that is given, else the full size. Ignored for real graphs
+            and files.
+        max_edges: see ``scale``.
+        seed: seed of a synthetic graph.
+        device: where the graph is built (synthetic) or moved to (loaded).
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"spec must be a non-empty workload name or path, got {spec!r}")
+    if spec in PRESETS:
+        if scale is None:
+            scale = 1.0 if max_edges is None else scale_for_edges(spec, max_edges)
+        graph = preset(spec, scale=scale, seed=seed, device=device)
+        return Workload(spec, graph, f"synthetic preset {spec}, scale {scale:.4g}, seed {seed}: "
+                                     f"{PRESETS[spec].source}")
+    if spec in REAL_GRAPHS:
+        return Workload(spec, real_graph(spec).graph.to(device), f"real graph {spec}.npz")
+    path = Path(spec)
+    if path.suffix.lower() in _SUFFIXES or path.exists():
+        return Workload(path.stem, load_graph(path).to(device), f"file {path}")
+    raise ValueError(f"workload {spec!r} is neither a preset {sorted(PRESETS)}, a real graph "
+                     f"{list(REAL_GRAPHS)}, nor a graph file ({', '.join(_SUFFIXES)})")

@@ -1,0 +1,393 @@
+"""What the suite measures: each benchmark case, its implementations, and their reference check.
+
+A :class:`Case` is one operator instance (``spmm/copy_lhs_sum``, ``sddmm/u_dot_v``,
+``softmax/dst``, ...). For a graph, a feature length and a dtype it draws random inputs,
+knows how many bytes must move at least (the memory floor), and offers implementations:
+
+* ``gsparse`` — our public front end (:func:`gsparse.gspmm`, :func:`gsparse.gsddmm`,
+  :func:`gsparse.edge_softmax`), with the default schedule or a forced one;
+* ``cusparse`` — ``torch.sparse.mm`` on a torch sparse CSR with the graph's indices (on a
+  CUDA device that is cuSPARSE's SpMM; on the CPU, PyTorch's sparse kernels), and
+  ``torch.sparse.sampled_addmm`` for the SDDMM;
+* ``pyg`` — PyTorch Geometric's message-passing path: ``index_select`` of the source
+  features, then ``torch_geometric.utils.scatter`` (PyTorch's ``index_add_`` when PyG is
+  not installed; :func:`pyg_backend` says which), and for SDDMM the gather of both ends,
+  multiply and sum;
+* ``torch`` — edge softmax written with PyTorch scatter ops (scatter max, exp, scatter
+  sum, divide), as most GNN codes do.
+
+**The reference check.** Before any time is accepted, every output is compared with a
+float64 result computed with PyTorch ops on the device, on a *sample* of destination rows
+(all rows of small graphs; on big graphs random rows up to about 4M reference elements):
+``‖out − ref‖ / ‖ref‖`` over the sampled entries must stay under the dtype's tolerance
+(:data:`TOLERANCE`) and NaN never passes. The sample keeps the check cheap on 100M-edge
+graphs while still catching wrong indexing anywhere in a row, and it is independent of
+every implementation measured (cuSPARSE included), so a shared mistake cannot pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+import gsparse
+
+from ..graph import Graph
+
+__all__ = ["CASES", "OPS", "TOLERANCE", "Case", "Impl", "Inputs", "Sample", "pyg_backend"]
+
+# ‖out − ref‖ / ‖ref‖ accepted per dtype (float32 arithmetic lands far under its bound).
+TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10, torch.float16: 5e-3, torch.bfloat16: 2e-2}
+
+# Reference elements (rows x features) a check computes at most, beyond the first row.
+_REFERENCE_BUDGET = 4 << 20
+_MIN_SAMPLE_ROWS = 16
+
+
+def pyg_backend() -> str:
+    """Which scatter the ``pyg`` baseline uses: PyG's when installed, else PyTorch's."""
+    if importlib.util.find_spec("torch_geometric") is None:
+        return "torch index_add_ (torch_geometric not installed)"
+    import torch_geometric
+
+    return f"torch_geometric.utils.scatter {torch_geometric.__version__}"
+
+
+def _scatter_sum(src: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
+    if importlib.util.find_spec("torch_geometric") is not None:
+        from torch_geometric.utils import scatter
+
+        return scatter(src, index, dim=0, dim_size=size, reduce="sum")
+    return torch.zeros((size, *src.shape[1:]), dtype=src.dtype, device=src.device).index_add_(0, index, src)
+
+
+@dataclass(frozen=True, eq=False)
+class Inputs:
+    """One independent set of inputs for a cell: the graph and its random operands.
+
+    ``tensors`` holds the case's operands (``x`` ``[num_src, F]``, ``y`` ``[num_dst, F]``,
+    ``w`` ``[E]``, ``logits`` ``[E, H]``), edge operands in the graph's edge order.
+    ``src``/``dst`` are ``[E]`` int64 endpoints in edge order (what a PyG user holds).
+    """
+
+    graph: Graph
+    tensors: dict[str, torch.Tensor]
+    src: torch.Tensor
+    dst: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class Sample:
+    """Sampled destination rows and the CSR positions of their edges.
+
+    ``rows`` ``[R]`` int64; ``positions`` ``[P]`` int64 CSR positions of their edges, row
+    by row; ``segment`` ``[P]`` the index into ``rows`` of each position; ``edge_ids``
+    ``[P]`` the user edge id of each position.
+    """
+
+    rows: torch.Tensor
+    positions: torch.Tensor
+    segment: torch.Tensor
+    edge_ids: torch.Tensor
+
+
+def sample_rows(g: Graph, feature_len: int, gen: torch.Generator) -> Sample:
+    """Random destination rows whose reference fits the budget (every row when it fits)."""
+    deg = g.in_degrees().long()
+    order = torch.randperm(g.num_dst, generator=gen, device=g.device)
+    cost = (deg[order] + 1) * max(feature_len, 1)
+    keep = max(_MIN_SAMPLE_ROWS, int((torch.cumsum(cost, 0) <= _REFERENCE_BUDGET).sum()))
+    rows = torch.sort(order[:keep]).values
+    counts = deg[rows]
+    segment = torch.repeat_interleave(torch.arange(rows.numel(), device=g.device), counts)
+    starts = g.rowptr.long()[rows]
+    first = torch.cumsum(counts, 0) - counts
+    positions = starts[segment] + torch.arange(segment.numel(), device=g.device) - first[segment]
+    edge_ids = positions if g.eid is None else g.eid.long()[positions]
+    return Sample(rows, positions, segment, edge_ids)
+
+
+@dataclass(frozen=True)
+class Impl:
+    """One implementation of a case.
+
+    ``prepare(inputs)`` builds what it holds before the timed region (a sparse tensor, an
+    index) and returns the argument tuple of ``run``; ``run(*args)`` is the timed call;
+    ``pick(out, sample)`` returns the sampled entries of ``out`` as float64, shaped as the
+    case's reference.
+    """
+
+    name: str
+    prepare: Callable[[Inputs], tuple[Any, ...]]
+    run: Callable[..., torch.Tensor]
+    pick: Callable[[torch.Tensor, Sample], torch.Tensor]
+
+
+def _csr_tensor(g: Graph, values: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        # "Sparse CSR support is in beta": the warning would repeat for every cell.
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(g.rowptr, g.col, values, (g.num_dst, g.num_src),
+                                       check_invariants=False)
+
+
+def _in_csr_order(g: Graph, edge_values: torch.Tensor) -> torch.Tensor:
+    return edge_values if g.eid is None else edge_values[g.eid.long()]
+
+
+def _rows_of(out: torch.Tensor, s: Sample) -> torch.Tensor:
+    return out[s.rows].double()
+
+
+def _edges_of(out: torch.Tensor, s: Sample) -> torch.Tensor:
+    return out.reshape(out.shape[0], -1)[s.edge_ids].double()
+
+
+def _csr_values_of(out: torch.Tensor, s: Sample) -> torch.Tensor:
+    return out.values()[s.positions].double().unsqueeze(-1)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One operator instance of the suite.
+
+    Attributes:
+        op: the operator family (``spmm``, ``sddmm``, ``softmax``): the CLI's ``--ops``.
+        name: the case within it (``copy_lhs_sum``, ``u_mul_e_sum``, ``u_dot_v``, ``dst``).
+        baseline: the implementation speedups are reported against (cuSPARSE where it exists).
+        schedule_module: module whose ``schedule_space``/``default_schedule`` the sweep uses,
+            or ``None`` when the case has no schedule knobs.
+        operands: operand name -> (rows: ``src``/``dst``/``edge``, has a feature axis).
+    """
+
+    op: str
+    name: str
+    baseline: str
+    schedule_module: str | None
+    operands: dict[str, tuple[str, bool]]
+    reference: Callable[[Inputs, Sample], torch.Tensor]
+    ours: Callable[[Inputs, Any], torch.Tensor]
+    ours_pick: Callable[[torch.Tensor, Sample], torch.Tensor]
+    baselines: tuple[Impl, ...]
+    floor_bytes: Callable[[Graph, int, int], tuple[int, int]]
+
+    @property
+    def label(self) -> str:
+        return f"{self.op}/{self.name}"
+
+    def make_inputs(self, g: Graph, feature_len: int, dtype: torch.dtype, gen: torch.Generator) -> Inputs:
+        """Fresh random operands (never zeros): features ``N(0, 1)``, edge weights in ``[0.5, 1.5)``."""
+        rows = {"src": g.num_src, "dst": g.num_dst, "edge": g.num_edges}
+        tensors = {}
+        for name, (kind, featured) in self.operands.items():
+            shape = (rows[kind], feature_len) if featured else (rows[kind],)
+            if kind == "edge" and not featured:
+                t = torch.rand(shape, generator=gen, device=g.device) + 0.5
+            else:
+                t = torch.randn(shape, generator=gen, device=g.device)
+            tensors[name] = t.to(dtype)
+        src, dst = g.edges()
+        return Inputs(g, tensors, src.long(), dst.long())
+
+    def implementations(self, schedule: Any = None) -> list[Impl]:
+        """``gsparse`` (with ``schedule``, ``None`` for the default) followed by the baselines."""
+        ours = Impl("gsparse", lambda i: (i,), lambda i: self.ours(i, schedule), self.ours_pick)
+        return [ours, *self.baselines]
+
+
+# ------------------------------------------------------------------ g-SpMM
+
+
+def _spmm_reference(weighted: bool) -> Callable[[Inputs, Sample], torch.Tensor]:
+    def reference(i: Inputs, s: Sample) -> torch.Tensor:
+        x = i.tensors["x"]
+        msg = x[i.graph.col.long()[s.positions]].double()
+        if weighted:
+            msg = msg * i.tensors["w"][s.edge_ids].double().unsqueeze(-1)
+        out = torch.zeros(s.rows.numel(), x.shape[1], dtype=torch.float64, device=x.device)
+        return out.index_add_(0, s.segment, msg)
+
+    return reference
+
+
+def _spmm_floor(weighted: bool) -> Callable[[Graph, int, int], tuple[int, int]]:
+    """Bytes read/written once (CSR, x, out, weights) and bytes of gathered source rows."""
+
+    def floor(g: Graph, feature_len: int, elem: int) -> tuple[int, int]:
+        idx = g.index_dtype.itemsize
+        graph_bytes = idx * (g.num_dst + 1 + g.num_edges)
+        edge_bytes = 0
+        if weighted:
+            edge_bytes = elem * g.num_edges + (idx * g.num_edges if g.eid is not None else 0)
+        dense = elem * feature_len * (g.num_src + g.num_dst)
+        return graph_bytes + edge_bytes + dense, elem * feature_len * g.num_edges
+
+    return floor
+
+
+def _cusparse_spmm_prepare(weighted: bool) -> Callable[[Inputs], tuple[Any, ...]]:
+    def prepare(i: Inputs) -> tuple[Any, ...]:
+        x = i.tensors["x"]
+        if weighted:
+            values = _in_csr_order(i.graph, i.tensors["w"])
+        else:
+            values = torch.ones(i.graph.num_edges, dtype=x.dtype, device=x.device)
+        return _csr_tensor(i.graph, values), x
+
+    return prepare
+
+
+def _pyg_spmm_prepare(weighted: bool) -> Callable[[Inputs], tuple[Any, ...]]:
+    def prepare(i: Inputs) -> tuple[Any, ...]:
+        w = i.tensors["w"].unsqueeze(-1) if weighted else None
+        return i.tensors["x"], w, i.src, i.dst, i.graph.num_dst
+
+    return prepare
+
+
+def _pyg_spmm(x: torch.Tensor, w: torch.Tensor | None, src: torch.Tensor, dst: torch.Tensor,
+              num_dst: int) -> torch.Tensor:
+    msg = x.index_select(0, src)
+    if w is not None:
+        msg = msg * w
+    return _scatter_sum(msg, dst, num_dst)
+
+
+def _spmm_case(name: str, weighted: bool) -> Case:
+    operands = {"x": ("src", True)}
+    if weighted:
+        operands["w"] = ("edge", False)
+
+    def ours(i: Inputs, schedule: Any) -> torch.Tensor:
+        if weighted:
+            return gsparse.gspmm(i.graph, "mul", "sum", i.tensors["x"], i.tensors["w"].unsqueeze(-1),
+                                 schedule=schedule)
+        return gsparse.gspmm(i.graph, "copy_lhs", "sum", i.tensors["x"], schedule=schedule)
+
+    return Case(
+        op="spmm",
+        name=name,
+        baseline="cusparse",
+        schedule_module="gsparse.kernels.spmm",
+        operands=operands,
+        reference=_spmm_reference(weighted),
+        ours=ours,
+        ours_pick=_rows_of,
+        baselines=(
+            Impl("cusparse", _cusparse_spmm_prepare(weighted), torch.sparse.mm, _rows_of),
+            Impl("pyg", _pyg_spmm_prepare(weighted), _pyg_spmm, _rows_of),
+        ),
+        floor_bytes=_spmm_floor(weighted),
+    )
+
+
+# ------------------------------------------------------------------ g-SDDMM
+
+
+def _sddmm_reference(i: Inputs, s: Sample) -> torch.Tensor:
+    u = i.graph.col.long()[s.positions]
+    v = s.rows[s.segment]
+    return (i.tensors["x"][u].double() * i.tensors["y"][v].double()).sum(-1, keepdim=True)
+
+
+def _sddmm_floor(g: Graph, feature_len: int, elem: int) -> tuple[int, int]:
+    """CSR, both node feature tensors once, one output per edge; one gathered row per edge."""
+    idx = g.index_dtype.itemsize
+    graph_bytes = idx * (g.num_dst + 1 + g.num_edges + (g.num_edges if g.eid is not None else 0))
+    dense = elem * feature_len * (g.num_src + g.num_dst) + elem * g.num_edges
+    return graph_bytes + dense, elem * feature_len * g.num_edges
+
+
+def _cusparse_sddmm_prepare(i: Inputs) -> tuple[Any, ...]:
+    x, y = i.tensors["x"], i.tensors["y"]
+    pattern = _csr_tensor(i.graph, torch.ones(i.graph.num_edges, dtype=x.dtype, device=x.device))
+    return pattern, y, x.t()
+
+
+def _cusparse_sddmm(pattern: torch.Tensor, y: torch.Tensor, xt: torch.Tensor) -> torch.Tensor:
+    # out[v, u] = y[v] . x[u] on the graph's pattern; beta = 0 ignores the pattern's values.
+    return torch.sparse.sampled_addmm(pattern, y, xt, beta=0.0, alpha=1.0)
+
+
+def _pyg_sddmm(x: torch.Tensor, y: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    return (x.index_select(0, src) * y.index_select(0, dst)).sum(-1)
+
+
+def _sddmm_case() -> Case:
+    return Case(
+        op="sddmm",
+        name="u_dot_v",
+        baseline="cusparse",
+        schedule_module="gsparse.kernels.sddmm",
+        operands={"x": ("src", True), "y": ("dst", True)},
+        reference=_sddmm_reference,
+        ours=lambda i, schedule: gsparse.gsddmm(i.graph, "dot", i.tensors["x"], i.tensors["y"], "u", "v",
+                                                schedule=schedule),
+        ours_pick=_edges_of,
+        baselines=(
+            Impl("cusparse", _cusparse_sddmm_prepare, _cusparse_sddmm, _csr_values_of),
+            Impl("pyg", lambda i: (i.tensors["x"], i.tensors["y"], i.src, i.dst), _pyg_sddmm, _edges_of),
+        ),
+        floor_bytes=_sddmm_floor,
+    )
+
+
+# ------------------------------------------------------------------ edge softmax
+
+
+def _softmax_reference(i: Inputs, s: Sample) -> torch.Tensor:
+    z = i.tensors["logits"][s.edge_ids].double()
+    size = (s.rows.numel(), z.shape[1])
+    index = s.segment.unsqueeze(-1).expand_as(z)
+    row_max = torch.full(size, float("-inf"), dtype=torch.float64, device=z.device)
+    row_max.scatter_reduce_(0, index, z, "amax")
+    e = torch.exp(z - row_max[s.segment])
+    total = torch.zeros(size, dtype=torch.float64, device=z.device).index_add_(0, s.segment, e)
+    return e / total[s.segment]
+
+
+def _softmax_floor(g: Graph, heads: int, elem: int) -> tuple[int, int]:
+    """Row offsets (and edge ids when edges are permuted), logits read once, output written once."""
+    idx = g.index_dtype.itemsize
+    graph_bytes = idx * (g.num_dst + 1 + (g.num_edges if g.eid is not None else 0))
+    return graph_bytes + 2 * elem * heads * g.num_edges, 0
+
+
+def _torch_softmax(logits: torch.Tensor, dst: torch.Tensor, num_dst: int) -> torch.Tensor:
+    x = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    index = dst.unsqueeze(-1).expand_as(x)
+    row_max = torch.full((num_dst, x.shape[1]), float("-inf"), dtype=x.dtype, device=x.device)
+    row_max.scatter_reduce_(0, index, x, "amax")
+    e = torch.exp(x - row_max.index_select(0, dst))
+    total = _scatter_sum(e, dst, num_dst)
+    return (e / total.index_select(0, dst)).to(logits.dtype)
+
+
+def _softmax_case() -> Case:
+    return Case(
+        op="softmax",
+        name="dst",
+        baseline="torch",
+        schedule_module=None,
+        operands={"logits": ("edge", True)},
+        reference=_softmax_reference,
+        ours=lambda i, schedule: gsparse.edge_softmax(i.graph, i.tensors["logits"]),
+        ours_pick=_edges_of,
+        baselines=(
+            Impl("torch", lambda i: (i.tensors["logits"], i.dst, i.graph.num_dst), _torch_softmax, _edges_of),
+        ),
+        floor_bytes=_softmax_floor,
+    )
+
+
+CASES: dict[str, tuple[Case, ...]] = {
+    "spmm": (_spmm_case("copy_lhs_sum", weighted=False), _spmm_case("u_mul_e_sum", weighted=True)),
+    "sddmm": (_sddmm_case(),),
+    "softmax": (_softmax_case(),),
+}
+OPS = tuple(CASES)

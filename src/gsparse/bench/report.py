@@ -1,0 +1,256 @@
+"""Reports of a benchmark run: the JSON document, a Markdown table of ratios, PNG plots.
+
+Every ratio is derived from the raw times of the JSON document, so a report can be
+rebuilt from a stored run (:func:`write_report` on :func:`load`'s result). Ratios read
+"how many times faster gsparse is": ``baseline time / gsparse time``; the fraction of
+the floor is ``floor time / gsparse time`` (1 would be the memory system's limit).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .runner import FORMAT
+
+__all__ = ["ratios", "markdown", "write_plots", "write_report", "load"]
+
+_NAMES = {"gsparse": "gsparse", "cusparse": "cuSPARSE", "pyg": "PyG", "torch": "PyTorch ops"}
+# The "cusparse" baseline is torch.sparse; off a GPU that is PyTorch's own CPU kernels.
+_CPU_NAMES = {**_NAMES, "cusparse": "torch.sparse"}
+
+
+def _namer(doc: dict[str, Any]):
+    names = _NAMES if doc["environment"].get("gpu") else _CPU_NAMES
+    return lambda key: names.get(key, key)
+
+
+def _time(cell: dict[str, Any], name: str) -> float | None:
+    entry = cell["results"].get(name)
+    return entry["median_ms"] if entry and entry["status"] == "ok" else None
+
+
+def ratios(cell: dict[str, Any]) -> dict[str, float | None]:
+    """Derived numbers of one cell; ``None`` where a time is missing.
+
+    Keys: ``vs_<baseline>`` for every baseline measured (its time over ours),
+    ``floor_fraction`` (floor over ours), ``default_over_best`` and ``best_vs_baseline``
+    (with a sweep).
+    """
+    ours = _time(cell, "gsparse")
+    out: dict[str, float | None] = {}
+    for name in cell["results"]:
+        if name != "gsparse":
+            theirs = _time(cell, name)
+            out[f"vs_{name}"] = theirs / ours if ours and theirs else None
+    out["floor_fraction"] = cell["floor"]["floor_ms"] / ours if ours else None
+    sweep = cell.get("sweep") or {}
+    best = sweep.get("best_ms")
+    if best:
+        out["default_over_best"] = ours / best if ours else None
+        base = _time(cell, cell["baseline"])
+        out["best_vs_baseline"] = base / best if base else None
+    return out
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A result document written by :func:`write_report`; ValueError for anything else."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ValueError(f"{path} is not a gsparse benchmark result (format {FORMAT!r}), found {found!r}")
+    return doc
+
+
+def _groups(doc: dict[str, Any]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for cell in doc["cells"]:
+        groups[(cell["op"], cell["case"], cell["dtype"])].append(cell)
+    return groups
+
+
+def _fmt_ms(cell: dict[str, Any], name: str) -> str:
+    entry = cell["results"].get(name)
+    if entry is None:
+        return "—"
+    return f"{entry['median_ms']:.4g}" if entry["status"] == "ok" else entry["status"]
+
+
+def _fmt_ratio(value: float | None, percent: bool = False) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.0%}" if percent else f"{value:.2f}x"
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _summary(cells: list[dict[str, Any]], key: str, label: str) -> str | None:
+    values = [r[key] for r in map(ratios, cells) if r.get(key)]
+    if not values:
+        return None
+    return f"{label}: geometric mean {_geomean(values):.2f}x, min {min(values):.2f}x, max {max(values):.2f}x " \
+           f"over {len(values)} cells"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The Markdown report: environment, one table of ratios per case and dtype, workloads."""
+    env, bw = doc["environment"], doc["bandwidth"]
+    device = env.get("gpu") or f"CPU ({env.get('platform')})"
+    lines = [
+        "# gsparse benchmark",
+        "",
+        f"{device} · torch {env['torch']} (CUDA {env.get('torch_cuda') or 'none'}) · gsparse {env['gsparse']} · "
+        f"{doc['created']} · {doc.get('wall_s', 0):.0f} s",
+        "",
+        f"Measured at start: device copy {bw['copy_bytes_per_s'] / 1e9:.1f} GB/s, L2-resident gather "
+        f"{bw['gather_bytes_per_s'] / 1e9:.1f} GB/s. Times are medians in ms; every output was checked "
+        f"against a float64 reference before its time was kept. `Nx` = baseline time / gsparse time "
+        f"(above 1: gsparse is faster); `% floor` = memory floor / gsparse time. PyG path: "
+        f"{env['pyg_baseline']}.",
+    ]
+    name_of = _namer(doc)
+    for (op, case, dtype), cells in _groups(doc).items():
+        baselines = list(dict.fromkeys(n for c in cells for n in c["results"] if n != "gsparse"))
+        swept = any((c.get("sweep") or {}).get("best_ms") for c in cells)
+        length = "heads" if op == "softmax" else "F"
+        header = ["workload", length, "gsparse ms"]
+        for name in baselines:
+            header += [f"{name_of(name)} ms", f"x {name_of(name)}"]
+        header += ["floor ms", "% floor"]
+        if swept:
+            header += ["best ms", "default/best", "best schedule"]
+        lines += ["", f"## {op}/{case} ({dtype})", "", "| " + " | ".join(header) + " |",
+                  "|" + "|".join(["---"] * len(header)) + "|"]
+        for cell in sorted(cells, key=lambda c: (c["workload"], c["feature_len"])):
+            r = ratios(cell)
+            row = [cell["workload"], str(cell["feature_len"]), _fmt_ms(cell, "gsparse")]
+            for name in baselines:
+                row += [_fmt_ms(cell, name), _fmt_ratio(r.get(f"vs_{name}"))]
+            row += [f"{cell['floor']['floor_ms']:.4g}", _fmt_ratio(r["floor_fraction"], percent=True)]
+            if swept:
+                sweep = cell.get("sweep") or {}
+                best = sweep.get("best_ms")
+                row += [f"{best:.4g}" if best else sweep.get("status", "—"),
+                        _fmt_ratio(r.get("default_over_best")), f"`{sweep['best']}`" if best else "—"]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+        for name in baselines:
+            if s := _summary(cells, f"vs_{name}", f"gsparse vs {name_of(name)}"):
+                lines.append(f"- {s}")
+        if swept:
+            base = name_of(cells[0]["baseline"])
+            for key, label in (("best_vs_baseline", f"best schedule vs {base}"),
+                               ("default_over_best", "default / best")):
+                if s := _summary(cells, key, label):
+                    lines.append(f"- {s}")
+        failed = [f"{c['workload']} {length}={c['feature_len']} {name}: {e['status']} ({e.get('message', '')})"
+                  for c in cells for name, e in c["results"].items() if e["status"] not in ("ok", "OOM")]
+        lines += [f"- failed: {f}" for f in failed]
+    lines += ["", "## Workloads", "", "| workload | rows | edges | row mean | row max | row COV | source |",
+              "|---|---|---|---|---|---|---|"]
+    for name, w in doc["workloads"].items():
+        lines.append(f"| {name} | {w['num_dst']:,} | {w['num_edges']:,} | {w['row_mean']:.1f} | "
+                     f"{w['row_max']:,} | {w['row_cov']:.2f} | {w['source']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _minor_tick(value: float, _position: int) -> str:
+    """Label the 2s and 5s of a log axis, so ratios can be read without counting gridlines."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return f"{value:g}x" if round(mantissa) in (2, 5) and abs(mantissa - round(mantissa)) < 1e-6 else ""
+
+
+def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
+    """One PNG per case and dtype: speedup over the case's baseline, and fraction of the floor.
+
+    Left panel: baseline time / gsparse time against the feature length (log-log), one
+    line per workload (dashed: the best schedule of a sweep). Right panel: memory floor /
+    gsparse time. Returns the paths written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    name_of = _namer(doc)
+    for (op, case, dtype), cells in _groups(doc).items():
+        baseline = name_of(cells[0]["baseline"])
+        by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for cell in cells:
+            by_workload[cell["workload"]].append(cell)
+        fig, (speed, floor) = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
+        colors = plt.get_cmap("tab10")
+        lengths = sorted({c["feature_len"] for c in cells})
+        for n, (workload, wcells) in enumerate(by_workload.items()):
+            wcells.sort(key=lambda c: c["feature_len"])
+            xs = [c["feature_len"] for c in wcells]
+            rs = [ratios(c) for c in wcells]
+            color = colors(n % 10)
+
+            def series(key: str) -> list[float]:
+                return [r.get(key) if r.get(key) else math.nan for r in rs]
+
+            speed.plot(xs, series(f"vs_{cells[0]['baseline']}"), "o-", color=color, label=workload)
+            if any(r.get("best_vs_baseline") for r in rs):
+                speed.plot(xs, series("best_vs_baseline"), "s--", color=color, alpha=0.6,
+                           label=f"{workload} (best schedule)")
+            floor.plot(xs, series("floor_fraction"), "o-", color=color, label=workload)
+        length = "heads" if op == "softmax" else "feature length"
+        for ax in (speed, floor):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(lengths, [str(f) for f in lengths])
+            ax.set_xlabel(length)
+            ax.grid(True, which="both", alpha=0.3)
+        speed.axhline(1.0, color="black", linewidth=1)
+        speed.set_yscale("log")
+        speed.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        speed.yaxis.set_minor_formatter(FuncFormatter(_minor_tick))
+        speed.set_ylabel(f"speedup over {baseline} (x)")
+        speed.set_title(f"{op}/{case} {dtype}: gsparse vs {baseline}")
+        speed.legend(fontsize=8)
+        floor.set_ylim(0, max(1.05, max((r.get("floor_fraction") or 0 for r in map(ratios, cells)),
+                                         default=0) * 1.1))
+        floor.axhline(1.0, color="black", linewidth=1)
+        floor.set_ylabel("memory floor / gsparse time")
+        floor.set_title(f"{op}/{case} {dtype}: fraction of the memory floor")
+        floor.legend(fontsize=8)
+        device = doc["environment"].get("gpu") or "CPU"
+        fig.suptitle(f"gsparse {doc['environment']['gsparse']} on {device}", fontsize=10)
+        path = out_dir / f"{op}_{case}_{dtype}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_report(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Write ``results.json`` (with derived ratios), ``report.md`` and the PNGs into ``out_dir``.
+
+    Returns the paths: ``{"json": Path, "markdown": Path, "plots": [Path, ...]}``.
+    """
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"doc must be a result document of format {FORMAT!r}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for cell in doc["cells"]:
+        cell["ratios"] = ratios(cell)
+    json_path = out_dir / "results.json"
+    json_path.write_text(json.dumps(doc, indent=1, sort_keys=False))
+    md_path = out_dir / "report.md"
+    md_path.write_text(markdown(doc))
+    return {"json": json_path, "markdown": md_path, "plots": write_plots(doc, out_dir)}

@@ -1,0 +1,200 @@
+"""Timing and bandwidth: how every number of the benchmark suite is measured.
+
+On a CUDA device each call is bracketed by two CUDA events on the current stream (no
+host synchronisation between calls), after a warm-up that also covers module loading
+and run-time compilation; the reported time is the median of the repeats. On the CPU
+each call is timed with :func:`time.perf_counter`.
+
+When one set of inputs fits in the L2 cache, repeated calls on it would measure the
+cache rather than the memory system: the caller hands several independent input sets
+(see :func:`rotation_count`) and consecutive calls cycle through them.
+
+:func:`measure_bandwidth` gives the two ceilings the memory floors are computed from: a
+large device-to-device copy (bytes read plus bytes written, per second) and an
+L2-resident gather (bytes of gathered rows per second, from a table that fits in L2).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "Bandwidth",
+    "Timing",
+    "l2_bytes",
+    "measure_bandwidth",
+    "rotation_count",
+    "time_calls",
+]
+
+# Without a device report (CPU), a typical server's last-level cache per socket.
+_CPU_CACHE_BYTES = 32 << 20
+_MAX_ROTATION = 16
+
+
+def l2_bytes(device: torch.device) -> int:
+    """Bytes of the L2 cache of ``device`` (a nominal 32 MiB last-level cache on the CPU)."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).L2_cache_size)
+    return _CPU_CACHE_BYTES
+
+
+def rotation_count(working_set_bytes: int, device: torch.device) -> int:
+    """How many independent input sets to cycle through so that no call finds its inputs in L2.
+
+    One set when the working set is at least twice the cache; otherwise enough sets to
+    span four cache sizes, at most 16.
+    """
+    if working_set_bytes < 0:
+        raise ValueError(f"working_set_bytes must be >= 0, got {working_set_bytes}")
+    cache = l2_bytes(device)
+    if working_set_bytes >= 2 * cache:
+        return 1
+    return min(_MAX_ROTATION, math.ceil(4 * cache / max(working_set_bytes, 1)))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The raw per-call times of one measurement, in milliseconds."""
+
+    times_ms: tuple[float, ...]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def spread(self) -> float:
+        """``(p90 - p10) / median``: how noisy the repeats were."""
+        ordered = sorted(self.times_ms)
+        lo = ordered[int(0.1 * (len(ordered) - 1))]
+        hi = ordered[math.ceil(0.9 * (len(ordered) - 1))]
+        return (hi - lo) / self.median_ms if self.median_ms > 0 else 0.0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_calls(
+    fn: Callable[..., Any],
+    input_sets: Sequence[tuple[Any, ...]],
+    device: torch.device,
+    *,
+    budget_s: float = 0.2,
+    min_repeats: int = 5,
+    max_repeats: int = 200,
+    warmup: int = 1,
+) -> Timing:
+    """Median-ready per-call times of ``fn(*input_sets[i % k])``.
+
+    Args:
+        fn: the operation; its result is discarded (check it before timing).
+        input_sets: ``k >= 1`` argument tuples, cycled through call by call.
+        device: where ``fn`` runs; CUDA events there, :func:`time.perf_counter` on the CPU.
+        budget_s: about how long the repeats may take in all; the repeat count is derived
+            from the last warm-up pass and clamped to ``[min_repeats, max_repeats]``.
+        warmup: least number of untimed passes over all input sets before timing; the
+            warm-up also lasts at least ``budget_s / 4``.
+
+    Returns:
+        A :class:`Timing` with one entry per timed call.
+    """
+    if not input_sets:
+        raise ValueError("input_sets must hold at least one argument tuple, got none")
+    if min_repeats < 1 or max_repeats < min_repeats:
+        raise ValueError(f"need 1 <= min_repeats <= max_repeats, got {min_repeats} and {max_repeats}")
+    k = len(input_sets)
+    # Warm up for whole passes over the input sets, at least ``warmup`` of them and a quarter
+    # of the budget: the first calls pay page faults, thread-pool start and kernel loading.
+    passes, spent, per_call = 0, 0.0, 0.0
+    while passes < max(1, warmup) or spent < budget_s / 4:
+        _sync(device)
+        start = time.perf_counter()
+        for args in input_sets:
+            fn(*args)
+        _sync(device)
+        elapsed = time.perf_counter() - start
+        spent += elapsed
+        per_call = elapsed / k
+        passes += 1
+    repeats = int(min(max_repeats, max(min_repeats, budget_s / max(per_call, 1e-7))))
+    if device.type == "cuda":
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(repeats)]
+        for i, (begin, end) in enumerate(events):
+            begin.record()
+            fn(*input_sets[i % k])
+            end.record()
+        torch.cuda.synchronize(device)
+        return Timing(tuple(begin.elapsed_time(end) for begin, end in events))
+    times = []
+    for i in range(repeats):
+        begin = time.perf_counter()
+        fn(*input_sets[i % k])
+        times.append((time.perf_counter() - begin) * 1e3)
+    return Timing(tuple(times))
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    """Measured memory ceilings of a device, in bytes per second.
+
+    Attributes:
+        copy: device-to-device copy of a buffer much larger than L2, bytes read + written.
+        gather: row gather (``index_select``) from a table that fits in L2, bytes of the
+            gathered rows; the rate at which a kernel can fetch neighbour features that hit L2.
+        copy_bytes, gather_table_bytes: the sizes used.
+    """
+
+    copy: float
+    gather: float
+    copy_bytes: int
+    gather_table_bytes: int
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"copy_bytes_per_s": self.copy, "gather_bytes_per_s": self.gather,
+                "copy_buffer_bytes": self.copy_bytes, "gather_table_bytes": self.gather_table_bytes}
+
+
+def measure_bandwidth(device: torch.device, *, copy_bytes: int | None = None) -> Bandwidth:
+    """Measure the copy and L2-gather ceilings of ``device`` (about a second on a GPU).
+
+    The copy moves ``copy_bytes`` (default: 8 times L2, at least 256 MiB on a GPU and
+    64 MiB on the CPU). The gather reads 128-byte rows (32 float32) of a table a quarter
+    of the L2 size, at uniformly random row indices, 4M rows on a GPU (256K on the CPU).
+    """
+    device = torch.device(device)
+    cache = l2_bytes(device)
+    on_gpu = device.type == "cuda"
+    if copy_bytes is None:
+        copy_bytes = max(8 * cache, (256 << 20) if on_gpu else (64 << 20))
+    n = copy_bytes // 4
+    src = torch.rand(n, device=device)
+    dst = torch.empty_like(src)
+    copy_time = time_calls(lambda: dst.copy_(src), [()], device, budget_s=0.3, min_repeats=5).median_ms
+    del src, dst
+
+    width = 32
+    rows = max(1, cache // 4 // (width * 4))
+    table = torch.rand(rows, width, device=device)
+    gen = torch.Generator(device=device).manual_seed(0)
+    count = (4 << 20) if on_gpu else (256 << 10)
+    index = torch.randint(0, rows, (count,), device=device, generator=gen)
+    out = torch.empty(count, width, device=device)
+    gather_time = time_calls(lambda: torch.index_select(table, 0, index, out=out), [()], device,
+                             budget_s=0.3, min_repeats=5).median_ms
+    return Bandwidth(
+        copy=2 * n * 4 / (copy_time * 1e-3),
+        gather=count * width * 4 / (gather_time * 1e-3),
+        copy_bytes=n * 4,
+        gather_table_bytes=rows * width * 4,
+    )

@@ -1,0 +1,258 @@
+"""The benchmark suite: timing, baselines and their checks, sweep logic, reports, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+import gsparse.cli as cli
+from gsparse.bench import baselines, report, runner, timing
+from gsparse.bench.baselines import CASES, Impl
+from gsparse.bench.datasets import LogNormal, synthetic
+from gsparse.graph import Graph
+
+CPU = torch.device("cpu")
+
+
+def _permuted_graph() -> Graph:
+    """A graph whose edge order differs from its CSR order, with an empty row."""
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(0, 300, (3_000,), generator=gen)
+    dst = torch.randint(1, 400, (3_000,), generator=gen)
+    g = Graph.from_edge_index(torch.stack([src, dst]), 300, 400)
+    assert g.eid is not None and int(g.in_degrees()[0]) == 0
+    return g
+
+
+def _cell(case, g: Graph, feature_len: int = 8, sets: int = 2) -> runner._Cell:
+    gen = torch.Generator().manual_seed(1)
+    inputs = [case.make_inputs(g, feature_len, torch.float32, gen) for _ in range(sets)]
+    samples = [baselines.sample_rows(g, feature_len, gen) for _ in inputs]
+    refs = [case.reference(i, s) for i, s in zip(inputs, samples)]
+    return runner._Cell(case, inputs, samples, refs, baselines.TOLERANCE[torch.float32], CPU, 0.005)
+
+
+# ------------------------------------------------------------------ timing
+
+
+def test_rotation_spans_the_cache_when_inputs_fit():
+    cache = timing.l2_bytes(CPU)
+    assert timing.rotation_count(2 * cache, CPU) == 1
+    assert timing.rotation_count(cache, CPU) == 4
+    assert timing.rotation_count(1, CPU) == 16
+    with pytest.raises(ValueError, match="working_set_bytes must be >= 0, got -1"):
+        timing.rotation_count(-1, CPU)
+
+
+def test_time_calls_cycles_through_every_input_set():
+    seen = []
+    t = timing.time_calls(seen.append, [(0,), (1,), (2,)], CPU, budget_s=0.001, min_repeats=6, max_repeats=6)
+    assert len(t.times_ms) == 6 and t.median_ms >= 0
+    assert set(seen) == {0, 1, 2} and seen[-6:] == [0, 1, 2, 0, 1, 2]
+    with pytest.raises(ValueError, match="input_sets must hold at least one"):
+        timing.time_calls(print, [], CPU)
+    with pytest.raises(ValueError, match="need 1 <= min_repeats <= max_repeats, got 5 and 2"):
+        timing.time_calls(print, [()], CPU, min_repeats=5, max_repeats=2)
+
+
+def test_bandwidth_is_measured():
+    bw = timing.measure_bandwidth(CPU, copy_bytes=8 << 20)
+    assert bw.copy > 1e8 and bw.gather > 1e7
+    assert set(bw.to_json()) == {"copy_bytes_per_s", "gather_bytes_per_s", "copy_buffer_bytes",
+                                 "gather_table_bytes"}
+
+
+# ------------------------------------------------------------------ cases and their checks
+
+
+@pytest.mark.parametrize("case", [c for cases in CASES.values() for c in cases], ids=lambda c: c.label)
+def test_every_implementation_passes_the_reference_check(case):
+    cell = _cell(case, _permuted_graph())
+    for impl in case.implementations():
+        entry = runner._measure(cell, impl)
+        assert entry["status"] == "ok", (impl.name, entry)
+        assert entry["rel_error"] < 1e-5 and len(entry["times_ms"]) >= 5
+
+
+def test_the_sample_covers_whole_rows_and_all_rows_of_small_graphs():
+    g = _permuted_graph()
+    s = baselines.sample_rows(g, 8, torch.Generator().manual_seed(0))
+    assert torch.equal(s.rows, torch.arange(g.num_dst))
+    assert s.positions.numel() == g.num_edges
+    big = synthetic(20_000, LogNormal(100, 1.0), seed=0)
+    s = baselines.sample_rows(big, 256, torch.Generator().manual_seed(0))
+    assert 16 <= s.rows.numel() < big.num_dst
+    assert s.positions.numel() == int(big.in_degrees()[s.rows].sum())
+
+
+def test_wrong_results_oom_and_errors_are_recorded_not_raised():
+    case = CASES["spmm"][0]
+    cell = _cell(case, _permuted_graph())
+    good = case.implementations()[1]
+    wrong = replace(good, name="wrong", run=lambda a, x: torch.sparse.mm(a, x) * 1.01)
+    entry = runner._measure(cell, wrong)
+    assert entry["status"] == "wrong" and "over the tolerance" in entry["message"]
+    assert "times_ms" not in entry
+
+    def oom(*args):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 58.00 GiB")
+
+    assert runner._measure(cell, replace(good, run=oom))["status"] == "OOM"
+    nan = replace(good, run=lambda a, x: torch.full((a.shape[0], x.shape[1]), float("nan")))
+    assert runner._measure(cell, nan)["status"] == "wrong"
+    broken = replace(good, prepare=lambda i: 1 / 0)
+    assert runner._measure(cell, broken) == {"status": "error", "message": "ZeroDivisionError: division by zero"}
+
+
+class _Schedule:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __str__(self) -> str:
+        return f"s{self.n}"
+
+    def to_json(self) -> str:
+        return json.dumps({"n": self.n})
+
+
+class _FakeScheduleModule:
+    """Three schedules; the CPU front end ignores them, so each runs the same default path."""
+
+    @staticmethod
+    def schedule_space(g, feature_len, dtype):
+        return [_Schedule(n) for n in range(3)]
+
+    @staticmethod
+    def default_schedule(g, feature_len, dtype):
+        return _Schedule(0)
+
+
+def test_sweep_times_every_schedule_and_reports_the_best():
+    case = CASES["spmm"][0]
+    cell = _cell(case, _permuted_graph())
+    default = runner._measure(cell, case.implementations()[0])
+    result = runner._sweep(cell, _FakeScheduleModule, 8, torch.float32, default)
+    assert result["status"] == "ok" and result["size"] == result["timed"] == 3
+    assert [e["schedule"] for e in result["schedules"]] == ["s0", "s1", "s2"]
+    fastest = min([default["median_ms"], *(e["median_ms"] for e in result["schedules"])])
+    assert result["best_ms"] == fastest and result["default"] == "s0"
+
+
+def test_sweep_is_unavailable_off_the_gpu():
+    module, why = runner._schedule_api(CASES["spmm"][0], CPU)
+    assert module is None and "CPU" in why
+    assert runner._schedule_api(CASES["softmax"][0], CPU)[1] == "softmax/dst has no schedule knobs"
+
+
+def test_config_names_bad_values():
+    base = dict(ops=("spmm",), workloads=("cora",), feature_lens=(4,), heads=(1,), dtypes=("float32",),
+                device="cpu")
+    runner.Config(**base)
+    for change, match in [({"ops": ("spmv",)}, r"ops must be among .* got \['spmv'\]"),
+                          ({"dtypes": ("float8",)}, r"dtypes must be among"),
+                          ({"feature_lens": (0,)}, r"feature_lens must be positive integers, got \[0\]"),
+                          ({"workloads": ()}, "workloads must name at least one"),
+                          ({"budget_s": 0}, "budget_s must be positive")]:
+        with pytest.raises(ValueError, match=match):
+            runner.Config(**{**base, **change})
+
+
+# ------------------------------------------------------------------ reports
+
+
+def _entry(ms: float) -> dict:
+    return {"status": "ok", "median_ms": ms, "spread": 0.01, "rel_error": 1e-7, "times_ms": [ms] * 5}
+
+
+def _synthetic_doc() -> dict:
+    cells = []
+    for workload, speed in (("reddit-like", 3.0), ("cora", 1.5)):
+        for f in (1, 32, 512):
+            pyg = _entry(20.0) if f < 512 else {"status": "OOM", "message": "CUDA out of memory"}
+            sweep = {"status": "ok", "default": "r8.f32", "best": "r4.f8", "best_ms": 0.8, "best_json": "{}",
+                     "size": 2, "timed": 2, "schedules": []}
+            cells.append({"op": "spmm", "case": "copy_lhs_sum", "workload": workload, "feature_len": f,
+                          "dtype": "float32", "baseline": "cusparse", "rotation": 1,
+                          "floor": {"bytes": 10, "gather_bytes": 10, "floor_ms": 0.5},
+                          "results": {"gsparse": _entry(1.0), "cusparse": _entry(speed), "pyg": pyg},
+                          "sweep": sweep})
+        cells.append({"op": "softmax", "case": "dst", "workload": workload, "feature_len": 8,
+                      "dtype": "float32", "baseline": "torch", "rotation": 1,
+                      "floor": {"bytes": 10, "gather_bytes": 0, "floor_ms": 0.1},
+                      "results": {"gsparse": _entry(0.4), "torch": _entry(1.2)}})
+    workloads = {w: {"num_src": 10, "num_dst": 10, "num_edges": 100, "row_mean": 10.0, "row_max": 30,
+                     "row_cov": 1.2, "source": "test"} for w in ("reddit-like", "cora")}
+    return {"format": runner.FORMAT, "created": "2026-11-23T12:00:00+00:00", "wall_s": 12.0,
+            "environment": {"gsparse": "0.1.0", "torch": "2.x", "torch_cuda": "12.8", "gpu": "NVIDIA H100",
+                            "platform": "linux", "pyg_baseline": "torch index_add_"},
+            "bandwidth": {"copy_bytes_per_s": 3e12, "gather_bytes_per_s": 8e12},
+            "config": {}, "tolerance": {}, "workloads": workloads, "cells": cells}
+
+
+def test_ratios_are_baseline_over_ours():
+    cell = _synthetic_doc()["cells"][0]
+    assert report.ratios(cell) == {"vs_cusparse": 3.0, "vs_pyg": 20.0, "floor_fraction": 0.5,
+                                   "default_over_best": 1.25, "best_vs_baseline": 3.75}
+    oom = _synthetic_doc()["cells"][2]
+    assert report.ratios(oom)["vs_pyg"] is None
+
+
+def test_report_writes_json_markdown_and_plots(tmp_path):
+    paths = report.write_report(_synthetic_doc(), tmp_path)
+    doc = report.load(paths["json"])
+    assert doc["cells"][0]["ratios"]["vs_cusparse"] == 3.0
+    md = paths["markdown"].read_text()
+    assert "## spmm/copy_lhs_sum (float32)" in md and "## softmax/dst (float32)" in md
+    assert "| reddit-like | 32 | 1 | 3 | 3.00x | 20 | 20.00x | 0.5 | 50% | 0.8 | 1.25x | `r4.f8` |" in md
+    assert "| OOM | —" in md
+    assert "gsparse vs cuSPARSE: geometric mean 2.12x, min 1.50x, max 3.00x over 6 cells" in md
+    assert "gsparse vs PyTorch ops: geometric mean 3.00x" in md
+    assert sorted(p.name for p in paths["plots"]) == ["softmax_dst_float32.png", "spmm_copy_lhs_sum_float32.png"]
+    for p in paths["plots"]:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_load_rejects_other_files(tmp_path):
+    (tmp_path / "x.json").write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="is not a gsparse benchmark result"):
+        report.load(tmp_path / "x.json")
+    (tmp_path / "y.json").write_text("{")
+    with pytest.raises(ValueError, match="is not JSON"):
+        report.load(tmp_path / "y.json")
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_bench_quick_runs_end_to_end_on_the_cpu(tmp_path, capsys):
+    assert cli.main(["bench", "--quick", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "bandwidth on cpu" in out and "[14/14]" in out
+    doc = report.load(tmp_path / "results.json")
+    assert len(doc["cells"]) == 14 and set(doc["workloads"]) == {"products-like", "cora"}
+    assert all(c["results"]["gsparse"]["status"] == "ok" for c in doc["cells"])
+    assert (tmp_path / "report.md").is_file() and len(list(tmp_path.glob("*.png"))) == 4
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--features", "4,x"], "--features takes comma-separated positive integers, got 'x'"),
+    (["--heads", "0"], "--heads takes positive integers, got 0"),
+    (["--ops", "spmv"], r"ops must be among"),
+])
+def test_bench_flags_are_checked(argv, match, tmp_path):
+    with pytest.raises(SystemExit, match=match):
+        cli.main(["bench", "--device", "cpu", "--out", str(tmp_path), *argv])
+
+
+def test_bench_with_a_graph_file_and_explicit_lengths(tmp_path):
+    path = tmp_path / "ring.txt"
+    path.write_text("\n".join(f"{i} {(i + 1) % 50}" for i in range(50)))
+    argv = ["bench", "--device", "cpu", "--workloads", str(path), "--ops", "sddmm,softmax", "--features", "3",
+            "--heads", "2", "--dtypes", "float32,bfloat16", "--budget-ms", "2", "--out", str(tmp_path / "o")]
+    assert cli.main(argv) == 0
+    doc = report.load(tmp_path / "o" / "results.json")
+    assert [(c["op"], c["feature_len"], c["dtype"]) for c in doc["cells"]] == [
+        ("sddmm", 3, "float32"), ("sddmm", 3, "bfloat16"), ("softmax", 2, "float32"), ("softmax", 2, "bfloat16")]
