@@ -1,9 +1,11 @@
 """gsparse: generated, autotuned GPU kernels for the generalized sparse operations of GNNs.
 
 The public API: :class:`Graph`, :func:`gspmm`, :func:`gsddmm`, :func:`edge_softmax`, and
-DGL's shorthands (``u_mul_e_sum``, ``copy_u_max``, ``u_dot_v``, ...).
+DGL's shorthands (``u_mul_e_sum``, ``copy_u_max``, ``u_dot_v``, ...), all differentiable and
+compilable; GNN layers in :mod:`gsparse.nn`.
 """
 
+from . import nn
 from . import sddmm as _sddmm
 from . import spmm as _spmm
 from .graph import Graph, RowStats
@@ -22,6 +24,7 @@ __all__ = [
     "gspmm",
     "gsddmm",
     "edge_softmax",
+    "nn",
     "__version__",
     *sorted(_spmm.SHORTHANDS),
     *sorted(_sddmm.SHORTHANDS),

@@ -141,9 +141,14 @@ class Graph:
         For structures that layers derive from a graph (normalised edge weights, a copy with
         self loops): built once per graph, freed with it. ``build`` must not depend on
         anything but the graph. Under ``torch.compile`` a cached entry is read without
-        tracing ``build``.
+        tracing ``build``; a missing one is a RuntimeError there, since building is
+        data-dependent: run the model once eagerly first.
         """
         if key not in self._derived:
+            if torch.compiler.is_compiling():
+                raise RuntimeError(
+                    f"{key!r} of this graph is not built yet and cannot be built under torch.compile "
+                    f"(its size depends on the data): run the model once eagerly on this graph first")
             self._derived[key] = build(self)
         return self._derived[key]
 

@@ -1,0 +1,148 @@
+"""Graph convolution (Kipf and Welling), with PyG's ``GCNConv`` interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..graph import Graph
+from ..sddmm import gsddmm
+from ..spmm import gspmm
+from ._graph import as_graph, check_node_features, glorot_, self_loops
+
+
+@dataclass(frozen=True)
+class _Normalized:
+    """The propagation graph with ``D^{-1/2} Â D^{-1/2}`` as either a node scaling
+    ``dinv`` (``[N]``, when every edge of ``Â`` weighs 1: ``out = dinv ⊙ Â (dinv ⊙ h)``) or
+    per-edge weights ``weight`` (``[E]``); the other is ``None``."""
+
+    graph: Graph
+    dinv: torch.Tensor | None
+    weight: torch.Tensor | None
+
+
+def _inverse_sqrt(deg: torch.Tensor) -> torch.Tensor:
+    dinv = deg.pow(-0.5)
+    return dinv.masked_fill(torch.isinf(dinv), 0.0)
+
+
+def _loop_weights(g: Graph, edge_weight: torch.Tensor | None, fill: float,
+                  dtype: torch.dtype) -> tuple[Graph, torch.Tensor]:
+    """PyG's ``add_remaining_self_loops``: the graph with one loop per node and the weights
+    of its edges: kept edges keep theirs, a loop takes the node's old loop weight, else ``fill``."""
+    loops = self_loops(g)
+    n = g.num_dst
+    if edge_weight is None:
+        edge_weight = torch.ones(g.num_edges, dtype=dtype, device=g.device)
+    loop_weight = torch.full((n,), fill, dtype=edge_weight.dtype, device=g.device)
+    had_loop = loops.loop_edge >= 0
+    if g.num_edges:
+        loop_weight = torch.where(had_loop, edge_weight[loops.loop_edge.clamp(min=0)], loop_weight)
+    return loops.graph, torch.cat([edge_weight[loops.kept], loop_weight])
+
+
+def _normalize(g: Graph, edge_weight: torch.Tensor | None, improved: bool, add_self_loops: bool,
+               dtype: torch.dtype) -> tuple[Graph, torch.Tensor]:
+    """``(graph, w)`` with ``w_e = deg(u)^{-1/2} Â_e deg(v)^{-1/2}``, ``deg`` the weighted
+    in-degree of ``Â`` (0 where it is 0). Differentiable in ``edge_weight``."""
+    if add_self_loops:
+        g, w = _loop_weights(g, edge_weight, 2.0 if improved else 1.0, dtype)
+    else:
+        w = torch.ones(g.num_edges, dtype=dtype, device=g.device) if edge_weight is None else edge_weight
+    dinv = _inverse_sqrt(gspmm(g, "copy_rhs", "sum", None, w))
+    return g, gsddmm(g, "mul", dinv, dinv, "u", "v") * w
+
+
+def _unit_weights(g: Graph, improved: bool, add_self_loops: bool) -> bool:
+    """Whether every edge of ``Â`` weighs 1: no added loops, or loops of weight 1 (not
+    ``improved``, or every node already had a loop, whose weight 1 is kept)."""
+    return not (add_self_loops and improved) or bool((self_loops(g).loop_edge >= 0).all())
+
+
+def _build_normalized(g: Graph, improved: bool, add_self_loops: bool) -> _Normalized:
+    if _unit_weights(g, improved, add_self_loops):
+        graph = self_loops(g).graph if add_self_loops else g
+        ones = torch.ones(graph.num_edges, dtype=torch.float32, device=graph.device)
+        return _Normalized(graph, _inverse_sqrt(gspmm(graph, "copy_rhs", "sum", None, ones)), None)
+    graph, w = _normalize(g, None, improved, add_self_loops, torch.float32)
+    return _Normalized(graph, None, w)
+
+
+class GCNConv(nn.Module):
+    r"""The graph convolution of Kipf and Welling, as PyG's ``GCNConv``.
+
+    .. math::
+        X' = \hat D^{-1/2} \hat A \hat D^{-1/2} X \Theta^\top + b
+
+    with ``Â = A + I`` (``A + 2I`` when ``improved``; existing self loops are replaced, keeping
+    their weight) and ``D̂`` its weighted in-degrees; ``A_{vu}`` is the weight of the edges
+    ``u → v`` (1 each, or ``edge_weight``).
+
+    Args:
+        in_channels: size ``F`` of each input node feature.
+        out_channels: size ``F'`` of each output node feature.
+        improved: self loops weigh 2.
+        cached: accepted for PyG compatibility; the normalisation of a graph without
+            ``edge_weight`` is always computed once per graph and kept with it.
+        add_self_loops: add self loops (defaults to ``normalize``).
+        normalize: apply the symmetric normalisation; without it ``X' = A X Θ^T + b``.
+        bias: learn the additive bias ``b``.
+
+    Shapes:
+        ``x`` ``[N, F]``, ``graph`` a square :class:`gsparse.Graph` or a PyG ``edge_index``
+        ``[2, E]``, ``edge_weight`` ``[E]`` (optional, in edge order) -> ``[N, F']``.
+
+    Parameters ``lin.weight`` ``[F', F]`` and ``bias`` ``[F']`` have PyG's names, so a PyG
+    ``GCNConv``'s ``state_dict`` loads as is.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
+                 add_self_loops: bool | None = None, normalize: bool = True, bias: bool = True) -> None:
+        super().__init__()
+        if add_self_loops is None:
+            add_self_loops = normalize
+        if add_self_loops and not normalize:
+            raise ValueError("add_self_loops=True needs normalize=True (as in PyG)")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.improved, self.cached = improved, cached
+        self.add_self_loops, self.normalize = add_self_loops, normalize
+        self.lin = nn.Linear(in_channels, out_channels, bias=False)
+        self.bias = nn.Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Glorot-uniform ``lin.weight``, zero ``bias`` (PyG's initialisation)."""
+        glorot_(self.lin.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, x: torch.Tensor, graph: Graph | torch.Tensor,
+                edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+        x = check_node_features("x", x, self.in_channels)
+        g = as_graph(graph, x.shape[0], x.shape[0])
+        if edge_weight is not None and (not isinstance(edge_weight, torch.Tensor) or edge_weight.dim() != 1
+                                        or edge_weight.shape[0] != g.num_edges):
+            raise ValueError(f"edge_weight must be a tensor of shape [{g.num_edges}] (one weight per "
+                             f"edge), got {getattr(edge_weight, 'shape', type(edge_weight).__name__)}")
+        h = self.lin(x)
+        if not self.normalize:
+            out = gspmm(g, "copy_lhs", "sum", h) if edge_weight is None else \
+                gspmm(g, "mul", "sum", h, edge_weight.unsqueeze(-1))
+        elif edge_weight is not None:
+            graph_hat, w = _normalize(g, edge_weight, self.improved, self.add_self_loops, h.dtype)
+            out = gspmm(graph_hat, "mul", "sum", h, w.unsqueeze(-1))
+        else:
+            norm = g.derived(("gsparse.nn.GCNConv", self.improved, self.add_self_loops),
+                             lambda g: _build_normalized(g, self.improved, self.add_self_loops))
+            if norm.dinv is not None:
+                dinv = norm.dinv.to(h.dtype).unsqueeze(-1)
+                out = gspmm(norm.graph, "copy_lhs", "sum", h * dinv) * dinv
+            else:
+                out = gspmm(norm.graph, "mul", "sum", h, norm.weight.to(h.dtype).unsqueeze(-1))
+        return out if self.bias is None else out + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}"

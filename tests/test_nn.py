@@ -1,0 +1,177 @@
+"""gsparse.nn layers against PyTorch Geometric's, with the same weights, on random graphs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gsparse
+from gsparse import nn as gnn
+
+pyg_nn = pytest.importorskip("torch_geometric.nn")
+
+N, F_IN, F_OUT = 40, 12, 6
+
+
+def _edge_index(seed: int, num_nodes: int = N, num_edges: int = 200, repeated_loops: bool = True) -> torch.Tensor:
+    """Random edges with duplicates, self loops at ten nodes (three of them repeated unless
+    ``repeated_loops`` is off), and isolated nodes (the last five receive and send nothing)."""
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, num_nodes - 5, (2, num_edges), generator=gen)
+    ei[:, 10:20] = ei[:, :10]  # duplicates
+    ei[:, 20:30] = torch.arange(10)  # self loops
+    if repeated_loops:
+        ei[:, 30:33] = ei[:, 20:23]
+    else:  # no other self loops either
+        outside = (torch.arange(num_edges) < 20) | (torch.arange(num_edges) >= 30)
+        ei[1] = torch.where((ei[0] == ei[1]) & outside, (ei[1] + 1) % (num_nodes - 5), ei[1])
+    return ei
+
+
+def _features(seed: int, rows: int = N, cols: int = F_IN) -> torch.Tensor:
+    return torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed))
+
+
+def _compare(ours, theirs, args_ours, args_theirs, seed=0):
+    """Same weights, same inputs: outputs and every gradient (parameters and input) agree."""
+    ours.load_state_dict(theirs.state_dict())
+    x = _features(seed).requires_grad_()
+    x2 = x.detach().clone().requires_grad_()
+    out_ours = ours(x, *args_ours)
+    out_theirs = theirs(x2, *args_theirs)
+    torch.testing.assert_close(out_ours, out_theirs, rtol=1e-5, atol=1e-5)
+    grad_out = torch.randn(out_theirs.shape, generator=torch.Generator().manual_seed(seed + 1))
+    out_ours.backward(grad_out)
+    out_theirs.backward(grad_out)
+    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-5, atol=1e-5)
+    theirs_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs_params[name].grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def _unit_weights(ei: torch.Tensor) -> torch.Tensor:
+    # PyG's edge_index path drops `improved` without edge weights (its self loops get weight
+    # 1); with explicit unit weights it builds A + 2I as documented, which we always do.
+    return torch.ones(ei.shape[1])
+
+
+@pytest.mark.parametrize("as_graph", [False, True], ids=["edge_index", "Graph"])
+@pytest.mark.parametrize("kwargs", [{}, {"improved": True}, {"add_self_loops": False},
+                                    {"normalize": False}, {"bias": False}], ids=str)
+def test_gcn_matches_pyg(kwargs, as_graph):
+    ei = _edge_index(1)
+    graph = gsparse.Graph.from_edge_index(ei, N, N) if as_graph else ei
+    _compare(gnn.GCNConv(F_IN, F_OUT, **kwargs), pyg_nn.GCNConv(F_IN, F_OUT, **kwargs), (graph,),
+             (ei, _unit_weights(ei)))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"improved": True}, {"normalize": False}], ids=str)
+def test_gcn_with_edge_weight_matches_pyg(kwargs):
+    # With a repeated self loop, PyG uses the last one's weight but sends gradient to all of
+    # them; we send it to the one used, so compare on unique loops.
+    ei = _edge_index(2, repeated_loops=False)
+    w = torch.rand(ei.shape[1], generator=torch.Generator().manual_seed(3)) + 0.1
+    w_ours, w_theirs = w.clone().requires_grad_(), w.clone().requires_grad_()
+    _compare(gnn.GCNConv(F_IN, F_OUT, **kwargs), pyg_nn.GCNConv(F_IN, F_OUT, **kwargs),
+             (ei, w_ours), (ei, w_theirs))
+    torch.testing.assert_close(w_ours.grad, w_theirs.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_gcn_improved_when_every_node_has_a_loop():
+    # Every node already has a self loop: PyG keeps those (weight 1) instead of adding 2s.
+    n = 6
+    ei = torch.cat([torch.arange(n).repeat(2, 1), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]])], dim=1)
+    ours, theirs = gnn.GCNConv(3, 2, improved=True), pyg_nn.GCNConv(3, 2, improved=True)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(n, 3)
+    torch.testing.assert_close(ours(x, ei), theirs(x, ei, _unit_weights(ei)))
+
+
+@pytest.mark.parametrize("kwargs", [{"heads": 3}, {"heads": 2, "concat": False},
+                                    {"heads": 1, "negative_slope": 0.5, "add_self_loops": False},
+                                    {"heads": 2, "residual": True, "bias": False}], ids=str)
+def test_gat_matches_pyg(kwargs):
+    ei = _edge_index(4)
+    _compare(gnn.GATConv(F_IN, F_OUT, **kwargs), pyg_nn.GATConv(F_IN, F_OUT, **kwargs),
+             (gsparse.Graph.from_edge_index(ei, N, N),), (ei,))
+
+
+def test_gat_attention_dropout_only_in_training():
+    ei = _edge_index(5)
+    layer = gnn.GATConv(F_IN, F_OUT, heads=2, dropout=0.5)
+    x = _features(6)
+    torch.manual_seed(0)
+    a, b = layer(x, ei), layer(x, ei)
+    assert not torch.allclose(a, b)
+    layer.eval()
+    torch.testing.assert_close(layer(x, ei), layer(x, ei))
+
+
+@pytest.mark.parametrize("kwargs", [{"aggr": "mean"}, {"aggr": "max"}, {"aggr": "sum"},
+                                    {"aggr": "mean", "normalize": True, "project": True},
+                                    {"aggr": "max", "root_weight": False, "bias": False}], ids=str)
+@pytest.mark.parametrize("out_channels", [F_OUT, 20], ids=["narrowing", "widening"])
+def test_sage_matches_pyg(kwargs, out_channels):
+    ei = _edge_index(7)
+    _compare(gnn.SAGEConv(F_IN, out_channels, **kwargs), pyg_nn.SAGEConv(F_IN, out_channels, **kwargs),
+             (ei,), (ei,))
+
+
+def test_sage_on_a_bipartite_graph_matches_pyg():
+    gen = torch.Generator().manual_seed(8)
+    ei = torch.stack([torch.randint(0, 30, (90,), generator=gen), torch.randint(0, 10, (90,), generator=gen)])
+    ours, theirs = gnn.SAGEConv((F_IN, 5), F_OUT), pyg_nn.SAGEConv((F_IN, 5), F_OUT)
+    ours.load_state_dict(theirs.state_dict())
+    x_src, x_dst = _features(9, 30), _features(10, 10, 5)
+    out = ours((x_src, x_dst), gsparse.Graph.from_edge_index(ei, 30, 10))
+    torch.testing.assert_close(out, theirs((x_src, x_dst), ei), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layer", [gnn.GCNConv(F_IN, F_OUT), gnn.GATConv(F_IN, F_OUT, heads=2),
+                                   gnn.SAGEConv(F_IN, F_OUT)], ids=lambda m: type(m).__name__)
+def test_derived_structures_are_built_once_per_graph(layer, monkeypatch):
+    from gsparse.nn import _graph
+
+    builds = []
+    original = _graph._build_self_loops
+    monkeypatch.setattr(_graph, "_build_self_loops", lambda g: builds.append(g) or original(g))
+    ei = _edge_index(11)
+    x = _features(12)
+    first = layer(x, ei)
+    torch.testing.assert_close(layer(x, ei), first)
+    g = _graph._EDGE_INDEX_GRAPHS.get(ei, N, N)
+    assert len(builds) == (0 if isinstance(layer, gnn.SAGEConv) else 1)
+    assert _graph.as_graph(ei, N, N) is g
+    ei.add_(0)  # an in-place change invalidates the graph built from this edge_index
+    assert _graph.as_graph(ei, N, N) is not g
+
+
+def test_reset_parameters_initialises_like_pyg():
+    layer = gnn.GATConv(64, 16, heads=4, residual=True)
+    bound = (6.0 / (4 + 16)) ** 0.5
+    assert layer.att_src.abs().max() <= bound and layer.att_src.std() > bound / 4
+    assert torch.count_nonzero(layer.bias) == 0
+    before = layer.lin.weight.detach().clone()
+    layer.reset_parameters()
+    assert not torch.equal(before, layer.lin.weight)
+    assert set(dict(layer.named_parameters())) == set(dict(pyg_nn.GATConv(64, 16, heads=4, residual=True)
+                                                         .named_parameters()))
+
+
+def test_layers_reject_bad_inputs():
+    g = gsparse.Graph.from_edge_index(_edge_index(13), N, N)
+    with pytest.raises(ValueError, match=r"x must have shape \[num_nodes, 12\], got \(40, 7\)"):
+        gnn.GCNConv(F_IN, F_OUT)(torch.randn(N, 7), g)
+    with pytest.raises(ValueError, match="the source-node features have 39 rows but the graph has 40"):
+        gnn.GATConv(F_IN, F_OUT)(torch.randn(N - 1, F_IN), g)
+    with pytest.raises(TypeError, match="graph must be a gsparse.Graph or an edge_index tensor"):
+        gnn.SAGEConv(F_IN, F_OUT)(torch.randn(N, F_IN), [[0], [1]])
+    with pytest.raises(ValueError, match=r"edge_weight must be a tensor of shape \[200\]"):
+        gnn.GCNConv(F_IN, F_OUT)(torch.randn(N, F_IN), g, torch.ones(3))
+    with pytest.raises(ValueError, match="aggr must be one of"):
+        gnn.SAGEConv(F_IN, F_OUT, aggr="lstm")
+    with pytest.raises(ValueError, match="add_self_loops=True needs normalize=True"):
+        gnn.GCNConv(F_IN, F_OUT, add_self_loops=True, normalize=False)
+    bipartite = gsparse.Graph.from_edge_index(torch.tensor([[0, 1], [0, 0]]), 2, 1)
+    with pytest.raises(ValueError, match="self loops need a square graph, got 2 source and 1 destination"):
+        gnn._graph.self_loops(bipartite)
