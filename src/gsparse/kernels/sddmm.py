@@ -73,6 +73,7 @@ _WARP = 32
 _MAX_THREADS = 1024
 _MAX_GRID_X = 2**31 - 1
 _MAX_GRID_Y = 65535
+_MAX_INT32 = 2**31 - 1
 # Warps an SM keeps resident (Hopper and Ampere: 64), and an SM count for machines without
 # a GPU (an H100 SXM has 132); the default rule weighs the longest row against them.
 _WARPS_PER_SM = 64
@@ -201,6 +202,7 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     return [s for s in dict.fromkeys(grid) if not s.problems()]
 
 
+@functools.lru_cache(maxsize=16)
 def _resident_warps(device: torch.device) -> int:
     sms = (torch.cuda.get_device_properties(device).multi_processor_count
            if device.type == "cuda" else _FALLBACK_SMS)
@@ -341,14 +343,15 @@ class SddmmProgram:
         return blocks, min(self.num_chunks(num_heads, head_len), _MAX_GRID_Y)
 
 
-def _operand_row(target: str) -> str:
-    return {"u": "u", "v": "v", "e": "e"}[target]
+# The C names: an operand's row is the variable named after its target (u, v or e), and an
+# operand's values are held in ``a`` (lhs) or ``b`` (rhs), as in the algebra's cuda_expr.
+_VAR = {"lhs": "a", "rhs": "b"}
 
 
 def _load_operand(name: str, target: str, layout: Layout) -> str:
     """Code that fills ``a[V]`` (lhs) or ``b[V]`` (rhs) with features ``f .. f+V-1``."""
-    var = {"lhs": "a", "rhs": "b"}[name]
-    row = _operand_row(target)
+    var = _VAR[name]
+    row = target
     if layout is Layout.FULL:
         return f"A {var}[V];\ngs::load<V>({name} + {row} * {name}_len + f, {var});"
     if layout is Layout.SCALAR:
@@ -371,8 +374,7 @@ def _operands(algorithm: SddmmAlgorithm) -> list[tuple[str, str, Layout]]:
 
 def _scalar_loads(algorithm: SddmmAlgorithm, targets: set[str]) -> list[str]:
     """Per-edge (or per-row) loads of the SCALAR operands whose target is in ``targets``."""
-    return [f"const A {name[0].replace('l', 'a').replace('r', 'b')}_scalar = "
-            f"gs::to_acc({name}[{_operand_row(target)}]);"
+    return [f"const A {_VAR[name]}_scalar = gs::to_acc({name}[{target}]);"
             for name, target, layout in _operands(algorithm)
             if layout is Layout.SCALAR and target in targets]
 
@@ -383,7 +385,7 @@ def _feature_work(algorithm: SddmmAlgorithm, cached: set[str]) -> str:
     ``cached`` are read from ``{a,b}_cache[k]`` instead of memory."""
     lines = []
     for name, target, layout in _operands(algorithm):
-        var = {"lhs": "a", "rhs": "b"}[name]
+        var = _VAR[name]
         if name in cached:
             lines.append(f"const A (&{var})[V] = {var}_cache[k];")
         else:
@@ -420,17 +422,17 @@ def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
     vectors = [
         "#pragma unroll",
         "for (int k = 0; k < K; ++k) {",
-        "    const long long d = d0 + k * LANES * V + lane * V;",
+        "    const int d = d0 + k * LANES * V + lane * V;",
         "    if (d < head_len) {",
-        "        const long long f = h * head_len + d;" if algorithm.is_dot else
-        "        const long long f = d;",
+        "        const int f = h * head_len + d;" if algorithm.is_dot else
+        "        const int f = d;",
         indent(_feature_work(algorithm, cached=set()), 8),
         "    }",
         "}",
     ]
-    passes = ["for (long long d0 = 0; d0 < head_len; d0 += SLICE) {", indent("\n".join(vectors), 4), "}"]
+    passes = ["for (int d0 = 0; d0 < head_len; d0 += SLICE) {", indent("\n".join(vectors), 4), "}"]
     if algorithm.is_dot:
-        heads = ["for (long long h = 0; h < num_heads; ++h) {",
+        heads = ["for (int h = 0; h < num_heads; ++h) {",
                  "    A partial = 0;",
                  indent("\n".join(passes), 4),
                  indent(_REDUCE_PARTIAL, 4),
@@ -447,24 +449,26 @@ def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
 
 
 def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
-    cached = {name for name, target, _ in _operands(algorithm) if target == "v"}
+    # v's features are the same for every edge of the row: held in registers per chunk.
+    cached = {name for name, target, layout in _operands(algorithm)
+              if target == "v" and layout is not Layout.SCALAR}
     edge_targets = algorithm.targets() - {"v"}
     cache_lines = []
     for name, target, layout in _operands(algorithm):
         if name not in cached:
             continue
-        var = {"lhs": "a", "rhs": "b"}[name]
+        var = _VAR[name]
         cache_lines += [
             f"A {var}_cache[K][V];",
             "#pragma unroll",
             "for (int k = 0; k < K; ++k) {",
-            "    const long long f = base + k * LANES * V + lane * V;",
+            "    const int f = base + k * LANES * V + lane * V;",
             "    if (f < limit) {",
             indent(_load_operand(name, target, layout), 8),
-            "#pragma unroll",
+            "        #pragma unroll",
             f"        for (int i = 0; i < V; ++i) {var}_cache[k][i] = {var}[i];",
             "    } else {",
-            "#pragma unroll",
+            "        #pragma unroll",
             f"        for (int i = 0; i < V; ++i) {var}_cache[k][i] = 0;",
             "    }",
             "}",
@@ -479,7 +483,7 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
     edge += [
         "#pragma unroll",
         "for (int k = 0; k < K; ++k) {",
-        "    const long long f = base + k * LANES * V + lane * V;",
+        "    const int f = base + k * LANES * V + lane * V;",
         "    if (f < limit) {",
         indent(_feature_work(algorithm, cached), 8),
         "    }",
@@ -488,22 +492,23 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
     if algorithm.is_dot:
         edge.append(_REDUCE_PARTIAL)
     if algorithm.is_dot:
-        chunk = ["const long long h = c;",
-                 "const long long base = h * head_len;",
-                 "const long long limit = base + head_len;"]
+        chunk = ["const int h = c;",
+                 "const int base = h * head_len;",
+                 "const int limit = base + head_len;"]
     else:
-        chunk = ["const long long base = c * SLICE;", "const long long limit = head_len;"]
+        chunk = ["const int base = c * SLICE;", "const int limit = head_len;"]
     return [
         "constexpr int EDGES = 32 / LANES;  // edges a warp handles at a time",
         "const long long v = (long long)blockIdx.x * GROUPS + threadIdx.x / 32;",
         "if (v >= num_rows) return;  // whole warps leave together",
         "const long long start = rowptr[v];",
         "const long long end = rowptr[v + 1];",
+        "if (start == end) return;",
         "const int sub = (threadIdx.x % 32) / LANES;",
         *_scalar_loads(algorithm, {"v"}),
-        "const long long num_chunks = "
+        "const int num_chunks = "
         + ("num_heads;" if algorithm.is_dot else "(head_len + SLICE - 1) / SLICE;"),
-        "for (long long c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
+        "for (int c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
         indent("\n".join([
             *chunk,
             *cache_lines,
@@ -513,6 +518,19 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
         ]), 4),
         "}",
     ]
+
+
+def _min_blocks(algorithm: SddmmAlgorithm, schedule: SddmmSchedule) -> int:
+    """Blocks per SM the register allocation must allow.
+
+    Given only the block size, ptxas aims at full occupancy (32 registers per thread) and
+    spills to get there. The gathers need registers for loads in flight more than they
+    need the last warps: the budget is 64 registers per thread (half occupancy), and 128
+    where each lane holds twice as much, in fp64 or with ``v``'s features cached (row
+    skeleton).
+    """
+    heavy = algorithm.dtype == torch.float64 or schedule.skeleton == "row"
+    return max(1, (512 if heavy else 1024) // schedule.threads)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -541,13 +559,13 @@ def generate(algorithm: SddmmAlgorithm, schedule: SddmmSchedule) -> SddmmProgram
 {PRELUDE}
 using I = {index};
 
-extern "C" __global__ void __launch_bounds__({schedule.threads})
+extern "C" __global__ void __launch_bounds__({schedule.threads}, {_min_blocks(algorithm, schedule)})
 {KERNEL_NAME}(const I* __restrict__ rowptr, const I* __restrict__ col,
         const I* __restrict__ dst, const I* __restrict__ eid,
         const {scalar}* __restrict__ lhs, const {scalar}* __restrict__ rhs,
         const int* __restrict__ lhs_offset, const int* __restrict__ rhs_offset,
         {scalar}* __restrict__ out,
-        long long num_rows, long long num_edges, long long num_heads, long long head_len,
+        long long num_rows, long long num_edges, int num_heads, int head_len,
         long long lhs_len, long long rhs_len)
 {{
 {indent(chr(10).join(body), 4)}
@@ -618,6 +636,9 @@ def run_sddmm(
         return out
     if head_len == 0:  # a dot over nothing
         return out.zero_()
+    if num_heads * head_len > _MAX_INT32:
+        raise ValueError(f"{num_heads * head_len} features per edge; generated kernels index "
+                         f"the features of one row with 32-bit integers (at most {_MAX_INT32})")
 
     layouts = {name: None if t is None else operand_layout(tuple(t.shape[1:]), full_shape)
                for name, t in (("lhs", lhs), ("rhs", rhs))}
@@ -679,8 +700,8 @@ def run_sddmm(
             out,
             runtime.i64(g.num_dst),
             runtime.i64(g.num_edges),
-            runtime.i64(num_heads),
-            runtime.i64(head_len),
+            runtime.i32(num_heads),
+            runtime.i32(head_len),
             runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
             runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
         ],

@@ -1,0 +1,464 @@
+"""Generated g-SDDMM kernels: schedules, code generation (NVRTC, no GPU) and GPU results."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+import torch
+
+import gsparse
+from gsparse.algebra import BINARY_OPS, SDDMM_OPS, TARGETS
+from gsparse.kernels import sddmm as sddmm_kernels
+from gsparse.kernels.common import Layout
+from gsparse.kernels.sddmm import (
+    KERNEL_NAME,
+    SddmmAlgorithm,
+    SddmmSchedule,
+    default_schedule,
+    generate,
+    run_sddmm,
+    schedule_space,
+)
+from gsparse.runtime import compile_cuda, nvrtc_version
+from gsparse.testing.reference import gsddmm_ref
+
+from graphs import random_features
+
+needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
+FEATURE_LENGTHS = (1, 2, 3, 4, 8, 16, 32, 64, 100, 128, 256, 512)
+
+
+def _sample(items: list, k: int, seed: int) -> list:
+    return random.Random(seed).sample(items, min(k, len(items)))
+
+
+def _graph(kind: str, seed: int = 0) -> gsparse.Graph:
+    """Named test graphs; all but "sorted" and "empty" have edge ids unlike CSR positions."""
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "long_row":
+        # one 100,000-edge row among short ones, and empty rows
+        dst = torch.cat([torch.full((100_000,), 3), torch.randint(0, 40, (2_000,), generator=gen)])
+        dst[dst % 7 == 5] = 6
+        src = torch.randint(0, 500, (dst.numel(),), generator=gen)
+        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 500, 40)
+    if kind == "empty":
+        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 7, 9)
+    num_src, num_dst, num_edges = (150, 230, 3_000) if kind != "square" else (200, 200, 3_000)
+    dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
+    dst[dst % 5 == 0] = 1  # a longer row, and every other row divisible by 5 empty
+    src = torch.randint(0, num_src, (num_edges,), generator=gen)
+    if kind == "sorted":
+        dst = dst.sort().values
+    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src, num_dst)
+    return g.with_index_dtype(torch.int64) if kind == "int64" else g
+
+
+# --- schedules ----------------------------------------------------------------------------
+
+
+def test_schedule_json_round_trip() -> None:
+    for feature_len in FEATURE_LENGTHS:
+        for schedule in schedule_space(_graph("sorted"), feature_len):
+            assert SddmmSchedule.from_json(schedule.to_json()) == schedule
+
+
+@pytest.mark.parametrize(
+    ("knobs", "reason"),
+    [
+        ({"skeleton": "warp"}, "skeleton must be one of"),
+        ({"lanes": 3}, "lanes must be one of"),
+        ({"lanes": 64}, "lanes must be one of"),
+        ({"vector_width": 8}, "vector_width must be 1, 2 or 4"),
+        ({"features_per_thread": 3}, "features_per_thread must be 1, 2, 4 or 8"),
+        ({"groups_per_block": 0}, "groups_per_block must be an int >= 1"),
+        ({"groups_per_block": 64, "lanes": 32}, "more than 1024"),
+        ({"skeleton": "row", "groups_per_block": 33}, "more than 1024"),
+        ({"groups_per_block": 3, "lanes": 4}, "not a multiple of 32"),
+        ({"features_per_thread": 8, "vector_width": 4}, "more than 16 spills"),
+    ],
+)
+def test_invalid_schedules_say_why(knobs: dict, reason: str) -> None:
+    schedule = SddmmSchedule(**knobs)
+    assert any(reason in problem for problem in schedule.problems())
+    with pytest.raises(ValueError, match=reason):
+        schedule.validate()
+    with pytest.raises(ValueError, match=reason):
+        SddmmSchedule.from_json(schedule.to_json())
+
+
+def test_from_json_rejects_unknown_knobs_and_non_objects() -> None:
+    with pytest.raises(ValueError, match="unknown SddmmSchedule knobs \\['warps'\\]"):
+        SddmmSchedule.from_json(json.dumps({"warps": 4}))
+    with pytest.raises(ValueError, match="is a JSON object"):
+        SddmmSchedule.from_json("[1, 2]")
+
+
+@pytest.mark.parametrize("feature_len", FEATURE_LENGTHS)
+def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
+    space = schedule_space(_graph("sorted"), feature_len)
+    assert space and all(not s.problems() for s in space)
+    assert len(set(space)) == len(space)
+    assert {s.skeleton for s in space} == {"edge", "row"}
+    assert {s.threads for s in space if s.skeleton == "edge"} == {128, 256}
+    # every row skeleton holds a whole head in one slice, so dot runs on it too
+    assert all(s.feature_slice >= feature_len for s in space if s.skeleton == "row")
+    # no slice wider than the head needs, and at most four passes over it
+    padded = 1 << (feature_len - 1).bit_length()
+    assert all(s.feature_slice <= max(padded, s.vector_width) for s in space)
+    assert all(4 * s.feature_slice >= feature_len for s in space)
+    widest = 4 if feature_len % 4 == 0 else 2 if feature_len % 2 == 0 else 1
+    assert {s.vector_width for s in space} == {1, widest}
+    if feature_len >= 32:
+        assert {s.lanes for s in space} >= {8, 16, 32}
+
+
+def _graph_with_degrees(degrees: list[int]) -> gsparse.Graph:
+    rowptr = torch.tensor([0, *itertools.accumulate(degrees)])
+    col = torch.zeros(int(rowptr[-1]), dtype=torch.int64)
+    return gsparse.Graph.from_csr(rowptr, col, num_src=1)
+
+
+@pytest.mark.parametrize(("feature_len", "lanes"), [(8, 2), (32, 4), (128, 16), (512, 32)])
+def test_default_lanes_follow_g_sparse(feature_len: int, lanes: int) -> None:
+    # G-Sparse's Table IV: tuned lane widths on reddit, 2 / 4 / 16 / 32.
+    schedule = default_schedule(_graph("sorted"), feature_len, vector_ok=4)
+    assert (schedule.lanes, schedule.vector_width) == (lanes, 4)
+    assert schedule.feature_slice >= min(feature_len, 128)
+    assert schedule.threads == 256
+
+
+@pytest.mark.parametrize("feature_len", [*FEATURE_LENGTHS, 6, 1000])
+@pytest.mark.parametrize("vector_ok", [1, 2, 4])
+def test_default_rule_gives_a_valid_schedule(feature_len: int, vector_ok: int) -> None:
+    for g in (_graph("sorted"), _graph("empty"), _graph_with_degrees([64] * 100)):
+        s = default_schedule(g, feature_len, vector_ok=vector_ok, resident_warps=4)
+        assert not s.problems()
+        assert s.vector_width <= vector_ok and feature_len % s.vector_width == 0
+        if s.skeleton == "row":
+            assert s.feature_slice >= feature_len
+
+
+def test_default_skeleton_weighs_row_length_against_the_grid() -> None:
+    even = _graph_with_degrees([64] * 1000)  # 64,000 edges, longest row 64
+    # Long even rows, few resident warps: each warp's share dwarfs one row -> row skeleton.
+    assert default_schedule(even, 16, resident_warps=100).skeleton == "row"
+    # Many resident warps: a 64-edge row is more than half a warp's share -> edge skeleton.
+    assert default_schedule(even, 16, resident_warps=1000).skeleton == "edge"
+    # Rows too short to fill a warp's edge groups -> edge skeleton.
+    short = _graph_with_degrees([2] * 30_000)
+    assert default_schedule(short, 16, resident_warps=10).skeleton == "edge"
+    # One row holding most edges -> edge skeleton, whatever else.
+    skewed = _graph_with_degrees([50_000, *[64] * 1000])
+    assert default_schedule(skewed, 16, resident_warps=100).skeleton == "edge"
+    # A head too long for one slice -> edge skeleton (several passes).
+    assert default_schedule(even, 1000, resident_warps=100).skeleton == "edge"
+
+
+def test_grid_covers_the_work_and_respects_limits() -> None:
+    algorithm = SddmmAlgorithm("dot", "u", "v", Layout.FULL, Layout.FULL, torch.float32,
+                               torch.int32, False)
+    edge = generate(algorithm, SddmmSchedule("edge", 32, 8, 1, 4))
+    assert edge.block == 256
+    assert edge.grid(num_edges=1001, num_rows=10, num_heads=8, head_len=16) == (32, 1)
+    assert edge.grid(num_edges=2**40, num_rows=10, num_heads=1, head_len=16)[0] == 2**31 - 1
+    row = generate(algorithm, SddmmSchedule("row", 8, 4, 1, 4))
+    assert row.block == 256
+    assert row.grid(num_edges=1001, num_rows=17, num_heads=8, head_len=16) == (3, 8)
+    assert row.grid(num_edges=1001, num_rows=17, num_heads=10**6, head_len=16) == (3, 65535)
+    add = SddmmAlgorithm("add", "u", "v", Layout.FULL, Layout.FULL, torch.float32, torch.int32, False)
+    assert generate(add, SddmmSchedule("row", 8, 4, 1, 4)).grid(1001, 17, 1, 100) == (3, 7)
+
+
+# --- code generation, compiled with NVRTC (no GPU) ----------------------------------------
+
+
+def _algorithms(seed: int, k: int) -> list[SddmmAlgorithm]:
+    layouts = [Layout.FULL, Layout.SCALAR, Layout.INDEXED]
+    every = []
+    for op in SDDMM_OPS:
+        binop = BINARY_OPS[op]
+        for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            for index_dtype in (torch.int32, torch.int64):
+                for lt, rt, has_eid in itertools.product(TARGETS, TARGETS, (False, True)):
+                    for ll in layouts if binop.uses_lhs else [None]:
+                        for rl in layouts if binop.uses_rhs else [None]:
+                            every.append(SddmmAlgorithm(
+                                op, lt if binop.uses_lhs else None, rt if binop.uses_rhs else None,
+                                ll, rl, dtype, index_dtype, has_eid))
+    return _sample(list(dict.fromkeys(every)), k, seed)
+
+
+def _sampled_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
+    pairs = []
+    for i, feature_len in enumerate(FEATURE_LENGTHS):
+        space = schedule_space(_graph("sorted"), feature_len)
+        chosen = [*_sample([s for s in space if s.skeleton == "edge"], 2, seed=i),
+                  *_sample([s for s in space if s.skeleton == "row"], 1, seed=i)]
+        for j, schedule in enumerate(chosen):
+            pairs.append((_algorithms(seed=10 * i + j, k=1)[0], schedule))
+    return pairs
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("algorithm", "schedule"), _sampled_pairs(), ids=str)
+def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> None:
+    program = generate(algorithm, schedule)
+    binary = compile_cuda(program.source, arch=arch, cache=None)
+    resources = binary.resources[program.kernel_name]
+    assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
+    assert resources.stack_bytes == 0, binary.log
+    # __launch_bounds__(threads) keeps registers within what one block needs to launch.
+    assert resources.registers * schedule.threads <= 65536
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("schedule", [SddmmSchedule("edge", 32, 8, 2, 4),
+                                      SddmmSchedule("row", 8, 8, 2, 4)], ids=str)
+@pytest.mark.parametrize("op", SDDMM_OPS)
+def test_every_operator_compiles_on_both_skeletons(op: str, schedule: SddmmSchedule) -> None:
+    binop = BINARY_OPS[op]
+    algorithm = SddmmAlgorithm(op, "u" if binop.uses_lhs else None, "v" if binop.uses_rhs else None,
+                               Layout.FULL if binop.uses_lhs else None,
+                               Layout.FULL if binop.uses_rhs else None,
+                               torch.bfloat16, torch.int64, has_eid=True)
+    resources = compile_cuda(generate(algorithm, schedule).source, arch="sm_90",
+                             cache=None).resources[KERNEL_NAME]
+    assert resources.spill_stores == 0 and resources.stack_bytes == 0
+
+
+def test_generated_source_reads_well() -> None:
+    algorithm = SddmmAlgorithm("dot", "u", "v", Layout.FULL, Layout.INDEXED, torch.float16,
+                               torch.int32, has_eid=True)
+    schedule = SddmmSchedule("edge", 32, 8, 2, 2)
+    source = generate(algorithm, schedule).source
+    assert source.startswith("// gsparse g-SDDMM: dot lhs:u:full/rhs:v:indexed float16 int32 eid")
+    assert schedule.to_json() in source
+    assert "partial += __shfl_xor_sync(mask, partial, offset, LANES);" in source
+    assert "rhs_offset[f + i]" in source and "out[e * num_heads + h]" in source
+    # the row skeleton keeps v's features in registers and reads them from there per edge
+    row = generate(algorithm, SddmmSchedule("row", 8, 8, 2, 2)).source
+    assert "A b_cache[K][V];" in row and "const A (&b)[V] = b_cache[k];" in row
+    assert "dst[p]" not in row
+
+
+def test_edge_ids_and_offsets_are_64_bit() -> None:
+    algorithm = SddmmAlgorithm("mul", "e", "u", Layout.FULL, Layout.FULL, torch.float32,
+                               torch.int32, has_eid=True)
+    for skeleton in ("edge", "row"):
+        source = generate(algorithm, SddmmSchedule(skeleton, 8, 32)).source
+        assert "const long long e = eid[p];" in source
+        assert "const long long u = col[p];" in source
+        assert "gs::store<V>(out + e * head_len + f, m);" in source
+
+
+def test_algorithm_rejects_operands_the_op_does_not_read() -> None:
+    with pytest.raises(ValueError, match="ignores rhs"):
+        SddmmAlgorithm("copy_lhs", "u", "v", Layout.FULL, Layout.FULL, torch.float32,
+                       torch.int32, False)
+    with pytest.raises(ValueError, match="reads lhs"):
+        SddmmAlgorithm("add", None, "v", None, Layout.FULL, torch.float32, torch.int32, False)
+    with pytest.raises(ValueError, match="lhs_target must be one of"):
+        SddmmAlgorithm("add", "w", "v", Layout.FULL, Layout.FULL, torch.float32, torch.int32, False)
+
+
+# --- launch decisions that need no GPU ----------------------------------------------------
+
+
+def test_no_edges_launch_nothing() -> None:
+    g = _graph("empty")  # on the CPU: a launch would fail, so none may happen
+    x = torch.randn(g.num_src, 8)
+    y = torch.randn(g.num_dst, 8)
+    assert run_sddmm(g, "dot", x, y, "u", "v", (1,)).shape == (0, 1)
+    assert run_sddmm(g, "add", x, y, "u", "v", (8,)).shape == (0, 8)
+
+
+def test_dot_over_nothing_is_zero() -> None:
+    g = _graph("sorted")
+    x = torch.randn(g.num_src, 3, 0)
+    out = run_sddmm(g, "dot", x, torch.randn(g.num_dst, 3, 0), "u", "v", (3, 1))
+    assert torch.equal(out, torch.zeros(g.num_edges, 3, 1))
+
+
+def test_forced_schedule_needing_wider_vectors_than_the_data_allows() -> None:
+    g = _graph("sorted")
+    # One element past an aligned allocation: rows of 8 floats start 4 bytes off 16.
+    x = torch.randn(g.num_src * 8 + 1)[1:].view(g.num_src, 8)
+    y = torch.randn(g.num_dst, 8)
+    with pytest.raises(ValueError, match="allow at most 1"):
+        run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("edge", 32, 8, 1, 2))
+    with pytest.raises(ValueError, match="allow at most 2"):  # 6 features per head
+        run_sddmm(g, "add", torch.randn(g.num_src, 6), torch.randn(g.num_dst, 6), "u", "v",
+                  (6,), SddmmSchedule("edge", 32, 8, 1, 4))
+
+
+def test_forced_row_schedule_must_hold_a_dot_head() -> None:
+    g = _graph("sorted")
+    x, y = torch.randn(g.num_src, 100), torch.randn(g.num_dst, 100)
+    with pytest.raises(ValueError, match="cannot hold a dot head of 100"):
+        run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("row", 8, 8, 2, 4))
+
+
+def test_forced_schedule_is_validated() -> None:
+    g = _graph("sorted")
+    x, y = torch.randn(g.num_src, 8), torch.randn(g.num_dst, 8)
+    with pytest.raises(ValueError, match="lanes must be one of"):
+        run_sddmm(g, "add", x, y, "u", "v", (8,), SddmmSchedule(lanes=5))
+    with pytest.raises(TypeError, match="must be an SddmmSchedule"):
+        run_sddmm(g, "add", x, y, "u", "v", (8,), {"lanes": 8})
+
+
+# --- GPU: results against the float64 reference -------------------------------------------
+
+gpu = pytest.mark.gpu
+
+
+@pytest.fixture
+def poisoned(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Outputs start as NaN: every element must be written. Records each allocation, so a
+    test can tell that the generated kernels (not another backend) computed its result."""
+    calls = []
+
+    def allocate(shape, dtype, device):
+        calls.append(shape)
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    monkeypatch.setattr(sddmm_kernels, "_allocate", allocate)
+    return calls
+
+
+_ROWS = {"u": lambda g: g.num_src, "v": lambda g: g.num_dst, "e": lambda g: g.num_edges}
+
+
+def _operands(g, op, lhs_target, rhs_target, lhs_shape, rhs_shape, dtype, seed):
+    binop = BINARY_OPS[op]
+    lhs = (random_features((_ROWS[lhs_target](g), *lhs_shape), dtype, seed)
+           if binop.uses_lhs else None)
+    rhs = (random_features((_ROWS[rhs_target](g), *rhs_shape), dtype, seed + 1,
+                           away_from_zero=op == "div")
+           if binop.uses_rhs else None)
+    return lhs, rhs
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    return {
+        torch.float16: {"rtol": 2e-3, "atol": 2e-3},
+        torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2},
+        torch.float32: {"rtol": 1e-5, "atol": 1e-4},
+        torch.float64: {"rtol": 1e-12, "atol": 1e-12},
+    }[dtype]
+
+
+def _check(poisoned, g, op, lhs, rhs, lhs_target, rhs_target, schedule=None, *,
+           expected=None) -> None:
+    launched = len(poisoned)
+    out = gsparse.gsddmm(g.to("cuda"), op,
+                         None if lhs is None else lhs.cuda(), None if rhs is None else rhs.cuda(),
+                         lhs_target, rhs_target, schedule=schedule)
+    assert len(poisoned) == launched + 1, "the CUDA backend did not run gsparse.kernels.sddmm"
+    if expected is None:
+        expected = gsddmm_ref(g, op, lhs, rhs, lhs_target, rhs_target)
+    dtype = (lhs if lhs is not None else rhs).dtype
+    torch.testing.assert_close(
+        out.cpu().double(), expected.to(dtype).double(), **_tolerance(dtype),
+        msg=lambda m: f"{lhs_target}_{op}_{rhs_target} {schedule}: {m}")
+
+
+# (lhs feature shape, rhs feature shape): full/full, full/scalar, broadcast both ways.
+SHAPES = {
+    "full": ((3, 8), (3, 8)),
+    "scalar": ((3, 8), (1, 1)),
+    "indexed": ((1, 8), (3, 1)),
+}
+DOT_SHAPES = {  # the last dimension is reduced
+    "full": ((3, 8), (3, 8)),
+    "scalar": ((1, 1), (3, 1)),
+    "indexed": ((1, 8), (3, 8)),
+}
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("op", SDDMM_OPS)
+def test_every_operator_target_and_dtype_matches_reference(poisoned, op, dtype) -> None:
+    g = _graph("random")
+    shapes = DOT_SHAPES if op == "dot" else SHAPES
+    for i, (lhs_target, rhs_target) in enumerate(itertools.product(TARGETS, TARGETS)):
+        for j, (lhs_shape, rhs_shape) in enumerate(shapes.values()):
+            lhs, rhs = _operands(g, op, lhs_target, rhs_target, lhs_shape, rhs_shape, dtype,
+                                 seed=10 * i + j)
+            _check(poisoned, g, op, lhs, rhs, lhs_target, rhs_target)
+
+
+@gpu
+@pytest.mark.parametrize("kind", ["random", "sorted", "square", "int64"])
+@pytest.mark.parametrize("feature_len", [1, 3, 4, 16, 64, 100, 256])
+def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
+    g = _graph(kind)
+    space = schedule_space(g, feature_len)
+    schedules = [*_sample([s for s in space if s.skeleton == "edge"], 6, seed=feature_len),
+                 *_sample([s for s in space if s.skeleton == "row"], 4, seed=feature_len)]
+    cases = [("dot", "u", "v", (feature_len,), (feature_len,)),
+             ("dot", "e", "u", (2, feature_len), (1, feature_len)),  # two heads
+             ("add", "u", "v", (feature_len,), (feature_len,)),
+             ("mul", "u", "e", (feature_len,), (1,)),
+             ("sub", "v", "e", (feature_len,), (feature_len,)),
+             ("copy_rhs", "u", "v", (feature_len,), (feature_len,))]
+    for i, schedule in enumerate(schedules):
+        for op, lhs_target, rhs_target, lhs_shape, rhs_shape in cases:
+            lhs, rhs = _operands(g, op, lhs_target, rhs_target, lhs_shape, rhs_shape,
+                                 torch.float32, seed=i)
+            _check(poisoned, g, op, lhs, rhs, lhs_target, rhs_target, schedule)
+
+
+@gpu
+def test_hundred_thousand_edge_row(poisoned) -> None:
+    g = _graph("long_row")
+    space = schedule_space(g, 64)
+    schedules = [None, *_sample([s for s in space if s.skeleton == "row"], 3, seed=1),
+                 *_sample([s for s in space if s.skeleton == "edge"], 3, seed=1)]
+    for op, lhs_target, rhs_target, rhs_shape in (("dot", "u", "v", (64,)),
+                                                  ("mul", "u", "e", (1,))):
+        lhs, rhs = _operands(g, op, lhs_target, rhs_target, (64,), rhs_shape, torch.float32, 3)
+        expected = gsparse.gsddmm(g, op, lhs.double(), rhs.double(), lhs_target, rhs_target)
+        for schedule in schedules:
+            _check(poisoned, g, op, lhs, rhs, lhs_target, rhs_target, schedule, expected=expected)
+
+
+@gpu
+def test_graph_without_edges(poisoned) -> None:
+    g = _graph("empty").to("cuda")
+    x = torch.randn(g.num_src, 16, device="cuda")
+    y = torch.randn(g.num_dst, 16, device="cuda")
+    schedules = [None, *_sample(schedule_space(g, 16), 4, seed=2)]
+    for op in ("dot", "add"):
+        for schedule in schedules:
+            out = gsparse.gsddmm(g, op, x, y, "u", "v", schedule=schedule)
+            assert out.shape == (0, 1 if op == "dot" else 16)
+    assert len(poisoned) == 2 * len(schedules)
+
+
+@gpu
+def test_multi_head_attention_shapes(poisoned) -> None:
+    # GAT: [N, 8, 16] features; per-head scores u_dot_v -> [E, 8, 1], u_add_v -> [E, 8, 16].
+    g = _graph("random")
+    for op in ("dot", "add"):
+        lhs, rhs = _operands(g, op, "u", "v", (8, 16), (8, 16), torch.float32, seed=5)
+        for schedule in [None, *_sample(schedule_space(g, 16 if op == "dot" else 128), 6, seed=5)]:
+            _check(poisoned, g, op, lhs, rhs, "u", "v", schedule)
+
+
+@gpu
+def test_misaligned_operands_fall_back_to_scalar_loads(poisoned) -> None:
+    g = _graph("random")
+    base = random_features((g.num_src * 8 + 1,), torch.float32, 0)
+    x = base[1:].view(g.num_src, 8)  # 4 bytes past a 16-byte boundary
+    y = random_features((g.num_dst, 8), torch.float32, 1)
+    for op in ("dot", "mul"):
+        _check(poisoned, g, op, x, y, "u", "v")
+    with pytest.raises(ValueError, match="allow at most 1"):
+        gsparse.gsddmm(g.to("cuda"), "mul", base.cuda()[1:].view(g.num_src, 8), y.cuda(),
+                       "u", "v", schedule=SddmmSchedule("edge", 32, 8, 1, 4))
