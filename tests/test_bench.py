@@ -42,7 +42,8 @@ def test_rotation_spans_the_cache_when_inputs_fit():
     cache = timing.l2_bytes(CPU)
     assert timing.rotation_count(2 * cache, CPU) == 1
     assert timing.rotation_count(cache, CPU) == 4
-    assert timing.rotation_count(1, CPU) == 16
+    assert timing.rotation_count(cache * 3 // 2, CPU) == 3
+    assert timing.rotation_count(1, CPU) == 4
     with pytest.raises(ValueError, match="working_set_bytes must be >= 0, got -1"):
         timing.rotation_count(-1, CPU)
 
@@ -144,7 +145,8 @@ def test_sweep_times_every_schedule_and_reports_the_best():
 def test_sweep_is_unavailable_off_the_gpu():
     module, why = runner._schedule_api(CASES["spmm"][0], CPU)
     assert module is None and "CPU" in why
-    assert runner._schedule_api(CASES["softmax"][0], CPU)[1] == "softmax/dst has no schedule knobs"
+    assert runner._schedule_api(CASES["softmax"][0], CPU)[1] == "softmax/dst is not swept"
+    assert runner._schedule_api(CASES["spmm"][1], CPU)[1] == "spmm/u_mul_e_sum is not swept"
 
 
 def test_config_names_bad_values():

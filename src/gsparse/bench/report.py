@@ -163,12 +163,16 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _minor_tick(value: float, _position: int) -> str:
-    """Label the 2s and 5s of a log axis, so ratios can be read without counting gridlines."""
-    if value <= 0:
-        return ""
-    mantissa = value / 10 ** math.floor(math.log10(value))
-    return f"{value:g}x" if round(mantissa) in (2, 5) and abs(mantissa - round(mantissa)) < 1e-6 else ""
+def _ratio_ticks(values: list[float]) -> list[float]:
+    """Readable ticks for a log axis of ratios spanning ``values`` and 1: 1-2-3-5 steps,
+    thinned to 1-2-5 and then to powers of ten while there are more than ten."""
+    finite = [v for v in values if v and math.isfinite(v) and v > 0] + [1.0]
+    lo, hi = min(finite) / 1.15, max(finite) * 1.15
+    for mantissas in ((1, 1.5, 2, 3, 5), (1, 2, 5), (1,)):
+        ticks = [m * 10.0 ** e for e in range(-4, 5) for m in mantissas if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) <= 10:
+            return ticks
+    return ticks
 
 
 def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
@@ -182,7 +186,7 @@ def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Pa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -218,8 +222,9 @@ def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Pa
             ax.grid(True, which="both", alpha=0.3)
         speed.axhline(1.0, color="black", linewidth=1)
         speed.set_yscale("log")
+        speed.set_yticks(_ratio_ticks([v for line in speed.get_lines() for v in line.get_ydata()]))
         speed.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-        speed.yaxis.set_minor_formatter(FuncFormatter(_minor_tick))
+        speed.yaxis.set_minor_formatter(NullFormatter())
         speed.set_ylabel(f"speedup over {baseline} (x)")
         speed.set_title(f"{op}/{case} {dtype}: gsparse vs {baseline}")
         speed.legend(fontsize=8)

@@ -192,7 +192,7 @@ def _measure(cell: _Cell, impl: Impl) -> dict[str, Any]:
 def _schedule_api(case: Case, device: torch.device) -> tuple[Any, str | None]:
     """The case's schedule module, or ``None`` and why the sweep cannot run."""
     if case.schedule_module is None:
-        return None, f"{case.label} has no schedule knobs"
+        return None, f"{case.label} is not swept"
     if device.type != "cuda":
         return None, "schedules apply to the generated CUDA kernels; this run is on the CPU"
     try:
