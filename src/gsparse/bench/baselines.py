@@ -181,8 +181,19 @@ class Case:
     def label(self) -> str:
         return f"{self.op}/{self.name}"
 
-    def make_inputs(self, g: Graph, feature_len: int, dtype: torch.dtype, gen: torch.Generator) -> Inputs:
-        """Fresh random operands (never zeros): features ``N(0, 1)``, edge weights in ``[0.5, 1.5)``."""
+    def make_inputs(
+        self,
+        g: Graph,
+        feature_len: int,
+        dtype: torch.dtype,
+        gen: torch.Generator,
+        endpoints: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> Inputs:
+        """Fresh random operands (never zeros): features ``N(0, 1)``, edge weights in ``[0.5, 1.5)``.
+
+        ``endpoints`` are ``g``'s ``(src, dst)`` as int64, when the caller keeps them across
+        cells (on a 100M-edge graph they take seconds and gigabytes to rebuild).
+        """
         rows = {"src": g.num_src, "dst": g.num_dst, "edge": g.num_edges}
         tensors = {}
         for name, (kind, featured) in self.operands.items():
@@ -192,8 +203,10 @@ class Case:
             else:
                 t = torch.randn(shape, generator=gen, device=g.device)
             tensors[name] = t.to(dtype)
-        src, dst = g.edges()
-        return Inputs(g, tensors, src.long(), dst.long())
+        if endpoints is None:
+            src, dst = g.edges()
+            endpoints = (src.long(), dst.long())
+        return Inputs(g, tensors, *endpoints)
 
     def implementations(self, schedule: Any = None) -> list[Impl]:
         """``gsparse`` (with ``schedule``, ``None`` for the default) followed by the baselines."""

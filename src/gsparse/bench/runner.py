@@ -182,11 +182,14 @@ def _measure(cell: _Cell, impl: Impl) -> dict[str, Any]:
         return {"status": "ok", "median_ms": timing.median_ms, "spread": timing.spread,
                 "rel_error": worst, "times_ms": list(timing.times_ms)}
     except Exception as error:  # noqa: BLE001 - one implementation's failure must not end the suite
-        if _is_oom(error):
-            args.clear()
-            _release(cell.device)
-            return {"status": "OOM", "message": str(error).splitlines()[0][:300]}
-        return {"status": "error", "message": f"{type(error).__name__}: {str(error)[:300]}"}
+        if not _is_oom(error):
+            return {"status": "error", "message": f"{type(error).__name__}: {str(error)[:300]}"}
+        message = str(error).splitlines()[0][:300]
+    # Out of memory: free the cache only here, once the traceback (which holds the failed
+    # call's tensors) is gone.
+    args.clear()
+    _release(cell.device)
+    return {"status": "OOM", "message": message}
 
 
 def _schedule_api(case: Case, device: torch.device) -> tuple[Any, str | None]:
@@ -235,16 +238,23 @@ def _sweep(cell: _Cell, module: Any, feature_len: int, dtype: torch.dtype,
 
 @dataclass
 class _Rotation:
-    """Independent copies of a workload's graph, for input rotation (copy 0 is the graph)."""
+    """Independent copies of a workload's graph for input rotation (copy 0 is the graph),
+    each with its ``[E]`` int64 endpoints, built once per workload."""
 
-    graphs: list[Graph] = field(default_factory=list)
+    graphs: list[tuple[Graph, torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
-    def take(self, k: int) -> list[Graph]:
-        base = self.graphs[0]
+    def take(self, k: int) -> list[tuple[Graph, torch.Tensor, torch.Tensor]]:
         while len(self.graphs) < k:
-            self.graphs.append(Graph.from_csr(base.rowptr.clone(), base.col.clone(), base.num_src,
-                                              None if base.eid is None else base.eid.clone()))
+            base = self.graphs[0][0]
+            g = Graph.from_csr(base.rowptr.clone(), base.col.clone(), base.num_src,
+                               None if base.eid is None else base.eid.clone())
+            self.graphs.append(_with_endpoints(g))
         return self.graphs[:k]
+
+
+def _with_endpoints(g: Graph) -> tuple[Graph, torch.Tensor, torch.Tensor]:
+    src, dst = g.edges()
+    return g, src.long(), dst.long()
 
 
 def _floor(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, bw: Bandwidth) -> dict[str, Any]:
@@ -322,7 +332,7 @@ def run_suite(config: Config, progress: Callable[[str], None] = print) -> dict[s
         progress(f"workload {w.name}: {w.graph.num_dst:,} rows, {w.graph.num_edges:,} edges, "
                  f"row mean {stats.mean:.1f}, COV {stats.cov:.2f} ({w.source}; "
                  f"{time.perf_counter() - build:.1f} s)")
-        rotation = _Rotation([w.graph])
+        rotation = _Rotation([_with_endpoints(w.graph)])
         for case, feature_len, dtype_name in plan:
             index += 1
             dtype = DTYPES[dtype_name]
@@ -332,14 +342,19 @@ def run_suite(config: Config, progress: Callable[[str], None] = print) -> dict[s
                                         "feature_len": feature_len, "dtype": dtype_name,
                                         "baseline": case.baseline, "rotation": k, "floor": floor}
             try:
-                sets = [case.make_inputs(g, feature_len, dtype, gen) for g in rotation.take(k)]
+                sets = [case.make_inputs(g, feature_len, dtype, gen, endpoints=(src, dst))
+                        for g, src, dst in rotation.take(k)]
                 samples = [sample_rows(s.graph, feature_len, gen) for s in sets]
                 refs = [case.reference(s, smp) for s, smp in zip(sets, samples)]
+                failure = None
             except Exception as error:  # noqa: BLE001 - inputs too big for this device: record, go on
                 if not _is_oom(error):
                     raise
+                failure = str(error).splitlines()[0][:300]
+            if failure is not None:
+                sets = samples = refs = []
                 _release(device)
-                cell_doc["results"] = {"gsparse": {"status": "OOM", "message": "inputs do not fit"}}
+                cell_doc["results"] = {"gsparse": {"status": "OOM", "message": f"inputs do not fit: {failure}"}}
                 doc["cells"].append(cell_doc)
                 progress(_progress_line(index, total, cell_doc))
                 continue
