@@ -71,7 +71,7 @@ def test_schedule_json_round_trip() -> None:
         ({"skeleton": "warp"}, "skeleton must be one of"),
         ({"lanes": 3}, "lanes must be one of"),
         ({"lanes": 64}, "lanes must be one of"),
-        ({"vector_width": 8}, "vector_width must be 1, 2 or 4"),
+        ({"vector_width": 16}, "vector_width must be one of"),
         ({"features_per_thread": 3}, "features_per_thread must be 1, 2, 4 or 8"),
         ({"groups_per_block": 0}, "groups_per_block must be an int >= 1"),
         ({"groups_per_block": 64, "lanes": 32}, "more than 1024"),
@@ -111,6 +111,10 @@ def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
     assert all(4 * s.feature_slice >= feature_len for s in space)
     widest = 4 if feature_len % 4 == 0 else 2 if feature_len % 2 == 0 else 1
     assert {s.vector_width for s in space} == {1, widest}
+    # 16-byte vectors: 8 elements of a 2-byte dtype
+    halves = schedule_space(_graph("sorted"), feature_len, torch.bfloat16)
+    widest = 8 if feature_len % 8 == 0 else widest
+    assert {s.vector_width for s in halves} == {1, widest}
     if feature_len >= 32:
         assert {s.lanes for s in space} >= {8, 16, 32}
 
@@ -194,11 +198,12 @@ def _algorithms(seed: int, k: int) -> list[SddmmAlgorithm]:
 def _sampled_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
     pairs = []
     for i, feature_len in enumerate(FEATURE_LENGTHS):
-        space = schedule_space(_graph("sorted"), feature_len)
-        chosen = [*_sample([s for s in space if s.skeleton == "edge"], 2, seed=i),
-                  *_sample([s for s in space if s.skeleton == "row"], 1, seed=i)]
-        for j, schedule in enumerate(chosen):
-            pairs.append((_algorithms(seed=10 * i + j, k=1)[0], schedule))
+        algorithms = _algorithms(seed=i, k=3)
+        for j, algorithm in enumerate(algorithms):
+            space = schedule_space(_graph("sorted"), feature_len, algorithm.dtype)
+            skeleton = "row" if j == 0 else "edge"
+            schedule = _sample([s for s in space if s.skeleton == skeleton], 1, seed=10 * i + j)[0]
+            pairs.append((algorithm, schedule))
     return pairs
 
 

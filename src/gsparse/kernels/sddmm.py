@@ -69,6 +69,8 @@ __all__ = [
 KERNEL_NAME = "gsddmm"
 SKELETONS = ("edge", "row")
 _LANES = (1, 2, 4, 8, 16, 32)
+_VECTORS = (1, 2, 4, 8)
+_VECTOR_BYTES = 16  # the widest load/store a thread issues
 _WARP = 32
 _MAX_THREADS = 1024
 _MAX_GRID_X = 2**31 - 1
@@ -93,7 +95,8 @@ class SddmmSchedule:
         groups_per_block: edges (edge skeleton) or rows, i.e. warps (row skeleton) per block.
         lanes: threads per edge, 1 to 32: the width of the ``dot`` shuffle reduction.
         features_per_thread: vectors each lane handles per pass (independent loads in flight).
-        vector_width: consecutive features moved per load/store (1, 2 or 4).
+        vector_width: consecutive features moved per load/store (1, 2, 4, or 8 for 2-byte
+            dtypes: a vector is at most 16 bytes).
     """
 
     skeleton: str = "edge"
@@ -119,8 +122,8 @@ class SddmmSchedule:
             found.append(f"skeleton must be one of {SKELETONS}, got {self.skeleton!r}")
         if self.lanes not in _LANES:
             found.append(f"lanes must be one of {_LANES}, got {self.lanes}")
-        if self.vector_width not in (1, 2, 4):
-            found.append(f"vector_width must be 1, 2 or 4, got {self.vector_width}")
+        if self.vector_width not in _VECTORS:
+            found.append(f"vector_width must be one of {_VECTORS}, got {self.vector_width}")
         if self.features_per_thread not in (1, 2, 4, 8):
             found.append(f"features_per_thread must be 1, 2, 4 or 8, got {self.features_per_thread}")
         if not isinstance(self.groups_per_block, int) or self.groups_per_block < 1:
@@ -169,7 +172,7 @@ def _pow2_at_least(n: int) -> int:
 
 
 def _widest_vector(head_len: int, vector_ok: int) -> int:
-    for width in (4, 2):
+    for width in (8, 4, 2):
         if width <= vector_ok and head_len % width == 0:
             return width
     return 1
@@ -185,10 +188,10 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     per edge block; row skeletons only where one slice covers the head (then every
     operator, ``dot`` included, runs on them), with 4 or 8 rows per block.
     """
-    del g, dtype  # the grid depends on the head length only; kept for a uniform API
+    del g  # the grid depends on the head length and dtype only; kept for a uniform API
     padded = _pow2_at_least(feature_len)
     grid = []
-    for vector in sorted({1, _widest_vector(feature_len, 4)}):
+    for vector in sorted({1, _widest_vector(feature_len, _VECTOR_BYTES // element_size(dtype))}):
         for lanes in _LANES:
             for per_thread in (1, 2, 4, 8):
                 slice_ = lanes * vector * per_thread
@@ -213,13 +216,14 @@ def default_schedule(
     g: Graph,
     feature_len: int,
     dtype: torch.dtype = torch.float32,
-    vector_ok: int = 4,
+    vector_ok: int | None = None,
     *,
     resident_warps: int | None = None,
 ) -> SddmmSchedule:
     """The schedule used when none is given, from graph statistics and the head length.
 
-    - Vectors as wide as the data allows (``vector_ok``, from the operands' alignment).
+    - Vectors as wide as the data allows (``vector_ok``, from the operands' alignment; by
+      default 16 bytes).
     - Lanes from the number of vectors per head (G-Sparse's adaptive lane width, Table
       IV): up to 4 vectors, one lane each; up to 64, two vectors per lane; beyond, 32
       lanes of four vectors (and several passes). With float4 vectors that is 2 lanes at 8
@@ -230,7 +234,8 @@ def default_schedule(
       row at most half of one warp's share of the whole grid (edges over resident warps),
       so the last warp is not left walking it alone. Otherwise the edge skeleton.
     """
-    del dtype  # one rule for every dtype: the vector width already carries the element size
+    if vector_ok is None:
+        vector_ok = _VECTOR_BYTES // element_size(dtype)
     vector = _widest_vector(feature_len, vector_ok)
     vectors = -(-max(feature_len, 1) // vector)
     if vectors <= 4:
@@ -577,6 +582,18 @@ extern "C" __global__ void __launch_bounds__({schedule.threads}, {_min_blocks(al
 # --------------------------------------------------------------------------- launch
 
 
+@functools.lru_cache(maxsize=1024)
+def _kernel(algorithm: SddmmAlgorithm, schedule: SddmmSchedule,
+            device_index: int) -> tuple[runtime.Kernel, str]:
+    """The loaded kernel and its description for errors, found without hashing the source
+    again on every call."""
+    program = generate(algorithm, schedule)
+    context = f"{algorithm} | schedule {schedule}"
+    kernel = runtime.get_kernel(program.source, program.kernel_name, context=context,
+                                device=device_index)
+    return kernel, context
+
+
 def _allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """Output storage; the kernel writes every element. Tests poison it through this hook."""
     return torch.empty(shape, dtype=dtype, device=device)
@@ -588,14 +605,14 @@ def _offsets(shape: tuple[int, ...], full_shape: tuple[int, ...], device: torch.
 
 
 def _vector_limit(head_len: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
-    """The widest vector (4, 2 or 1 elements) the head length and every full operand allow.
+    """The widest vector (at most 16 bytes) the head length and every full operand allow.
 
     A vector never straddles two heads or two rows (the length is a multiple of it), and
     its address is aligned to its size (the base pointers are).
     """
     size = element_size(dtype)
-    for width in (4, 2):
-        if head_len % width == 0 and all(t.data_ptr() % (width * size) == 0 for t in tensors):
+    for width in (8, 4, 2):
+        if width * size <= _VECTOR_BYTES and head_len % width == 0 and all(t.data_ptr() % (width * size) == 0 for t in tensors):
             return width
     return 1
 
@@ -675,8 +692,8 @@ def run_sddmm(
         has_eid=g.eid is not None,
     )
     program = generate(algorithm, schedule)
-    context = f"{algorithm} | schedule {schedule}"
-    kernel = runtime.get_kernel(program.source, program.kernel_name, context=context, device=device)
+    kernel, context = _kernel(algorithm, schedule, device.index if device.index is not None
+                              else torch.cuda.current_device())
     edge_skeleton = schedule.skeleton == "edge"
     targets = algorithm.targets()
 
