@@ -153,13 +153,14 @@ def default_schedule_for(
       (``source_rows * slice * element_bytes``) fits in three quarters of the L2 cache, so the gathers
       of one slice hit in L2 while the grid walks it. When not even 32 fit, 128: there is
       no reuse to protect, and a wide slice reads the column indices fewer times.
-    - Vectors as wide as the data allows; at most 8 feature lanes, and up to two vectors
-      per thread, cover the slice (8 lanes x 16 bytes is one 128-byte line per edge).
+    - Vectors as wide as the data allows (16 bytes); at most 8 feature lanes for 4-byte
+      types and 4 for 2-byte types, and up to two vectors per thread, cover the slice.
     - A warp owns a row; lanes the slice does not need split the row's edges, which keeps
       all 32 lanes busy for short feature vectors.
     - Each lane fetches edges ahead (``nnz_tile``): 4 on long rows with 8 or more
-      features, where gathers are latency bound; 1 for the shortest features, whose
-      gathers are bound by L2 sector throughput and gain nothing from more in flight.
+      features, where gathers are latency bound; 1 when a thread already has two vectors
+      in flight per edge, and for the shortest features, whose gathers are bound by L2
+      sector throughput and gain nothing from more in flight.
     - Skewed degree distributions (COV > 0.5) walk the rows longest first.
 
     Measured on an H100 against the full grid (docs/performance.md), this stays within
@@ -171,12 +172,12 @@ def default_schedule_for(
     fits = [w for w in (128, 64, 32) if source_rows * w * element_bytes <= l2_bytes * 3 // 4]
     slice_ = min(fits[0] if fits else 128, _pow2_at_least(feature_len))
     vector = min(vector, slice_)
-    feature_lanes = max(1, min(8, slice_ // vector))
+    feature_lanes = max(1, min(8 if element_bytes >= 4 else 4, slice_ // vector))
     outputs = min(2, max(1, slice_ // (feature_lanes * vector)))
     feature_lanes = max(1, min(32, slice_ // (vector * outputs)))
     edge_lanes = _edge_lanes_for(mean_degree, 32 // feature_lanes)
     group = feature_lanes * edge_lanes
-    if feature_len <= 4:
+    if feature_len <= 4 or outputs > 1:
         nnz = 1
     else:
         nnz = 4 if mean_degree >= 128 else 2
