@@ -234,7 +234,7 @@ def test_bench_quick_runs_end_to_end_on_the_cpu(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "bandwidth on cpu" in out and "[14/14]" in out
     doc = report.load(tmp_path / "results.json")
-    assert len(doc["cells"]) == 14 and set(doc["workloads"]) == {"products-like", "cora"}
+    assert doc["complete"] and len(doc["cells"]) == 14 and set(doc["workloads"]) == {"products-like", "cora"}
     assert all(c["results"]["gsparse"]["status"] == "ok" for c in doc["cells"])
     assert (tmp_path / "report.md").is_file() and len(list(tmp_path.glob("*.png"))) == 4
 
@@ -258,3 +258,18 @@ def test_bench_with_a_graph_file_and_explicit_lengths(tmp_path):
     doc = report.load(tmp_path / "o" / "results.json")
     assert [(c["op"], c["feature_len"], c["dtype"]) for c in doc["cells"]] == [
         ("sddmm", 3, "float32"), ("sddmm", 3, "bfloat16"), ("softmax", 2, "float32"), ("softmax", 2, "bfloat16")]
+
+
+def test_run_suite_checkpoints_after_each_workload(tmp_path):
+    paths = []
+    for n in (30, 40):
+        path = tmp_path / f"ring{n}.txt"
+        path.write_text("\n".join(f"{i} {(i + 1) % n}" for i in range(n)))
+        paths.append(str(path))
+    config = runner.Config(ops=("softmax",), workloads=tuple(paths), feature_lens=(1,), heads=(2,),
+                           dtypes=("float32",), device="cpu", budget_s=0.002)
+    seen = []
+    doc = runner.run_suite(config, progress=lambda line: None,
+                           checkpoint=lambda d: seen.append((d["complete"], len(d["cells"]))))
+    assert seen == [(False, 1), (False, 2)]
+    assert doc["complete"] and list(doc["workloads"]) == ["ring30", "ring40"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import time
 from importlib import metadata
+from pathlib import Path
 
 import torch
 
@@ -124,8 +126,14 @@ def bench(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise SystemExit(f"gsparse bench: {e}")
-    doc = runner.run_suite(config, progress=lambda line: print(line, flush=True))
-    paths = report.write_report(doc, args.out)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def checkpoint(partial: dict) -> None:
+        (out / "results.json").write_text(json.dumps(partial, indent=1))
+
+    doc = runner.run_suite(config, progress=lambda line: print(line, flush=True), checkpoint=checkpoint)
+    paths = report.write_report(doc, out)
     print(f"wrote {paths['json']}, {paths['markdown']} and {len(paths['plots'])} plots in {args.out} "
           f"({doc['wall_s']:.0f} s)")
     bad = [f"{c['op']}/{c['case']} {c['workload']} F={c['feature_len']} {c['dtype']}"

@@ -221,7 +221,6 @@ def _sweep(cell: _Cell, module: Any, feature_len: int, dtype: torch.dtype,
     for schedule in space:
         impl = cell.case.implementations(schedule)[0]
         entry = _measure(cell, impl)
-        entry.pop("times_ms", None)
         entries.append({"schedule": str(schedule), "json": schedule.to_json(), **entry})
     timed = [e for e in entries if e["status"] == "ok"]
     result: dict[str, Any] = {"status": "ok", "default": str(default), "default_json": default.to_json(),
@@ -293,10 +292,16 @@ def _cell_plan(config: Config) -> list[tuple[Case, int, str]]:
     return plan
 
 
-def run_suite(config: Config, progress: Callable[[str], None] = print) -> dict[str, Any]:
+def run_suite(
+    config: Config,
+    progress: Callable[[str], None] = print,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Run every cell of ``config`` and return the result document (JSON-ready).
 
-    ``progress`` receives one line per workload built and per cell measured.
+    ``progress`` receives one line per workload built and per cell measured; ``checkpoint``
+    (if given) receives the document so far after each workload, with ``complete`` false,
+    so a run cut short still leaves its finished workloads behind.
     """
     device = torch.device(config.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -316,6 +321,7 @@ def run_suite(config: Config, progress: Callable[[str], None] = print) -> dict[s
         "bandwidth": bandwidth.to_json(),
         "config": config.to_json(),
         "tolerance": {str(k).removeprefix("torch."): v for k, v in TOLERANCE.items()},
+        "complete": False,
         "workloads": {},
         "cells": [],
     }
@@ -369,5 +375,8 @@ def run_suite(config: Config, progress: Callable[[str], None] = print) -> dict[s
             del cell, sets, samples, refs
         del rotation, w
         _release(device)
-    doc["wall_s"] = time.perf_counter() - started
+        doc["wall_s"] = time.perf_counter() - started
+        if checkpoint is not None:
+            checkpoint(doc)
+    doc["complete"] = True
     return doc

@@ -34,6 +34,7 @@ import gc
 import json
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,14 +91,27 @@ def _random_split(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Ten
     return perm[:a], perm[a:b], perm[b:]
 
 
+def _parse_workload(name: str, scale: float) -> tuple[str, float]:
+    """``"preset@0.25"`` -> ``("preset", 0.25)``; a bare preset name takes ``scale``."""
+    if "@" not in name:
+        return name, scale
+    base, _, factor = name.partition("@")
+    try:
+        return base, float(factor)
+    except ValueError:
+        raise ValueError(f"workload {name!r}: the scale after '@' must be a number, got {factor!r}") from None
+
+
 def load_workload(name: str, device: torch.device, *, scale: float = 1.0, seed: int = 0,
                   data_dir: str | None = None) -> Workload:
-    """A preset (synthetic graph, random features and labels) or a real graph of
+    """A preset (synthetic graph, random features and labels; ``"reddit-like@0.1"`` scales
+    its node count by 0.1, a bare name by ``scale``) or a real graph of
     :data:`~gsparse.bench.datasets.REAL_GRAPHS` (its features, labels and split where it
     has them, random ones otherwise)."""
     gen = torch.Generator().manual_seed(seed)
-    if name in datasets.PRESETS:
-        graph = datasets.preset(name, scale=scale, seed=seed, device=device)
+    base, scale = _parse_workload(name, scale)
+    if base in datasets.PRESETS:
+        graph = datasets.preset(base, scale=scale, seed=seed, device=device)
         x = y = split = None
     elif name in datasets.REAL_GRAPHS:
         data = datasets.real_graph(name, data_dir)
@@ -109,7 +123,7 @@ def load_workload(name: str, device: torch.device, *, scale: float = 1.0, seed: 
                          f"{datasets.REAL_GRAPHS}, got {name!r}")
     n = graph.num_dst
     labelled = x is not None and y is not None and split is not None
-    num_features, num_classes = _SYNTHETIC_DATA.get(name, _DEFAULT_SYNTHETIC_DATA)
+    num_features, num_classes = _SYNTHETIC_DATA.get(base, _DEFAULT_SYNTHETIC_DATA)
     if x is None:
         x = torch.randn(n, num_features, generator=gen)
     if y is None:
@@ -118,8 +132,11 @@ def load_workload(name: str, device: torch.device, *, scale: float = 1.0, seed: 
         split = _random_split(n, gen)
     src, dst = graph.edges()
     edge_index = torch.stack([src.long(), dst.long()])
-    adj_t = torch.sparse_csr_tensor(graph.rowptr.long(), graph.col.long(),
-                                    torch.ones(graph.num_edges, device=device), (n, graph.num_src))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
+        adj_t = torch.sparse_csr_tensor(graph.rowptr.long(), graph.col.long(),
+                                        torch.ones(graph.num_edges, device=device), (n, graph.num_src),
+                                        check_invariants=False)
     train_idx, val_idx, test_idx = (t.to(device) for t in split)
     # CiteSeer marks its isolated test nodes -1 (no label): they count in no split.
     valid = y.to(device) >= 0
@@ -381,8 +398,9 @@ def run(workloads: list[str], models: list[str], device: torch.device, *, scale:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gsparse.bench.training", description=__doc__.split("\n")[0])
-    parser.add_argument("--workloads", nargs="+", default=["reddit-like", "cora", "citeseer"],
-                        help="presets and real graphs (default: reddit-like cora citeseer)")
+    parser.add_argument("--workloads", nargs="+", default=["reddit-like", "reddit-like@0.1", "cora", "citeseer"],
+                        help="presets (NAME or NAME@SCALE) and real graphs "
+                             "(default: reddit-like reddit-like@0.1 cora citeseer)")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--scale", type=float, default=1.0, help="node-count scale of presets")
