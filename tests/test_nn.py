@@ -141,6 +141,7 @@ def test_derived_structures_are_built_once_per_graph(layer, monkeypatch):
     torch.testing.assert_close(layer(x, ei), first)
     g = _graph._EDGE_INDEX_GRAPHS.get(ei, N, N)
     assert len(builds) == (0 if isinstance(layer, gnn.SAGEConv) else 1)
+    assert _graph.self_loops(g).graph.eid is None  # CSR order: no edge permutation in kernels
     assert _graph.as_graph(ei, N, N) is g
     ei.add_(0)  # an in-place change invalidates the graph built from this edge_index
     assert _graph.as_graph(ei, N, N) is not g

@@ -77,15 +77,17 @@ class SelfLoops:
     """A square graph with exactly one self loop per node, as PyG's layers build it.
 
     Attributes:
-        graph: the original graph's edges that are not self loops (in edge order), then
-            one loop per node ``0..N-1``: edge ``E_kept + i`` is the loop at node ``i``.
-        kept: ``[E_kept]`` ids in the original graph of the edges kept.
+        graph: the original graph's edges that are not self loops, and one loop per node;
+            edge ids follow its CSR order (no permutation for the kernels to apply).
+        origin: ``[E']`` where each edge comes from: its id ``e`` in the original graph, or
+            ``E + i`` for the loop added at node ``i``. Per-edge values of the new graph are
+            ``torch.cat([values, loop_values])[origin]``.
         loop_edge: ``[N]`` id in the original graph of the last self loop at each node,
             -1 where there was none (PyG's ``add_remaining_self_loops`` keeps its weight).
     """
 
     graph: Graph
-    kept: torch.Tensor
+    origin: torch.Tensor
     loop_edge: torch.Tensor
 
 
@@ -93,15 +95,21 @@ def _build_self_loops(g: Graph) -> SelfLoops:
     if g.num_src != g.num_dst:
         raise ValueError(f"self loops need a square graph, got {g.num_src} source and "
                          f"{g.num_dst} destination nodes")
+    n = g.num_dst
     src, dst = (t.long() for t in g.edges())
     is_loop = src == dst
     kept = torch.nonzero(~is_loop).flatten()
-    nodes = torch.arange(g.num_dst, device=g.device)
+    nodes = torch.arange(n, device=g.device)
     edge_index = torch.stack([torch.cat([src[kept], nodes]), torch.cat([dst[kept], nodes])])
+    staged = Graph.from_edge_index(edge_index, n, n)
+    origin = torch.cat([kept, g.num_edges + nodes])
+    if staged.eid is not None:
+        origin = origin[staged.eid.long()]
     loops = torch.nonzero(is_loop).flatten()
-    loop_edge = torch.full((g.num_dst,), -1, dtype=torch.int64, device=g.device)
+    loop_edge = torch.full((n,), -1, dtype=torch.int64, device=g.device)
     loop_edge.scatter_reduce_(0, src[loops], loops, "amax")
-    return SelfLoops(Graph.from_edge_index(edge_index, g.num_src, g.num_dst), kept, loop_edge)
+    graph = Graph.from_csr(staged.rowptr, staged.col, n)
+    return SelfLoops(graph, origin, loop_edge)
 
 
 def self_loops(g: Graph) -> SelfLoops:

@@ -34,14 +34,13 @@ def _loop_weights(g: Graph, edge_weight: torch.Tensor | None, fill: float,
     """PyG's ``add_remaining_self_loops``: the graph with one loop per node and the weights
     of its edges: kept edges keep theirs, a loop takes the node's old loop weight, else ``fill``."""
     loops = self_loops(g)
-    n = g.num_dst
     if edge_weight is None:
         edge_weight = torch.ones(g.num_edges, dtype=dtype, device=g.device)
-    loop_weight = torch.full((n,), fill, dtype=edge_weight.dtype, device=g.device)
-    had_loop = loops.loop_edge >= 0
+    loop_weight = torch.full((g.num_dst,), fill, dtype=edge_weight.dtype, device=g.device)
     if g.num_edges:
-        loop_weight = torch.where(had_loop, edge_weight[loops.loop_edge.clamp(min=0)], loop_weight)
-    return loops.graph, torch.cat([edge_weight[loops.kept], loop_weight])
+        loop_weight = torch.where(loops.loop_edge >= 0, edge_weight[loops.loop_edge.clamp(min=0)],
+                                  loop_weight)
+    return loops.graph, torch.cat([edge_weight, loop_weight])[loops.origin]
 
 
 def _normalize(g: Graph, edge_weight: torch.Tensor | None, improved: bool, add_self_loops: bool,
