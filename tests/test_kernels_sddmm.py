@@ -78,6 +78,9 @@ def test_schedule_json_round_trip() -> None:
         ({"skeleton": "row", "groups_per_block": 33}, "more than 1024"),
         ({"groups_per_block": 3, "lanes": 4}, "not a multiple of 32"),
         ({"features_per_thread": 8, "vector_width": 4}, "more than 16 spills"),
+        ({"features_per_launch": 48}, "features_per_launch must be one of"),
+        ({"skeleton": "row", "features_per_launch": 32}, "slices launches of the edge skeleton"),
+        ({"lanes": 32, "vector_width": 2, "features_per_launch": 32}, "narrower than the 64"),
     ],
 )
 def test_invalid_schedules_say_why(knobs: dict, reason: str) -> None:
@@ -105,24 +108,30 @@ def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
     assert {s.threads for s in space if s.skeleton == "edge"} == {128, 256}
     # every row skeleton holds a whole head in one slice, so dot runs on it too
     assert all(s.feature_slice >= feature_len for s in space if s.skeleton == "row")
-    # no slice wider than the head needs, and at most four passes over it
-    padded = 1 << (feature_len - 1).bit_length()
-    assert all(s.feature_slice <= max(padded, s.vector_width) for s in space)
-    assert all(4 * s.feature_slice >= feature_len for s in space)
+    # no slice wider than a launch's features need, and at most four passes over them
+    for s in space:
+        span = s.features_per_launch or feature_len
+        assert s.feature_slice <= max(1 << (span - 1).bit_length(), s.vector_width)
+        assert 4 * s.feature_slice >= span
     widest = 4 if feature_len % 4 == 0 else 2 if feature_len % 2 == 0 else 1
     assert {s.vector_width for s in space} == {1, widest}
     # 16-byte vectors: 8 elements of a 2-byte dtype
     halves = schedule_space(_graph("sorted"), feature_len, torch.bfloat16)
     widest = 8 if feature_len % 8 == 0 else widest
     assert {s.vector_width for s in halves} == {1, widest}
+    # launches of 32 and 128 features where the head is longer; never for 2-byte dtypes
+    launches = {s.features_per_launch for s in space}
+    assert launches == {0, *(w for w in (32, 128) if w < feature_len)}
+    assert all(s.features_per_launch >= s.feature_slice for s in space if s.features_per_launch)
+    assert {s.features_per_launch for s in halves} == {0}
     if feature_len >= 32:
         assert {s.lanes for s in space} >= {8, 16, 32}
 
 
-def _graph_with_degrees(degrees: list[int]) -> gsparse.Graph:
+def _graph_with_degrees(degrees: list[int], num_src: int = 1) -> gsparse.Graph:
     rowptr = torch.tensor([0, *itertools.accumulate(degrees)])
     col = torch.zeros(int(rowptr[-1]), dtype=torch.int64)
-    return gsparse.Graph.from_csr(rowptr, col, num_src=1)
+    return gsparse.Graph.from_csr(rowptr, col, num_src=num_src)
 
 
 @pytest.mark.parametrize(("feature_len", "lanes"), [(8, 2), (32, 4), (128, 16), (512, 32)])
@@ -159,6 +168,23 @@ def test_default_skeleton_weighs_row_length_against_the_grid() -> None:
     assert default_schedule(skewed, 16, resident_warps=100).skeleton == "edge"
     # A head too long for one slice -> edge skeleton (several passes).
     assert default_schedule(even, 1000, resident_warps=100).skeleton == "edge"
+
+
+def test_default_launches_keep_the_gathered_slice_in_l2() -> None:
+    l2 = 40 << 20  # budget: 30 MiB of source-node features
+
+    def launch(num_src: int, feature_len: int, dtype=torch.float32) -> int:
+        g = _graph_with_degrees([5] * 100, num_src)
+        return default_schedule(g, feature_len, dtype, resident_warps=100, l2_bytes=l2
+                                ).features_per_launch
+
+    assert launch(2_000, 512) == 0  # 4 MB: everything fits, one launch
+    assert launch(50_000, 512) == 128  # 25.6 MB per 128-feature slice
+    assert launch(200_000, 512) == 32  # 25.6 MB per 32-feature slice
+    assert launch(2_000_000, 512) == 0  # not even 32 features fit: no reuse to protect
+    assert launch(200_000, 512, torch.float64) == 0  # 32 doubles: 51 MB
+    assert launch(200_000, 512, torch.float16) == 0  # a half dot cannot accumulate in out
+    assert launch(200_000, 32) == 0  # the head is one slice already
 
 
 def test_grid_covers_the_work_and_respects_limits() -> None:
@@ -243,11 +269,14 @@ def test_generated_source_reads_well() -> None:
     assert source.startswith("// gsparse g-SDDMM: dot lhs:u:full/rhs:v:indexed float16 int32 eid")
     assert schedule.to_json() in source
     assert "partial += __shfl_xor_sync(mask, partial, offset, LANES);" in source
-    assert "rhs_offset[f + i]" in source and "out[e * num_heads + h]" in source
+    assert "rhs_offset[f + i]" in source
+    # launches after the first add their slice's products to the sum in out
+    assert "out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + partial : partial);" in source
+    assert "for (int d0 = d_begin; d0 < d_end; d0 += SLICE)" in source
     # the row skeleton keeps v's features in registers and reads them from there per edge
     row = generate(algorithm, SddmmSchedule("row", 8, 8, 2, 2)).source
     assert "A b_cache[K][V];" in row and "const A (&b)[V] = b_cache[k];" in row
-    assert "dst[p]" not in row
+    assert "dst[p]" not in row and "out[e * num_heads + h] = gs::from_acc<T>(partial);" in row
 
 
 def test_edge_ids_and_offsets_are_64_bit() -> None:
@@ -298,6 +327,13 @@ def test_forced_schedule_needing_wider_vectors_than_the_data_allows() -> None:
     with pytest.raises(ValueError, match="allow at most 2"):  # 6 features per head
         run_sddmm(g, "add", torch.randn(g.num_src, 6), torch.randn(g.num_dst, 6), "u", "v",
                   (6,), SddmmSchedule("edge", 32, 8, 1, 4))
+
+
+def test_forced_launch_slices_need_a_wide_dtype_for_dot() -> None:
+    g = _graph("sorted")
+    x, y = torch.randn(g.num_src, 64).half(), torch.randn(g.num_dst, 64).half()
+    with pytest.raises(ValueError, match="round its partial sums"):
+        run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("edge", 32, 8, 1, 4, 32))
 
 
 def test_forced_row_schedule_must_hold_a_dot_head() -> None:

@@ -26,6 +26,11 @@ stride of ``lanes * vector_width`` (coalesced across the group); the group's *sl
 passes (edge) or several chunks over ``blockIdx.y`` (row, element-wise only: a ``dot``
 head must fit in one slice there).
 
+``features_per_launch`` (edge skeleton) splits each head into slices of that many
+features, one launch per slice, so that the live slice of the gathered node features stays
+in L2 while the grid sweeps the edges (the same idea as g-SpMM's feature-slice ordering);
+``dot`` adds each launch's partial products to the previous launches' sum in ``out``.
+
 Public entry points: :class:`SddmmSchedule`, :func:`schedule_space`,
 :func:`default_schedule`, :func:`generate` (pure) and :func:`run_sddmm` (the CUDA backend's
 ``sddmm``).
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -71,6 +77,8 @@ SKELETONS = ("edge", "row")
 _LANES = (1, 2, 4, 8, 16, 32)
 _VECTORS = (1, 2, 4, 8)
 _VECTOR_BYTES = 16  # the widest load/store a thread issues
+_LAUNCH_SLICES = (0, 32, 64, 128, 256)
+_FALLBACK_L2_BYTES = 50 << 20  # an H100's
 _WARP = 32
 _MAX_THREADS = 1024
 _MAX_GRID_X = 2**31 - 1
@@ -95,6 +103,9 @@ class SddmmSchedule:
         groups_per_block: edges (edge skeleton) or rows, i.e. warps (row skeleton) per block.
         lanes: threads per edge, 1 to 32: the width of the ``dot`` shuffle reduction.
         features_per_thread: vectors each lane handles per pass (independent loads in flight).
+        features_per_launch: 0 for one launch over all features; else the features of a
+            head each launch covers (edge skeleton; fp32/fp64 for ``dot``, whose partial
+            sums are kept in ``out`` between launches).
         vector_width: consecutive features moved per load/store (1, 2, 4, or 8 for 2-byte
             dtypes: a vector is at most 16 bytes).
     """
@@ -104,6 +115,7 @@ class SddmmSchedule:
     lanes: int = 32
     features_per_thread: int = 1
     vector_width: int = 1
+    features_per_launch: int = 0
 
     @property
     def threads(self) -> int:
@@ -126,6 +138,9 @@ class SddmmSchedule:
             found.append(f"vector_width must be one of {_VECTORS}, got {self.vector_width}")
         if self.features_per_thread not in (1, 2, 4, 8):
             found.append(f"features_per_thread must be 1, 2, 4 or 8, got {self.features_per_thread}")
+        if self.features_per_launch not in _LAUNCH_SLICES:
+            found.append(f"features_per_launch must be one of {_LAUNCH_SLICES}, "
+                         f"got {self.features_per_launch}")
         if not isinstance(self.groups_per_block, int) or self.groups_per_block < 1:
             found.append(f"groups_per_block must be an int >= 1, got {self.groups_per_block!r}")
         if found:
@@ -134,6 +149,12 @@ class SddmmSchedule:
             found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
         elif self.threads % _WARP:
             found.append(f"{self.threads} threads per block is not a multiple of {_WARP}")
+        if self.features_per_launch and self.skeleton != "edge":
+            found.append("features_per_launch slices launches of the edge skeleton; the row "
+                         "skeleton already covers features chunk by chunk")
+        elif self.features_per_launch and self.features_per_launch < self.feature_slice:
+            found.append(f"features_per_launch = {self.features_per_launch} is narrower than the "
+                         f"{self.feature_slice} features a group covers per pass")
         if self.features_per_thread * self.vector_width > 16:
             found.append(
                 f"features_per_thread * vector_width = "
@@ -149,8 +170,9 @@ class SddmmSchedule:
         return self
 
     def __str__(self) -> str:
+        launch = f".s{self.features_per_launch}" if self.features_per_launch else ""
         return (f"{self.skeleton}.g{self.groups_per_block}.l{self.lanes}"
-                f".f{self.features_per_thread}.v{self.vector_width}")
+                f".f{self.features_per_thread}.v{self.vector_width}{launch}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -182,27 +204,51 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     """The pruned grid of schedules for heads of ``feature_len`` features (all valid).
 
     ``feature_len`` is the length of one head: the reduced last dimension for ``dot``, all
-    output features for element-wise operators. Pruned to the shapes that can win:
-    vectors scalar or as wide as the length allows; slices no wider than the head
-    (rounded up to a power of two) and at most four passes short of it; 128 or 256 threads
-    per edge block; row skeletons only where one slice covers the head (then every
-    operator, ``dot`` included, runs on them), with 4 or 8 rows per block.
+    output features for element-wise operators. Edge skeletons cover the head in one
+    launch, or in launches of 32 or 128 features where the head is longer (not for 2-byte
+    dtypes, whose ``dot`` cannot keep partial sums in ``out``). Pruned to the shapes that
+    can win: vectors scalar or as wide as the length allows; group slices no wider than
+    the features of a launch (rounded up to a power of two) and at most four passes short
+    of them; 128 or 256 threads per edge block; row skeletons only where one slice covers
+    the head (then every operator, ``dot`` included, runs on them), with 4 or 8 rows per
+    block.
     """
     del g  # the grid depends on the head length and dtype only; kept for a uniform API
-    padded = _pow2_at_least(feature_len)
+    launches = [0]
+    if element_size(dtype) >= 4:
+        launches += [w for w in (32, 128) if w < feature_len]
+    vectors = sorted({1, _widest_vector(feature_len, _VECTOR_BYTES // element_size(dtype))})
     grid = []
-    for vector in sorted({1, _widest_vector(feature_len, _VECTOR_BYTES // element_size(dtype))}):
-        for lanes in _LANES:
-            for per_thread in (1, 2, 4, 8):
-                slice_ = lanes * vector * per_thread
-                if slice_ > max(padded, vector) or slice_ * 4 < feature_len:
-                    continue
-                for threads in (128, 256):
-                    grid.append(SddmmSchedule("edge", threads // lanes, lanes, per_thread, vector))
-                if slice_ >= feature_len:
-                    for rows in (4, 8):
-                        grid.append(SddmmSchedule("row", rows, lanes, per_thread, vector))
+    for launch in launches:
+        span = launch or feature_len
+        for vector, lanes, per_thread in itertools.product(vectors, _LANES, (1, 2, 4, 8)):
+            slice_ = lanes * vector * per_thread
+            if slice_ > max(_pow2_at_least(span), vector) or slice_ * 4 < span:
+                continue
+            for threads in (128, 256):
+                grid.append(SddmmSchedule("edge", threads // lanes, lanes, per_thread, vector, launch))
+            if not launch and slice_ >= feature_len:
+                for rows in (4, 8):
+                    grid.append(SddmmSchedule("row", rows, lanes, per_thread, vector))
     return [s for s in dict.fromkeys(grid) if not s.problems()]
+
+
+def _lanes_for(span: int, vector: int) -> tuple[int, int]:
+    """(lanes, vectors per lane) for ``span`` features: up to 4 vectors, one lane each; up
+    to 64, two per lane; beyond, 32 lanes of four (and several passes)."""
+    vectors = -(-max(span, 1) // vector)
+    if vectors <= 4:
+        return _pow2_at_least(vectors), 1
+    if vectors <= 64:
+        return _pow2_at_least(vectors) // 2, 2
+    return _WARP, 4
+
+
+@functools.lru_cache(maxsize=16)
+def _l2_bytes(device: torch.device) -> int:
+    if device.type != "cuda":
+        return _FALLBACK_L2_BYTES
+    return torch.cuda.get_device_properties(device).L2_cache_size or _FALLBACK_L2_BYTES
 
 
 @functools.lru_cache(maxsize=16)
@@ -219,6 +265,7 @@ def default_schedule(
     vector_ok: int | None = None,
     *,
     resident_warps: int | None = None,
+    l2_bytes: int | None = None,
 ) -> SddmmSchedule:
     """The schedule used when none is given, from graph statistics and the head length.
 
@@ -233,17 +280,14 @@ def default_schedule(
       enough to fill the warp's ``32 / lanes`` edge groups (mean degree), and the longest
       row at most half of one warp's share of the whole grid (edges over resident warps),
       so the last warp is not left walking it alone. Otherwise the edge skeleton.
+    - Edge skeleton, 4- or 8-byte dtypes: where the source nodes' features overflow three
+      quarters of the L2 cache, launches of the widest of 128, 64, 32 features whose slice
+      of them fits (none when not even 32 fit: there is no reuse to protect).
     """
     if vector_ok is None:
         vector_ok = _VECTOR_BYTES // element_size(dtype)
     vector = _widest_vector(feature_len, vector_ok)
-    vectors = -(-max(feature_len, 1) // vector)
-    if vectors <= 4:
-        lanes, per_thread = _pow2_at_least(vectors), 1
-    elif vectors <= 64:
-        lanes, per_thread = _pow2_at_least(vectors) // 2, 2
-    else:
-        lanes, per_thread = _WARP, 4
+    lanes, per_thread = _lanes_for(feature_len, vector)
     stats = g.row_stats
     if resident_warps is None:
         resident_warps = _resident_warps(g.device)
@@ -252,7 +296,16 @@ def default_schedule(
     one_slice = lanes * vector * per_thread >= feature_len
     if fills_warp and short_tail and one_slice:
         return SddmmSchedule("row", 8, lanes, per_thread, vector).validate()
-    return SddmmSchedule("edge", 256 // lanes, lanes, per_thread, vector).validate()
+    if l2_bytes is None:
+        l2_bytes = _l2_bytes(g.device)
+    size = element_size(dtype)
+    budget = l2_bytes * 3 // 4
+    launch = 0
+    if size >= 4 and g.num_src * feature_len * size > budget:
+        fits = [w for w in (128, 64, 32) if w < feature_len and g.num_src * w * size <= budget]
+        launch = fits[0] if fits else 0
+    lanes, per_thread = _lanes_for(launch or feature_len, vector)
+    return SddmmSchedule("edge", 256 // lanes, lanes, per_thread, vector, launch).validate()
 
 
 # --------------------------------------------------------------------------- code generation
@@ -316,9 +369,13 @@ class SddmmProgram:
     Every program has the kernel signature::
 
         gsddmm(rowptr, col, dst, eid, lhs, rhs, lhs_offset, rhs_offset, out,
-               num_rows, num_edges, num_heads, head_len, lhs_len, rhs_len)
+               num_rows, num_edges, num_heads, head_len, lhs_len, rhs_len,
+               d_begin, d_end, accumulate)
 
-    Unused pointers are null. ``*_len`` are the operands' elements per row.
+    Unused pointers are null. ``*_len`` are the operands' elements per row. The edge
+    skeleton covers features ``d_begin .. d_end - 1`` of each head and, for ``dot`` with
+    ``accumulate``, adds to ``out`` instead of overwriting it; the row skeleton always
+    covers whole heads (the launcher passes ``0, head_len, 0``).
     """
 
     source: str
@@ -407,12 +464,19 @@ def _feature_work(algorithm: SddmmAlgorithm, cached: set[str]) -> str:
     return "\n".join(lines)
 
 
-_REDUCE_PARTIAL = """\
+_WRITE_PARTIAL = "if (lane == 0) out[e * num_heads + h] = gs::from_acc<T>(partial);"
+# Earlier launches (features_per_launch) left the sum of their slices in out.
+_ACCUMULATE_PARTIAL = """\
+if (lane == 0) {
+    const long long i = e * num_heads + h;
+    out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + partial : partial);
+}"""
+_REDUCE_PARTIAL = f"""\
 #pragma unroll
-for (int offset = LANES / 2; offset > 0; offset /= 2) {
+for (int offset = LANES / 2; offset > 0; offset /= 2) {{
     partial += __shfl_xor_sync(mask, partial, offset, LANES);
-}
-if (lane == 0) out[e * num_heads + h] = gs::from_acc<T>(partial);"""
+}}
+{_WRITE_PARTIAL}"""
 
 
 def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
@@ -428,19 +492,19 @@ def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
         "#pragma unroll",
         "for (int k = 0; k < K; ++k) {",
         "    const int d = d0 + k * LANES * V + lane * V;",
-        "    if (d < head_len) {",
+        "    if (d < d_end) {",
         "        const int f = h * head_len + d;" if algorithm.is_dot else
         "        const int f = d;",
         indent(_feature_work(algorithm, cached=set()), 8),
         "    }",
         "}",
     ]
-    passes = ["for (int d0 = 0; d0 < head_len; d0 += SLICE) {", indent("\n".join(vectors), 4), "}"]
+    passes = ["for (int d0 = d_begin; d0 < d_end; d0 += SLICE) {", indent("\n".join(vectors), 4), "}"]
     if algorithm.is_dot:
         heads = ["for (int h = 0; h < num_heads; ++h) {",
                  "    A partial = 0;",
                  indent("\n".join(passes), 4),
-                 indent(_REDUCE_PARTIAL, 4),
+                 indent(_REDUCE_PARTIAL.replace(_WRITE_PARTIAL, _ACCUMULATE_PARTIAL), 4),
                  "}"]
     else:
         heads = passes
@@ -571,7 +635,7 @@ extern "C" __global__ void __launch_bounds__({schedule.threads}, {_min_blocks(al
         const int* __restrict__ lhs_offset, const int* __restrict__ rhs_offset,
         {scalar}* __restrict__ out,
         long long num_rows, long long num_edges, int num_heads, int head_len,
-        long long lhs_len, long long rhs_len)
+        long long lhs_len, long long rhs_len, int d_begin, int d_end, int accumulate)
 {{
 {indent(chr(10).join(body), 4)}
 }}
@@ -675,6 +739,11 @@ def run_sddmm(
                 f"operands allow at most {vector_ok} ({head_len} features per head; vector "
                 f"accesses need the head length to be a multiple of the width and aligned "
                 f"data pointers)")
+        if (schedule.features_per_launch and binop.reduces_last_dim
+                and element_size(dtype) < 4):
+            raise ValueError(
+                f"schedule {schedule} splits a {dtype} dot across launches, which would round "
+                f"its partial sums to {dtype} in between; use features_per_launch=0")
         if schedule.skeleton == "row" and binop.reduces_last_dim and schedule.feature_slice < head_len:
             raise ValueError(
                 f"schedule {schedule} is a row skeleton whose slice of {schedule.feature_slice} "
@@ -702,26 +771,28 @@ def run_sddmm(
             return None
         return _offsets(tuple(t.shape[1:]), full_shape, device)
 
-    kernel.launch(
-        program.grid(g.num_edges, g.num_dst, num_heads, head_len),
-        program.block,
-        [
-            None if edge_skeleton else g.rowptr,
-            g.col if "u" in targets else None,
-            g.csr_dst if edge_skeleton and "v" in targets else None,
-            g.eid,
-            lhs,
-            rhs,
-            offsets(lhs, layouts["lhs"]),
-            offsets(rhs, layouts["rhs"]),
-            out,
-            runtime.i64(g.num_dst),
-            runtime.i64(g.num_edges),
-            runtime.i32(num_heads),
-            runtime.i32(head_len),
-            runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
-            runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
-        ],
-        context=context,
-    )
+    grid = program.grid(g.num_edges, g.num_dst, num_heads, head_len)
+    arguments = [
+        None if edge_skeleton else g.rowptr,
+        g.col if "u" in targets else None,
+        g.csr_dst if edge_skeleton and "v" in targets else None,
+        g.eid,
+        lhs,
+        rhs,
+        offsets(lhs, layouts["lhs"]),
+        offsets(rhs, layouts["rhs"]),
+        out,
+        runtime.i64(g.num_dst),
+        runtime.i64(g.num_edges),
+        runtime.i32(num_heads),
+        runtime.i32(head_len),
+        runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
+        runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
+    ]
+    step = schedule.features_per_launch or head_len
+    for d_begin in range(0, head_len, step):
+        d_end = min(head_len, d_begin + step)
+        kernel.launch(grid, program.block,
+                      [*arguments, runtime.i32(d_begin), runtime.i32(d_end), runtime.i32(int(d_begin > 0))],
+                      context=context)
     return out
