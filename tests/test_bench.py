@@ -10,7 +10,7 @@ import torch
 
 import gsparse.cli as cli
 from gsparse.bench import baselines, report, runner, timing
-from gsparse.bench.baselines import CASES, Impl
+from gsparse.bench.baselines import CASES
 from gsparse.bench.datasets import LogNormal, synthetic
 from gsparse.graph import Graph
 
@@ -215,6 +215,15 @@ def test_report_writes_json_markdown_and_plots(tmp_path):
     assert sorted(p.name for p in paths["plots"]) == ["softmax_dst_float32.png", "spmm_copy_lhs_sum_float32.png"]
     for p in paths["plots"]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_without_matplotlib_keeps_the_numbers(tmp_path, monkeypatch):
+    real = report.importlib.util.find_spec
+    monkeypatch.setattr(report.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    paths = report.write_report(_synthetic_doc(), tmp_path)
+    assert paths["plots"] == [] and "matplotlib is not installed" in paths["plots_skipped"]
+    assert paths["json"].is_file() and paths["markdown"].is_file()
 
 
 def test_load_rejects_other_files(tmp_path):

@@ -136,6 +136,8 @@ def bench(args: argparse.Namespace) -> int:
     paths = report.write_report(doc, out)
     print(f"wrote {paths['json']}, {paths['markdown']} and {len(paths['plots'])} plots in {args.out} "
           f"({doc['wall_s']:.0f} s)")
+    if "plots_skipped" in paths:
+        print(f"no plots: {paths['plots_skipped']}")
     bad = [f"{c['op']}/{c['case']} {c['workload']} F={c['feature_len']} {c['dtype']}"
            for c in doc["cells"]
            if c["results"]["gsparse"]["status"] in ("wrong", "error")

@@ -8,6 +8,7 @@ the floor is ``floor time / gsparse time`` (1 would be the memory system's limit
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -246,7 +247,9 @@ def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Pa
 def write_report(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Write ``results.json`` (with derived ratios), ``report.md`` and the PNGs into ``out_dir``.
 
-    Returns the paths: ``{"json": Path, "markdown": Path, "plots": [Path, ...]}``.
+    Returns the paths: ``{"json": Path, "markdown": Path, "plots": [Path, ...]}``; without
+    matplotlib (``pip install 'gsparse[bench]'``) there are no plots and ``"plots_skipped"``
+    says why, so a long run never loses its numbers to a missing plotting library.
     """
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"doc must be a result document of format {FORMAT!r}")
@@ -258,4 +261,7 @@ def write_report(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> dict[s
     json_path.write_text(json.dumps(doc, indent=1, sort_keys=False))
     md_path = out_dir / "report.md"
     md_path.write_text(markdown(doc))
-    return {"json": json_path, "markdown": md_path, "plots": write_plots(doc, out_dir)}
+    paths: dict[str, Any] = {"json": json_path, "markdown": md_path}
+    if importlib.util.find_spec("matplotlib") is None:
+        return {**paths, "plots": [], "plots_skipped": "matplotlib is not installed (pip install 'gsparse[bench]')"}
+    return {**paths, "plots": write_plots(doc, out_dir)}
