@@ -217,9 +217,10 @@ def test_backward_runs_on_the_backend_of_the_device(recorder):
     out = gsparse.gspmm(g, "mul", "sum", x, w)
     recorder.calls.clear()
     out.backward(torch.ones_like(out))
-    # The node gradient is a g-SpMM on the cached reverse graph, the edge gradient a g-SDDMM.
+    # The node gradient is a g-SpMM on the cached reverse graph; the gradient of the
+    # broadcast edge weight a g-SDDMM dot, which never materialises the [E, 3] products.
     assert ("spmm", g.reverse(), "mul", "sum") in recorder.calls
-    assert ("sddmm", g, "mul", "u", "v") in recorder.calls
+    assert ("sddmm", g, "dot", "u", "v") in recorder.calls
     assert x.grad is not None and w.grad is not None
 
 

@@ -202,6 +202,18 @@ _RHS_FACTOR = {"add": None, "sub": None, "copy_rhs": None, "mul": "lhs", "dot": 
 _RHS_SIGN = {"sub": -1.0, "div": -1.0}
 
 
+def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: Tensor, lhs_target: str,
+                   grad_target: str) -> Tensor:
+    """``lhs[lhs_target(e)] ⊙ grad[grad_target(e)]`` per edge, for an edge operand shaped
+    ``like``. When ``like`` is broadcast along the last dimension (attention weights
+    ``[E, H, 1]`` against features ``[N, H, C]``), the sum over that dimension is taken by a
+    g-SDDMM ``dot`` so that the ``[E, H, C]`` products are never materialised."""
+    if like.dim() > 1 and like.shape[-1] == 1 and grad.shape[-1] > 1 and lhs.shape[-1] == grad.shape[-1]:
+        outer = list(torch.broadcast_shapes(tuple(lhs.shape[1:-1]), tuple(grad.shape[1:-1])))
+        return sddmm(*parts, "dot", lhs, grad, lhs_target, grad_target, [*outer, 1])
+    return sddmm(*parts, "mul", lhs, grad, lhs_target, grad_target, _features(lhs, grad))
+
+
 def _spmm_setup(ctx, inputs, output) -> None:
     rowptr, col, eid, num_src, op, reduce, lhs, rhs, out_shape, transpose = inputs
     ctx.parts = (rowptr, col, eid, num_src)
@@ -232,7 +244,7 @@ def _spmm_backward(ctx, grad: Tensor):
         if _RHS_FACTOR[op] is None:
             d = sddmm(*parts, "copy_lhs", grad, None, dst, "u", list(grad.shape[1:]))
         else:
-            d = sddmm(*parts, "mul", lhs, grad, src, dst, _features(lhs, grad))
+            d = _edge_products(parts, lhs, grad, rhs, src, dst)
         if op == "div":
             d = d / (rhs * rhs)
         if op in _RHS_SIGN:

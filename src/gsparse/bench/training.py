@@ -369,8 +369,10 @@ def _environment(device: torch.device) -> dict[str, Any]:
 
 def run(workloads: list[str], models: list[str], device: torch.device, *, scale: float, epochs: int,
         warmup: int, accuracy_epochs: int, accuracy_seeds: int, data_dir: str | None = None,
-        progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every (workload, model) timing, then the accuracies on labelled workloads."""
+        progress: Callable[[str], None] = print,
+        checkpoint: Callable[[dict[str, Any]], None] = lambda doc: None) -> dict[str, Any]:
+    """Every (workload, model) timing, and the accuracies on labelled workloads; the
+    document so far goes to ``checkpoint`` after each model, so a run cut short keeps them."""
     doc: dict[str, Any] = {
         "format": FORMAT, "environment": _environment(device),
         "config": {"workloads": workloads, "models": models, "scale": scale, "epochs": epochs,
@@ -391,6 +393,7 @@ def run(workloads: list[str], models: list[str], device: torch.device, *, scale:
                 doc["accuracy"].append(acc)
                 progress(f"  {kind}: test accuracy gsparse {100 * acc['gsparse_mean']:.2f}%"
                          + (f", PyG {100 * acc['pyg_mean']:.2f}%" if "pyg_mean" in acc else ""))
+            checkpoint(doc)
         del w
         _release(device)
     return doc
@@ -416,12 +419,16 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device {args.device} asked for, but PyTorch sees no CUDA device")
-    doc = run(args.workloads, args.models, device, scale=args.scale, epochs=args.epochs, warmup=args.warmup,
-              accuracy_epochs=args.accuracy_epochs, accuracy_seeds=args.accuracy_seeds,
-              data_dir=args.data_dir)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "training.json").write_text(json.dumps(doc, indent=1))
+
+    def save(doc: dict[str, Any]) -> None:
+        (out / "training.json").write_text(json.dumps(doc, indent=1))
+
+    doc = run(args.workloads, args.models, device, scale=args.scale, epochs=args.epochs, warmup=args.warmup,
+              accuracy_epochs=args.accuracy_epochs, accuracy_seeds=args.accuracy_seeds,
+              data_dir=args.data_dir, checkpoint=save)
+    save(doc)
     table = markdown(doc)
     (out / "training.md").write_text(table)
     print(table)

@@ -64,8 +64,7 @@ def _unit_weights(g: Graph, improved: bool, add_self_loops: bool) -> bool:
 def _build_normalized(g: Graph, improved: bool, add_self_loops: bool) -> _Normalized:
     if _unit_weights(g, improved, add_self_loops):
         graph = self_loops(g).graph if add_self_loops else g
-        ones = torch.ones(graph.num_edges, dtype=torch.float32, device=graph.device)
-        return _Normalized(graph, _inverse_sqrt(gspmm(graph, "copy_rhs", "sum", None, ones)), None)
+        return _Normalized(graph, _inverse_sqrt(graph.in_degrees().to(torch.float32)), None)
     graph, w = _normalize(g, None, improved, add_self_loops, torch.float32)
     return _Normalized(graph, None, w)
 
