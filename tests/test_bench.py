@@ -46,6 +46,7 @@ def test_rotation_spans_the_cache_when_inputs_fit():
     assert timing.rotation_count(1, CPU) == 4
     with pytest.raises(ValueError, match="working_set_bytes must be >= 0, got -1"):
         timing.rotation_count(-1, CPU)
+    assert not timing.needs_flush(1, CPU)  # the CPU never flushes
 
 
 def test_time_calls_cycles_through_every_input_set():

@@ -31,7 +31,7 @@ from .. import __version__
 from ..graph import Graph
 from . import datasets
 from .baselines import CASES, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
-from .timing import Bandwidth, measure_bandwidth, rotation_count, time_calls
+from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count, time_calls
 
 __all__ = ["FORMAT", "DTYPES", "Config", "run_suite", "environment"]
 
@@ -144,6 +144,7 @@ class _Cell:
     tolerance: float
     device: torch.device
     budget_s: float
+    flush_l2: bool = False
 
 
 def _is_oom(error: BaseException) -> bool:
@@ -178,7 +179,7 @@ def _measure(cell: _Cell, impl: Impl) -> dict[str, Any]:
             if not err <= cell.tolerance:
                 return {"status": "wrong", "rel_error": err,
                         "message": f"relative error {err:.3g} over the tolerance {cell.tolerance:g}"}
-        timing = time_calls(impl.run, args, cell.device, budget_s=cell.budget_s)
+        timing = time_calls(impl.run, args, cell.device, budget_s=cell.budget_s, flush_l2=cell.flush_l2)
         return {"status": "ok", "median_ms": timing.median_ms, "spread": timing.spread,
                 "rel_error": worst, "times_ms": list(timing.times_ms)}
     except Exception as error:  # noqa: BLE001 - one implementation's failure must not end the suite
@@ -344,9 +345,11 @@ def run_suite(
             dtype = DTYPES[dtype_name]
             floor = _floor(case, w.graph, feature_len, dtype, bandwidth)
             k = rotation_count(floor["bytes"], device)
+            flush = needs_flush(floor["bytes"], device)
             cell_doc: dict[str, Any] = {"op": case.op, "case": case.name, "workload": w.name,
                                         "feature_len": feature_len, "dtype": dtype_name,
-                                        "baseline": case.baseline, "rotation": k, "floor": floor}
+                                        "baseline": case.baseline, "rotation": k, "l2_flush": flush,
+                                        "floor": floor}
             try:
                 sets = [case.make_inputs(g, feature_len, dtype, gen, endpoints=(src, dst))
                         for g, src, dst in rotation.take(k)]
@@ -364,7 +367,7 @@ def run_suite(
                 doc["cells"].append(cell_doc)
                 progress(_progress_line(index, total, cell_doc))
                 continue
-            cell = _Cell(case, sets, samples, refs, TOLERANCE[dtype], device, config.budget_s)
+            cell = _Cell(case, sets, samples, refs, TOLERANCE[dtype], device, config.budget_s, flush)
             cell_doc["results"] = {impl.name: _measure(cell, impl) for impl in case.implementations()}
             if config.sweep:
                 module, why = schedule_apis[case.label]

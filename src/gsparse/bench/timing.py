@@ -7,7 +7,9 @@ each call is timed with :func:`time.perf_counter`.
 
 When one set of inputs fits in the L2 cache, repeated calls on it would measure the
 cache rather than the memory system: the caller hands several independent input sets
-(see :func:`rotation_count`) and consecutive calls cycle through them.
+(see :func:`rotation_count`) and consecutive calls cycle through them. Where even those
+fit (a 10K-edge graph), the L2 is also overwritten before each timed call, outside its
+events (:func:`needs_flush`).
 
 :func:`measure_bandwidth` gives the two ceilings the memory floors are computed from: a
 large device-to-device copy (bytes read plus bytes written, per second) and an
@@ -30,6 +32,7 @@ __all__ = [
     "Timing",
     "l2_bytes",
     "measure_bandwidth",
+    "needs_flush",
     "rotation_count",
     "time_calls",
 ]
@@ -46,6 +49,12 @@ def l2_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.get_device_properties(device).L2_cache_size)
     return _CPU_CACHE_BYTES
+
+
+def needs_flush(working_set_bytes: int, device: torch.device) -> bool:
+    """Whether even :func:`rotation_count` sets of this size fit in twice the L2 cache (GPU only)."""
+    return device.type == "cuda" and working_set_bytes * rotation_count(working_set_bytes, device) \
+        < 2 * l2_bytes(device)
 
 
 def rotation_count(working_set_bytes: int, device: torch.device) -> int:
@@ -96,6 +105,7 @@ def time_calls(
     min_repeats: int = 5,
     max_repeats: int = 200,
     warmup: int = 1,
+    flush_l2: bool = False,
 ) -> Timing:
     """Median-ready per-call times of ``fn(*input_sets[i % k])``.
 
@@ -107,6 +117,8 @@ def time_calls(
             from the last warm-up pass and clamped to ``[min_repeats, max_repeats]``.
         warmup: least number of untimed passes over all input sets before timing; the
             warm-up also lasts at least ``budget_s / 4``.
+        flush_l2: on a CUDA device, overwrite a buffer twice the L2 size before each timed
+            call, outside its events: for inputs so small that even the rotated sets fit in L2.
 
     Returns:
         A :class:`Timing` with one entry per timed call.
@@ -131,9 +143,12 @@ def time_calls(
         passes += 1
     repeats = int(min(max_repeats, max(min_repeats, budget_s / max(per_call, 1e-7))))
     if device.type == "cuda":
+        scratch = torch.empty(2 * l2_bytes(device), dtype=torch.uint8, device=device) if flush_l2 else None
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(repeats)]
         for i, (begin, end) in enumerate(events):
+            if scratch is not None:
+                scratch.fill_(i & 0xFF)
             begin.record()
             fn(*input_sets[i % k])
             end.record()
