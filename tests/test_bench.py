@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gsparse.cli as cli
-from gsparse.bench import baselines, report, runner, timing
+from gsparse.bench import baselines, datasets, report, runner, timing
 from gsparse.bench.baselines import CASES
 from gsparse.bench.datasets import LogNormal, synthetic
 from gsparse.graph import Graph
@@ -247,6 +247,21 @@ def test_bench_quick_runs_end_to_end_on_the_cpu(tmp_path, capsys):
     assert doc["complete"] and len(doc["cells"]) == 14 and set(doc["workloads"]) == {"products-like", "cora"}
     assert all(c["results"]["gsparse"]["status"] == "ok" for c in doc["cells"])
     assert (tmp_path / "report.md").is_file() and len(list(tmp_path.glob("*.png"))) == 4
+
+
+def test_bench_expands_suites_of_presets(tmp_path, monkeypatch):
+    class Captured(Exception):
+        pass
+
+    def capture(config, **kwargs):
+        raise Captured(config)
+
+    monkeypatch.setattr(runner, "run_suite", capture)
+    with pytest.raises(Captured) as caught:
+        cli.main(["bench", "--device", "cpu", "--workloads", "spmm-report,cora", "--out", str(tmp_path)])
+    config = caught.value.args[0]
+    assert config.workloads == (*datasets.SUITES["spmm-report"], "cora")
+    assert config.max_edges == 2_000_000 and config.feature_lens == (1, 4, 16, 64, 256)
 
 
 @pytest.mark.parametrize("argv, match", [

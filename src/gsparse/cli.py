@@ -104,7 +104,7 @@ def bench(args: argparse.Namespace) -> int:
     Exits 1 when a gsparse result (default path or a swept schedule) failed its check or
     raised; a baseline's failure (out of memory, unsupported dtype) is only reported.
     """
-    from .bench import report, runner
+    from .bench import datasets, report, runner
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"gsparse bench: --device {args.device} asked for, but PyTorch sees no CUDA device")
@@ -113,7 +113,8 @@ def bench(args: argparse.Namespace) -> int:
     try:
         config = runner.Config(
             ops=_names(args.ops),
-            workloads=_names(args.workloads or workloads),
+            workloads=tuple(w for name in _names(args.workloads or workloads)
+                            for w in datasets.SUITES.get(name, (name,))),
             feature_lens=_positive_ints("--features", args.features or features),
             heads=_positive_ints("--heads", args.heads or heads),
             dtypes=_names(args.dtypes),
@@ -160,8 +161,9 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated operator families: spmm, sddmm, softmax (default: all)")
     b.add_argument("--workloads",
                    help="comma-separated presets (reddit-like, proteins-like, products-like, and the "
-                        "SpMM report's graphs), real graphs (cora, citeseer, pubmed_cites) or graph "
-                        "files (.npz, .mtx, .txt/.csv/.edges)")
+                        "SpMM report's graphs), suites of presets (gsparse: the three G-Sparse graphs; "
+                        "spmm-report: the report's 13), real graphs (cora, citeseer, pubmed_cites) or "
+                        "graph files (.npz, .mtx, .txt/.csv/.edges)")
     b.add_argument("--features", help="comma-separated feature lengths of spmm and sddmm")
     b.add_argument("--heads", help="comma-separated head counts of softmax (logits [E, heads])")
     b.add_argument("--dtypes", default="float32", help="comma-separated: float32, float16, bfloat16")
