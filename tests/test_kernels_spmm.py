@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -13,7 +14,15 @@ from gsparse.algebra import BINARY_OPS, REDUCERS, SPMM_OPS
 from gsparse.kernels import spmm as spmm_kernels
 from gsparse.kernels.common import Layout
 from gsparse.kernels.spmm import SpmmSchedule, default_schedule, schedule_space
-from gsparse.kernels.spmm_codegen import KERNEL_NAME, SpmmAlgorithm, generate, launch_geometry
+from gsparse.kernels.spmm_codegen import (
+    KERNEL_NAME,
+    MERGE_KERNEL_NAME,
+    TILED_KERNEL_NAME,
+    SpmmAlgorithm,
+    generate,
+    generate_tiled,
+    launch_geometry,
+)
 from gsparse.kernels.spmm_schedule import default_schedule_for, schedule_grid
 from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gspmm_ref
@@ -164,6 +173,57 @@ def test_eight_wide_half_vectors_compile_without_spills(dtype) -> None:
     assert binary.resources[KERNEL_NAME].spill_stores == 0, binary.log
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("algorithm", _algorithms(seed=99, k=40), ids=str)
+def test_column_tiled_skeleton_compiles_without_spills(arch, algorithm) -> None:
+    if algorithm.lhs_layout is None:
+        with pytest.raises(ValueError, match="copy_rhs has none"):
+            generate_tiled(algorithm, SpmmSchedule(rows_per_block=32, feature_lanes=1,
+                                                   edge_lanes=32, column_tile=8192))
+        return
+    schedule = SpmmSchedule(rows_per_block=64, feature_lanes=2, edge_lanes=8,
+                            vector_width=2, column_tile=8192, degree_sorted=True)
+    binary = compile_cuda(generate_tiled(algorithm, schedule), arch=arch, cache=None)
+    for name in (TILED_KERNEL_NAME, MERGE_KERNEL_NAME):
+        assert binary.resources[name].spill_stores == 0, binary.log
+
+
+@pytest.mark.parametrize(
+    ("column_tile", "reason"),
+    [(1000, "multiple of 1024"), (2 ** 17, "up to 65536")],
+)
+def test_column_tile_bounds(column_tile: int, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        SpmmSchedule(feature_lanes=1, edge_lanes=32, column_tile=column_tile).validate()
+    with pytest.raises(ValueError, match="index_tile off and nnz_tile 1"):
+        SpmmSchedule(feature_lanes=1, edge_lanes=32, nnz_tile=2, column_tile=4096).validate()
+
+
+def test_default_uses_column_tiles_only_when_their_row_pointers_are_small() -> None:
+    gen = torch.Generator().manual_seed(0)
+    # few tiles: 50,000 sources, 1,000 long rows
+    few = gsparse.Graph.from_edge_index(torch.stack([
+        torch.randint(0, 50_000, (100_000,), generator=gen),
+        torch.randint(0, 1_000, (100_000,), generator=gen)]), 50_000, 1_000)
+    chosen = default_schedule(few, 1, lhs_len=1)
+    assert chosen.column_tile and not chosen.problems()
+    assert default_schedule(few, 1).column_tile == 0  # no lhs (copy_rhs): no tiles
+    assert default_schedule(few, 16, lhs_len=16).column_tile == 0  # wide features
+    assert chosen.threads == 1024 and chosen.group == 16
+    # many tiles x many short rows (products-like): per-tile row pointers would dominate
+    many = gsparse.Graph.from_edge_index(torch.stack([
+        torch.randint(0, 200_000, (400_000,), generator=gen),
+        torch.randint(0, 200_000, (400_000,), generator=gen)]), 200_000, 200_000)
+    assert default_schedule(many, 1, lhs_len=1).column_tile == 0
+
+
+def test_space_holds_column_tiled_schedules_for_short_features() -> None:
+    g = _graph("random")
+    assert any(s.column_tile for s in schedule_space(g, 4))
+    assert not any(s.column_tile for s in schedule_space(g, 16))
+
+
 def test_generated_source_reads_well() -> None:
     algorithm = SpmmAlgorithm("mul", "max", Layout.FULL, Layout.SCALAR, torch.float16,
                               torch.int32, has_eid=True, with_arg=True)
@@ -299,6 +359,55 @@ def test_hundred_thousand_edge_row(poisoned, reduce) -> None:
     for schedule in [None, *_sample(schedule_space(g, 64), 6, seed=1)]:
         # fp32 sums of 100,000 terms of magnitude ~1 carry absolute errors ~1e-3
         _check(g, "mul", reduce, lhs, rhs, schedule, expected=expected, atol=1e-2)
+
+
+def _wide_graph() -> gsparse.Graph:
+    """3,000 sources: three 1,024-row column tiles; empty rows; a longer row."""
+    gen = torch.Generator().manual_seed(5)
+    src = torch.randint(0, 3_000, (20_000,), generator=gen)
+    dst = torch.randint(0, 230, (20_000,), generator=gen)
+    dst[dst % 5 == 0] = 1
+    return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 3_000, 230)
+
+
+@gpu
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_column_tiled_skeleton_matches_reference(poisoned, dtype, index_dtype) -> None:
+    g = _wide_graph().with_index_dtype(index_dtype)
+    cuda = g.to("cuda")
+    # copy_rhs stages nothing: its column-tiled schedules run the one-pass skeleton
+    for i, (op, reduce) in enumerate([(op, r) for op in SPMM_OPS for r in REDUCERS]):
+        for layout, (lhs_shape, rhs_shape) in SHAPES.items():
+            lhs_shape, rhs_shape = (1, 4), (2, 4) if layout == "full" else rhs_shape
+            if layout == "indexed":
+                lhs_shape, rhs_shape = (1, 2), (2, 1)
+            lhs, rhs = _operands(g, op, lhs_shape, rhs_shape, dtype, seed=i)
+            used = [shape for shape, t in ((lhs_shape, lhs), (rhs_shape, rhs)) if t is not None]
+            features = math.prod(torch.broadcast_shapes(*used))
+            vector = 2 if features % 2 == 0 and layout != "indexed" else 1
+            schedule = SpmmSchedule(rows_per_block=64, feature_lanes=1, edge_lanes=16,
+                                    vector_width=vector, column_tile=1024,
+                                    degree_sorted=bool(i % 2))
+            result = gsparse.gspmm(cuda, op, reduce, None if lhs is None else lhs.cuda(),
+                                   None if rhs is None else rhs.cuda(), schedule=schedule)
+            expected = gspmm_ref(g, op, reduce, lhs, rhs)
+            torch.testing.assert_close(result.cpu().double(), expected.to(dtype).double(),
+                                       **_tolerance(dtype), msg=lambda m: f"{op}/{reduce}: {m}")
+
+
+@gpu
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_column_tiled_arg_indices_match_single_pass(reduce) -> None:
+    g = _wide_graph().to("cuda")
+    lhs = torch.randint(-2, 3, (g.num_src, 4), dtype=torch.float32, device="cuda")
+    rhs = torch.randint(1, 3, (g.num_edges, 4), dtype=torch.float32, device="cuda")
+    tiled = SpmmSchedule(rows_per_block=32, feature_lanes=1, edge_lanes=32, column_tile=1024)
+    plain = SpmmSchedule(rows_per_block=8, feature_lanes=1, edge_lanes=32)
+    a = spmm_kernels.run_spmm(g, "mul", reduce, lhs, rhs, (4,), tiled, with_arg=True)
+    b = spmm_kernels.run_spmm(g, "mul", reduce, lhs, rhs, (4,), plain, with_arg=True)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
 
 
 @gpu

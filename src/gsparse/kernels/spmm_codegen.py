@@ -366,3 +366,198 @@ extern "C" __global__ void __launch_bounds__({schedule.threads})
 {indent(chr(10).join(body), 4)}
 }}
 """
+
+
+TILED_KERNEL_NAME = "gspmm_tiled"
+MERGE_KERNEL_NAME = "gspmm_merge"
+# Rows of the output one block of the column-tiled skeleton covers per tile: enough work to
+# amortise staging the tile of ``lhs`` in shared memory.
+TILED_ROWS_PER_BLOCK = 2048
+
+
+def _tiled_write_back(algorithm: SpmmAlgorithm) -> str:
+    lines = [
+        "const long long at = (tile * num_rows + row) * num_features + f;",
+        "#pragma unroll",
+        "for (int i = 0; i < V; ++i) {",
+        "    partial[at + i] = acc[o][i];",
+        *(["    partial_arg[at + i] = arg[o][i];"] if algorithm.with_arg else []),
+        "}",
+    ]
+    return (
+        "if (e_lane == 0) {\n"
+        "#pragma unroll\n"
+        "    for (int o = 0; o < O; ++o) {\n"
+        "        const int f = f_base + o * FL * V;\n"
+        "        if (f < num_features) {\n"
+        f"{indent(chr(10).join(lines), 12)}\n"
+        "        }\n"
+        "    }\n"
+        "}"
+    )
+
+
+def _merge_kernel(algorithm: SpmmAlgorithm) -> str:
+    """Folds the per-tile partial rows in tile order: deterministic, ties to the lowest
+    CSR position, like the single-pass kernel."""
+    reducer = REDUCERS[algorithm.reduce]
+    if not reducer.keeps_arg:
+        fold = "acc += partial[at];"
+        init = "A acc = A(0);"
+    else:
+        better = "other > acc" if algorithm.reduce == "max" else "other < acc"
+        init = "A acc = partial[i];"
+        if algorithm.with_arg:
+            init += "\nlong long arg = partial_arg[i];"
+            fold = (
+                "const A other = partial[at];\n"
+                "const long long other_arg = partial_arg[at];\n"
+                f"if (other_arg >= 0 && (arg < 0 || {better} || (other == acc && other_arg < arg))) {{\n"
+                "    acc = other;\n"
+                "    arg = other_arg;\n"
+                "}"
+            )
+        else:
+            fold = f"const A other = partial[at];\nif ({better}) acc = other;"
+    start = "1" if reducer.keeps_arg else "0"
+    finish = "acc / A(degree)" if algorithm.reduce == "mean" else "acc"
+    lines = [
+        "const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+        "if (i >= num_rows * num_features) return;",
+        "const long long row = i / num_features;",
+        "const long long degree = (long long)rowptr[row + 1] - rowptr[row];",
+        init,
+        f"for (long long tile = {start}; tile < num_tiles; ++tile) {{",
+        "    const long long at = tile * num_rows * num_features + i;",
+        indent(fold, 4),
+        "}",
+        f"out[i] = gs::from_acc<T>(degree == 0 ? A(0) : {finish});",
+    ]
+    if algorithm.with_arg:
+        lines += [
+            "arg_u[i] = degree == 0 || arg < 0 ? -1 : (long long)col[arg];",
+            f"arg_e[i] = degree == 0 || arg < 0 ? -1 : {_edge_id(algorithm, 'arg')};",
+        ]
+    return (
+        f'extern "C" __global__ void {MERGE_KERNEL_NAME}(\n'
+        "      const I* __restrict__ rowptr, const I* __restrict__ col, const I* __restrict__ eid,\n"
+        "      const A* __restrict__ partial, const long long* __restrict__ partial_arg,\n"
+        "      T* __restrict__ out, long long* __restrict__ arg_u, long long* __restrict__ arg_e,\n"
+        "      long long num_rows, int num_features, long long num_tiles)\n"
+        "{\n"
+        f"{indent(chr(10).join(lines), 4)}\n"
+        "}\n"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def generate_tiled(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
+    """CUDA C++ of the column-tiled skeleton (``schedule.column_tile > 0``) and its merge.
+
+    Block (x, y) stages rows ``[y * column_tile, (y + 1) * column_tile)`` of ``lhs`` in
+    shared memory and folds, for ``TILED_ROWS_PER_BLOCK`` output rows, the edges whose
+    source falls in that tile; edges are pre-grouped by (tile, row) with 16-bit local
+    source indices and their original CSR position (for ``rhs``, edge ids and arg).
+    Per-tile partial rows are then folded by ``gspmm_merge`` in tile order.
+    """
+    schedule.validate()
+    if schedule.column_tile == 0:
+        raise ValueError(f"schedule {schedule} has no column tile")
+    if algorithm.lhs_layout is None:
+        raise ValueError("the column-tiled skeleton stages lhs; copy_rhs has none")
+    reducer = REDUCERS[algorithm.reduce]
+    identity = {
+        0.0: "A(0)",
+        float("-inf"): "A(-__int_as_float(0x7f800000))",
+        float("inf"): "A(__int_as_float(0x7f800000))",
+    }[reducer.identity]
+    keep_arg = algorithm.with_arg
+    init = ["A acc[O][V];", *(["long long arg[O][V];"] if keep_arg else [])]
+    init += [
+        "#pragma unroll",
+        "for (int o = 0; o < O; ++o) {",
+        "#pragma unroll",
+        "    for (int i = 0; i < V; ++i) {",
+        f"        acc[o][i] = {identity};",
+        *(["        arg[o][i] = -1;"] if keep_arg else []),
+        "    }",
+        "}",
+    ]
+    body = _message_body(algorithm)
+    edge_loop = "\n".join([
+        "for (long long q = start + e_lane; q < end; q += EL) {",
+        "    const long long u = local_col[q];",
+        "    const long long p = position[q];  // the edge's CSR position",
+        f"    const long long e = {_edge_id(algorithm, 'p')};",
+        *("    " + line for line in _scalar_loads(algorithm, "u", "e")),
+        indent(body, 4),
+        "}",
+    ])
+    row = "(long long)row_order[slot]" if schedule.degree_sorted else "slot"
+    per_row = [
+        f"const long long row = {row};",
+        "const long long start = tile_rowptr[tile * num_rows + row];",
+        "const long long end = tile_rowptr[tile * num_rows + row + 1];",
+        *init,
+        edge_loop,
+    ]
+    if schedule.edge_lanes > 1:
+        per_row.append(_merge_lanes(algorithm.reduce, keep_arg))
+    per_row.append(_tiled_write_back(algorithm))
+    body_lines = [
+        f"constexpr int FL = {schedule.feature_lanes};  // feature lanes",
+        f"constexpr int EL = {schedule.edge_lanes};  // edge lanes",
+        "constexpr int G = FL * EL;  // threads per row",
+        f"constexpr int V = {schedule.vector_width};  // features per vector access",
+        f"constexpr int O = {schedule.outputs_per_thread};  // vectors per thread",
+        f"constexpr long long TILE = {schedule.column_tile};  // lhs rows in shared memory",
+        f"constexpr long long BLOCK_ROWS = {TILED_ROWS_PER_BLOCK};",
+        "extern __shared__ __align__(16) unsigned char staged[];",
+        "const long long num_slices = gridDim.y / num_tiles;",
+        "const long long tile = blockIdx.y / num_slices;",
+        "const int slice = blockIdx.y % num_slices;",
+        "const long long first = tile * TILE;",
+        "const long long count = min(TILE, num_src - first) * lhs_len;",
+        "T* tile_lhs = reinterpret_cast<T*>(staged);",
+        "for (long long i = threadIdx.x; i < count; i += blockDim.x) {",
+        "    tile_lhs[i] = lhs_global[first * lhs_len + i];",
+        "}",
+        "__syncthreads();",
+        "// Below, `lhs` is the staged tile and `u` a row of it.",
+        "const T* __restrict__ lhs = tile_lhs;",
+        "const int lane = threadIdx.x % G;",
+        "const int f_lane = lane % FL;",
+        "const int e_lane = lane / FL;",
+        "const unsigned mask = G == 32 ? 0xffffffffu\n"
+        "                              : ((1u << G) - 1u) << ((threadIdx.x % 32) / G * G);",
+        "(void)mask; (void)e_lane;",
+        f"const int f_base = slice * {schedule.feature_slice} + f_lane * V;",
+        "const long long last = min(num_rows, ((long long)blockIdx.x + 1) * BLOCK_ROWS);",
+        "for (long long slot = (long long)blockIdx.x * BLOCK_ROWS + threadIdx.x / G; slot < last;\n"
+        "     slot += blockDim.x / G) {",
+        indent("\n".join(per_row), 4),
+        "}",
+    ]
+    index = INDEX_TYPES[algorithm.index_dtype]
+    scalar = SCALAR_TYPES[algorithm.dtype]
+    return f"""// gsparse g-SpMM, column-tiled: {algorithm}
+// schedule {schedule}: {schedule.to_json()}
+{PRELUDE}
+using I = {index};
+using T = {scalar};
+using A = {ACCUMULATOR_TYPES[algorithm.dtype]};
+
+// One block per SM: the staged tile fills shared memory.
+extern "C" __global__ void __launch_bounds__({schedule.threads}, 1)
+{TILED_KERNEL_NAME}(const I* __restrict__ tile_rowptr, const unsigned short* __restrict__ local_col,
+      const I* __restrict__ position, const I* __restrict__ eid, const I* __restrict__ row_order,
+      const T* __restrict__ lhs_global, const T* __restrict__ rhs,
+      const int* __restrict__ lhs_offset, const int* __restrict__ rhs_offset,
+      A* __restrict__ partial, long long* __restrict__ partial_arg,
+      long long num_rows, long long num_src, int num_features, long long lhs_len,
+      long long rhs_len, long long num_tiles)
+{{
+{indent(chr(10).join(body_lines), 4)}
+}}
+
+{_merge_kernel(algorithm)}"""

@@ -44,6 +44,10 @@ class SpmmSchedule:
         nnz_tile: edges each lane fetches ahead before gathering their features.
         index_tile: broadcast column indices through warp shuffles (needs edge_lanes 1).
         degree_sorted: visit rows in decreasing-degree order.
+        column_tile: 0, or the rows of ``lhs`` staged per block in shared memory by the
+            column-tiled skeleton (a multiple of 1024, at most 65536 so that local source
+            indices fit 16 bits): for short features, where gathers from L2 are bound by
+            its sector rate.
     """
 
     rows_per_block: int = 8
@@ -54,6 +58,7 @@ class SpmmSchedule:
     nnz_tile: int = 1
     index_tile: bool = False
     degree_sorted: bool = False
+    column_tile: int = 0
 
     @property
     def group(self) -> int:
@@ -94,6 +99,12 @@ class SpmmSchedule:
             found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
         elif self.threads % _WARP:
             found.append(f"{self.threads} threads per block is not a multiple of {_WARP}")
+        if self.column_tile and (self.column_tile % 1024 or not 0 < self.column_tile <= 65536):
+            found.append(f"column_tile must be 0 or a multiple of 1024 up to 65536, "
+                         f"got {self.column_tile}")
+        if self.column_tile and (self.index_tile or self.nnz_tile != 1):
+            found.append("the column-tiled skeleton walks one edge at a time: needs "
+                         "index_tile off and nnz_tile 1")
         if self.index_tile and self.edge_lanes != 1:
             found.append("index_tile broadcasts one edge to the whole group: needs edge_lanes 1")
         return found
@@ -106,6 +117,7 @@ class SpmmSchedule:
 
     def __str__(self) -> str:
         flags = ("+tile" if self.index_tile else "") + ("+sorted" if self.degree_sorted else "")
+        flags += f"+ct{self.column_tile}" if self.column_tile else ""
         return (
             f"r{self.rows_per_block}.f{self.feature_lanes}.e{self.edge_lanes}"
             f".v{self.vector_width}.o{self.outputs_per_thread}.n{self.nnz_tile}{flags}"
