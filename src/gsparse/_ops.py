@@ -194,12 +194,12 @@ def _degrees(parts: Parts, transpose: bool, dtype: torch.dtype) -> Tensor:
     return deg.clamp(min=1)
 
 
-# Gradient of a message lhs ⊕ rhs in each operand, as (edge-gradient factor, which operand).
-# "rhs^-1" stands for 1/rhs; None for a factor of 1. div's rhs gradient -lhs/rhs² is handled
+# Gradient of a message lhs ⊕ rhs in each operand: the other operand it is multiplied by
+# ("rhs^-1" stands for 1/rhs; None for a factor of 1). div's rhs gradient -lhs/rhs² is handled
 # apart: 1/rhs² is constant over the edges sharing rhs's row, so it leaves the sum.
 _LHS_FACTOR = {"add": None, "sub": None, "copy_lhs": None, "mul": "rhs", "dot": "rhs", "div": "rhs^-1"}
 _RHS_FACTOR = {"add": None, "sub": None, "copy_rhs": None, "mul": "lhs", "dot": "lhs", "div": "lhs"}
-_RHS_SIGN = {"sub": -1.0, "div": -1.0}
+_NEGATED_RHS = frozenset({"sub", "div"})  # d(a - b)/db = -1, d(a / b)/db = -a / b²
 
 
 def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: Tensor, lhs_target: str,
@@ -247,7 +247,7 @@ def _spmm_backward(ctx, grad: Tensor):
             d = _edge_products(parts, lhs, grad, rhs, src, dst)
         if op == "div":
             d = d / (rhs * rhs)
-        if op in _RHS_SIGN:
+        if op in _NEGATED_RHS:
             d = -d
         d_rhs = _sum_to(d, rhs)
     return None, None, None, None, None, None, d_lhs, d_rhs, None, None
@@ -297,7 +297,7 @@ def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
         if op == "div":
             y = _gather_rows(rhs, arg_e, grad.shape).masked_fill(~found, 1)
             g = g / (y * y)
-        if op in _RHS_SIGN:
+        if op in _NEGATED_RHS:
             g = -g
         d = torch.zeros((ctx.num_edges, *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
         d_rhs = _sum_to(d.scatter_add(0, arg_e.clamp(min=0), g), rhs)
@@ -333,7 +333,7 @@ def _sddmm_backward(ctx, grad: Tensor):
             d = _to_target(parts, grad, rt, lhs, lt)
         if op == "div":
             d = d / (rhs * rhs)
-        if op in _RHS_SIGN:
+        if op in _NEGATED_RHS:
             d = -d
         d_rhs = _sum_to(d, rhs)
     return None, None, None, None, None, d_lhs, d_rhs, None, None, None
