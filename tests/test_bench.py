@@ -185,7 +185,8 @@ def _synthetic_doc() -> dict:
         cells.append({"op": "softmax", "case": "dst", "workload": workload, "feature_len": 8,
                       "dtype": "float32", "baseline": "torch", "rotation": 1,
                       "floor": {"bytes": 10, "gather_bytes": 0, "floor_ms": 0.1},
-                      "results": {"gsparse": _entry(0.4), "torch": _entry(1.2)}})
+                      "results": {"gsparse": _entry(0.4), "torch": _entry(1.2)},
+                      "sweep": {"status": "unavailable", "message": "softmax/dst is not swept"}})
     workloads = {w: {"num_src": 10, "num_dst": 10, "num_edges": 100, "row_mean": 10.0, "row_max": 30,
                      "row_cov": 1.2, "source": "test"} for w in ("reddit-like", "cora")}
     return {"format": runner.FORMAT, "created": "2026-11-23T12:00:00+00:00", "wall_s": 12.0,
@@ -213,6 +214,7 @@ def test_report_writes_json_markdown_and_plots(tmp_path):
     assert "| OOM | —" in md
     assert "gsparse vs cuSPARSE: geometric mean 2.12x, min 1.50x, max 3.00x over 6 cells" in md
     assert "gsparse vs PyTorch ops: geometric mean 3.00x" in md
+    assert "- sweep unavailable: softmax/dst is not swept" in md
     assert sorted(p.name for p in paths["plots"]) == ["softmax_dst_float32.png", "spmm_copy_lhs_sum_float32.png"]
     for p in paths["plots"]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -109,7 +109,7 @@ def test_presets_cover_the_papers_and_the_report():
 @pytest.mark.parametrize("name", sorted(datasets.PRESETS))
 def test_scaled_presets_keep_mean_and_cov(name):
     p = datasets.PRESETS[name]
-    g = datasets.preset(name, scale=datasets.scale_for_edges(name, 400_000))
+    g = datasets.preset(name, scale=datasets.scale_for_edges(name, 150_000))
     assert _rel(g.row_stats.mean, p.mean) < 0.05
     assert _rel(g.row_stats.cov, p.cov) < 0.05
 

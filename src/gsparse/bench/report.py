@@ -153,6 +153,9 @@ def markdown(doc: dict[str, Any]) -> str:
                                ("default_over_best", "default / best")):
                 if s := _summary(cells, key, label):
                     lines.append(f"- {s}")
+        lines += [f"- sweep {status}: {message}" for status, message in dict.fromkeys(
+            (c["sweep"]["status"], c["sweep"].get("message", "")) for c in cells
+            if c.get("sweep") and c["sweep"]["status"] != "ok")]
         failed = [f"{c['workload']} {length}={c['feature_len']} {name}: {e['status']} ({e.get('message', '')})"
                   for c in cells for name, e in c["results"].items() if e["status"] not in ("ok", "OOM")]
         lines += [f"- failed: {f}" for f in failed]
