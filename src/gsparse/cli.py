@@ -110,6 +110,16 @@ def bench(args: argparse.Namespace) -> int:
         raise SystemExit(f"gsparse bench: --device {args.device} asked for, but PyTorch sees no CUDA device")
     workloads, features, heads, max_edges, budget = _BENCH_DEFAULTS[(torch.device(args.device).type,
                                                                      args.quick)]
+    if args.workloads is None:
+        # The default set names the real graphs; a machine without the data files (any
+        # install outside the source checkout) runs the synthetic workloads and says so.
+        found = {name for name in datasets.REAL_GRAPHS
+                 if any((d / f"{name}.npz").is_file() for d in datasets.data_dirs())}
+        missing = [w for w in workloads.split(",") if w in datasets.REAL_GRAPHS and w not in found]
+        if missing:
+            print(f"real graphs {missing} not found in {[str(d) for d in datasets.data_dirs()]} "
+                  f"(set {datasets.DATA_DIR_ENV}); running without them")
+            workloads = ",".join(w for w in workloads.split(",") if w not in missing)
     try:
         config = runner.Config(
             ops=_names(args.ops),
