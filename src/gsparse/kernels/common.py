@@ -32,6 +32,40 @@ def element_size(dtype: torch.dtype) -> int:
     return dtype.itemsize
 
 
+# The widest single memory access a thread makes: one 16-byte vector.
+VECTOR_BYTES = 16
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1)."""
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def vector_limit(length: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
+    """The widest vector (8, 4, 2 or 1 elements, at most 16 bytes) ``tensors`` allow.
+
+    A vector never straddles two rows (``length``, the row or head length, is a multiple
+    of it) and its address is aligned to its size (every base pointer is, so row starts
+    are too).
+    """
+    size = element_size(dtype)
+    for width in (8, 4, 2):
+        if width * size > VECTOR_BYTES or length % width:
+            continue
+        if all(t.data_ptr() % (width * size) == 0 for t in tensors):
+            return width
+    return 1
+
+
+def identity_expr(value: float) -> str:
+    """A reducer's identity as an expression of the accumulator type ``A``."""
+    return {
+        0.0: "A(0)",
+        float("-inf"): "A(-__int_as_float(0x7f800000))",
+        float("inf"): "A(__int_as_float(0x7f800000))",
+    }[value]
+
+
 class Layout(enum.Enum):
     """How an operand's features map onto the output's flattened features ``f``.
 

@@ -56,10 +56,13 @@ from .common import (
     PRELUDE,
     SCALAR_TYPES,
     Layout,
+    VECTOR_BYTES,
     broadcast_offsets,
     element_size,
     indent,
     operand_layout,
+    pow2_at_least,
+    vector_limit,
 )
 
 __all__ = [
@@ -76,7 +79,6 @@ KERNEL_NAME = "gsddmm"
 SKELETONS = ("edge", "row")
 _LANES = (1, 2, 4, 8, 16, 32)
 _VECTORS = (1, 2, 4, 8)
-_VECTOR_BYTES = 16  # the widest load/store a thread issues
 _LAUNCH_SLICES = (0, 32, 64, 128, 256)
 _FALLBACK_L2_BYTES = 50 << 20  # an H100's
 _WARP = 32
@@ -189,10 +191,6 @@ class SddmmSchedule:
         return cls(**data).validate()
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
-
-
 def _widest_vector(head_len: int, vector_ok: int) -> int:
     for width in (8, 4, 2):
         if width <= vector_ok and head_len % width == 0:
@@ -217,13 +215,13 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     launches = [0]
     if element_size(dtype) >= 4:
         launches += [w for w in (32, 128) if w < feature_len]
-    vectors = sorted({1, _widest_vector(feature_len, _VECTOR_BYTES // element_size(dtype))})
+    vectors = sorted({1, _widest_vector(feature_len, VECTOR_BYTES // element_size(dtype))})
     grid = []
     for launch in launches:
         span = launch or feature_len
         for vector, lanes, per_thread in itertools.product(vectors, _LANES, (1, 2, 4, 8)):
             slice_ = lanes * vector * per_thread
-            if slice_ > max(_pow2_at_least(span), vector) or slice_ * 4 < span:
+            if slice_ > max(pow2_at_least(span), vector) or slice_ * 4 < span:
                 continue
             for threads in (128, 256):
                 grid.append(SddmmSchedule("edge", threads // lanes, lanes, per_thread, vector, launch))
@@ -238,9 +236,9 @@ def _lanes_for(span: int, vector: int) -> tuple[int, int]:
     to 64, two per lane; beyond, 32 lanes of four (and several passes)."""
     vectors = -(-max(span, 1) // vector)
     if vectors <= 4:
-        return _pow2_at_least(vectors), 1
+        return pow2_at_least(vectors), 1
     if vectors <= 64:
-        return _pow2_at_least(vectors) // 2, 2
+        return pow2_at_least(vectors) // 2, 2
     return _WARP, 4
 
 
@@ -285,7 +283,7 @@ def default_schedule(
       of them fits (none when not even 32 fit: there is no reuse to protect).
     """
     if vector_ok is None:
-        vector_ok = _VECTOR_BYTES // element_size(dtype)
+        vector_ok = VECTOR_BYTES // element_size(dtype)
     vector = _widest_vector(feature_len, vector_ok)
     lanes, per_thread = _lanes_for(feature_len, vector)
     stats = g.row_stats
@@ -668,19 +666,6 @@ def _offsets(shape: tuple[int, ...], full_shape: tuple[int, ...], device: torch.
     return broadcast_offsets(shape, full_shape).to(device)
 
 
-def _vector_limit(head_len: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
-    """The widest vector (at most 16 bytes) the head length and every full operand allow.
-
-    A vector never straddles two heads or two rows (the length is a multiple of it), and
-    its address is aligned to its size (the base pointers are).
-    """
-    size = element_size(dtype)
-    for width in (8, 4, 2):
-        if width * size <= _VECTOR_BYTES and head_len % width == 0 and all(t.data_ptr() % (width * size) == 0 for t in tensors):
-            return width
-    return 1
-
-
 def run_sddmm(
     g: Graph,
     op: str,
@@ -726,7 +711,7 @@ def run_sddmm(
     aligned = [t for name, t in (("lhs", lhs), ("rhs", rhs)) if layouts[name] is Layout.FULL]
     if not binop.reduces_last_dim:
         aligned.append(out)  # element-wise results are stored as vectors too
-    vector_ok = _vector_limit(head_len, aligned, dtype)
+    vector_ok = vector_limit(head_len, aligned, dtype)
     if schedule is None:
         schedule = default_schedule(g, head_len, dtype, vector_ok)
     else:

@@ -17,7 +17,14 @@ import torch
 from .. import runtime
 from ..algebra import BINARY_OPS, REDUCERS
 from ..graph import Graph
-from .common import Layout, broadcast_offsets, element_size, operand_layout
+from .common import (
+    VECTOR_BYTES,
+    Layout,
+    broadcast_offsets,
+    element_size,
+    operand_layout,
+    vector_limit,
+)
 from .spmm_codegen import (
     KERNEL_NAME,
     MERGE_KERNEL_NAME,
@@ -41,21 +48,6 @@ def _l2_bytes(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).L2_cache_size or _FALLBACK_L2_BYTES
 
 
-def _vector_limit(num_features: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
-    """The widest vector (at most 16 bytes) every full-width operand allows.
-
-    A vector access needs the row length to be a multiple of it and the base pointer aligned
-    to its size (row starts then are too).
-    """
-    size = element_size(dtype)
-    for width in (8, 4, 2):
-        if width * size > 16:
-            continue
-        if num_features % width == 0 and all(t.data_ptr() % (width * size) == 0 for t in tensors):
-            return width
-    return 1
-
-
 def _shared_bytes_limit(device: torch.device) -> int:
     """Shared memory one block may opt in to (227 KB on H100s; 99 KB assumed elsewhere)."""
     if device.type != "cuda":
@@ -77,7 +69,7 @@ def schedule_space(
     For up to 8 features it includes the column-tiled skeleton (tiles as wide as shared
     memory allows), with a warp or half a warp per row.
     """
-    grid = schedule_grid(feature_len, vector_ok=16 // element_size(dtype))
+    grid = schedule_grid(feature_len, vector_ok=VECTOR_BYTES // element_size(dtype))
     tile = _column_tile_for(g, feature_len, dtype)
     if feature_len <= 8 and tile:
         for schedule in [s for s in grid if s.nnz_tile == 1 and not s.index_tile]:
@@ -185,7 +177,7 @@ def run_spmm(
         for name, t in (("lhs", lhs), ("rhs", rhs))
     }
     full = [t for name, t in (("lhs", lhs), ("rhs", rhs)) if layouts[name] is Layout.FULL]
-    vector_ok = _vector_limit(num_features, [*full, out], dtype)
+    vector_ok = vector_limit(num_features, [*full, out], dtype)
     if schedule is None:
         schedule = default_schedule(
             g, num_features, dtype, vector_ok,

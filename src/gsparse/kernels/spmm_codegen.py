@@ -19,7 +19,15 @@ from dataclasses import dataclass
 import torch
 
 from ..algebra import BINARY_OPS, REDUCERS
-from .common import ACCUMULATOR_TYPES, INDEX_TYPES, PRELUDE, SCALAR_TYPES, Layout, indent
+from .common import (
+    ACCUMULATOR_TYPES,
+    INDEX_TYPES,
+    PRELUDE,
+    SCALAR_TYPES,
+    Layout,
+    identity_expr,
+    indent,
+)
 from .spmm_schedule import SpmmSchedule
 
 KERNEL_NAME = "gspmm"
@@ -292,22 +300,12 @@ def _write_back(algorithm: SpmmAlgorithm) -> str:
     )
 
 
-@functools.lru_cache(maxsize=4096)
-def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
-    """CUDA C++ of the g-SpMM kernel ``gspmm`` for ``algorithm`` under ``schedule``."""
-    schedule.validate()
-    reducer = REDUCERS[algorithm.reduce]
-    identity = {
-        0.0: "A(0)",
-        float("-inf"): "A(-__int_as_float(0x7f800000))",
-        float("inf"): "A(__int_as_float(0x7f800000))",
-    }[
-        reducer.identity
-    ]
-    init = ["A acc[O][V];"]
-    if algorithm.with_arg:
-        init.append("long long arg[O][V];")
-    init += [
+def _accumulators(algorithm: SpmmAlgorithm) -> list[str]:
+    """Declarations of ``acc[O][V]`` at the reducer's identity (and ``arg`` at -1)."""
+    identity = identity_expr(REDUCERS[algorithm.reduce].identity)
+    return [
+        "A acc[O][V];",
+        *(["long long arg[O][V];"] if algorithm.with_arg else []),
         "#pragma unroll",
         "for (int o = 0; o < O; ++o) {",
         "#pragma unroll",
@@ -317,6 +315,13 @@ def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
         "    }",
         "}",
     ]
+
+
+@functools.lru_cache(maxsize=4096)
+def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
+    """CUDA C++ of the g-SpMM kernel ``gspmm`` for ``algorithm`` under ``schedule``."""
+    schedule.validate()
+    init = _accumulators(algorithm)
     row = "(long long)row_order[slot]" if schedule.degree_sorted else "slot"
     body = [
         f"using T = {SCALAR_TYPES[algorithm.dtype]};",
@@ -465,24 +470,8 @@ def generate_tiled(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
         raise ValueError(f"schedule {schedule} has no column tile")
     if algorithm.lhs_layout is None:
         raise ValueError("the column-tiled skeleton stages lhs; copy_rhs has none")
-    reducer = REDUCERS[algorithm.reduce]
-    identity = {
-        0.0: "A(0)",
-        float("-inf"): "A(-__int_as_float(0x7f800000))",
-        float("inf"): "A(__int_as_float(0x7f800000))",
-    }[reducer.identity]
     keep_arg = algorithm.with_arg
-    init = ["A acc[O][V];", *(["long long arg[O][V];"] if keep_arg else [])]
-    init += [
-        "#pragma unroll",
-        "for (int o = 0; o < O; ++o) {",
-        "#pragma unroll",
-        "    for (int i = 0; i < V; ++i) {",
-        f"        acc[o][i] = {identity};",
-        *(["        arg[o][i] = -1;"] if keep_arg else []),
-        "    }",
-        "}",
-    ]
+    init = _accumulators(algorithm)
     body = _message_body(algorithm)
     edge_loop = "\n".join([
         "for (long long q = start + e_lane; q < end; q += EL) {",

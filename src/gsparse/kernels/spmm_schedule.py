@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
+
+from .common import pow2_at_least
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 _WARP = 32
@@ -146,10 +147,6 @@ def _edge_lanes_for(mean_degree: float, budget: int) -> int:
     return lanes
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
-
-
 def default_schedule_for(
     mean_degree: float,
     cov: float,
@@ -182,7 +179,7 @@ def default_schedule_for(
     while vector > 1 and feature_len % vector:
         vector //= 2
     fits = [w for w in (128, 64, 32) if source_rows * w * element_bytes <= l2_bytes * 3 // 4]
-    slice_ = min(fits[0] if fits else 128, _pow2_at_least(feature_len))
+    slice_ = min(fits[0] if fits else 128, pow2_at_least(feature_len))
     vector = min(vector, slice_)
     feature_lanes = max(1, min(8 if element_bytes >= 4 else 4, slice_ // vector))
     outputs = min(2, max(1, slice_ // (feature_lanes * vector)))
@@ -219,7 +216,7 @@ def schedule_grid(feature_len: int, vector_ok: int) -> list[SpmmSchedule]:
         if width <= vector_ok and feature_len % width == 0:
             widest = width
             break
-    padded = _pow2_at_least(feature_len)
+    padded = pow2_at_least(feature_len)
     slices = sorted({min(padded, s) for s in (32, 64, 128)})
     grid = []
     for vector in sorted({1, widest}):
