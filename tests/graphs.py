@@ -52,3 +52,27 @@ def random_features(shape, dtype, seed: int, *, away_from_zero: bool = False) ->
     else:
         values = torch.randn(shape, generator=gen, dtype=torch.float64)
     return values.to(dtype)
+
+
+def named_graph(kind: str, seed: int = 0) -> gsparse.Graph:
+    """Named graphs for the kernel tests: "random" (bipartite 150 x 230, 3,000 edges, a longer
+    row, empty rows), "square", "sorted" (edges already in CSR order: no edge ids), "int64",
+    "long_row" (one 100,000-edge row) and "empty" (no edges). All but "sorted" and "empty"
+    have edge ids unlike CSR positions."""
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "long_row":
+        # one 100,000-edge row among short ones, and empty rows
+        dst = torch.cat([torch.full((100_000,), 3), torch.randint(0, 40, (2_000,), generator=gen)])
+        dst[dst % 7 == 5] = 6
+        src = torch.randint(0, 500, (dst.numel(),), generator=gen)
+        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 500, 40)
+    if kind == "empty":
+        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 7, 9)
+    num_src, num_dst, num_edges = (150, 230, 3_000) if kind != "square" else (200, 200, 3_000)
+    dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
+    dst[dst % 5 == 0] = 1  # a longer row, and every other row divisible by 5 empty
+    src = torch.randint(0, num_src, (num_edges,), generator=gen)
+    if kind == "sorted":
+        dst = dst.sort().values
+    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src, num_dst)
+    return g.with_index_dtype(torch.int64) if kind == "int64" else g

@@ -25,7 +25,7 @@ from gsparse.kernels.sddmm import (
 from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gsddmm_ref
 
-from graphs import random_features
+from graphs import named_graph, random_features
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 FEATURE_LENGTHS = (1, 2, 3, 4, 8, 16, 32, 64, 100, 128, 256, 512)
@@ -35,33 +35,12 @@ def _sample(items: list, k: int, seed: int) -> list:
     return random.Random(seed).sample(items, min(k, len(items)))
 
 
-def _graph(kind: str, seed: int = 0) -> gsparse.Graph:
-    """Named test graphs; all but "sorted" and "empty" have edge ids unlike CSR positions."""
-    gen = torch.Generator().manual_seed(seed)
-    if kind == "long_row":
-        # one 100,000-edge row among short ones, and empty rows
-        dst = torch.cat([torch.full((100_000,), 3), torch.randint(0, 40, (2_000,), generator=gen)])
-        dst[dst % 7 == 5] = 6
-        src = torch.randint(0, 500, (dst.numel(),), generator=gen)
-        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 500, 40)
-    if kind == "empty":
-        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 7, 9)
-    num_src, num_dst, num_edges = (150, 230, 3_000) if kind != "square" else (200, 200, 3_000)
-    dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
-    dst[dst % 5 == 0] = 1  # a longer row, and every other row divisible by 5 empty
-    src = torch.randint(0, num_src, (num_edges,), generator=gen)
-    if kind == "sorted":
-        dst = dst.sort().values
-    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src, num_dst)
-    return g.with_index_dtype(torch.int64) if kind == "int64" else g
-
-
 # --- schedules ----------------------------------------------------------------------------
 
 
 def test_schedule_json_round_trip() -> None:
     for feature_len in FEATURE_LENGTHS:
-        for schedule in schedule_space(_graph("sorted"), feature_len):
+        for schedule in schedule_space(named_graph("sorted"), feature_len):
             assert SddmmSchedule.from_json(schedule.to_json()) == schedule
 
 
@@ -101,7 +80,7 @@ def test_from_json_rejects_unknown_knobs_and_non_objects() -> None:
 
 @pytest.mark.parametrize("feature_len", FEATURE_LENGTHS)
 def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
-    space = schedule_space(_graph("sorted"), feature_len)
+    space = schedule_space(named_graph("sorted"), feature_len)
     assert space and all(not s.problems() for s in space)
     assert len(set(space)) == len(space)
     assert {s.skeleton for s in space} == {"edge", "row"}
@@ -116,7 +95,7 @@ def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
     widest = 4 if feature_len % 4 == 0 else 2 if feature_len % 2 == 0 else 1
     assert {s.vector_width for s in space} == {1, widest}
     # 16-byte vectors: 8 elements of a 2-byte dtype
-    halves = schedule_space(_graph("sorted"), feature_len, torch.bfloat16)
+    halves = schedule_space(named_graph("sorted"), feature_len, torch.bfloat16)
     widest = 8 if feature_len % 8 == 0 else widest
     assert {s.vector_width for s in halves} == {1, widest}
     # launches of 32 and 128 features where the head is longer; never for 2-byte dtypes
@@ -137,7 +116,7 @@ def _graph_with_degrees(degrees: list[int], num_src: int = 1) -> gsparse.Graph:
 @pytest.mark.parametrize(("feature_len", "lanes"), [(8, 2), (32, 4), (128, 16), (512, 32)])
 def test_default_lanes_follow_g_sparse(feature_len: int, lanes: int) -> None:
     # G-Sparse's Table IV: tuned lane widths on reddit, 2 / 4 / 16 / 32.
-    schedule = default_schedule(_graph("sorted"), feature_len, vector_ok=4)
+    schedule = default_schedule(named_graph("sorted"), feature_len, vector_ok=4)
     assert (schedule.lanes, schedule.vector_width) == (lanes, 4)
     assert schedule.feature_slice >= min(feature_len, 128)
     assert schedule.threads == 256
@@ -146,7 +125,7 @@ def test_default_lanes_follow_g_sparse(feature_len: int, lanes: int) -> None:
 @pytest.mark.parametrize("feature_len", [*FEATURE_LENGTHS, 6, 1000])
 @pytest.mark.parametrize("vector_ok", [1, 2, 4])
 def test_default_rule_gives_a_valid_schedule(feature_len: int, vector_ok: int) -> None:
-    for g in (_graph("sorted"), _graph("empty"), _graph_with_degrees([64] * 100)):
+    for g in (named_graph("sorted"), named_graph("empty"), _graph_with_degrees([64] * 100)):
         s = default_schedule(g, feature_len, vector_ok=vector_ok, resident_warps=4)
         assert not s.problems()
         assert s.vector_width <= vector_ok and feature_len % s.vector_width == 0
@@ -226,7 +205,7 @@ def _sampled_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
     for i, feature_len in enumerate(FEATURE_LENGTHS):
         algorithms = _algorithms(seed=i, k=3)
         for j, algorithm in enumerate(algorithms):
-            space = schedule_space(_graph("sorted"), feature_len, algorithm.dtype)
+            space = schedule_space(named_graph("sorted"), feature_len, algorithm.dtype)
             skeleton = "row" if j == 0 else "edge"
             schedule = _sample([s for s in space if s.skeleton == skeleton], 1, seed=10 * i + j)[0]
             pairs.append((algorithm, schedule))
@@ -303,7 +282,7 @@ def test_algorithm_rejects_operands_the_op_does_not_read() -> None:
 
 
 def test_no_edges_launch_nothing() -> None:
-    g = _graph("empty")  # on the CPU: a launch would fail, so none may happen
+    g = named_graph("empty")  # on the CPU: a launch would fail, so none may happen
     x = torch.randn(g.num_src, 8)
     y = torch.randn(g.num_dst, 8)
     assert run_sddmm(g, "dot", x, y, "u", "v", (1,)).shape == (0, 1)
@@ -311,14 +290,14 @@ def test_no_edges_launch_nothing() -> None:
 
 
 def test_dot_over_nothing_is_zero() -> None:
-    g = _graph("sorted")
+    g = named_graph("sorted")
     x = torch.randn(g.num_src, 3, 0)
     out = run_sddmm(g, "dot", x, torch.randn(g.num_dst, 3, 0), "u", "v", (3, 1))
     assert torch.equal(out, torch.zeros(g.num_edges, 3, 1))
 
 
 def test_forced_schedule_needing_wider_vectors_than_the_data_allows() -> None:
-    g = _graph("sorted")
+    g = named_graph("sorted")
     # One element past an aligned allocation: rows of 8 floats start 4 bytes off 16.
     x = torch.randn(g.num_src * 8 + 1)[1:].view(g.num_src, 8)
     y = torch.randn(g.num_dst, 8)
@@ -330,21 +309,21 @@ def test_forced_schedule_needing_wider_vectors_than_the_data_allows() -> None:
 
 
 def test_forced_launch_slices_need_a_wide_dtype_for_dot() -> None:
-    g = _graph("sorted")
+    g = named_graph("sorted")
     x, y = torch.randn(g.num_src, 64).half(), torch.randn(g.num_dst, 64).half()
     with pytest.raises(ValueError, match="round its partial sums"):
         run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("edge", 32, 8, 1, 4, 32))
 
 
 def test_forced_row_schedule_must_hold_a_dot_head() -> None:
-    g = _graph("sorted")
+    g = named_graph("sorted")
     x, y = torch.randn(g.num_src, 100), torch.randn(g.num_dst, 100)
     with pytest.raises(ValueError, match="cannot hold a dot head of 100"):
         run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("row", 8, 8, 2, 4))
 
 
 def test_forced_schedule_is_validated() -> None:
-    g = _graph("sorted")
+    g = named_graph("sorted")
     x, y = torch.randn(g.num_src, 8), torch.randn(g.num_dst, 8)
     with pytest.raises(ValueError, match="lanes must be one of"):
         run_sddmm(g, "add", x, y, "u", "v", (8,), SddmmSchedule(lanes=5))
@@ -425,7 +404,7 @@ DOT_SHAPES = {  # the last dimension is reduced
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 @pytest.mark.parametrize("op", SDDMM_OPS)
 def test_every_operator_target_and_dtype_matches_reference(poisoned, op, dtype) -> None:
-    g = _graph("random")
+    g = named_graph("random")
     shapes = DOT_SHAPES if op == "dot" else SHAPES
     # every pair of targets on full operands; broadcasting on a spread of pairs
     cases = [(pair, "full") for pair in itertools.product(TARGETS, TARGETS)]
@@ -441,7 +420,7 @@ def test_every_operator_target_and_dtype_matches_reference(poisoned, op, dtype) 
 @pytest.mark.parametrize("kind", ["random", "sorted", "square", "int64"])
 @pytest.mark.parametrize("feature_len", [1, 3, 16, 64, 100, 256])
 def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
-    g = _graph(kind)
+    g = named_graph(kind)
     space = schedule_space(g, feature_len)
     launches = [s for s in space if s.features_per_launch]
     schedules = [*_sample([s for s in space if s.skeleton == "edge"], 3, seed=feature_len),
@@ -462,7 +441,7 @@ def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
 
 @gpu
 def test_hundred_thousand_edge_row(poisoned) -> None:
-    g = _graph("long_row")
+    g = named_graph("long_row")
     space = schedule_space(g, 64)
     schedules = [None, *_sample([s for s in space if s.skeleton == "row"], 3, seed=1),
                  *_sample([s for s in space if s.skeleton == "edge"], 3, seed=1)]
@@ -476,7 +455,7 @@ def test_hundred_thousand_edge_row(poisoned) -> None:
 
 @gpu
 def test_graph_without_edges(poisoned) -> None:
-    g = _graph("empty").to("cuda")
+    g = named_graph("empty").to("cuda")
     x = torch.randn(g.num_src, 16, device="cuda")
     y = torch.randn(g.num_dst, 16, device="cuda")
     schedules = [None, *_sample(schedule_space(g, 16), 4, seed=2)]
@@ -490,7 +469,7 @@ def test_graph_without_edges(poisoned) -> None:
 @gpu
 def test_multi_head_attention_shapes(poisoned) -> None:
     # GAT: [N, 8, 16] features; per-head scores u_dot_v -> [E, 8, 1], u_add_v -> [E, 8, 16].
-    g = _graph("random")
+    g = named_graph("random")
     for op in ("dot", "add"):
         lhs, rhs = _operands(g, op, "u", "v", (8, 16), (8, 16), torch.float32, seed=5)
         for schedule in [None, *_sample(schedule_space(g, 16 if op == "dot" else 128), 6, seed=5)]:
@@ -499,7 +478,7 @@ def test_multi_head_attention_shapes(poisoned) -> None:
 
 @gpu
 def test_misaligned_operands_fall_back_to_scalar_loads(poisoned) -> None:
-    g = _graph("random")
+    g = named_graph("random")
     base = random_features((g.num_src * 8 + 1,), torch.float32, 0)
     x = base[1:].view(g.num_src, 8)  # 4 bytes past a 16-byte boundary
     y = random_features((g.num_dst, 8), torch.float32, 1)

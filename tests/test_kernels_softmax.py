@@ -19,31 +19,10 @@ from gsparse.kernels.softmax import (
 from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import edge_softmax_ref
 
-from graphs import random_features
+from graphs import named_graph, random_features
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def _graph(kind: str, seed: int = 0) -> gsparse.Graph:
-    gen = torch.Generator().manual_seed(seed)
-    if kind == "long_row":
-        # one 100,000-edge row among short ones, and empty rows
-        dst = torch.cat([torch.full((100_000,), 3), torch.randint(0, 40, (2_000,), generator=gen)])
-        dst[dst % 7 == 5] = 6
-        src = torch.randint(0, 500, (dst.numel(),), generator=gen)
-        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 500, 40)
-    if kind == "empty":
-        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 7, 9)
-    num_src, num_dst, num_edges = 150, 230, 3_000
-    dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
-    dst[dst % 5 == 0] = 1  # a longer row, and every other row divisible by 5 empty
-    src = torch.randint(0, num_src, (num_edges,), generator=gen)
-    src[src % 3 == 0] = 2  # a source with many outgoing edges; norm_by="src" rows vary too
-    if kind == "sorted":
-        dst = dst.sort().values
-    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src, num_dst)
-    return g.with_index_dtype(torch.int64) if kind == "int64" else g
 
 
 # --- code generation, compiled with NVRTC (no GPU) ----------------------------------------
@@ -91,14 +70,14 @@ def test_generate_rejects_bad_arguments() -> None:
 
 
 def test_no_edges_launch_nothing() -> None:
-    g = _graph("empty")  # on the CPU: a launch would fail, so none may happen
+    g = named_graph("empty")  # on the CPU: a launch would fail, so none may happen
     assert run_edge_softmax(g, torch.randn(0, 8, 1)).shape == (0, 8, 1)
     assert run_edge_softmax(g, torch.randn(0), "src").shape == (0,)
     assert run_edge_softmax_backward(g, torch.randn(0, 4), torch.randn(0, 4)).shape == (0, 4)
 
 
 def test_backward_checks_its_operands_and_norm_by() -> None:
-    g = _graph("random")
+    g = named_graph("random")
     with pytest.raises(ValueError, match="same shape and dtype"):
         run_edge_softmax_backward(g, torch.randn(g.num_edges, 2), torch.randn(g.num_edges, 3))
     with pytest.raises(ValueError, match="norm_by must be 'dst' or 'src'"):
@@ -159,7 +138,7 @@ SHAPES = [(), (8, 1), (3,), (40,)]  # one head, GAT's 8 heads, 3 heads, more hea
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ["random", "sorted", "int64"])
 def test_forward_and_backward_match_reference(poisoned, kind, dtype, norm_by) -> None:
-    g = _graph(kind)
+    g = named_graph(kind)
     for i, shape in enumerate(SHAPES):
         logits = random_features((g.num_edges, *shape), dtype, seed=i)
         _check_forward(g, logits, norm_by)
@@ -171,7 +150,7 @@ def test_forward_and_backward_match_reference(poisoned, kind, dtype, norm_by) ->
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_large_logits_stay_finite(poisoned, dtype) -> None:
     # exp(z) overflows for every one of these; exp(z - max) does not.
-    g = _graph("random")
+    g = named_graph("random")
     logits = random_features((g.num_edges, 8, 1), dtype, seed=3) * 1e3 + 5e4
     out = run_edge_softmax(g.to("cuda"), logits.cuda())
     assert torch.isfinite(out).all()
@@ -182,7 +161,7 @@ def test_large_logits_stay_finite(poisoned, dtype) -> None:
 @gpu
 @pytest.mark.parametrize("shape", [(), (8, 1)])
 def test_hundred_thousand_edge_row(poisoned, shape) -> None:
-    g = _graph("long_row")
+    g = named_graph("long_row")
     logits = random_features((g.num_edges, *shape), torch.float32, seed=4)
     for norm_by in ("dst", "src"):
         _check_forward(g, logits, norm_by)
@@ -191,7 +170,7 @@ def test_hundred_thousand_edge_row(poisoned, shape) -> None:
 
 @gpu
 def test_graph_without_edges(poisoned) -> None:
-    g = _graph("empty").to("cuda")
+    g = named_graph("empty").to("cuda")
     assert run_edge_softmax(g, torch.randn(0, 8, 1, device="cuda")).shape == (0, 8, 1)
     y = torch.randn(0, 8, 1, device="cuda")
     assert run_edge_softmax_backward(g, y, y, "src").shape == (0, 8, 1)
@@ -199,7 +178,7 @@ def test_graph_without_edges(poisoned) -> None:
 
 @gpu
 def test_front_end_runs_the_fused_kernel(poisoned) -> None:
-    g = _graph("random")
+    g = named_graph("random")
     logits = random_features((g.num_edges, 8, 1), torch.float32, seed=5)
     out = gsparse.edge_softmax(g.to("cuda"), logits.cuda())
     assert len(poisoned) == 1, "the CUDA backend did not run gsparse.kernels.softmax"

@@ -27,7 +27,7 @@ from gsparse.kernels.spmm_schedule import default_schedule_for, schedule_grid
 from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gspmm_ref
 
-from graphs import random_features
+from graphs import named_graph, random_features
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 FEATURE_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -157,7 +157,7 @@ def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> Non
 
 
 def test_half_precision_grid_moves_16_bytes_per_access() -> None:
-    g = _graph("random")
+    g = named_graph("random")
     assert {s.vector_width for s in schedule_space(g, 64, torch.float16)} == {1, 8}
     assert {s.vector_width for s in schedule_space(g, 64, torch.float32)} == {1, 4}
     assert default_schedule(g, 256, torch.bfloat16).vector_width == 8
@@ -219,7 +219,7 @@ def test_default_uses_column_tiles_only_when_their_row_pointers_are_small() -> N
 
 
 def test_space_holds_column_tiled_schedules_for_short_features() -> None:
-    g = _graph("random")
+    g = named_graph("random")
     assert any(s.column_tile for s in schedule_space(g, 4))
     assert not any(s.column_tile for s in schedule_space(g, 16))
 
@@ -256,24 +256,6 @@ def poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
         return torch.full(shape, fill, dtype=dtype, device=device)
 
     monkeypatch.setattr(spmm_kernels, "_allocate", allocate)
-
-
-def _graph(kind: str, seed: int = 0) -> gsparse.Graph:
-    gen = torch.Generator().manual_seed(seed)
-    if kind == "long_row":
-        # one 100,000-edge row among short ones, and empty rows
-        dst = torch.cat([torch.full((100_000,), 3), torch.randint(0, 40, (2_000,), generator=gen)])
-        dst[dst % 7 == 5] = 6
-        src = torch.randint(0, 500, (dst.numel(),), generator=gen)
-        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 500, 40)
-    if kind == "empty":
-        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 7, 9)
-    num_src, num_dst, num_edges = 150, 230, 3_000
-    dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
-    dst[dst % 5 == 0] = 1  # a longer row, and every row divisible by 5 empty
-    src = torch.randint(0, num_src, (num_edges,), generator=gen)
-    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src, num_dst)
-    return g.with_index_dtype(torch.int64) if kind == "int64" else g
 
 
 def _operands(g: gsparse.Graph, op: str, lhs_shape, rhs_shape, dtype, seed: int):
@@ -320,7 +302,7 @@ SHAPES = {  # (lhs feature shape, rhs feature shape): full/full, full/scalar, br
 @pytest.mark.parametrize("reduce", list(REDUCERS))
 @pytest.mark.parametrize("op", SPMM_OPS)
 def test_every_operator_and_dtype_matches_reference(poisoned, op, reduce, dtype) -> None:
-    g = _graph("random")
+    g = named_graph("random")
     for i, (lhs_shape, rhs_shape) in enumerate(SHAPES.values()):
         lhs, rhs = _operands(g, op, lhs_shape, rhs_shape, dtype, seed=i)
         _check(g, op, reduce, lhs, rhs)
@@ -330,7 +312,7 @@ def test_every_operator_and_dtype_matches_reference(poisoned, op, reduce, dtype)
 @pytest.mark.parametrize("kind", ["random", "int64"])
 @pytest.mark.parametrize("feature_len", [1, 4, 32, 96, 256])
 def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
-    g = _graph(kind)
+    g = named_graph(kind)
     schedules = _sample(schedule_space(g, feature_len), 12, seed=feature_len)
     for i, schedule in enumerate(schedules):
         for op, reduce in (("copy_lhs", "sum"), ("mul", "max"), ("add", "mean"), ("copy_rhs", "min")):
@@ -343,7 +325,7 @@ def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
 @gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_sampled_schedules(poisoned, dtype) -> None:
-    g = _graph("random")
+    g = named_graph("random")
     for i, schedule in enumerate(_sample(schedule_space(g, 64, dtype), 10, seed=7)):
         for op, reduce in (("copy_lhs", "sum"), ("mul", "max"), ("div", "mean")):
             lhs, rhs = _operands(g, op, (64,), (64,), dtype, seed=i)
@@ -353,7 +335,7 @@ def test_half_precision_sampled_schedules(poisoned, dtype) -> None:
 @gpu
 @pytest.mark.parametrize("reduce", list(REDUCERS))
 def test_hundred_thousand_edge_row(poisoned, reduce) -> None:
-    g = _graph("long_row")
+    g = named_graph("long_row")
     lhs, rhs = _operands(g, "mul", (64,), (1,), torch.float32, seed=3)
     expected = gsparse.gspmm(g, "mul", reduce, lhs.double(), rhs.double())
     for schedule in [None, *_sample(schedule_space(g, 64), 6, seed=1)]:
@@ -412,7 +394,7 @@ def test_column_tiled_arg_indices_match_single_pass(reduce) -> None:
 
 @gpu
 def test_graph_without_edges_gives_zeros(poisoned) -> None:
-    g = _graph("empty")
+    g = named_graph("empty")
     x = random_features((g.num_src, 16), torch.float32, 0)
     for reduce in REDUCERS:
         for schedule in [None, *_sample(schedule_space(g, 16), 4, seed=2)]:
@@ -423,7 +405,7 @@ def test_graph_without_edges_gives_zeros(poisoned) -> None:
 @gpu
 @pytest.mark.parametrize("reduce", ["max", "min"])
 def test_arg_indices_name_the_first_winning_edge(poisoned, reduce) -> None:
-    g = _graph("random")
+    g = named_graph("random")
     # Few distinct values, so ties are common and the tie rule is exercised.
     lhs = torch.randint(-2, 3, (g.num_src, 2, 8), dtype=torch.float32)
     rhs = torch.randint(1, 3, (g.num_edges, 1, 8), dtype=torch.float32)
@@ -451,13 +433,13 @@ def test_arg_indices_name_the_first_winning_edge(poisoned, reduce) -> None:
 
 @gpu
 def test_forced_schedule_needing_wider_vectors_than_the_data_allows() -> None:
-    g = _graph("random").to("cuda")
+    g = named_graph("random").to("cuda")
     x = torch.randn(g.num_src, 6, device="cuda")
     with pytest.raises(ValueError, match="allow at most 2"):
         gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=SpmmSchedule(feature_lanes=8, vector_width=4))
 
 
 def test_default_schedule_from_graph_statistics() -> None:
-    g = _graph("random")
+    g = named_graph("random")
     assert not default_schedule(g, 256).problems()
     assert default_schedule(g, 6, vector_ok=4).vector_width == 2
