@@ -284,3 +284,14 @@ def test_gpu_gradients_match_cpu(op, reduce):
         assert (cpu_grad is None) == (gpu_grad is None)
         if cpu_grad is not None:
             torch.testing.assert_close(gpu_grad.cpu(), cpu_grad, rtol=1e-4, atol=1e-5)
+
+
+def test_a_graph_sharing_a_rowptr_does_not_hide_the_live_one(recorder):
+    rowptr = torch.tensor([0, 1, 2], dtype=torch.int32)
+    g = gsparse.Graph.from_csr(rowptr, torch.tensor([1, 0], dtype=torch.int32))
+    other = gsparse.Graph.from_csr(rowptr, torch.tensor([0, 1], dtype=torch.int32))  # other columns
+    assert g.rowptr is other.rowptr
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(gsparse.gspmm(g, "copy_lhs", "sum", x), x.flip(0))
+    gsparse.gspmm(other, "copy_lhs", "sum", x)
+    assert recorder.calls[0][1] is g and recorder.calls[1][1] is other

@@ -23,12 +23,17 @@ _INT32_MAX = torch.iinfo(torch.int32).max
 
 _T = TypeVar("_T")
 
-# Live graphs by the device and address of their rowptr. The custom ops (gsparse._ops) take
-# a graph's tensors, not the Graph, and find it again here with its caches (reverse graph,
-# COO); keyed by address rather than tensor identity so that the aliases torch.compile and
-# autograd hand over (detached views of the same memory) still find it. Entries die with
-# their graph, and a live graph keeps its rowptr, so an address is never reused meanwhile.
-_LIVE: weakref.WeakValueDictionary[tuple[torch.device, int], Graph] = weakref.WeakValueDictionary()
+# Live graphs by the device and addresses of their rowptr and col. The custom ops
+# (gsparse._ops) take a graph's tensors, not the Graph, and find it again here with its
+# caches (reverse graph, COO); keyed by address rather than tensor identity so that the
+# aliases torch.compile and autograd hand over (detached views of the same memory) still
+# find it. Entries die with their graph, and a live graph keeps its tensors, so their
+# addresses are not reused meanwhile.
+_LIVE: weakref.WeakValueDictionary[tuple[torch.device, int, int], Graph] = weakref.WeakValueDictionary()
+
+
+def _live_key(rowptr: torch.Tensor, col: torch.Tensor) -> tuple[torch.device, int, int]:
+    return rowptr.device, rowptr.data_ptr(), col.data_ptr()
 
 
 def _same_memory(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
@@ -104,6 +109,7 @@ class Graph:
         num_src: int,
         *,
         _validated: bool = False,
+        _register: bool = True,
     ) -> None:
         if not _validated:
             raise TypeError(
@@ -114,7 +120,8 @@ class Graph:
         self._eid = eid
         self._num_src = num_src
         self._derived: dict[Hashable, Any] = {}
-        _LIVE[(rowptr.device, rowptr.data_ptr())] = self
+        if _register:  # the newest graph over these tensors is the one the custom ops find
+            _LIVE[_live_key(rowptr, col)] = self
 
     @property
     def parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int]:
@@ -127,13 +134,14 @@ class Graph:
     ) -> Graph:
         """The live graph whose :attr:`parts` these are (or alias), else a new graph over them.
 
-        The tensors must come from a validated graph; a new graph starts with empty caches.
+        The tensors must come from a validated graph. A new graph starts with empty caches
+        and is not registered, so that it cannot displace the live graph of its tensors.
         """
-        g = _LIVE.get((rowptr.device, rowptr.data_ptr()))
+        g = _LIVE.get(_live_key(rowptr, col))
         if (g is not None and g._num_src == num_src and _same_memory(g._rowptr, rowptr)
                 and _same_memory(g._col, col) and _same_memory(g._eid, eid)):
             return g
-        return cls(rowptr, col, eid, num_src, _validated=True)
+        return cls(rowptr, col, eid, num_src, _validated=True, _register=False)
 
     def derived(self, key: Hashable, build: Callable[[Graph], _T]) -> _T:
         """``build(self)``, computed on the first call with this ``key`` and kept with the graph.
