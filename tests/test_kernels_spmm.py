@@ -218,6 +218,33 @@ def test_default_uses_column_tiles_only_when_their_row_pointers_are_small() -> N
     assert default_schedule(many, 1, lhs_len=1).column_tile == 0
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_column_tiles_group_every_edge_by_tile_and_row(index_dtype) -> None:
+    g = named_graph("random").with_index_dtype(index_dtype)  # 150 sources: tiles of 64 -> 3
+    tile_rowptr, local_col, position, tiles = spmm_kernels._column_tiles(g, 64)
+    assert tiles == 3 and tile_rowptr.dtype == position.dtype == index_dtype
+    assert int(tile_rowptr[-1]) == g.num_edges
+    assert sorted(position.tolist()) == list(range(g.num_edges))  # a permutation
+    col, dst = g.col.long(), g.csr_dst.long()
+    local = local_col.long() % 65536
+    for t in range(tiles):
+        for r in range(g.num_dst):
+            lo, hi = int(tile_rowptr[t * g.num_dst + r]), int(tile_rowptr[t * g.num_dst + r + 1])
+            p = position[lo:hi].long()
+            assert (dst[p] == r).all() and (col[p] // 64 == t).all()
+            assert torch.equal(local[lo:hi], col[p] % 64)
+            assert (p[1:] > p[:-1]).all()  # CSR order kept within a (tile, row)
+    assert spmm_kernels._column_tiles(g, 64)[0] is tile_rowptr  # built once per graph
+
+
+def test_local_indices_use_all_sixteen_bits() -> None:
+    src = torch.tensor([65535, 40000, 3, 70000])
+    g = gsparse.Graph.from_edge_index(torch.stack([src, torch.zeros(4, dtype=torch.long)]), 70001, 1)
+    _, local_col, position, tiles = spmm_kernels._column_tiles(g, 65536)
+    assert tiles == 2
+    assert (local_col.long() % 65536).tolist() == (g.col.long()[position.long()] % 65536).tolist()
+
+
 def test_space_holds_column_tiled_schedules_for_short_features() -> None:
     g = named_graph("random")
     assert any(s.column_tile for s in schedule_space(g, 4))

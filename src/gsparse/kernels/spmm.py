@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import weakref
 
 import torch
 
@@ -244,19 +243,15 @@ def run_spmm(
     return (out, arg_u, arg_e) if with_arg else out
 
 
-# Per graph, per tile width: edges grouped by (column tile, row). Held weakly, so they go
-# with the graph.
-_COLUMN_TILES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _column_tiles(g: Graph, tile: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """(tile_rowptr [tiles * num_dst + 1], local_col [E] 16-bit, position [E], tiles).
 
-    Stable in CSR order within a (tile, row), so the first winning edge of a row is still
-    the one at the lowest CSR position.
+    The edges grouped by (column tile, row), built once per graph and tile width and kept
+    with the graph. Stable in CSR order within a (tile, row), so the first winning edge of a
+    row is still the one at the lowest CSR position.
     """
-    by_tile = _COLUMN_TILES.setdefault(g, {})
-    if tile not in by_tile:
+
+    def build(g: Graph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
         tiles = max(1, -(-g.num_src // tile))
         col = g.col.long()
         key = (col // tile) * g.num_dst + g.csr_dst.long()
@@ -267,8 +262,9 @@ def _column_tiles(g: Graph, tile: int) -> tuple[torch.Tensor, torch.Tensor, torc
         counts = torch.bincount(key, minlength=tiles * g.num_dst)
         tile_rowptr = torch.zeros(tiles * g.num_dst + 1, dtype=g.index_dtype, device=g.device)
         tile_rowptr[1:] = torch.cumsum(counts, 0)
-        by_tile[tile] = (tile_rowptr, local_col, order.to(g.index_dtype), tiles)
-    return by_tile[tile]
+        return tile_rowptr, local_col, order.to(g.index_dtype), tiles
+
+    return g.derived(("gsparse.kernels.spmm.column_tiles", tile), build)
 
 
 @functools.lru_cache(maxsize=256)
