@@ -3,7 +3,8 @@
 Meant to run under compute-sanitizer (scripts/sanitize_spmm.sh): every kernel variant is
 launched on graphs where out-of-bounds accesses would happen if a bound were wrong (empty
 rows, no edges, a long row, bipartite shapes, feature lengths that are not multiples of a
-slice, int64 indices), and each output is compared with the float64 reference.
+slice, int64 indices, several column tiles), and each output is compared with the float64
+reference.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 import gsparse
 from gsparse.algebra import BINARY_OPS, REDUCERS, SPMM_OPS
-from gsparse.kernels.spmm import run_spmm, schedule_space
+from gsparse.kernels.spmm import SpmmSchedule, run_spmm, schedule_space
 from gsparse.testing.reference import gspmm_ref
 
 
@@ -32,7 +33,20 @@ def graphs() -> dict[str, gsparse.Graph]:
         "long_row": gsparse.Graph.from_edge_index(
             torch.stack([torch.randint(0, 11, (3050,), generator=gen), long_dst]), 11, 5),
         "no_edges": gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.long), 4, 6),
+        # 2,500 sources: three 1,024-row column tiles, the last one partial
+        "wide": gsparse.Graph.from_edge_index(torch.stack([
+            torch.randint(0, 2_500, (5_000,), generator=gen),
+            torch.randint(0, 70, (5_000,), generator=gen)]), 2_500, 70),
     }
+
+
+def schedules(g: gsparse.Graph, feature_len: int, rng: random.Random) -> list[SpmmSchedule]:
+    """A sample of the space, plus the column-tiled skeleton with several tiles."""
+    picked = rng.sample(schedule_space(g, feature_len), 6)
+    if feature_len <= 8:
+        picked.append(SpmmSchedule(rows_per_block=64, feature_lanes=1, edge_lanes=16,
+                                   column_tile=1024, degree_sorted=rng.random() < 0.5))
+    return picked
 
 
 def main() -> int:
@@ -41,7 +55,7 @@ def main() -> int:
     for name, g in graphs().items():
         cuda = g.to("cuda")
         for feature_len in (1, 3, 8, 40, 130):
-            for schedule in rng.sample(schedule_space(g, feature_len), 6):
+            for schedule in schedules(g, feature_len, rng):
                 op = rng.choice(SPMM_OPS)
                 reduce = rng.choice(list(REDUCERS))
                 dtype = rng.choice([torch.float16, torch.float32, torch.float64])
