@@ -41,6 +41,14 @@ def pow2_at_least(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
 
+def widest_vector(length: int, vector_ok: int) -> int:
+    """The widest of 8, 4, 2 elements that is at most ``vector_ok`` and divides ``length``."""
+    for width in (8, 4, 2):
+        if width <= vector_ok and length % width == 0:
+            return width
+    return 1
+
+
 def vector_limit(length: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
     """The widest vector (8, 4, 2 or 1 elements, at most 16 bytes) ``tensors`` allow.
 

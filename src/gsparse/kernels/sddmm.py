@@ -63,6 +63,7 @@ from .common import (
     operand_layout,
     pow2_at_least,
     vector_limit,
+    widest_vector,
 )
 
 __all__ = [
@@ -191,13 +192,6 @@ class SddmmSchedule:
         return cls(**data).validate()
 
 
-def _widest_vector(head_len: int, vector_ok: int) -> int:
-    for width in (8, 4, 2):
-        if width <= vector_ok and head_len % width == 0:
-            return width
-    return 1
-
-
 def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float32) -> list[SddmmSchedule]:
     """The pruned grid of schedules for heads of ``feature_len`` features (all valid).
 
@@ -215,7 +209,7 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     launches = [0]
     if element_size(dtype) >= 4:
         launches += [w for w in (32, 128) if w < feature_len]
-    vectors = sorted({1, _widest_vector(feature_len, VECTOR_BYTES // element_size(dtype))})
+    vectors = sorted({1, widest_vector(feature_len, VECTOR_BYTES // element_size(dtype))})
     grid = []
     for launch in launches:
         span = launch or feature_len
@@ -284,7 +278,7 @@ def default_schedule(
     """
     if vector_ok is None:
         vector_ok = VECTOR_BYTES // element_size(dtype)
-    vector = _widest_vector(feature_len, vector_ok)
+    vector = widest_vector(feature_len, vector_ok)
     lanes, per_thread = _lanes_for(feature_len, vector)
     stats = g.row_stats
     if resident_warps is None:

@@ -136,6 +136,15 @@ def _offsets(shape: tuple[int, ...], out_shape: tuple[int, ...], device: torch.d
     return broadcast_offsets(shape, out_shape).to(device)
 
 
+def _offsets_of(
+    t: torch.Tensor | None, layout: Layout | None, out_shape: tuple[int, ...]
+) -> torch.Tensor | None:
+    """The broadcast offset table of an INDEXED operand (None for any other layout)."""
+    if layout is not Layout.INDEXED:
+        return None
+    return _offsets(tuple(t.shape[1:]), tuple(out_shape), t.device)
+
+
 def run_spmm(
     g: Graph,
     op: str,
@@ -213,11 +222,6 @@ def run_spmm(
     kernel, context = _kernel(algorithm, schedule, device_index)
     geometry = launch_geometry(schedule, g.num_dst, num_features)
 
-    def offsets(t: torch.Tensor | None, layout: Layout | None) -> torch.Tensor | None:
-        if layout is not Layout.INDEXED:
-            return None
-        return _offsets(tuple(t.shape[1:]), tuple(out_shape), device)
-
     kernel.launch(
         geometry.grid,
         geometry.block,
@@ -228,8 +232,8 @@ def run_spmm(
             g.degree_sorted_rows if schedule.degree_sorted else None,
             lhs,
             rhs,
-            offsets(lhs, layouts["lhs"]),
-            offsets(rhs, layouts["rhs"]),
+            _offsets_of(lhs, layouts["lhs"], out_shape),
+            _offsets_of(rhs, layouts["rhs"], out_shape),
             out,
             arg_u,
             arg_e,
@@ -294,12 +298,6 @@ def _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, d
     partial_arg = (torch.empty(partial.shape, dtype=torch.int64, device=lhs.device)
                    if algorithm.with_arg else None)
     tiled, merge, context = _tiled_kernels(algorithm, schedule, device_index)
-    device = lhs.device
-
-    def offsets(t, layout):
-        if layout is not Layout.INDEXED:
-            return None
-        return _offsets(tuple(t.shape[1:]), tuple(out_shape), device)
 
     slices = -(-num_features // schedule.feature_slice)
     tiled.launch(
@@ -310,7 +308,8 @@ def _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, d
             g.eid if algorithm.has_eid else None,
             g.degree_sorted_rows if schedule.degree_sorted else None,
             lhs, rhs,
-            offsets(lhs, algorithm.lhs_layout), offsets(rhs, algorithm.rhs_layout),
+            _offsets_of(lhs, algorithm.lhs_layout, out_shape),
+            _offsets_of(rhs, algorithm.rhs_layout, out_shape),
             partial, partial_arg,
             runtime.i64(g.num_dst), runtime.i64(g.num_src), runtime.i32(num_features),
             runtime.i64(lhs_len), runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),

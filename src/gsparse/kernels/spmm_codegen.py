@@ -286,9 +286,15 @@ def _write_back(algorithm: SpmmAlgorithm) -> str:
             f"    arg_e[row * num_features + f + i] = q < 0 ? -1 : {_edge_id(algorithm, 'q')};",
             "}",
         ]
+    return _each_output_of_lane_zero(lines, before="    const long long degree = end - start;\n")
+
+
+def _each_output_of_lane_zero(lines: list[str], before: str = "") -> str:
+    """``lines`` run for each in-range output vector ``o`` (feature ``f``) of edge lane 0,
+    which holds the row's merged result."""
     return (
         "if (e_lane == 0) {\n"
-        "    const long long degree = end - start;\n"
+        f"{before}"
         "#pragma unroll\n"
         "    for (int o = 0; o < O; ++o) {\n"
         "        const int f = f_base + o * FL * V;\n"
@@ -389,17 +395,7 @@ def _tiled_write_back(algorithm: SpmmAlgorithm) -> str:
         *(["    partial_arg[at + i] = arg[o][i];"] if algorithm.with_arg else []),
         "}",
     ]
-    return (
-        "if (e_lane == 0) {\n"
-        "#pragma unroll\n"
-        "    for (int o = 0; o < O; ++o) {\n"
-        "        const int f = f_base + o * FL * V;\n"
-        "        if (f < num_features) {\n"
-        f"{indent(chr(10).join(lines), 12)}\n"
-        "        }\n"
-        "    }\n"
-        "}"
-    )
+    return _each_output_of_lane_zero(lines)
 
 
 def _merge_kernel(algorithm: SpmmAlgorithm) -> str:

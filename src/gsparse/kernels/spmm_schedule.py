@@ -24,7 +24,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from .common import pow2_at_least
+from .common import VECTOR_BYTES, pow2_at_least, widest_vector
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 _WARP = 32
@@ -175,9 +175,7 @@ def default_schedule_for(
     Measured on an H100 against the full grid (docs/performance.md), this stays within
     1.5x of the best schedule on the reddit-, proteins- and products-like graphs.
     """
-    vector = min(vector_ok, 16 // element_bytes)
-    while vector > 1 and feature_len % vector:
-        vector //= 2
+    vector = widest_vector(feature_len, min(vector_ok, VECTOR_BYTES // element_bytes))
     fits = [w for w in (128, 64, 32) if source_rows * w * element_bytes <= l2_bytes * 3 // 4]
     slice_ = min(fits[0] if fits else 128, pow2_at_least(feature_len))
     vector = min(vector, slice_)
@@ -208,14 +206,9 @@ def schedule_grid(feature_len: int, vector_ok: int) -> list[SpmmSchedule]:
     Pruned by construction, to the shapes that can win: the feature slice is 32, 64 or 128
     features (or the whole feature vector when shorter); vectors are scalar or as wide as
     the data allows; a group fills its warp with edge lanes, or half of it; blocks have 256
-    threads; an index tile only where a group owns one edge at a
-    time.
+    threads; an index tile only where a group owns one edge at a time.
     """
-    widest = 1
-    for width in (8, 4, 2):
-        if width <= vector_ok and feature_len % width == 0:
-            widest = width
-            break
+    widest = widest_vector(feature_len, vector_ok)
     padded = pow2_at_least(feature_len)
     slices = sorted({min(padded, s) for s in (32, 64, 128)})
     grid = []
@@ -233,7 +226,7 @@ def schedule_grid(feature_len: int, vector_ok: int) -> list[SpmmSchedule]:
                             for degree_sorted in (False, True):
                                 group = feature_lanes * edge_lanes
                                 grid.append(SpmmSchedule(
-                                    rows_per_block=max(1, 256 // max(group, 32) * 32 // group),
+                                    rows_per_block=256 // group,
                                     feature_lanes=feature_lanes,
                                     edge_lanes=edge_lanes,
                                     vector_width=vector,
