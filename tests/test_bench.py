@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import gsparse.cli as cli
+from gsparse import runtime
 from gsparse.bench import baselines, datasets, report, runner, timing
 from gsparse.bench.baselines import CASES
 from gsparse.bench.datasets import LogNormal, synthetic
@@ -67,6 +68,22 @@ def test_bandwidth_is_measured():
                                  "gather_table_bytes"}
 
 
+def test_gather_probe_sums_each_32_gathered_rows():
+    table = torch.randn(50, 32)
+    index = torch.randint(0, 50, (32 * 3 + 5,), dtype=torch.int32)
+    out = timing._gather_probe(table, index)()
+    expected = table[index[:96].long()].view(3, 32, 32).sum(1)
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.skipif(runtime.nvrtc_version() is None, reason="needs NVRTC")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_gather_probe_kernel_compiles_without_spills(arch):
+    binary = runtime.compile_cuda(timing._GATHER_KERNEL, arch=arch, options=("-DFAN_IN=32",), cache=None)
+    resources = binary.resources["gather_probe"]
+    assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
+
+
 # ------------------------------------------------------------------ cases and their checks
 
 
@@ -121,25 +138,31 @@ class _Schedule:
 
 
 class _FakeScheduleModule:
-    """Three schedules; the CPU front end ignores them, so each runs the same default path."""
+    """Eight schedules; the CPU front end ignores them, so each runs the same default path."""
 
     @staticmethod
     def schedule_space(g, feature_len, dtype):
-        return [_Schedule(n) for n in range(3)]
+        return [_Schedule(n) for n in range(8)]
 
     @staticmethod
     def default_schedule(g, feature_len, dtype):
         return _Schedule(0)
 
 
-def test_sweep_times_every_schedule_and_reports_the_best():
+def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best():
     case = CASES["spmm"][0]
     cell = _cell(case, _permuted_graph())
     default = runner._measure(cell, case.implementations()[0])
     result = runner._sweep(cell, _FakeScheduleModule, 8, torch.float32, default)
-    assert result["status"] == "ok" and result["size"] == result["timed"] == 3
-    assert [e["schedule"] for e in result["schedules"]] == ["s0", "s1", "s2"]
-    fastest = min([default["median_ms"], *(e["median_ms"] for e in result["schedules"])])
+    assert result["status"] == "ok" and result["size"] == result["screened"] == 8
+    assert result["timed"] == runner._FINALISTS == 6
+    entries = result["schedules"]
+    assert [e["schedule"] for e in entries] == [f"s{n}" for n in range(8)]
+    assert all("screen_ms" in e for e in entries)
+    finalists = sorted(entries, key=lambda e: e["screen_ms"])[:6]
+    assert all("median_ms" in e for e in finalists)
+    assert sum("median_ms" in e for e in entries) == 6
+    fastest = min([default["median_ms"], *(e["median_ms"] for e in finalists)])
     assert result["best_ms"] == fastest and result["default"] == "s0"
 
 

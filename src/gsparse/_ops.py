@@ -23,11 +23,13 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import backends
 from .graph import Graph
 
-__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad"]
+__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad",
+           "direct_call_ok"]
 
 Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
 
@@ -386,3 +388,18 @@ def autocast_operands(device: torch.device, *tensors: Optional[Tensor],
 def needs_grad(*tensors: Optional[Tensor]) -> bool:
     """Whether autograd will want gradients of any of ``tensors``."""
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def direct_call_ok(*tensors: Optional[Tensor]) -> bool:
+    """Whether a front end may call the backend directly instead of through its custom op.
+
+    The custom op's dispatch (autograd wrapper, redispatch, fake-tensor checks) costs tens
+    of microseconds of Python per call, more than a small graph's kernel. It is only needed
+    when autograd wants gradients or something traces the call (``torch.compile``, fake or
+    other subclass tensors, a dispatch mode); a plain eager call without gradients runs the
+    same backend function without it.
+    """
+    return (not torch.compiler.is_compiling()
+            and not needs_grad(*tensors)
+            and _get_current_dispatch_mode() is None
+            and all(t is None or type(t) is Tensor for t in tensors))

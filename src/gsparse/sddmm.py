@@ -99,12 +99,13 @@ def gsddmm(
 
 
 def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule) -> torch.Tensor:
-    if schedule is not None:
-        if _ops.needs_grad(lhs, rhs):
-            raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
-                             "operands that require grad (detach them or drop schedule)")
+    if schedule is not None and _ops.needs_grad(lhs, rhs):
+        raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
+                         "operands that require grad (detach them or drop schedule)")
+    if schedule is not None or _ops.direct_call_ok(lhs, rhs):
         return backends.for_device(g.device).sddmm(
-            g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+            g, op, None if lhs is None else lhs.contiguous(),
+            None if rhs is None else rhs.contiguous(), lhs_target, rhs_target, out_shape, schedule)
     return _ops.sddmm(*g.parts, op, lhs, rhs, lhs_target, rhs_target, list(out_shape))
 
 

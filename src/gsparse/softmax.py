@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _ops
+from . import _ops, backends
 from ._checks import check_choice, check_features, check_graph
 from .graph import Graph
 
@@ -35,4 +35,6 @@ def edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst") -> torch.
     check_choice("norm_by", norm_by, ("dst", "src"))
     check_features("logits", logits, g, g.num_edges, "edges")
     (logits,) = _ops.autocast_operands(g.device, logits, dtype=torch.float32)
+    if _ops.direct_call_ok(logits):
+        return backends.for_device(g.device).edge_softmax(g, logits.contiguous(), norm_by)
     return _ops.edge_softmax(*g.parts, logits, norm_by)

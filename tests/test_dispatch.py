@@ -1,0 +1,67 @@
+"""Eager calls without gradients skip the custom ops; autograd and tracing go through them."""
+
+import pytest
+import torch
+
+import gsparse
+from gsparse import _ops
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the calls that reach each custom op, and still runs it."""
+    calls = {"spmm": 0, "sddmm": 0, "edge_softmax": 0}
+    for name in calls:
+        op = getattr(_ops, name)
+
+        def counting(*args, _op=op, _name=name):
+            calls[_name] += 1
+            return _op(*args)
+
+        monkeypatch.setattr(_ops, name, counting)
+    return calls
+
+
+def _graph():
+    gen = torch.Generator().manual_seed(0)
+    return gsparse.Graph.from_edge_index(torch.randint(0, 20, (2, 80), generator=gen), 20, 20)
+
+
+def _call_all(g, x, e):
+    gsparse.gspmm(g, "mul", "sum", x, e)
+    gsparse.gsddmm(g, "dot", x, x, "u", "v")
+    gsparse.edge_softmax(g, e)
+
+
+def test_eager_no_grad_calls_skip_the_custom_ops(counted):
+    g = _graph()
+    x, e = torch.randn(20, 4), torch.randn(80, 4)
+    _call_all(g, x, e)
+    with torch.no_grad():
+        _call_all(g, x.requires_grad_(), e)
+    assert counted == {"spmm": 0, "sddmm": 0, "edge_softmax": 0}
+
+
+def test_calls_that_need_gradients_go_through_the_custom_ops(counted):
+    g = _graph()
+    x, e = torch.randn(20, 4, requires_grad=True), torch.randn(80, 4, requires_grad=True)
+    _call_all(g, x, e)
+    assert counted == {"spmm": 1, "sddmm": 1, "edge_softmax": 1}
+
+
+def test_fake_tensors_go_through_the_custom_ops(counted):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    g = _graph()
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        x = mode.from_tensor(torch.randn(20, 4))
+        out = gsparse.gspmm(g, "copy_lhs", "sum", x)
+    assert counted["spmm"] == 1 and tuple(out.shape) == (20, 4)
+
+
+def test_direct_and_custom_op_paths_agree():
+    g = _graph()
+    x, e = torch.randn(20, 3, 2), torch.randn(80, 3, 1)
+    direct = gsparse.gspmm(g, "mul", "max", x, e)
+    through_op = gsparse.gspmm(g, "mul", "max", x.requires_grad_(), e)
+    torch.testing.assert_close(direct, through_op.detach(), rtol=0, atol=0)
