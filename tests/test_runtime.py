@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -609,9 +608,7 @@ def test_launch_drives_the_cuda_driver_in_the_primary_context(
     monkeypatch.setattr(_bindings, "driver", lambda: fake)
     monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
     monkeypatch.setattr(torch.cuda, "init", lambda: None)
-    monkeypatch.setattr(
-        torch.cuda, "current_stream", lambda device: SimpleNamespace(cuda_stream=77)
-    )
+    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
     binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="cd" * 32)
 
     module = runtime.load(binary, 0)

@@ -101,6 +101,12 @@ def to_ctypes(args: Sequence[KernelArgument], device_index: int) -> list[ctypes.
 
 
 def _to_ctypes(arg: KernelArgument, position: int, device_index: int) -> ctypes._SimpleCData:
+    # The common kinds first, by exact type: this runs for every argument of every launch.
+    kind = type(arg)
+    if kind is torch.Tensor and arg.is_cuda and arg.get_device() == device_index:
+        return ctypes.c_void_p(arg.data_ptr())
+    if kind is Scalar:
+        return _C_TYPES[arg.c_type](arg.value)
     if isinstance(arg, torch.Tensor):
         if arg.device.type != "cuda" or arg.device.index != device_index:
             raise ValueError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import operator
 import threading
 from collections.abc import Iterator, Sequence
@@ -115,44 +116,46 @@ class Kernel:
             TypeError, ValueError: an argument of no explicit C type, or a tensor on
                 another device; the message names its position.
         """
-        grid3, block3 = _dim3(grid), _dim3(block)
+        grid3 = _dim3(grid if isinstance(grid, int) else tuple(grid))
+        block3 = _dim3(block if isinstance(block, int) else tuple(block))
         shared_bytes = operator.index(shared_bytes)
-
-        def failure(problem: str) -> LaunchError:
-            return _launch_error(self.name, context, grid3, block3, shared_bytes, problem)
-
         problem = _geometry_problem(grid3, block3, shared_bytes)
         if problem:
-            raise failure(problem)
+            raise _launch_error(self.name, context, grid3, block3, shared_bytes, problem)
         values = to_ctypes(args, self.device.index)
         stream_handle = _stream_handle(stream, self.device.index)
-        driver = _bindings.driver()
         # kernelParams is a void*[] whose entries point at each argument's value.
-        params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-        with _current(self._context):
+        params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
+        driver = _bindings.driver()
+        pushed = int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")[0]) != int(self._context)
+        if pushed:
+            _check(driver.cuCtxPushCurrent(self._context), "cuCtxPushCurrent")
+        try:
             if shared_bytes > self._dynamic_shared_limit:
-                (status,) = driver.cuFuncSetAttribute(
-                    self._function,
-                    driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared_bytes,
-                )
-                if status != driver.CUresult.CUDA_SUCCESS:
-                    raise failure(
-                        f"the GPU refused {shared_bytes} bytes of dynamic shared memory: "
-                        f"{_describe(status)}"
-                    )
-                self._dynamic_shared_limit = shared_bytes
+                self._raise_shared_limit(shared_bytes, context, grid3, block3)
             (status,) = driver.cuLaunchKernel(
-                self._function,
-                *grid3,
-                *block3,
-                shared_bytes,
-                stream_handle,
-                ctypes.addressof(params),
-                0,
-            )
+                self._function, *grid3, *block3, shared_bytes, stream_handle,
+                ctypes.addressof(params), 0)
+        finally:
+            if pushed:
+                driver.cuCtxPopCurrent()
         if status != driver.CUresult.CUDA_SUCCESS:
-            raise failure(f"the driver returned {_describe(status)}")
+            raise _launch_error(self.name, context, grid3, block3, shared_bytes,
+                                f"the driver returned {_describe(status)}")
+
+    def _raise_shared_limit(self, shared_bytes: int, context: str, grid: Dim3, block: Dim3) -> None:
+        """Let the kernel use ``shared_bytes`` of dynamic shared memory (its context current)."""
+        driver = _bindings.driver()
+        (status,) = driver.cuFuncSetAttribute(
+            self._function,
+            driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            shared_bytes,
+        )
+        if status != driver.CUresult.CUDA_SUCCESS:
+            raise _launch_error(self.name, context, grid, block, shared_bytes,
+                                f"the GPU refused {shared_bytes} bytes of dynamic shared memory: "
+                                f"{_describe(status)}")
+        self._dynamic_shared_limit = shared_bytes
 
 
 def _launch_error(
@@ -165,6 +168,7 @@ def _launch_error(
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def _dim3(value: tuple[int, ...] | int) -> Dim3:
     """(x, y, z) from an int or a 1- to 3-tuple, missing dimensions being 1."""
     dims = (value,) if isinstance(value, int) else tuple(value)
@@ -174,6 +178,7 @@ def _dim3(value: tuple[int, ...] | int) -> Dim3:
     return x, y, z
 
 
+@functools.lru_cache(maxsize=4096)
 def _geometry_problem(grid: Dim3, block: Dim3, shared_bytes: int) -> str | None:
     """Why this launch geometry can never run, or None."""
     for what, dims, limits in (("grid", grid, _MAX_GRID), ("block", block, _MAX_BLOCK)):
@@ -190,9 +195,15 @@ def _geometry_problem(grid: Dim3, block: Dim3, shared_bytes: int) -> str | None:
     return None
 
 
+def _current_stream_handle(device_index: int) -> int:
+    """PyTorch's current stream on the device, as a raw handle: without building a
+    ``torch.cuda.Stream`` object, which would cost more than the rest of a launch."""
+    return torch._C._cuda_getCurrentRawStream(device_index)
+
+
 def _stream_handle(stream: torch.cuda.Stream | int | None, device_index: int) -> int:
     if stream is None:
-        return torch.cuda.current_stream(device_index).cuda_stream
+        return _current_stream_handle(device_index)
     if isinstance(stream, torch.cuda.Stream):
         if stream.device.index != device_index:
             raise ValueError(
