@@ -3,8 +3,8 @@
 Meant to run under compute-sanitizer (scripts/sanitize_spmm.sh): every kernel variant is
 launched on graphs where out-of-bounds accesses would happen if a bound were wrong (empty
 rows, no edges, a long row, bipartite shapes, feature lengths that are not multiples of a
-slice, int64 indices, several column tiles), and each output is compared with the float64
-reference.
+slice, int64 indices, several column tiles, long rows split into chunks), and each output
+is compared with the float64 reference.
 """
 
 from __future__ import annotations
@@ -41,11 +41,14 @@ def graphs() -> dict[str, gsparse.Graph]:
 
 
 def schedules(g: gsparse.Graph, feature_len: int, rng: random.Random) -> list[SpmmSchedule]:
-    """A sample of the space, plus the column-tiled skeleton with several tiles."""
+    """A sample of the space, plus the column-tiled skeleton with several tiles and rows
+    split into chunks of 32 edges (the long rows into dozens)."""
     picked = rng.sample(schedule_space(g, feature_len), 6)
     if feature_len <= 8:
         picked.append(SpmmSchedule(rows_per_block=64, feature_lanes=1, edge_lanes=16,
                                    column_tile=1024, degree_sorted=rng.random() < 0.5))
+    picked.append(SpmmSchedule(rows_per_block=8, feature_lanes=8, edge_lanes=4, nnz_tile=2,
+                               row_split=32, degree_sorted=rng.random() < 0.5))
     return picked
 
 

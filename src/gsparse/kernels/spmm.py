@@ -27,14 +27,17 @@ from .common import (
 from .spmm_codegen import (
     KERNEL_NAME,
     MERGE_KERNEL_NAME,
+    SPLIT_KERNEL_NAME,
+    SPLIT_MERGE_KERNEL_NAME,
     TILED_KERNEL_NAME,
     TILED_ROWS_PER_BLOCK,
     SpmmAlgorithm,
     generate,
+    generate_split,
     generate_tiled,
     launch_geometry,
 )
-from .spmm_schedule import SpmmSchedule, default_schedule_for, schedule_grid
+from .spmm_schedule import SpmmSchedule, default_schedule_for, row_splits_for, schedule_grid
 
 __all__ = ["SpmmSchedule", "default_schedule", "run_spmm", "schedule_space"]
 
@@ -66,16 +69,21 @@ def schedule_space(
     """The pruned grid of schedules for ``g`` and ``feature_len`` features (all valid).
 
     For up to 8 features it includes the column-tiled skeleton (tiles as wide as shared
-    memory allows), with a warp or half a warp per row.
+    memory allows), with a warp or half a warp per row. On graphs whose longest row is
+    far longer than the mean, each degree-sorted schedule of the grid is also tried with
+    its long rows split into chunks (:func:`row_splits_for` picks the chunk lengths).
     """
     grid = schedule_grid(feature_len, vector_ok=VECTOR_BYTES // element_size(dtype))
+    space = list(grid)
     tile = _column_tile_for(g, feature_len, dtype)
     if feature_len <= 8 and tile:
         for schedule in [s for s in grid if s.nnz_tile == 1 and not s.index_tile]:
             if schedule.group >= 16:
-                grid.append(dataclasses.replace(
+                space.append(dataclasses.replace(
                     schedule, column_tile=tile, rows_per_block=1024 // schedule.group))
-    return grid
+    for split in row_splits_for(g.row_stats.mean, g.row_stats.max):
+        space += [dataclasses.replace(s, row_split=split) for s in grid if s.degree_sorted]
+    return space
 
 
 def default_schedule(
@@ -115,7 +123,8 @@ _default_schedule_for = functools.lru_cache(maxsize=4096)(default_schedule_for)
 
 
 def _allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Output storage; the kernel writes every element. Tests poison it through this hook."""
+    """Storage for outputs and partial results, every element of which a kernel writes
+    before anything reads it. Tests poison it through this hook."""
     return torch.empty(shape, dtype=dtype, device=device)
 
 
@@ -219,6 +228,9 @@ def run_spmm(
     if schedule.column_tile:
         _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index)
         return (out, arg_u, arg_e) if with_arg else out
+    if schedule.row_split:
+        _run_split(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index)
+        return (out, arg_u, arg_e) if with_arg else out
     kernel, context = _kernel(algorithm, schedule, device_index)
     geometry = launch_geometry(schedule, g.num_dst, num_features)
 
@@ -272,14 +284,31 @@ def _column_tiles(g: Graph, tile: int) -> tuple[torch.Tensor, torch.Tensor, torc
 
 
 @functools.lru_cache(maxsize=256)
-def _tiled_kernels(
+def _two_pass_kernels(
     algorithm: SpmmAlgorithm, schedule: SpmmSchedule, device_index: int
 ) -> tuple[runtime.Kernel, runtime.Kernel, str]:
+    """The first pass and the merge of the column-tiled or the split-row skeleton."""
     context = f"{algorithm} | schedule {schedule}"
-    source = generate_tiled(algorithm, schedule)
-    tiled = runtime.get_kernel(source, TILED_KERNEL_NAME, context=context, device=device_index)
-    merge = runtime.get_kernel(source, MERGE_KERNEL_NAME, context=context, device=device_index)
-    return tiled, merge, context
+    if schedule.column_tile:
+        source = generate_tiled(algorithm, schedule)
+        names = TILED_KERNEL_NAME, MERGE_KERNEL_NAME
+    else:
+        source = generate_split(algorithm, schedule)
+        names = SPLIT_KERNEL_NAME, SPLIT_MERGE_KERNEL_NAME
+    first, merge = (runtime.get_kernel(source, name, context=context, device=device_index)
+                    for name in names)
+    return first, merge, context
+
+
+def _partials(
+    count: int, algorithm: SpmmAlgorithm, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Storage for ``count`` unfinished results of the accumulator type (and their arg
+    positions when the merge must name the winning edges)."""
+    accumulator = torch.float64 if algorithm.dtype == torch.float64 else torch.float32
+    partial = _allocate((count,), accumulator, device)
+    partial_arg = _allocate((count,), torch.int64, device) if algorithm.with_arg else None
+    return partial, partial_arg
 
 
 def _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index):
@@ -293,11 +322,8 @@ def _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, d
             f"{lhs.dtype} features ({shared_bytes} bytes); a block may use {limit}")
     num_features = math.prod(out_shape)
     tile_rowptr, local_col, position, tiles = _column_tiles(g, schedule.column_tile)
-    accumulator = torch.float64 if lhs.dtype == torch.float64 else torch.float32
-    partial = torch.empty(tiles * g.num_dst * num_features, dtype=accumulator, device=lhs.device)
-    partial_arg = (torch.empty(partial.shape, dtype=torch.int64, device=lhs.device)
-                   if algorithm.with_arg else None)
-    tiled, merge, context = _tiled_kernels(algorithm, schedule, device_index)
+    partial, partial_arg = _partials(tiles * g.num_dst * num_features, algorithm, lhs.device)
+    tiled, merge, context = _two_pass_kernels(algorithm, schedule, device_index)
 
     slices = -(-num_features // schedule.feature_slice)
     tiled.launch(
@@ -325,5 +351,94 @@ def _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, d
         [g.rowptr, g.col, g.eid if algorithm.has_eid else None, partial, partial_arg,
          out, arg_u, arg_e, runtime.i64(g.num_dst), runtime.i32(num_features),
          runtime.i64(tiles)],
+        context=context,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _WorkList:
+    """The work items of the split-row skeleton for one graph and chunk length ``S``.
+
+    Item ``w`` walks row ``row[w]`` from CSR position ``start[w]``: at most ``S`` edges, up
+    to the row's end. Items ``0 .. num_chunks - 1`` are the chunks of the rows longer than
+    ``S`` in (row, chunk) order, all but a row's last exactly ``S`` edges long; the other
+    items are whole rows (empty ones too), in row order or longest first. Split row ``r``
+    is ``split_row[r]`` and its chunks are items ``split_first[r] .. split_first[r + 1] - 1``.
+    """
+
+    row: torch.Tensor
+    start: torch.Tensor
+    split_row: torch.Tensor
+    split_first: torch.Tensor
+    num_chunks: int
+
+    @property
+    def num_items(self) -> int:
+        return self.row.numel()
+
+
+def _work_list(g: Graph, row_split: int, degree_sorted: bool) -> _WorkList:
+    """The work list of ``g`` for chunks of ``row_split`` edges, built once per graph,
+    chunk length and row order, and kept with the graph."""
+
+    def build(g: Graph) -> _WorkList:
+        rowptr = g.rowptr.long()
+        degree = g.in_degrees().long()
+        split = degree > row_split
+        split_row = torch.nonzero(split).flatten()
+        chunks = -(-degree[split] // row_split)
+        split_first = torch.zeros(split_row.numel() + 1, dtype=torch.int64, device=g.device)
+        torch.cumsum(chunks, 0, out=split_first[1:])
+        num_chunks = int(split_first[-1])
+        chunk_row = torch.repeat_interleave(split_row, chunks, output_size=num_chunks)
+        first_of_row = torch.repeat_interleave(split_first[:-1], chunks, output_size=num_chunks)
+        chunk = torch.arange(num_chunks, device=g.device) - first_of_row
+        order = (g.degree_sorted_rows.long() if degree_sorted
+                 else torch.arange(g.num_dst, device=g.device))
+        whole = order[~split[order]]
+        index = g.index_dtype
+        return _WorkList(
+            row=torch.cat([chunk_row, whole]).to(index),
+            start=torch.cat([rowptr[chunk_row] + chunk * row_split, rowptr[whole]]).to(index),
+            split_row=split_row.to(index),
+            split_first=split_first.to(index),
+            num_chunks=num_chunks,
+        )
+
+    return g.derived(("gsparse.kernels.spmm.work_list", row_split, degree_sorted), build)
+
+
+def _run_split(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index):
+    """The split-row skeleton: whole rows and chunks of long rows in one launch, then the
+    merge of each split row's chunks in chunk order."""
+    num_features = math.prod(out_shape)
+    work = _work_list(g, schedule.row_split, schedule.degree_sorted)
+    partial, partial_arg = _partials(work.num_chunks * num_features, algorithm, out.device)
+    first, merge, context = _two_pass_kernels(algorithm, schedule, device_index)
+    eid = g.eid if algorithm.has_eid else None
+    geometry = launch_geometry(schedule, work.num_items, num_features)
+    first.launch(
+        geometry.grid,
+        geometry.block,
+        [
+            g.rowptr, g.col, eid, work.row, work.start,
+            lhs, rhs,
+            _offsets_of(lhs, algorithm.lhs_layout, out_shape),
+            _offsets_of(rhs, algorithm.rhs_layout, out_shape),
+            out, arg_u, arg_e, partial, partial_arg,
+            runtime.i64(work.num_items), runtime.i64(work.num_chunks), runtime.i32(num_features),
+            runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
+            runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
+        ],
+        context=context,
+    )
+    if work.num_chunks == 0:
+        return
+    num_split = work.split_row.numel()
+    merge.launch(
+        (-(-num_split * num_features // 256),),
+        256,
+        [g.rowptr, g.col, eid, partial, partial_arg, out, arg_u, arg_e,
+         work.split_row, work.split_first, runtime.i64(num_split), runtime.i32(num_features)],
         context=context,
     )

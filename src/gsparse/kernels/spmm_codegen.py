@@ -1,13 +1,16 @@
 """g-SpMM code generation: (algorithm, schedule, dtypes) -> CUDA source. Pure; no GPU needed.
 
 The algorithm — the message ``a ⊕ b`` and the reducer Φ — is spliced as inline device code
-into one skeleton whose loops the schedule shapes (see :mod:`.spmm_schedule`). Every
-program has the same kernel signature, so one launcher serves them all::
+into a skeleton whose loops the schedule shapes (see :mod:`.spmm_schedule`). The one-pass
+skeleton (:func:`generate`) has one kernel signature for every program, so one launcher
+serves them all::
 
     gspmm(rowptr, col, eid, row_order, lhs, rhs, lhs_offset, rhs_offset,
           out, arg_u, arg_e, num_rows, num_features, lhs_len, rhs_len)
 
-Unused pointers are null. Offsets into feature arrays are 64-bit: ``num_edges *
+The column-tiled (:func:`generate_tiled`) and split-row (:func:`generate_split`) skeletons
+leave unfinished partial results that a second kernel of the same program merges in a
+fixed order. Unused pointers are null. Offsets into feature arrays are 64-bit: ``num_edges *
 num_features`` passes 2**31 on the graphs we serve.
 """
 
@@ -323,15 +326,13 @@ def _accumulators(algorithm: SpmmAlgorithm) -> list[str]:
     ]
 
 
-@functools.lru_cache(maxsize=4096)
-def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
-    """CUDA C++ of the g-SpMM kernel ``gspmm`` for ``algorithm`` under ``schedule``."""
-    schedule.validate()
-    init = _accumulators(algorithm)
-    row = "(long long)row_order[slot]" if schedule.degree_sorted else "slot"
-    body = [
-        f"using T = {SCALAR_TYPES[algorithm.dtype]};",
-        f"using A = {ACCUMULATOR_TYPES[algorithm.dtype]};",
+def _group_walk(algorithm: SpmmAlgorithm, schedule: SpmmSchedule, locate: list[str]) -> list[str]:
+    """The one-pass skeleton up to a group's merged result (in edge lane 0).
+
+    ``locate`` turns the group's ``slot`` into the ``row`` it writes and the CSR range
+    ``[start, end)`` it walks (or returns, for slots past the last).
+    """
+    lines = [
         f"constexpr int FL = {schedule.feature_lanes};  // feature lanes",
         f"constexpr int EL = {schedule.edge_lanes};  // edge lanes",
         "constexpr int G = FL * EL;  // threads per row",
@@ -347,17 +348,35 @@ def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
         "                              : ((1u << G) - 1u) << ((threadIdx.x % 32) / G * G);",
         "(void)mask; (void)e_lane;",
         "const long long slot = (long long)blockIdx.x * ROWS + threadIdx.x / G;",
+        *locate,
+        f"const int f_base = blockIdx.y * {schedule.feature_slice} + f_lane * V;",
+        *_accumulators(algorithm),
+        _edge_loop(algorithm, schedule),
+    ]
+    if schedule.edge_lanes > 1:
+        lines.append(_merge_lanes(algorithm.reduce, algorithm.with_arg))
+    return lines
+
+
+@functools.lru_cache(maxsize=4096)
+def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
+    """CUDA C++ of the g-SpMM kernel ``gspmm`` for ``algorithm`` under ``schedule``."""
+    schedule.validate()
+    if schedule.row_split:
+        raise ValueError(f"schedule {schedule} splits rows: generate_split builds its program")
+    row = "(long long)row_order[slot]" if schedule.degree_sorted else "slot"
+    locate = [
         "if (slot >= num_rows) return;  // whole groups leave together",
         f"const long long row = {row};",
         "const long long start = rowptr[row];",
         "const long long end = rowptr[row + 1];",
-        f"const int f_base = blockIdx.y * {schedule.feature_slice} + f_lane * V;",
-        *init,
-        _edge_loop(algorithm, schedule),
     ]
-    if schedule.edge_lanes > 1:
-        body.append(_merge_lanes(algorithm.reduce, algorithm.with_arg))
-    body.append(_write_back(algorithm))
+    body = [
+        f"using T = {SCALAR_TYPES[algorithm.dtype]};",
+        f"using A = {ACCUMULATOR_TYPES[algorithm.dtype]};",
+        *_group_walk(algorithm, schedule, locate),
+        _write_back(algorithm),
+    ]
     index = INDEX_TYPES[algorithm.index_dtype]
     return f"""// gsparse g-SpMM: {algorithm}
 // schedule {schedule}: {schedule.to_json()}
@@ -386,9 +405,11 @@ MERGE_KERNEL_NAME = "gspmm_merge"
 TILED_ROWS_PER_BLOCK = 2048
 
 
-def _tiled_write_back(algorithm: SpmmAlgorithm) -> str:
+def _partial_write_back(algorithm: SpmmAlgorithm, slot: str) -> str:
+    """Edge lane 0 stores the group's result, unfinished (accumulator type, no mean
+    division), as partial result ``slot`` of ``[slots, num_features]``."""
     lines = [
-        "const long long at = (tile * num_rows + row) * num_features + f;",
+        f"const long long at = ({slot}) * num_features + f;",
         "#pragma unroll",
         "for (int i = 0; i < V; ++i) {",
         "    partial[at + i] = acc[o][i];",
@@ -398,18 +419,20 @@ def _tiled_write_back(algorithm: SpmmAlgorithm) -> str:
     return _each_output_of_lane_zero(lines)
 
 
-def _merge_kernel(algorithm: SpmmAlgorithm) -> str:
-    """Folds the per-tile partial rows in tile order: deterministic, ties to the lowest
-    CSR position, like the single-pass kernel."""
+def _merge_kernel(algorithm: SpmmAlgorithm, name: str, parameters: str, locate: list[str]) -> str:
+    """A kernel that folds the partial results of each output element in order and writes
+    the output: deterministic, ties to the lowest CSR position, like the one-pass kernel.
+
+    Thread ``t`` runs ``locate``, which returns past the last element or names output
+    element ``i`` of row ``row`` and its partial results: ``first`` to ``last - 1``, result
+    ``k`` at ``base + k * stride``. ``parameters`` follow the ones every merge takes.
+    """
     reducer = REDUCERS[algorithm.reduce]
     if not reducer.keeps_arg:
         fold = "acc += partial[at];"
-        init = "A acc = A(0);"
     else:
         better = "other > acc" if algorithm.reduce == "max" else "other < acc"
-        init = "A acc = partial[i];"
         if algorithm.with_arg:
-            init += "\nlong long arg = partial_arg[i];"
             fold = (
                 "const A other = partial[at];\n"
                 "const long long other_arg = partial_arg[at];\n"
@@ -420,16 +443,15 @@ def _merge_kernel(algorithm: SpmmAlgorithm) -> str:
             )
         else:
             fold = f"const A other = partial[at];\nif ({better}) acc = other;"
-    start = "1" if reducer.keeps_arg else "0"
     finish = "acc / A(degree)" if algorithm.reduce == "mean" else "acc"
     lines = [
-        "const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-        "if (i >= num_rows * num_features) return;",
-        "const long long row = i / num_features;",
+        "const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+        *locate,
         "const long long degree = (long long)rowptr[row + 1] - rowptr[row];",
-        init,
-        f"for (long long tile = {start}; tile < num_tiles; ++tile) {{",
-        "    const long long at = tile * num_rows * num_features + i;",
+        "A acc = partial[base + first * stride];",
+        *(["long long arg = partial_arg[base + first * stride];"] if algorithm.with_arg else []),
+        "for (long long k = first + 1; k < last; ++k) {",
+        "    const long long at = base + k * stride;",
         indent(fold, 4),
         "}",
         f"out[i] = gs::from_acc<T>(degree == 0 ? A(0) : {finish});",
@@ -440,11 +462,11 @@ def _merge_kernel(algorithm: SpmmAlgorithm) -> str:
             f"arg_e[i] = degree == 0 || arg < 0 ? -1 : {_edge_id(algorithm, 'arg')};",
         ]
     return (
-        f'extern "C" __global__ void {MERGE_KERNEL_NAME}(\n'
+        f'extern "C" __global__ void {name}(\n'
         "      const I* __restrict__ rowptr, const I* __restrict__ col, const I* __restrict__ eid,\n"
         "      const A* __restrict__ partial, const long long* __restrict__ partial_arg,\n"
         "      T* __restrict__ out, long long* __restrict__ arg_u, long long* __restrict__ arg_e,\n"
-        "      long long num_rows, int num_features, long long num_tiles)\n"
+        f"      {parameters})\n"
         "{\n"
         f"{indent(chr(10).join(lines), 4)}\n"
         "}\n"
@@ -488,7 +510,7 @@ def generate_tiled(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
     ]
     if schedule.edge_lanes > 1:
         per_row.append(_merge_lanes(algorithm.reduce, keep_arg))
-    per_row.append(_tiled_write_back(algorithm))
+    per_row.append(_partial_write_back(algorithm, "tile * num_rows + row"))
     body_lines = [
         f"constexpr int FL = {schedule.feature_lanes};  // feature lanes",
         f"constexpr int EL = {schedule.edge_lanes};  // edge lanes",
@@ -523,15 +545,14 @@ def generate_tiled(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
         indent("\n".join(per_row), 4),
         "}",
     ]
-    index = INDEX_TYPES[algorithm.index_dtype]
-    scalar = SCALAR_TYPES[algorithm.dtype]
-    return f"""// gsparse g-SpMM, column-tiled: {algorithm}
-// schedule {schedule}: {schedule.to_json()}
-{PRELUDE}
-using I = {index};
-using T = {scalar};
-using A = {ACCUMULATOR_TYPES[algorithm.dtype]};
-
+    merge = _merge_kernel(algorithm, MERGE_KERNEL_NAME,
+                          "long long num_rows, int num_features, long long num_tiles", [
+        "if (t >= num_rows * num_features) return;",
+        "const long long i = t, row = t / num_features;",
+        "// One partial result per column tile, num_rows * num_features apart.",
+        "const long long first = 0, last = num_tiles, base = i, stride = num_rows * num_features;",
+    ])
+    return f"""{_two_pass_header("column-tiled", algorithm, schedule)}
 // One block per SM: the staged tile fills shared memory.
 extern "C" __global__ void __launch_bounds__({schedule.threads}, 1)
 {TILED_KERNEL_NAME}(const I* __restrict__ tile_rowptr, const unsigned short* __restrict__ local_col,
@@ -545,4 +566,77 @@ extern "C" __global__ void __launch_bounds__({schedule.threads}, 1)
 {indent(chr(10).join(body_lines), 4)}
 }}
 
-{_merge_kernel(algorithm)}"""
+{merge}"""
+
+
+def _two_pass_header(skeleton: str, algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
+    """The top of a program of two kernels (a first pass and its merge), which share
+    the types ``I``, ``T`` and ``A``."""
+    return f"""// gsparse g-SpMM, {skeleton}: {algorithm}
+// schedule {schedule}: {schedule.to_json()}
+{PRELUDE}
+using I = {INDEX_TYPES[algorithm.index_dtype]};
+using T = {SCALAR_TYPES[algorithm.dtype]};
+using A = {ACCUMULATOR_TYPES[algorithm.dtype]};
+"""
+
+
+SPLIT_KERNEL_NAME = "gspmm_split"
+SPLIT_MERGE_KERNEL_NAME = "gspmm_split_merge"
+
+
+@functools.lru_cache(maxsize=1024)
+def generate_split(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
+    """CUDA C++ of the split-row skeleton (``schedule.row_split > 0``) and its merge.
+
+    Group ``slot`` walks item ``slot`` of the graph's work list, as the one-pass kernel
+    walks a row: the edges from ``work_start[slot]`` to the end of row ``work_row[slot]``,
+    at most ``row_split`` of them. The first ``num_chunks`` items are the chunks of the rows
+    longer than that, in (row, chunk) order; each leaves its unfinished result as partial
+    result ``slot``, and ``gspmm_split_merge`` folds every split row's chunks in order
+    into its output. The other items are whole rows, written directly.
+    """
+    schedule.validate()
+    if not schedule.row_split:
+        raise ValueError(f"schedule {schedule} splits no rows")
+    locate = [
+        f"constexpr long long SPLIT = {schedule.row_split};  // most edges per work item",
+        "if (slot >= num_items) return;  // whole groups leave together",
+        "const long long row = work_row[slot];",
+        "const long long start = work_start[slot];",
+        "// A chunk ends SPLIT edges on, or at its row's end; a whole row is never longer.",
+        "const long long end = min(start + SPLIT, (long long)rowptr[row + 1]);",
+    ]
+    body = [
+        *_group_walk(algorithm, schedule, locate),
+        "if (slot < num_chunks) {  // a chunk of a split row: the merge writes the output",
+        indent(_partial_write_back(algorithm, "slot"), 4),
+        "} else {",
+        indent(_write_back(algorithm), 4),
+        "}",
+    ]
+    merge = _merge_kernel(algorithm, SPLIT_MERGE_KERNEL_NAME,
+                          "const I* __restrict__ split_row, const I* __restrict__ split_first,\n"
+                          "      long long num_split, int num_features", [
+        "if (t >= num_split * num_features) return;",
+        "const long long r = t / num_features;  // the r-th split row",
+        "const long long row = split_row[r], i = row * num_features + t % num_features;",
+        "// One partial result per chunk of the row, num_features apart.",
+        "const long long first = split_first[r], last = split_first[r + 1];",
+        "const long long base = t % num_features, stride = num_features;",
+    ])
+    return f"""{_two_pass_header("split rows", algorithm, schedule)}
+extern "C" __global__ void __launch_bounds__({schedule.threads})
+{SPLIT_KERNEL_NAME}(const I* __restrict__ rowptr, const I* __restrict__ col,
+      const I* __restrict__ eid, const I* __restrict__ work_row, const I* __restrict__ work_start,
+      const T* __restrict__ lhs, const T* __restrict__ rhs,
+      const int* __restrict__ lhs_offset, const int* __restrict__ rhs_offset,
+      T* __restrict__ out, long long* __restrict__ arg_u, long long* __restrict__ arg_e,
+      A* __restrict__ partial, long long* __restrict__ partial_arg,
+      long long num_items, long long num_chunks, int num_features, long long lhs_len,
+      long long rhs_len)
+{{
+{indent(chr(10).join(body), 4)}
+}}
+
+{merge}"""

@@ -16,6 +16,13 @@ indices (and edge scalars) with one coalesced load per thread and broadcasts the
 ``__shfl_sync``, instead of every lane loading every index. ``degree_sorted`` walks the
 rows longest first (G-Sparse's row swizzle), so the longest rows start first and the tail
 of the grid is made of short rows.
+
+``row_split`` caps the edges one group walks for one row. Rows longer than that are cut
+into chunks of ``row_split`` edges, each walked by its own group as if it were a row; the
+chunks' partial results are folded in chunk order by a second kernel, so results do not
+depend on timing. Without it a 100,000-edge hub row of a power-law graph is one group's
+work while the rest of the GPU idles at the tail of the grid. The chunks are walked first;
+with ``degree_sorted`` the whole rows after them are walked longest first.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from .common import VECTOR_BYTES, pow2_at_least, widest_vector
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 _WARP = 32
 _MAX_THREADS = 1024
+# Chunk lengths of row_split: below a warp's worth of edges a chunk leaves lanes idle; the
+# upper bound only keeps the knob in a range where cutting rows can matter.
+_ROW_SPLITS = tuple(2 ** k for k in range(5, 17))
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,10 @@ class SpmmSchedule:
             column-tiled skeleton (a multiple of 1024, at most 65536 so that local source
             indices fit 16 bits): for short features, where gathers from L2 are bound by
             its sector rate.
+        row_split: 0, or the most edges one group walks for one row (a power of two from
+            32 to 65536): longer rows are cut into chunks of that many edges whose partial
+            results a second kernel folds in chunk order (deterministic). Not with
+            ``column_tile``.
     """
 
     rows_per_block: int = 8
@@ -60,6 +74,7 @@ class SpmmSchedule:
     index_tile: bool = False
     degree_sorted: bool = False
     column_tile: int = 0
+    row_split: int = 0
 
     @property
     def group(self) -> int:
@@ -108,6 +123,12 @@ class SpmmSchedule:
                          "index_tile off and nnz_tile 1")
         if self.index_tile and self.edge_lanes != 1:
             found.append("index_tile broadcasts one edge to the whole group: needs edge_lanes 1")
+        if self.row_split and self.row_split not in _ROW_SPLITS:
+            found.append(f"row_split must be 0 or a power of two from {_ROW_SPLITS[0]} to "
+                         f"{_ROW_SPLITS[-1]}, got {self.row_split}")
+        if self.row_split and self.column_tile:
+            found.append("row_split cuts the rows of the one-pass skeleton; the column-tiled "
+                         "skeleton has partial rows of its own: set at most one of them")
         return found
 
     def validate(self) -> SpmmSchedule:
@@ -119,6 +140,7 @@ class SpmmSchedule:
     def __str__(self) -> str:
         flags = ("+tile" if self.index_tile else "") + ("+sorted" if self.degree_sorted else "")
         flags += f"+ct{self.column_tile}" if self.column_tile else ""
+        flags += f"+split{self.row_split}" if self.row_split else ""
         return (
             f"r{self.rows_per_block}.f{self.feature_lanes}.e{self.edge_lanes}"
             f".v{self.vector_width}.o{self.outputs_per_thread}.n{self.nnz_tile}{flags}"
@@ -137,6 +159,17 @@ class SpmmSchedule:
         if unknown := sorted(set(data) - known):
             raise ValueError(f"unknown SpmmSchedule knobs {unknown}; known: {sorted(known)}")
         return cls(**data).validate()
+
+
+def row_splits_for(mean_degree: float, max_degree: int) -> list[int]:
+    """Chunk lengths worth sweeping on a graph with these row statistics (often none).
+
+    Of 256, 1024, 4096 and 16384 edges, the two shortest that cut the longest row into more
+    than 8 chunks and are at least the mean row, so that only the rare long rows pay for
+    partial results and a merge.
+    """
+    fits = [s for s in (256, 1024, 4096, 16384) if mean_degree <= s and 8 * s < max_degree]
+    return fits[:2]
 
 
 def _edge_lanes_for(mean_degree: float, budget: int) -> int:
