@@ -91,6 +91,11 @@ _MAX_INT32 = 2**31 - 1
 # a GPU (an H100 SXM has 132); the default rule weighs the longest row against them.
 _WARPS_PER_SM = 64
 _FALLBACK_SMS = 132
+# The default rule's constants, fitted to an H100 sweep (see default_schedule).
+_SCALAR_HEAD = 4  # heads of at most this many elements: scalar loads
+_MAX_DEFAULT_LANES = 4
+_DEFAULT_THREADS = 128
+_DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2
 
 
 # --------------------------------------------------------------------------- schedule
@@ -226,14 +231,13 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
 
 
 def _lanes_for(span: int, vector: int) -> tuple[int, int]:
-    """(lanes, vectors per lane) for ``span`` features: up to 4 vectors, one lane each; up
-    to 64, two per lane; beyond, 32 lanes of four (and several passes)."""
+    """(lanes, vectors per lane) for ``span`` features: a lane takes up to 4 vectors (and
+    at most 16 elements, as ``problems`` demands), and up to 4 lanes share an edge
+    (longer spans take several passes)."""
     vectors = -(-max(span, 1) // vector)
-    if vectors <= 4:
-        return pow2_at_least(vectors), 1
-    if vectors <= 64:
-        return pow2_at_least(vectors) // 2, 2
-    return _WARP, 4
+    per_lane = min(4, 16 // vector)
+    lanes = min(_MAX_DEFAULT_LANES, pow2_at_least(-(-vectors // per_lane)))
+    return lanes, min(per_lane, pow2_at_least(-(-vectors // lanes)))
 
 
 @functools.lru_cache(maxsize=16)
@@ -261,24 +265,40 @@ def default_schedule(
 ) -> SddmmSchedule:
     """The schedule used when none is given, from graph statistics and the head length.
 
-    - Vectors as wide as the data allows (``vector_ok``, from the operands' alignment; by
-      default 16 bytes).
-    - Lanes from the number of vectors per head (G-Sparse's adaptive lane width, Table
-      IV): up to 4 vectors, one lane each; up to 64, two vectors per lane; beyond, 32
-      lanes of four vectors (and several passes). With float4 vectors that is 2 lanes at 8
-      features, 4 at 32, 16 at 128 and 32 at 512: the widths G-Sparse's tuner found.
-    - 256 threads per block.
+    Fitted to an H100 sweep of ``u_dot_v`` in fp32 (every schedule of the space on a
+    reddit-like and a proteins-like graph, heads of 1 to 512 features; docs/performance.md),
+    where this rule is within 1.15x of the best schedule in every cell and within 1.04x in 16
+    of the 20.
+
+    - Heads of at most 4 elements: one lane per edge and one scalar load per element.
+      Separate loads beat one vector load of the same bytes (2 features: 1.13-1.15x; 4
+      features: 1.04-1.05x), presumably because they are independent requests in flight.
+    - Longer heads: vectors as wide as the data allows (``vector_ok``, from the operands'
+      alignment; by default 16 bytes), up to 4 vectors per lane and up to 4 lanes per
+      edge: 1 lane up to 16 fp32 features, 2 at 32, 4 from 64 (several passes beyond).
+      More lanes lose: the best schedule with G-Sparse's widths (its Table IV: 2 at 8
+      features, 4 at 32, 16 at 128, 32 at 512) is 1.12-1.7x off the best on the H100,
+      presumably because the time goes to gathering node rows and a lane's four 16-byte
+      loads in flight already keep enough of them outstanding.
+    - 128 threads per block: 256 is up to 1.14x slower for the same schedule (at most 3%
+      faster).
     - The row skeleton where it cannot lose to the load imbalance it brings: rows long
       enough to fill the warp's ``32 / lanes`` edge groups (mean degree), and the longest
       row at most half of one warp's share of the whole grid (edges over resident warps),
-      so the last warp is not left walking it alone. Otherwise the edge skeleton.
-    - Edge skeleton, 4- or 8-byte dtypes: where the source nodes' features overflow three
-      quarters of the L2 cache, launches of the widest of 128, 64, 32 features whose slice
-      of them fits (none when not even 32 fit: there is no reuse to protect).
+      so the last warp is not left walking it alone. Otherwise the edge skeleton. (Both
+      swept graphs have longest rows 2-3.6x a warp's share, so this does not fire there;
+      where the row skeleton won, at 1-8 features and at 32 on proteins-like, the rule's
+      edge schedule is within 1.15x of it.)
+    - Edge skeleton, 4- or 8-byte dtypes, heads longer than 128 features whose source-node
+      features overflow three quarters of the L2 cache: launches of 128 features. At 256
+      and 512 features they are the best on proteins-like and within 1.04x on reddit-like,
+      where one launch is 1.06-1.15x slower and 32-feature launches (which fit the L2)
+      win by 2-4% on reddit-like but lose 1.16x on proteins-like, re-reading the graph's
+      indices once per launch.
     """
     if vector_ok is None:
         vector_ok = VECTOR_BYTES // element_size(dtype)
-    vector = widest_vector(feature_len, vector_ok)
+    vector = 1 if feature_len <= _SCALAR_HEAD else widest_vector(feature_len, vector_ok)
     lanes, per_thread = _lanes_for(feature_len, vector)
     stats = g.row_stats
     if resident_warps is None:
@@ -291,13 +311,13 @@ def default_schedule(
     if l2_bytes is None:
         l2_bytes = _l2_bytes(g.device)
     size = element_size(dtype)
-    budget = l2_bytes * 3 // 4
     launch = 0
-    if size >= 4 and g.num_src * feature_len * size > budget:
-        fits = [w for w in (128, 64, 32) if w < feature_len and g.num_src * w * size <= budget]
-        launch = fits[0] if fits else 0
+    if (size >= 4 and feature_len > _DEFAULT_LAUNCH
+            and g.num_src * feature_len * size > l2_bytes * 3 // 4):
+        launch = _DEFAULT_LAUNCH
     lanes, per_thread = _lanes_for(launch or feature_len, vector)
-    return SddmmSchedule("edge", 256 // lanes, lanes, per_thread, vector, launch).validate()
+    return SddmmSchedule("edge", _DEFAULT_THREADS // lanes, lanes, per_thread, vector,
+                         launch).validate()
 
 
 # --------------------------------------------------------------------------- code generation
