@@ -40,10 +40,11 @@ def graphs() -> dict[str, gsparse.Graph]:
     }
 
 
-def schedules(g: gsparse.Graph, feature_len: int, rng: random.Random) -> list[SpmmSchedule]:
-    """A sample of the space, plus the column-tiled skeleton with several tiles and rows
-    split into chunks of 32 edges (the long rows into dozens)."""
-    picked = rng.sample(schedule_space(g, feature_len), 6)
+def schedules(g: gsparse.Graph, feature_len: int, dtype: torch.dtype,
+              rng: random.Random) -> list[SpmmSchedule]:
+    """A sample of the space for ``dtype``, plus the column-tiled skeleton with several
+    tiles and rows split into chunks of 32 edges (the long rows into dozens)."""
+    picked = rng.sample(schedule_space(g, feature_len, dtype), 6)
     if feature_len <= 8:
         picked.append(SpmmSchedule(rows_per_block=64, feature_lanes=1, edge_lanes=16,
                                    column_tile=1024, degree_sorted=rng.random() < 0.5))
@@ -58,10 +59,10 @@ def main() -> int:
     for name, g in graphs().items():
         cuda = g.to("cuda")
         for feature_len in (1, 3, 8, 40, 130):
-            for schedule in schedules(g, feature_len, rng):
+            dtype = rng.choice([torch.float16, torch.float32, torch.float64])
+            for schedule in schedules(g, feature_len, dtype, rng):
                 op = rng.choice(SPMM_OPS)
                 reduce = rng.choice(list(REDUCERS))
-                dtype = rng.choice([torch.float16, torch.float32, torch.float64])
                 binop = BINARY_OPS[op]
                 lhs = torch.randn(g.num_src, feature_len, dtype=torch.float64) if binop.uses_lhs else None
                 rhs = (torch.rand(g.num_edges, feature_len, dtype=torch.float64) + 0.5

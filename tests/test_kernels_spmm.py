@@ -269,6 +269,73 @@ def test_algorithm_rejects_operands_the_op_does_not_read() -> None:
         SpmmAlgorithm("copy_lhs", "sum", Layout.FULL, None, torch.float32, torch.int32, False, True)
 
 
+# --- launch plans (CPU: a recording kernel stands in for the GPU) -----------------------
+
+
+class _RecordingKernel:
+    def __init__(self) -> None:
+        self.launches: list[tuple] = []
+
+    def launch(self, grid, block, args, *, shared_bytes=0, stream=None, context=""):
+        self.launches.append((grid, block, list(args)))
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Kernel lookups and default-schedule choices counted; launches recorded, not run."""
+    seen = {"kernels": 0, "defaults": 0, "kernel": _RecordingKernel()}
+
+    def kernel(algorithm, schedule, device_index):
+        seen["kernels"] += 1
+        return seen["kernel"], "context"
+
+    real_default = spmm_kernels.default_schedule
+
+    def default(*args, **kwargs):
+        seen["defaults"] += 1
+        return real_default(*args, **kwargs)
+
+    monkeypatch.setattr(spmm_kernels, "_kernel", kernel)
+    monkeypatch.setattr(spmm_kernels, "default_schedule", default)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return seen
+
+
+def test_a_repeated_call_reuses_its_launch_plan_and_passes_the_new_operands(recorded) -> None:
+    g = named_graph("random")
+    x1, x2 = torch.randn(g.num_src, 8), torch.randn(g.num_src, 8)
+    out1 = spmm_kernels.run_spmm(g, "copy_lhs", "sum", x1, None, (8,))
+    out2 = spmm_kernels.run_spmm(g, "copy_lhs", "sum", x2, None, (8,))
+    assert recorded["kernels"] == recorded["defaults"] == 1
+    (grid1, block1, args1), (grid2, block2, args2) = recorded["kernel"].launches
+    assert (grid1, block1) == (grid2, block2)
+    assert args1[4] is x1 and args2[4] is x2 and args1[8] is out1 and args2[8] is out2
+    assert args1[0] is g.rowptr and args1[1] is g.col
+    assert [a.value for a in args2[-4:]] == [g.num_dst, 8, 8, 0]
+
+
+def test_a_new_shape_dtype_or_schedule_gets_its_own_plan(recorded) -> None:
+    g = named_graph("random")
+    spmm_kernels.run_spmm(g, "copy_lhs", "sum", torch.randn(g.num_src, 8), None, (8,))
+    spmm_kernels.run_spmm(g, "copy_lhs", "sum", torch.randn(g.num_src, 16), None, (16,))
+    spmm_kernels.run_spmm(g, "copy_lhs", "sum", torch.randn(g.num_src, 16).double(), None, (16,))
+    forced = SpmmSchedule(rows_per_block=4, feature_lanes=16)
+    spmm_kernels.run_spmm(g, "copy_lhs", "sum", torch.randn(g.num_src, 16), None, (16,), forced)
+    spmm_kernels.run_spmm(g, "copy_lhs", "sum", torch.randn(g.num_src, 16), None, (16,), forced)
+    assert recorded["kernels"] == 4 and recorded["defaults"] == 3
+    assert len(recorded["kernel"].launches) == 5
+
+
+def test_an_invalid_forced_schedule_raises_on_every_call(recorded) -> None:
+    g = named_graph("random")
+    x = torch.randn(g.num_src, 6)  # 6 features: no 4-wide vectors
+    bad = SpmmSchedule(rows_per_block=16, feature_lanes=2, vector_width=4)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="allow at most 2"):
+            spmm_kernels.run_spmm(g, "copy_lhs", "sum", x, None, (6,), bad)
+    assert recorded["kernel"].launches == []
+
+
 # --- GPU: results against the float64 reference -------------------------------------------
 
 gpu = pytest.mark.gpu

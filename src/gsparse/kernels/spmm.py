@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -44,12 +45,14 @@ __all__ = ["SpmmSchedule", "default_schedule", "run_spmm", "schedule_space"]
 _FALLBACK_L2_BYTES = 40 << 20
 
 
+@functools.lru_cache(maxsize=64)
 def _l2_bytes(device: torch.device) -> int:
     if device.type != "cuda":
         return _FALLBACK_L2_BYTES
     return torch.cuda.get_device_properties(device).L2_cache_size or _FALLBACK_L2_BYTES
 
 
+@functools.lru_cache(maxsize=64)
 def _shared_bytes_limit(device: torch.device) -> int:
     """Shared memory one block may opt in to (227 KB on H100s; 99 KB assumed elsewhere)."""
     if device.type != "cuda":
@@ -140,18 +143,14 @@ def _kernel(
     return kernel, context
 
 
-@functools.lru_cache(maxsize=256)
-def _offsets(shape: tuple[int, ...], out_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    return broadcast_offsets(shape, out_shape).to(device)
-
-
-def _offsets_of(
-    t: torch.Tensor | None, layout: Layout | None, out_shape: tuple[int, ...]
+def _offsets_for(
+    shape: tuple[int, ...] | None, layout: Layout | None, out_shape: tuple[int, ...],
+    device: torch.device,
 ) -> torch.Tensor | None:
     """The broadcast offset table of an INDEXED operand (None for any other layout)."""
     if layout is not Layout.INDEXED:
         return None
-    return _offsets(tuple(t.shape[1:]), tuple(out_shape), t.device)
+    return broadcast_offsets(shape, out_shape).to(device)
 
 
 def run_spmm(
@@ -188,75 +187,93 @@ def run_spmm(
         arg_e = _allocate(out.shape, torch.int64, device)
     if g.num_dst == 0 or num_features == 0:
         return (out, arg_u, arg_e) if with_arg else out
+    if schedule is not None and not isinstance(schedule, SpmmSchedule):
+        raise TypeError(f"schedule must be an SpmmSchedule, got {type(schedule).__name__}")
 
-    layouts = {
-        name: None if t is None else operand_layout(tuple(t.shape[1:]), out_shape)
-        for name, t in (("lhs", lhs), ("rhs", rhs))
-    }
-    full = [t for name, t in (("lhs", lhs), ("rhs", rhs)) if layouts[name] is Layout.FULL]
+    full = [t for t in (lhs, rhs) if t is not None and tuple(t.shape[1:]) == tuple(out_shape)]
     vector_ok = vector_limit(num_features, [*full, out], dtype)
+    key = _PlanKey(op, reduce, None if lhs is None else tuple(lhs.shape[1:]),
+                   None if rhs is None else tuple(rhs.shape[1:]), tuple(out_shape), dtype,
+                   with_arg, vector_ok, schedule, device)
+    plan = g.derived(("gsparse.kernels.spmm.plan", key), lambda g: _plan(g, key))
+    plan(lhs, rhs, out, arg_u, arg_e)
+    return (out, arg_u, arg_e) if with_arg else out
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlanKey:
+    """Everything a g-SpMM launch depends on besides the operands' data."""
+
+    op: str
+    reduce: str
+    lhs_shape: tuple[int, ...] | None
+    rhs_shape: tuple[int, ...] | None
+    out_shape: tuple[int, ...]
+    dtype: torch.dtype
+    with_arg: bool
+    vector_ok: int
+    schedule: SpmmSchedule | None
+    device: torch.device
+
+
+_Launch = Callable[..., None]
+
+
+def _plan(g: Graph, key: _PlanKey) -> _Launch:
+    """The launches of one g-SpMM on ``g``: schedule chosen (or checked), kernels compiled
+    and loaded, geometry and scalar arguments computed. Kept with the graph, so that a
+    repeated call only fills in the operands' pointers: on a small graph the host time is
+    the whole cost of a call."""
+    binop = BINARY_OPS[key.op]
+    num_features = math.prod(key.out_shape)
+    lhs_len = 0 if key.lhs_shape is None else math.prod(key.lhs_shape)
+    schedule = key.schedule
     if schedule is None:
-        schedule = default_schedule(
-            g, num_features, dtype, vector_ok,
-            lhs_len=None if lhs is None else math.prod(lhs.shape[1:]))
+        schedule = default_schedule(g, num_features, key.dtype, key.vector_ok,
+                                    lhs_len=lhs_len if binop.uses_lhs else None)
     else:
-        if not isinstance(schedule, SpmmSchedule):
-            raise TypeError(f"schedule must be an SpmmSchedule, got {type(schedule).__name__}")
         schedule.validate()
-        if schedule.vector_width > vector_ok:
+        if schedule.vector_width > key.vector_ok:
             raise ValueError(
                 f"schedule {schedule} loads {schedule.vector_width} features at a time, but "
-                f"these operands allow at most {vector_ok} ({num_features} features per row; "
-                f"vector loads need the row length to be a multiple of the width and "
+                f"these operands allow at most {key.vector_ok} ({num_features} features per "
+                f"row; vector loads need the row length to be a multiple of the width and "
                 f"aligned data pointers)"
             )
-    has_eid = g.eid is not None and (binop.uses_rhs or with_arg)
     algorithm = SpmmAlgorithm(
-        op=op,
-        reduce=reduce,
-        lhs_layout=layouts["lhs"],
-        rhs_layout=layouts["rhs"],
-        dtype=dtype,
+        op=key.op,
+        reduce=key.reduce,
+        lhs_layout=None if key.lhs_shape is None else operand_layout(key.lhs_shape, key.out_shape),
+        rhs_layout=None if key.rhs_shape is None else operand_layout(key.rhs_shape, key.out_shape),
+        dtype=key.dtype,
         index_dtype=g.index_dtype,
-        has_eid=has_eid,
-        with_arg=with_arg,
+        has_eid=g.eid is not None and (binop.uses_rhs or key.with_arg),
+        with_arg=key.with_arg,
     )
-    device_index = device.index if device.index is not None else torch.cuda.current_device()
-    if schedule.column_tile and lhs is None:
+    device_index = key.device.index if key.device.index is not None else torch.cuda.current_device()
+    if schedule.column_tile and key.lhs_shape is None:
         # Nothing to stage (copy_rhs): the schedule's other knobs run the one-pass skeleton.
         schedule = dataclasses.replace(schedule, column_tile=0)
+    offsets = (_offsets_for(key.lhs_shape, algorithm.lhs_layout, key.out_shape, key.device),
+               _offsets_for(key.rhs_shape, algorithm.rhs_layout, key.out_shape, key.device))
+    rhs_len = 0 if key.rhs_shape is None else math.prod(key.rhs_shape)
     if schedule.column_tile:
-        _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index)
-        return (out, arg_u, arg_e) if with_arg else out
+        return _tiled_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets, device_index)
     if schedule.row_split:
-        _run_split(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index)
-        return (out, arg_u, arg_e) if with_arg else out
+        return _split_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets, device_index)
     kernel, context = _kernel(algorithm, schedule, device_index)
     geometry = launch_geometry(schedule, g.num_dst, num_features)
+    graph_args = [g.rowptr, g.col, g.eid if algorithm.has_eid else None,
+                  g.degree_sorted_rows if schedule.degree_sorted else None]
+    scalars = [runtime.i64(g.num_dst), runtime.i32(num_features), runtime.i64(lhs_len),
+               runtime.i64(rhs_len)]
 
-    kernel.launch(
-        geometry.grid,
-        geometry.block,
-        [
-            g.rowptr,
-            g.col,
-            g.eid if has_eid else None,
-            g.degree_sorted_rows if schedule.degree_sorted else None,
-            lhs,
-            rhs,
-            _offsets_of(lhs, layouts["lhs"], out_shape),
-            _offsets_of(rhs, layouts["rhs"], out_shape),
-            out,
-            arg_u,
-            arg_e,
-            runtime.i64(g.num_dst),
-            runtime.i32(num_features),
-            runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
-            runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
-        ],
-        context=context,
-    )
-    return (out, arg_u, arg_e) if with_arg else out
+    def launch(lhs, rhs, out, arg_u, arg_e) -> None:
+        kernel.launch(geometry.grid, geometry.block,
+                      [*graph_args, lhs, rhs, *offsets, out, arg_u, arg_e, *scalars],
+                      context=context)
+
+    return launch
 
 
 def _column_tiles(g: Graph, tile: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -311,48 +328,38 @@ def _partials(
     return partial, partial_arg
 
 
-def _run_tiled(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index):
+def _tiled_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets, device_index):
     """The column-tiled skeleton: per-tile partial rows, then a merge in tile order."""
-    lhs_len = math.prod(lhs.shape[1:])
-    shared_bytes = schedule.column_tile * lhs_len * element_size(lhs.dtype)
-    limit = _shared_bytes_limit(lhs.device)
+    shared_bytes = schedule.column_tile * lhs_len * element_size(algorithm.dtype)
+    device = g.device
+    limit = _shared_bytes_limit(device)
     if shared_bytes > limit:
         raise ValueError(
             f"schedule {schedule} stages {schedule.column_tile} rows of {lhs_len} "
-            f"{lhs.dtype} features ({shared_bytes} bytes); a block may use {limit}")
-    num_features = math.prod(out_shape)
+            f"{algorithm.dtype} features ({shared_bytes} bytes); a block may use {limit}")
     tile_rowptr, local_col, position, tiles = _column_tiles(g, schedule.column_tile)
-    partial, partial_arg = _partials(tiles * g.num_dst * num_features, algorithm, lhs.device)
     tiled, merge, context = _two_pass_kernels(algorithm, schedule, device_index)
-
+    eid = g.eid if algorithm.has_eid else None
     slices = -(-num_features // schedule.feature_slice)
-    tiled.launch(
-        (-(-g.num_dst // TILED_ROWS_PER_BLOCK), tiles * slices),
-        schedule.threads,
-        [
-            tile_rowptr, local_col, position,
-            g.eid if algorithm.has_eid else None,
-            g.degree_sorted_rows if schedule.degree_sorted else None,
-            lhs, rhs,
-            _offsets_of(lhs, algorithm.lhs_layout, out_shape),
-            _offsets_of(rhs, algorithm.rhs_layout, out_shape),
-            partial, partial_arg,
-            runtime.i64(g.num_dst), runtime.i64(g.num_src), runtime.i32(num_features),
-            runtime.i64(lhs_len), runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
-            runtime.i64(tiles),
-        ],
-        shared_bytes=shared_bytes,
-        context=context,
-    )
+    grid = (-(-g.num_dst // TILED_ROWS_PER_BLOCK), tiles * slices)
     total = g.num_dst * num_features
-    merge.launch(
-        (-(-total // 256),),
-        256,
-        [g.rowptr, g.col, g.eid if algorithm.has_eid else None, partial, partial_arg,
-         out, arg_u, arg_e, runtime.i64(g.num_dst), runtime.i32(num_features),
-         runtime.i64(tiles)],
-        context=context,
-    )
+    head = [tile_rowptr, local_col, position, eid,
+            g.degree_sorted_rows if schedule.degree_sorted else None]
+    scalars = [runtime.i64(g.num_dst), runtime.i64(g.num_src), runtime.i32(num_features),
+               runtime.i64(lhs_len), runtime.i64(rhs_len), runtime.i64(tiles)]
+    merge_scalars = [runtime.i64(g.num_dst), runtime.i32(num_features), runtime.i64(tiles)]
+    rowptr, col = g.rowptr, g.col  # not the graph: the plan is kept in it
+
+    def launch(lhs, rhs, out, arg_u, arg_e) -> None:
+        partial, partial_arg = _partials(tiles * total, algorithm, device)
+        tiled.launch(grid, schedule.threads,
+                     [*head, lhs, rhs, *offsets, partial, partial_arg, *scalars],
+                     shared_bytes=shared_bytes, context=context)
+        merge.launch((-(-total // 256),), 256,
+                     [rowptr, col, eid, partial, partial_arg, out, arg_u, arg_e, *merge_scalars],
+                     context=context)
+
+    return launch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -408,37 +415,29 @@ def _work_list(g: Graph, row_split: int, degree_sorted: bool) -> _WorkList:
     return g.derived(("gsparse.kernels.spmm.work_list", row_split, degree_sorted), build)
 
 
-def _run_split(g, algorithm, schedule, lhs, rhs, out_shape, out, arg_u, arg_e, device_index):
+def _split_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets, device_index):
     """The split-row skeleton: whole rows and chunks of long rows in one launch, then the
     merge of each split row's chunks in chunk order."""
-    num_features = math.prod(out_shape)
     work = _work_list(g, schedule.row_split, schedule.degree_sorted)
-    partial, partial_arg = _partials(work.num_chunks * num_features, algorithm, out.device)
     first, merge, context = _two_pass_kernels(algorithm, schedule, device_index)
     eid = g.eid if algorithm.has_eid else None
     geometry = launch_geometry(schedule, work.num_items, num_features)
-    first.launch(
-        geometry.grid,
-        geometry.block,
-        [
-            g.rowptr, g.col, eid, work.row, work.start,
-            lhs, rhs,
-            _offsets_of(lhs, algorithm.lhs_layout, out_shape),
-            _offsets_of(rhs, algorithm.rhs_layout, out_shape),
-            out, arg_u, arg_e, partial, partial_arg,
-            runtime.i64(work.num_items), runtime.i64(work.num_chunks), runtime.i32(num_features),
-            runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
-            runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
-        ],
-        context=context,
-    )
-    if work.num_chunks == 0:
-        return
     num_split = work.split_row.numel()
-    merge.launch(
-        (-(-num_split * num_features // 256),),
-        256,
-        [g.rowptr, g.col, eid, partial, partial_arg, out, arg_u, arg_e,
-         work.split_row, work.split_first, runtime.i64(num_split), runtime.i32(num_features)],
-        context=context,
-    )
+    scalars = [runtime.i64(work.num_items), runtime.i64(work.num_chunks), runtime.i32(num_features),
+               runtime.i64(lhs_len), runtime.i64(rhs_len)]
+    merge_scalars = [runtime.i64(num_split), runtime.i32(num_features)]
+    rowptr, col = g.rowptr, g.col  # not the graph: the plan is kept in it
+
+    def launch(lhs, rhs, out, arg_u, arg_e) -> None:
+        partial, partial_arg = _partials(work.num_chunks * num_features, algorithm, out.device)
+        first.launch(geometry.grid, geometry.block,
+                     [rowptr, col, eid, work.row, work.start, lhs, rhs, *offsets,
+                      out, arg_u, arg_e, partial, partial_arg, *scalars],
+                     context=context)
+        if work.num_chunks:
+            merge.launch((-(-num_split * num_features // 256),), 256,
+                         [rowptr, col, eid, partial, partial_arg, out, arg_u, arg_e,
+                          work.split_row, work.split_first, *merge_scalars],
+                         context=context)
+
+    return launch
