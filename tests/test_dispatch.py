@@ -65,3 +65,17 @@ def test_direct_and_custom_op_paths_agree():
     direct = gsparse.gspmm(g, "mul", "max", x, e)
     through_op = gsparse.gspmm(g, "mul", "max", x.requires_grad_(), e)
     torch.testing.assert_close(direct, through_op.detach(), rtol=0, atol=0)
+
+
+def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch):
+    calls = []
+    real = torch.sparse.mm
+    monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append(b.shape) or real(a, b))
+    g = _graph()
+    x, w = torch.randn(20, 3, 2), torch.rand(80, 1, 1) + 0.5
+    gsparse.gspmm(g, "copy_lhs", "mean", x)
+    gsparse.gspmm(g, "mul", "sum", x, w)
+    assert calls == [(20, 6), (20, 6)]
+    gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 3, 1))  # per-head weights: messages
+    gsparse.gspmm(g, "copy_lhs", "max", x)
+    assert len(calls) == 2
