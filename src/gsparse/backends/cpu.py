@@ -69,7 +69,8 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         adjacency = torch.sparse_csr_tensor(g.rowptr.to(index), g.col.to(index), values.to(acc),
                                             (g.num_dst, g.num_src))
-    out = torch.sparse.mm(adjacency, lhs.reshape(g.num_src, math.prod(out_shape)).to(acc))
+    with torch.autocast("cpu", enabled=False):  # the front end already applied autocast
+        out = torch.sparse.mm(adjacency, lhs.reshape(g.num_src, math.prod(out_shape)).to(acc))
     if reduce == "mean":
         out /= g.in_degrees().clamp(min=1).to(acc).unsqueeze(1)
     return out.reshape(g.num_dst, *out_shape).to(lhs.dtype)
