@@ -61,6 +61,14 @@ def test_time_calls_cycles_through_every_input_set():
         timing.time_calls(print, [()], CPU, min_repeats=5, max_repeats=2)
 
 
+def test_no_warmup_times_exactly_min_repeats_calls():
+    seen = []
+    t = timing.time_calls(lambda i: seen.append(i), [(0,), (1,)], CPU, warmup=0, min_repeats=3)
+    assert seen == [0, 1, 0] and len(t.times_ms) == 3
+    with pytest.raises(ValueError, match="warmup must be >= 0"):
+        timing.time_calls(print, [()], CPU, warmup=-1)
+
+
 def test_bandwidth_is_measured():
     bw = timing.measure_bandwidth(CPU, copy_bytes=8 << 20)
     assert bw.copy > 1e8 and bw.gather > 1e7

@@ -39,9 +39,8 @@ from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count, t
 __all__ = ["FORMAT", "DTYPES", "Config", "run_suite", "environment"]
 
 FORMAT = "gsparse-bench/1"
-# A sweep screens every schedule with this fraction of the timing budget, then times the
-# fastest few (the finalists) with the whole budget.
-_SCREEN_BUDGET = 0.1
+# A sweep screens every schedule with two timed calls, then times the fastest few (the
+# finalists) with the whole budget.
 _FINALISTS = 6
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -153,6 +152,7 @@ class _Cell:
     budget_s: float
     flush_l2: bool = False
     min_repeats: int = 5
+    warmup: int = 1
 
 
 def _is_oom(error: BaseException) -> bool:
@@ -188,7 +188,7 @@ def _measure(cell: _Cell, impl: Impl) -> dict[str, Any]:
                 return {"status": "wrong", "rel_error": err,
                         "message": f"relative error {err:.3g} over the tolerance {cell.tolerance:g}"}
         timing = time_calls(impl.run, args, cell.device, budget_s=cell.budget_s, flush_l2=cell.flush_l2,
-                            min_repeats=cell.min_repeats)
+                            min_repeats=cell.min_repeats, warmup=cell.warmup)
         return {"status": "ok", "median_ms": timing.median_ms, "spread": timing.spread,
                 "rel_error": worst, "times_ms": list(timing.times_ms)}
     except Exception as error:  # noqa: BLE001 - one implementation's failure must not end the suite
@@ -229,8 +229,9 @@ def _sweep(cell: _Cell, module: Any, feature_len: int, dtype: torch.dtype,
         return {"status": "error", "message": f"{type(error).__name__}: {error}"}
     impls = [cell.case.implementations(schedule)[0] for schedule in space]
     _compile_ahead(cell, impls, feature_len, dtype)
-    # Screen every schedule with a short timing, then time the fastest few with the full budget.
-    screen = dataclasses.replace(cell, budget_s=cell.budget_s * _SCREEN_BUDGET, min_repeats=2)
+    # Screen every schedule with two timed calls right after its check (which warmed it
+    # up), then time the fastest few with the full budget.
+    screen = dataclasses.replace(cell, min_repeats=2, warmup=0)
     entries = [{"schedule": str(schedule), "json": schedule.to_json(), **_measure(screen, impl)}
                for schedule, impl in zip(space, impls)]
     for entry in entries:

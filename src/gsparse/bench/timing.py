@@ -116,7 +116,9 @@ def time_calls(
         budget_s: about how long the repeats may take in all; the repeat count is derived
             from the last warm-up pass and clamped to ``[min_repeats, max_repeats]``.
         warmup: least number of untimed passes over all input sets before timing; the
-            warm-up also lasts at least ``budget_s / 4``.
+            warm-up also lasts at least ``budget_s / 4``. 0: no warm-up, and exactly
+            ``min_repeats`` timed calls, for a caller that has just run ``fn`` on these
+            inputs (to check its result) and only wants a quick ranking.
         flush_l2: on a CUDA device, overwrite a buffer twice the L2 size before each timed
             call, outside its events: for inputs so small that even the rotated sets fit in L2.
 
@@ -127,11 +129,13 @@ def time_calls(
         raise ValueError("input_sets must hold at least one argument tuple, got none")
     if min_repeats < 1 or max_repeats < min_repeats:
         raise ValueError(f"need 1 <= min_repeats <= max_repeats, got {min_repeats} and {max_repeats}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
     k = len(input_sets)
     # Warm up for whole passes over the input sets, at least ``warmup`` of them and a quarter
     # of the budget: the first calls pay page faults, thread-pool start and kernel loading.
-    passes, spent, per_call = 0, 0.0, 0.0
-    while passes < max(1, warmup) or spent < budget_s / 4:
+    passes, spent, per_call = 0, 0.0, math.inf
+    while warmup and (passes < warmup or spent < budget_s / 4):
         _sync(device)
         start = time.perf_counter()
         for args in input_sets:
