@@ -2,7 +2,9 @@
 # compute-sanitizer memcheck over a sampled g-SDDMM schedule space and the fused edge softmax
 # (forward and backward) on small edge-case graphs: empty rows, no edges, a long row,
 # bipartite shapes, head lengths that are not multiples of a slice, int64 indices, edge ids
-# unlike CSR positions. Every result is also checked against the float64 reference.
+# unlike CSR positions; every head length of 8 or more also runs dot on row_transposed
+# schedules (batches that run past a row's end). Every result is also checked against the
+# float64 reference.
 # Run on a GPU machine from the repository root: bash scripts/sanitize_sddmm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,8 +48,8 @@ def report(ok: bool, what: str) -> None:
         print("MISMATCH", what)
 
 
-def check_sddmm(name, g, cuda, head_len, dtype, schedule) -> None:
-    op = rng.choice(SDDMM_OPS)
+def check_sddmm(name, g, cuda, head_len, dtype, schedule, op=None) -> None:
+    op = op or rng.choice(SDDMM_OPS)
     lhs_target, rhs_target = rng.choice(TARGETS), rng.choice(TARGETS)
     binop = BINARY_OPS[op]
     heads = (2,) if op == "dot" else ()  # dot: two heads of head_len features
@@ -69,8 +71,13 @@ for name, g in graphs.items():
     cuda = g.to("cuda")
     for head_len in (1, 3, 8, 40, 130):
         for dtype in (torch.float16, torch.float32, torch.float64):
-            for schedule in rng.sample(schedule_space(g, head_len, dtype), 3):
+            space = schedule_space(g, head_len, dtype)
+            for schedule in rng.sample(space, 3):
                 check_sddmm(name, g, cuda, head_len, dtype, schedule)
+            # the transposed butterfly only runs for dot: batches past a row's end, empty rows
+            transposed = [s for s in space if s.skeleton == "row_transposed"]
+            for schedule in rng.sample(transposed, min(2, len(transposed))):
+                check_sddmm(name, g, cuda, head_len, dtype, schedule, op="dot")
     for shape in ((), (8, 1), (40,)):
         logits = torch.randn(g.num_edges, *shape, dtype=torch.float64)
         for norm_by in ("dst", "src"):

@@ -60,6 +60,14 @@ def test_schedule_json_round_trip() -> None:
         ({"features_per_launch": 48}, "features_per_launch must be one of"),
         ({"skeleton": "row", "features_per_launch": 32}, "slices launches of the edge skeleton"),
         ({"lanes": 32, "vector_width": 2, "features_per_launch": 32}, "narrower than the 64"),
+        ({"skeleton": "row_transposed", "groups_per_block": 4}, "edges_per_batch must be one of"),
+        ({"skeleton": "row_transposed", "groups_per_block": 4, "lanes": 8, "edges_per_batch": 16},
+         "at most lanes = 8"),
+        ({"skeleton": "row_transposed", "groups_per_block": 4, "edges_per_batch": 12},
+         "edges_per_batch must be one of"),
+        ({"skeleton": "row", "edges_per_batch": 8}, "knob of the row_transposed skeleton"),
+        ({"skeleton": "row_transposed", "edges_per_batch": 8, "features_per_launch": 32},
+         "slices launches of the edge skeleton"),
     ],
 )
 def test_invalid_schedules_say_why(knobs: dict, reason: str) -> None:
@@ -83,10 +91,13 @@ def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
     space = schedule_space(named_graph("sorted"), feature_len)
     assert space and all(not s.problems() for s in space)
     assert len(set(space)) == len(space)
-    assert {s.skeleton for s in space} == {"edge", "row"}
+    # the transposed dot needs groups of 8 lanes or more, so heads of 8 features or more
+    transposed = {"row_transposed"} if feature_len >= 8 else set()
+    assert {s.skeleton for s in space} == {"edge", "row", *transposed}
+    assert all(s.edges_per_batch in (8, s.lanes) for s in space if s.skeleton == "row_transposed")
     assert {s.threads for s in space if s.skeleton == "edge"} == {128, 256}
     # every row skeleton holds a whole head in one slice, so dot runs on it too
-    assert all(s.feature_slice >= feature_len for s in space if s.skeleton == "row")
+    assert all(s.feature_slice >= feature_len for s in space if s.skeleton != "edge")
     # no slice wider than a launch's features need, and at most four passes over them
     for s in space:
         span = s.features_per_launch or feature_len
@@ -250,6 +261,92 @@ def test_every_operator_compiles_on_both_skeletons(op: str, schedule: SddmmSched
     assert resources.spill_stores == 0 and resources.stack_bytes == 0
 
 
+def _transposed_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
+    """Per (head length, dtype): the transposed schedule that holds the most registers
+    (the batch's sums and v's features) and a sampled other, on dots whose operands
+    vary in layout, target, index width and edge ids."""
+    cases = [(8, torch.float32), (32, torch.float32), (100, torch.bfloat16),
+             (256, torch.float64), (512, torch.float32), (512, torch.float16)]
+    layouts = [(Layout.FULL, Layout.FULL), (Layout.FULL, Layout.INDEXED),
+               (Layout.INDEXED, Layout.FULL)]
+    targets = [("u", "v"), ("v", "u"), ("e", "v"), ("u", "e")]
+    pairs = []
+    for i, (feature_len, dtype) in enumerate(cases):
+        space = [s for s in schedule_space(named_graph("sorted"), feature_len, dtype)
+                 if s.skeleton == "row_transposed"]
+        heaviest = max(space, key=lambda s: s.edges_per_batch + s.features_per_thread * s.vector_width)
+        for j, schedule in enumerate(dict.fromkeys([heaviest, *_sample(space, 1, seed=i)])):
+            (lt, rt), (ll, rl) = targets[(i + j) % 4], layouts[(i + j) % 3]
+            pairs.append((SddmmAlgorithm("dot", lt, rt, ll, rl, dtype,
+                                         (torch.int32, torch.int64)[(i + j) % 2], j == 0), schedule))
+    return pairs
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("algorithm", "schedule"), _transposed_pairs(), ids=str)
+def test_transposed_dot_compiles_without_spills(arch, algorithm, schedule) -> None:
+    program = generate(algorithm, schedule)
+    binary = compile_cuda(program.source, arch=arch, cache=None)
+    resources = binary.resources[program.kernel_name]
+    # the batch's sums stay in registers: stack bytes would mean they went to memory
+    assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
+    assert resources.stack_bytes == 0, binary.log
+    assert resources.registers * schedule.threads <= 65536
+
+
+def test_transposed_dot_source() -> None:
+    algorithm = SddmmAlgorithm("dot", "u", "v", Layout.FULL, Layout.FULL, torch.float16,
+                               torch.int64, has_eid=True)
+    source = generate(algorithm, SddmmSchedule("row_transposed", 4, 32, 1, 4,
+                                               edges_per_batch=8)).source
+    assert "constexpr int B = 8;" in source and "A sums[B];" in source
+    assert "sums[i] = keep + __shfl_xor_sync(mask, give, half, LANES);" in source
+    assert "sums[0] += __shfl_xor_sync(mask, sums[0], offset, LANES);" in source
+    # lane j writes edge j of the batch, in user edge order, rounded once from fp32
+    assert "if (lane < B && p0 + lane < end) {" in source
+    assert "out[e * num_heads + h] = gs::from_acc<T>(sums[0]);" in source
+    assert "using A = float;" in source and "A b_cache[K][V];" in source
+    assert "partial += __shfl_xor_sync" not in source and "dst[p]" not in source
+    # other operators have no reduction to transpose: they run the row skeleton's code
+    add = SddmmAlgorithm("add", "u", "v", Layout.FULL, Layout.FULL, torch.float32, torch.int32, False)
+    transposed = generate(add, SddmmSchedule("row_transposed", 8, 4, 1, 4, edges_per_batch=4))
+    assert "sums" not in transposed.source
+    assert transposed.grid(1001, 17, 1, 100) == (3, 7)  # chunks of the row skeleton
+    assert transposed.grid(1001, 17, 3, 100) == (3, 7)
+    dot = generate(algorithm, SddmmSchedule("row_transposed", 4, 32, 1, 4, edges_per_batch=8))
+    assert dot.block == 128 and dot.grid(1001, 17, 3, 128) == (5, 3)  # rows x heads
+
+
+def _transposed_reduce_on_the_cpu(partials: torch.Tensor, batch: int) -> torch.Tensor:
+    """``_TRANSPOSED_REDUCE`` step for step over ``[lanes, batch]`` partial sums: what each
+    lane holds in ``sums[0]`` at the end."""
+    lanes = partials.shape[0]
+    sums = [list(row) for row in partials.tolist()]
+    step = 1
+    while step < batch:
+        half = batch // 2 // step
+        sent = [[(s[i] if lane & half else s[i + half]) for i in range(half)]
+                for lane, s in enumerate(sums)]
+        sums = [[(s[i + half] if lane & half else s[i]) + sent[lane ^ half][i]
+                 for i in range(half)] for lane, s in enumerate(sums)]
+        step *= 2
+    offset = batch
+    while offset < lanes:
+        sums = [[s[0] + sums[lane ^ offset][0]] for lane, s in enumerate(sums)]
+        offset *= 2
+    return torch.tensor([s[0] for s in sums], dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("lanes", "batch"), [(8, 2), (8, 8), (16, 8), (32, 8), (32, 16), (32, 32)])
+def test_transposed_butterfly_leaves_edge_j_in_lane_j(lanes: int, batch: int) -> None:
+    # The scheme of the generated reduction, replayed on the CPU with exact integers.
+    partials = torch.randint(-1000, 1000, (lanes, batch), dtype=torch.float64)
+    held = _transposed_reduce_on_the_cpu(partials, batch)
+    totals = partials.sum(0)
+    assert torch.equal(held, totals.repeat(lanes // batch))
+
+
 def test_generated_source_reads_well() -> None:
     algorithm = SddmmAlgorithm("dot", "u", "v", Layout.FULL, Layout.INDEXED, torch.float16,
                                torch.int32, has_eid=True)
@@ -330,6 +427,9 @@ def test_forced_row_schedule_must_hold_a_dot_head() -> None:
     x, y = torch.randn(g.num_src, 100), torch.randn(g.num_dst, 100)
     with pytest.raises(ValueError, match="cannot hold a dot head of 100"):
         run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("row", 8, 8, 2, 4))
+    with pytest.raises(ValueError, match="cannot hold a dot head of 100"):
+        run_sddmm(g, "dot", x, y, "u", "v", (1,),
+                  SddmmSchedule("row_transposed", 4, 8, 2, 4, edges_per_batch=8))
 
 
 def test_forced_schedule_is_validated() -> None:
@@ -497,3 +597,52 @@ def test_misaligned_operands_fall_back_to_scalar_loads(poisoned) -> None:
     with pytest.raises(ValueError, match="allow at most 1"):
         gsparse.gsddmm(g.to("cuda"), "mul", base.cuda()[1:].view(g.num_src, 8), y.cuda(),
                        "u", "v", schedule=SddmmSchedule("edge", 32, 8, 1, 4))
+
+
+def _transposed(g: gsparse.Graph, feature_len: int, dtype: torch.dtype) -> list[SddmmSchedule]:
+    return [s for s in schedule_space(g, feature_len, dtype) if s.skeleton == "row_transposed"]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["random", "sorted", "int64"])
+@pytest.mark.parametrize("feature_len", [8, 32, 100, 128, 512])
+def test_transposed_dot_matches_reference(poisoned, kind, feature_len, dtype) -> None:
+    # "random" and "int64" have empty rows, rows shorter than a batch and edge ids unlike
+    # CSR positions; "sorted" writes edges in CSR order. Half dtypes accumulate in fp32.
+    g = named_graph(kind)
+    cases = [("u", "v", (feature_len,), (feature_len,)),
+             ("u", "v", (4, feature_len), (4, feature_len)),  # heads: out [E, 4, 1]
+             ("v", "u", (1, feature_len), (3, feature_len)),  # lhs broadcast over heads
+             ("e", "v", (2, feature_len), (2, feature_len)),
+             ("u", "e", (feature_len,), (feature_len,))]
+    for i, schedule in enumerate(_transposed(g, feature_len, dtype)):
+        for lhs_target, rhs_target, lhs_shape, rhs_shape in cases:
+            lhs, rhs = _operands(g, "dot", lhs_target, rhs_target, lhs_shape, rhs_shape, dtype, i)
+            _check(poisoned, g, "dot", lhs, rhs, lhs_target, rhs_target, schedule)
+
+
+@gpu
+def test_transposed_dot_on_a_hundred_thousand_edge_row(poisoned) -> None:
+    g = named_graph("long_row")
+    lhs, rhs = _operands(g, "dot", "u", "v", (64,), (64,), torch.float32, 4)
+    expected = gsparse.gsddmm(g, "dot", lhs.double(), rhs.double(), "u", "v")
+    for schedule in _transposed(g, 64, torch.float32):
+        _check(poisoned, g, "dot", lhs, rhs, "u", "v", schedule, expected=expected)
+
+
+@gpu
+def test_transposed_skeleton_without_edges_and_for_other_operators(poisoned) -> None:
+    empty = named_graph("empty").to("cuda")
+    x = torch.randn(empty.num_src, 32, device="cuda")
+    y = torch.randn(empty.num_dst, 32, device="cuda")
+    for schedule in _transposed(empty, 32, torch.float32):
+        assert gsparse.gsddmm(empty, "dot", x, y, "u", "v", schedule=schedule).shape == (0, 1)
+    # element-wise operators have no reduction to transpose and run the row code
+    g = named_graph("random")
+    for schedule in _sample(_transposed(g, 32, torch.float32), 3, seed=7):
+        for op, lhs_target, rhs_target, rhs_shape in (("add", "u", "v", (32,)),
+                                                      ("mul", "e", "u", (1,))):
+            lhs, rhs = _operands(g, op, lhs_target, rhs_target, (32,), rhs_shape,
+                                 torch.float32, seed=7)
+            _check(poisoned, g, op, lhs, rhs, lhs_target, rhs_target, schedule)

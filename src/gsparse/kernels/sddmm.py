@@ -6,7 +6,7 @@ output per feature; ``dot`` reduces the last feature dimension, so its features 
 ``num_heads`` *heads* of ``head_len`` elements each, and each head gives one output.
 Element-wise operators are the one-head case with ``head_len`` = all output features.
 
-Two skeletons, both walking CSR positions ``p`` (so ``u = col[p]``) and writing
+Three skeletons, all walking CSR positions ``p`` (so ``u = col[p]``) and writing
 ``out[eid[p]]``:
 
 - ``edge``: a group of ``lanes`` threads per edge, ``groups_per_block`` edges per block.
@@ -19,6 +19,11 @@ Two skeletons, both walking CSR positions ``p`` (so ``u = col[p]``) and writing
   ``32 / lanes`` edges at a time. Saves the destination index and ``v``'s loads per edge;
   a long row is walked by one warp, so it suits graphs whose longest row is short next to
   the work of the whole grid.
+- ``row_transposed``: the row skeleton whose ``dot`` takes ``edges_per_batch`` edges at a
+  time per group of lanes and reduces them together with a transposed butterfly (a
+  reduce-scatter by shuffles), about one shuffle per edge instead of ``log2(lanes)``;
+  lane ``j`` then writes edge ``j``'s output. Other operators have no reduction and run
+  the row code.
 
 A lane owns ``features_per_thread`` vectors of ``vector_width`` consecutive features at a
 stride of ``lanes * vector_width`` (coalesced across the group); the group's *slice* is
@@ -77,10 +82,11 @@ __all__ = [
 ]
 
 KERNEL_NAME = "gsddmm"
-SKELETONS = ("edge", "row")
+SKELETONS = ("edge", "row", "row_transposed")
 _LANES = (1, 2, 4, 8, 16, 32)
 _VECTORS = (1, 2, 4, 8)
 _LAUNCH_SLICES = (0, 32, 64, 128, 256)
+_BATCHES = (2, 4, 8, 16, 32)
 _FALLBACK_L2_BYTES = 50 << 20  # an H100's
 _WARP = 32
 _MAX_THREADS = 1024
@@ -106,8 +112,10 @@ class SddmmSchedule:
     """One point of the g-SDDMM search space (a plain value: hashable, JSON round trip).
 
     Attributes:
-        skeleton: ``"edge"`` (a group of threads per edge) or ``"row"`` (a warp per
-            destination row, ``v``'s features in registers).
+        skeleton: ``"edge"`` (a group of threads per edge), ``"row"`` (a warp per
+            destination row, ``v``'s features in registers) or ``"row_transposed"`` (the
+            row skeleton whose ``dot`` reduces a batch of edges at once; see
+            :func:`_transposed_body`).
         groups_per_block: edges (edge skeleton) or rows, i.e. warps (row skeleton) per block.
         lanes: threads per edge, 1 to 32: the width of the ``dot`` shuffle reduction.
         features_per_thread: vectors each lane handles per pass (independent loads in flight).
@@ -116,6 +124,8 @@ class SddmmSchedule:
             sums are kept in ``out`` between launches).
         vector_width: consecutive features moved per load/store (1, 2, 4, or 8 for 2-byte
             dtypes: a vector is at most 16 bytes).
+        edges_per_batch: ``row_transposed`` only (0 otherwise): edges a group of lanes
+            reduces together, a power of two from 2 up to ``lanes``.
     """
 
     skeleton: str = "edge"
@@ -124,6 +134,7 @@ class SddmmSchedule:
     features_per_thread: int = 1
     vector_width: int = 1
     features_per_launch: int = 0
+    edges_per_batch: int = 0
 
     @property
     def threads(self) -> int:
@@ -157,6 +168,14 @@ class SddmmSchedule:
             found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
         elif self.threads % _WARP:
             found.append(f"{self.threads} threads per block is not a multiple of {_WARP}")
+        if self.skeleton == "row_transposed":
+            if self.edges_per_batch not in _BATCHES or self.edges_per_batch > self.lanes:
+                found.append(f"edges_per_batch must be one of {_BATCHES} and at most lanes = "
+                             f"{self.lanes} for the row_transposed skeleton, got "
+                             f"{self.edges_per_batch}")
+        elif self.edges_per_batch:
+            found.append(f"edges_per_batch is a knob of the row_transposed skeleton; the "
+                         f"{self.skeleton} skeleton needs 0, got {self.edges_per_batch}")
         if self.features_per_launch and self.skeleton != "edge":
             found.append("features_per_launch slices launches of the edge skeleton; the row "
                          "skeleton already covers features chunk by chunk")
@@ -179,8 +198,9 @@ class SddmmSchedule:
 
     def __str__(self) -> str:
         launch = f".s{self.features_per_launch}" if self.features_per_launch else ""
+        batch = f".b{self.edges_per_batch}" if self.edges_per_batch else ""
         return (f"{self.skeleton}.g{self.groups_per_block}.l{self.lanes}"
-                f".f{self.features_per_thread}.v{self.vector_width}{launch}")
+                f".f{self.features_per_thread}.v{self.vector_width}{launch}{batch}")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -208,13 +228,17 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     the features of a launch (rounded up to a power of two) and at most four passes short
     of them; 128 or 256 threads per edge block; row skeletons only where one slice covers
     the head (then every operator, ``dot`` included, runs on them), with 4 or 8 rows per
-    block.
+    block; and where such a slice has 8 or more lanes, ``row_transposed`` with 4 rows per
+    block and batches of 8 edges and of ``lanes`` edges, where their partial sums and
+    ``v``'s features fit in 64 registers (not yet measured: in the space for the tuner,
+    never the default).
     """
     del g  # the grid depends on the head length and dtype only; kept for a uniform API
     launches = [0]
     if element_size(dtype) >= 4:
         launches += [w for w in (32, 128) if w < feature_len]
     vectors = sorted({1, widest_vector(feature_len, VECTOR_BYTES // element_size(dtype))})
+    accumulator_words = 2 if dtype == torch.float64 else 1
     grid = []
     for launch in launches:
         span = launch or feature_len
@@ -227,6 +251,12 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
             if not launch and slice_ >= feature_len:
                 for rows in (4, 8):
                     grid.append(SddmmSchedule("row", rows, lanes, per_thread, vector))
+                for batch in sorted({8, lanes}) if lanes >= 8 else []:
+                    # the batch's sums and v's cached features stay within half of the
+                    # 128 registers a row skeleton's thread gets (more spills in fp64)
+                    if (batch + per_thread * vector) * accumulator_words <= 64:
+                        grid.append(SddmmSchedule("row_transposed", 4, lanes, per_thread,
+                                                  vector, edges_per_batch=batch))
     return [s for s in dict.fromkeys(grid) if not s.problems()]
 
 
@@ -529,17 +559,18 @@ def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
     ]
 
 
-def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
-    # v's features are the same for every edge of the row: held in registers per chunk.
+def _v_cache(algorithm: SddmmAlgorithm) -> tuple[set[str], list[str]]:
+    """The operands read from ``v``'s row, and code that holds the chunk's features of
+    them in registers (``{a,b}_cache[K][V]``, zero past ``limit``): ``v`` is the same for
+    every edge of a row."""
     cached = {name for name, target, layout in _operands(algorithm)
               if target == "v" and layout is not Layout.SCALAR}
-    edge_targets = algorithm.targets() - {"v"}
-    cache_lines = []
+    lines = []
     for name, target, layout in _operands(algorithm):
         if name not in cached:
             continue
         var = _VAR[name]
-        cache_lines += [
+        lines += [
             f"A {var}_cache[K][V];",
             "#pragma unroll",
             "for (int k = 0; k < K; ++k) {",
@@ -554,6 +585,26 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
             "    }",
             "}",
         ]
+    return cached, lines
+
+
+def _row_start(algorithm: SddmmAlgorithm) -> list[str]:
+    """The warp's destination row ``v`` and its CSR range; empty rows and rows past the
+    end leave at once (whole warps, so no shuffle misses a lane)."""
+    return [
+        "const long long v = (long long)blockIdx.x * GROUPS + threadIdx.x / 32;",
+        "if (v >= num_rows) return;",
+        "const long long start = rowptr[v];",
+        "const long long end = rowptr[v + 1];",
+        "if (start == end) return;",
+        "const int sub = (threadIdx.x % 32) / LANES;  // the lane group within the warp",
+        *_scalar_loads(algorithm, {"v"}),
+    ]
+
+
+def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
+    cached, cache_lines = _v_cache(algorithm)
+    edge_targets = algorithm.targets() - {"v"}
     edge = []
     if "u" in edge_targets:
         edge.append("const long long u = col[p];")
@@ -580,13 +631,7 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
         chunk = ["const int base = c * SLICE;", "const int limit = head_len;"]
     return [
         "constexpr int EDGES = 32 / LANES;  // edges a warp handles at a time",
-        "const long long v = (long long)blockIdx.x * GROUPS + threadIdx.x / 32;",
-        "if (v >= num_rows) return;  // whole warps leave together",
-        "const long long start = rowptr[v];",
-        "const long long end = rowptr[v + 1];",
-        "if (start == end) return;",
-        "const int sub = (threadIdx.x % 32) / LANES;",
-        *_scalar_loads(algorithm, {"v"}),
+        *_row_start(algorithm),
         "const int num_chunks = "
         + ("num_heads;" if algorithm.is_dot else "(head_len + SLICE - 1) / SLICE;"),
         "for (int c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
@@ -601,6 +646,101 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
     ]
 
 
+# The transposed butterfly (a reduce-scatter by shuffles). Each of a group's LANES lanes
+# holds sums[0 .. B-1]: its partial dot of each of the batch's B edges. At the step of
+# width `half` (B/2, B/4, ..., 1) a lane and its partner `lane ^ half` split the live
+# sums[0 .. 2*half-1]: the lane whose `half` bit is clear keeps the first half and sends
+# the second, its partner keeps the second and sends the first, and each adds what it
+# receives to what it keeps, so sums[i] now covers edge (i + the halves it kept) of twice
+# as many lanes. After log2(B) steps (B/2 + B/4 + ... + 1 = B - 1 shuffles) sums[0] is
+# edge `lane % B`'s partial over the B lanes that agree with `lane` beyond bit log2(B);
+# log2(LANES / B) plain butterfly steps (one shuffle each) add up those LANES / B blocks.
+# So B edges take B - 1 + log2(LANES / B) shuffles, against log2(LANES) each one at a time.
+_TRANSPOSED_REDUCE = """\
+// Counted steps: the unroller must see a constant trip count, or sums[] goes to memory.
+#pragma unroll
+for (int step = 1; step < B; step *= 2) {
+    const int half = B / 2 / step;
+    const bool upper = lane & half;
+    #pragma unroll
+    for (int i = 0; i < half; ++i) {
+        const A keep = upper ? sums[i + half] : sums[i];
+        const A give = upper ? sums[i] : sums[i + half];
+        sums[i] = keep + __shfl_xor_sync(mask, give, half, LANES);
+    }
+}
+#pragma unroll
+for (int offset = B; offset < LANES; offset *= 2) {
+    sums[0] += __shfl_xor_sync(mask, sums[0], offset, LANES);
+}"""
+
+
+def _transposed_body(algorithm: SddmmAlgorithm, batch: int) -> list[str]:
+    """``dot`` on the row skeleton, a batch of edges reduced at once.
+
+    A warp walks one destination row with ``v``'s features of the head in registers; its
+    groups of ``LANES`` lanes take turns at batches of ``B`` consecutive edges. Each lane
+    adds up its slice of the head for every edge of the batch (``sums[j]`` for edge
+    ``p0 + j``; edges past the row's end add nothing), the transposed butterfly leaves
+    edge ``j``'s dot in lane ``j``, and lanes ``0 .. B-1`` write the batch's outputs,
+    consecutive for consecutive edges when edge ids are CSR positions.
+    """
+    cached, cache_lines = _v_cache(algorithm)
+    edge_targets = algorithm.targets() - {"v"}
+    # Every lane of the group loads the edge's indices itself: one broadcast load per
+    # edge, where a lane loading the batch's and shuffling them out would spend the
+    # shuffles the butterfly saves.
+    edge = []
+    if "u" in edge_targets:
+        edge.append("const long long u = col[p];")
+    if "e" in edge_targets:
+        edge.append(f"const long long e = {'eid[p]' if algorithm.has_eid else 'p'};")
+    edge += _scalar_loads(algorithm, edge_targets)
+    edge += [
+        "#pragma unroll",
+        "for (int k = 0; k < K; ++k) {",
+        "    const int f = base + k * LANES * V + lane * V;",
+        "    if (f < limit) {",
+        indent(_feature_work(algorithm, cached), 8),
+        "    }",
+        "}",
+    ]
+    batch_lines = [
+        "A sums[B];",
+        "#pragma unroll",
+        "for (int j = 0; j < B; ++j) {",
+        "    const long long p = p0 + j;",
+        "    A partial = 0;",
+        "    if (p < end) {",
+        indent("\n".join(edge), 8),
+        "    }",
+        "    sums[j] = partial;",
+        "}",
+        _TRANSPOSED_REDUCE,
+        "if (lane < B && p0 + lane < end) {",
+        "    const long long p = p0 + lane;",
+        f"    const long long e = {'eid[p]' if algorithm.has_eid else 'p'};",
+        "    out[e * num_heads + h] = gs::from_acc<T>(sums[0]);",
+        "}",
+    ]
+    return [
+        f"constexpr int B = {batch};  // edges per group and batch",
+        "constexpr int STRIDE = 32 / LANES * B;  // edges a warp takes per batch",
+        *_row_start(algorithm),
+        "for (int h = blockIdx.y; h < num_heads; h += gridDim.y) {",
+        indent("\n".join([
+            "const int base = h * head_len;",
+            "const int limit = base + head_len;",
+            *cache_lines,
+            "// the group's lanes share p0, so they leave together",
+            "for (long long p0 = start + sub * B; p0 < end; p0 += STRIDE) {",
+            indent("\n".join(batch_lines), 4),
+            "}",
+        ]), 4),
+        "}",
+    ]
+
+
 def _min_blocks(algorithm: SddmmAlgorithm, schedule: SddmmSchedule) -> int:
     """Blocks per SM the register allocation must allow.
 
@@ -608,9 +748,9 @@ def _min_blocks(algorithm: SddmmAlgorithm, schedule: SddmmSchedule) -> int:
     spills to get there. The gathers need registers for loads in flight more than they
     need the last warps: the budget is 64 registers per thread (half occupancy), and 128
     where each lane holds twice as much, in fp64 or with ``v``'s features cached (row
-    skeleton).
+    skeletons; ``row_transposed`` also holds a batch of partial sums).
     """
-    heavy = algorithm.dtype == torch.float64 or schedule.skeleton == "row"
+    heavy = algorithm.dtype == torch.float64 or schedule.skeleton != "edge"
     return max(1, (512 if heavy else 1024) // schedule.threads)
 
 
@@ -633,7 +773,12 @@ def generate(algorithm: SddmmAlgorithm, schedule: SddmmSchedule) -> SddmmProgram
         "                                  : ((1u << LANES) - 1u) << ((threadIdx.x % 32) / LANES * LANES);",
         "(void)mask; (void)SLICE;",
     ]
-    body += _edge_body(algorithm) if schedule.skeleton == "edge" else _row_body(algorithm)
+    if schedule.skeleton == "edge":
+        body += _edge_body(algorithm)
+    elif schedule.skeleton == "row_transposed" and algorithm.is_dot:
+        body += _transposed_body(algorithm, schedule.edges_per_batch)
+    else:  # only a dot has a reduction to transpose: other operators run the row code
+        body += _row_body(algorithm)
     index = INDEX_TYPES[algorithm.index_dtype]
     source = f"""// gsparse g-SDDMM: {algorithm}
 // schedule {schedule}: {schedule.to_json()}
@@ -743,7 +888,8 @@ def run_sddmm(
             raise ValueError(
                 f"schedule {schedule} splits a {dtype} dot across launches, which would round "
                 f"its partial sums to {dtype} in between; use features_per_launch=0")
-        if schedule.skeleton == "row" and binop.reduces_last_dim and schedule.feature_slice < head_len:
+        if (schedule.skeleton != "edge" and binop.reduces_last_dim
+                and schedule.feature_slice < head_len):
             raise ValueError(
                 f"schedule {schedule} is a row skeleton whose slice of {schedule.feature_slice} "
                 f"features cannot hold a dot head of {head_len}; widen lanes, "
