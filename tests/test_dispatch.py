@@ -76,6 +76,8 @@ def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch):
     gsparse.gspmm(g, "copy_lhs", "mean", x)
     gsparse.gspmm(g, "mul", "sum", x, w)
     assert calls == [(20, 6), (20, 6)]
-    gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 3, 1))  # per-head weights: messages
+    gsparse.gspmm(g, "mul", "mean", x, torch.rand(80, 3, 1))  # one product per head
+    assert calls[2:] == [(20, 2)] * 3
+    gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 1, 2))  # weights per feature: messages
     gsparse.gspmm(g, "copy_lhs", "max", x)
-    assert len(calls) == 2
+    assert len(calls) == 5

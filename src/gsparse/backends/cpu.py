@@ -1,7 +1,8 @@
 """The PyTorch-ops backend: materialises per-edge messages, then scatters them.
 
-On the CPU, sums and means of node features weighted by one scalar per edge (or by 1) run
-as a sparse CSR times dense product instead, which PyTorch does without the messages.
+On the CPU, sums and means of node features weighted by one scalar per edge (or per edge
+and head, or by 1) run as sparse CSR times dense products instead, which PyTorch does
+without the messages.
 
 Runs on any device PyTorch supports. Half-precision inputs accumulate in float32 and
 are rounded once at the end, like the generated kernels. Results are always new tensors.
@@ -50,29 +51,46 @@ def _winners(g: Graph, messages: torch.Tensor, out: torch.Tensor) -> tuple[torch
     return arg_u, arg_e
 
 
+_MOST_HEADS = 64  # per-head sparse products beyond this would cost more than the messages
+
+
 def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
                     rhs: torch.Tensor | None, out_shape: tuple[int, ...]) -> torch.Tensor | None:
-    """Sum or mean of ``lhs`` rows weighted by one scalar per edge (or by 1), as a sparse CSR
-    times dense product: no ``[E, F]`` message tensor, and PyTorch's tuned kernel (MKL on
-    the CPU). None where the operands are not of that form."""
+    """Sum or mean of ``lhs`` rows weighted by one scalar per edge (or by 1), or by one
+    scalar per edge and head (``rhs`` ``[E, *heads, 1, ...]`` as in GAT), as sparse CSR
+    times dense products, one per head: no ``[E, F]`` message tensor, and PyTorch's tuned
+    kernel (MKL on the CPU). None where the operands are not of that form."""
     if reduce not in ("sum", "mean") or lhs is None or tuple(lhs.shape[1:]) != tuple(out_shape):
         return None
     if op == "copy_lhs":
-        values = torch.ones(g.num_edges, dtype=lhs.dtype, device=g.device)
-    elif op == "mul" and math.prod(rhs.shape[1:]) == 1:
-        values = _edges_in_csr_order(g, rhs.reshape(-1))
+        heads, weights = 1, torch.ones(g.num_edges, 1, dtype=lhs.dtype, device=g.device)
+    elif op == "mul":
+        shape = tuple(rhs.shape[1:])
+        k = len(shape)
+        while k and shape[k - 1] == 1:
+            k -= 1
+        heads = math.prod(shape[:k])
+        if shape[:k] != tuple(out_shape[:k]) or heads > _MOST_HEADS:
+            return None
+        weights = _edges_in_csr_order(g, rhs.reshape(g.num_edges, heads))
     else:
         return None
     acc = _accumulation_dtype(lhs.dtype)
     index = torch.int64 if g.index_dtype == torch.int64 else torch.int32
-    with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
+    rowptr, col = g.rowptr.to(index), g.col.to(index)
+    x = lhs.reshape(g.num_src, heads, math.prod(out_shape) // heads).to(acc)
+    parts = []
+    # The front end already applied autocast; MKL has no bf16 CSR product.
+    with (torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings(),
+          torch.autocast("cpu", enabled=False)):
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        adjacency = torch.sparse_csr_tensor(g.rowptr.to(index), g.col.to(index), values.to(acc),
-                                            (g.num_dst, g.num_src))
-    with torch.autocast("cpu", enabled=False):  # the front end already applied autocast
-        out = torch.sparse.mm(adjacency, lhs.reshape(g.num_src, math.prod(out_shape)).to(acc))
+        for h in range(heads):
+            adjacency = torch.sparse_csr_tensor(rowptr, col, weights[:, h].to(acc),
+                                                (g.num_dst, g.num_src))
+            parts.append(torch.sparse.mm(adjacency, x[:, h]))
+    out = torch.stack(parts, 1)
     if reduce == "mean":
-        out /= g.in_degrees().clamp(min=1).to(acc).unsqueeze(1)
+        out /= g.in_degrees().clamp(min=1).to(acc).view(-1, 1, 1)
     return out.reshape(g.num_dst, *out_shape).to(lhs.dtype)
 
 
