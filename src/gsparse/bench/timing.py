@@ -216,7 +216,13 @@ def _gather_probe(table: torch.Tensor, index: torch.Tensor) -> Callable[[], Any]
     out = torch.empty(outputs, table.shape[1], device=table.device)
     warps_per_block = 8
     grid = -(-outputs // warps_per_block)
-    return lambda: kernel.launch(grid, 32 * warps_per_block, [table, index, out, runtime.i64(outputs)])
+    args = [table, index, out, runtime.i64(outputs)]
+
+    def gather() -> torch.Tensor:
+        kernel.launch(grid, 32 * warps_per_block, args)
+        return out
+
+    return gather
 
 
 @dataclass(frozen=True)
