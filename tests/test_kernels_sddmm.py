@@ -441,6 +441,43 @@ def test_forced_schedule_is_validated() -> None:
         run_sddmm(g, "add", x, y, "u", "v", (8,), {"lanes": 8})
 
 
+class _RecordingKernel:
+    def __init__(self) -> None:
+        self.launches: list[tuple] = []
+
+    def launch(self, grid, block, args, *, shared_bytes=0, stream=None, context=""):
+        self.launches.append((grid, block, list(args)))
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Kernel lookups counted; launches recorded, not run (no GPU needed)."""
+    seen = {"kernels": 0, "kernel": _RecordingKernel()}
+
+    def kernel(algorithm, schedule, device_index):
+        seen["kernels"] += 1
+        return seen["kernel"], "context"
+
+    monkeypatch.setattr(sddmm_kernels, "_kernel", kernel)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return seen
+
+
+def test_a_repeated_call_reuses_its_launch_plan_and_passes_the_new_operands(recorded) -> None:
+    g = named_graph("random")
+    x1, x2 = torch.randn(g.num_src, 64), torch.randn(g.num_src, 64)
+    y = torch.randn(g.num_dst, 64)
+    out1 = run_sddmm(g, "dot", x1, y, "u", "v", (1,))
+    out2 = run_sddmm(g, "dot", x2, y, "u", "v", (1,))
+    run_sddmm(g, "dot", x2, y, "u", "v", (1,), SddmmSchedule("edge", 32, 8, 1, 1, 32))
+    assert recorded["kernels"] == 2
+    (_, _, first), (_, _, second), *sliced = recorded["kernel"].launches
+    assert first[4] is x1 and second[4] is x2 and first[8] is out1 and second[8] is out2
+    assert [a.value for a in second[-9:]] == [g.num_dst, g.num_edges, 1, 64, 64, 64, 0, 64, 0]
+    # features_per_launch 32: two launches, the second adding to the first's partial sums
+    assert [[a.value for a in args[-3:]] for _, _, args in sliced] == [[0, 32, 0], [32, 64, 1]]
+
+
 # --- GPU: results against the float64 reference -------------------------------------------
 
 gpu = pytest.mark.gpu

@@ -48,6 +48,7 @@ import functools
 import itertools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -865,22 +866,52 @@ def run_sddmm(
         raise ValueError(f"{num_heads * head_len} features per edge; generated kernels index "
                          f"the features of one row with 32-bit integers (at most {_MAX_INT32})")
 
-    layouts = {name: None if t is None else operand_layout(tuple(t.shape[1:]), full_shape)
-               for name, t in (("lhs", lhs), ("rhs", rhs))}
-    aligned = [t for name, t in (("lhs", lhs), ("rhs", rhs)) if layouts[name] is Layout.FULL]
+    if schedule is not None and not isinstance(schedule, SddmmSchedule):
+        raise TypeError(f"schedule must be an SddmmSchedule, got {type(schedule).__name__}")
+    full = [t for t in (lhs, rhs) if t is not None and tuple(t.shape[1:]) == full_shape]
     if not binop.reduces_last_dim:
-        aligned.append(out)  # element-wise results are stored as vectors too
-    vector_ok = vector_limit(head_len, aligned, dtype)
+        full.append(out)  # element-wise results are stored as vectors too
+    key = _PlanKey(op, lhs_target if binop.uses_lhs else None, rhs_target if binop.uses_rhs else None,
+                   None if lhs is None else tuple(lhs.shape[1:]),
+                   None if rhs is None else tuple(rhs.shape[1:]), full_shape, num_heads, dtype,
+                   vector_limit(head_len, full, dtype), schedule, device)
+    plan = g.derived(("gsparse.kernels.sddmm.plan", key), lambda g: _plan(g, key))
+    plan(lhs, rhs, out)
+    return out
+
+
+@dataclass(frozen=True)
+class _PlanKey:
+    """Everything a g-SDDMM launch depends on besides the operands' data."""
+
+    op: str
+    lhs_target: str | None
+    rhs_target: str | None
+    lhs_shape: tuple[int, ...] | None
+    rhs_shape: tuple[int, ...] | None
+    full_shape: tuple[int, ...]
+    num_heads: int
+    dtype: torch.dtype
+    vector_ok: int
+    schedule: SddmmSchedule | None
+    device: torch.device
+
+
+def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tensor | None, torch.Tensor], None]:
+    """The launches of one g-SDDMM on ``g``: schedule chosen (or checked), kernel compiled
+    and loaded, grid and scalar arguments computed. Kept with the graph, so that a repeated
+    call only fills in the operands' pointers."""
+    binop = BINARY_OPS[key.op]
+    head_len = key.full_shape[-1] if binop.reduces_last_dim else math.prod(key.full_shape)
+    dtype, schedule = key.dtype, key.schedule
     if schedule is None:
-        schedule = default_schedule(g, head_len, dtype, vector_ok)
+        schedule = default_schedule(g, head_len, dtype, key.vector_ok)
     else:
-        if not isinstance(schedule, SddmmSchedule):
-            raise TypeError(f"schedule must be an SddmmSchedule, got {type(schedule).__name__}")
         schedule.validate()
-        if schedule.vector_width > vector_ok:
+        if schedule.vector_width > key.vector_ok:
             raise ValueError(
                 f"schedule {schedule} moves {schedule.vector_width} features at a time, but these "
-                f"operands allow at most {vector_ok} ({head_len} features per head; vector "
+                f"operands allow at most {key.vector_ok} ({head_len} features per head; vector "
                 f"accesses need the head length to be a multiple of the width and aligned "
                 f"data pointers)")
         if (schedule.features_per_launch and binop.reduces_last_dim
@@ -895,49 +926,55 @@ def run_sddmm(
                 f"features cannot hold a dot head of {head_len}; widen lanes, "
                 f"features_per_thread or vector_width, or use the edge skeleton")
 
+    def layout(shape: tuple[int, ...] | None) -> Layout | None:
+        return None if shape is None else operand_layout(shape, key.full_shape)
+
     algorithm = SddmmAlgorithm(
-        op=op,
-        lhs_target=lhs_target if binop.uses_lhs else None,
-        rhs_target=rhs_target if binop.uses_rhs else None,
-        lhs_layout=layouts["lhs"],
-        rhs_layout=layouts["rhs"],
+        op=key.op,
+        lhs_target=key.lhs_target,
+        rhs_target=key.rhs_target,
+        lhs_layout=layout(key.lhs_shape),
+        rhs_layout=layout(key.rhs_shape),
         dtype=dtype,
         index_dtype=g.index_dtype,
         has_eid=g.eid is not None,
     )
     program = generate(algorithm, schedule)
-    kernel, context = _kernel(algorithm, schedule, device.index if device.index is not None
-                              else torch.cuda.current_device())
+    device_index = key.device.index if key.device.index is not None else torch.cuda.current_device()
+    kernel, context = _kernel(algorithm, schedule, device_index)
     edge_skeleton = schedule.skeleton == "edge"
     targets = algorithm.targets()
 
-    def offsets(t: torch.Tensor | None, layout: Layout | None) -> torch.Tensor | None:
-        if layout is not Layout.INDEXED:
+    def offsets(shape: tuple[int, ...] | None) -> torch.Tensor | None:
+        if layout(shape) is not Layout.INDEXED:
             return None
-        return _offsets(tuple(t.shape[1:]), full_shape, device)
+        return _offsets(shape, key.full_shape, key.device)
 
-    grid = program.grid(g.num_edges, g.num_dst, num_heads, head_len)
-    arguments = [
+    grid, block = program.grid(g.num_edges, g.num_dst, key.num_heads, head_len), program.block
+    graph_args = [
         None if edge_skeleton else g.rowptr,
         g.col if "u" in targets else None,
         g.csr_dst if edge_skeleton and "v" in targets else None,
         g.eid,
-        lhs,
-        rhs,
-        offsets(lhs, layouts["lhs"]),
-        offsets(rhs, layouts["rhs"]),
-        out,
+    ]
+    operand_offsets = [offsets(key.lhs_shape), offsets(key.rhs_shape)]
+    scalars = [
         runtime.i64(g.num_dst),
         runtime.i64(g.num_edges),
-        runtime.i32(num_heads),
+        runtime.i32(key.num_heads),
         runtime.i32(head_len),
-        runtime.i64(0 if lhs is None else math.prod(lhs.shape[1:])),
-        runtime.i64(0 if rhs is None else math.prod(rhs.shape[1:])),
+        runtime.i64(0 if key.lhs_shape is None else math.prod(key.lhs_shape)),
+        runtime.i64(0 if key.rhs_shape is None else math.prod(key.rhs_shape)),
     ]
     step = schedule.features_per_launch or head_len
-    for d_begin in range(0, head_len, step):
-        d_end = min(head_len, d_begin + step)
-        kernel.launch(grid, program.block,
-                      [*arguments, runtime.i32(d_begin), runtime.i32(d_end), runtime.i32(int(d_begin > 0))],
-                      context=context)
-    return out
+    # (first feature, end, whether to add to out's partial sums) of each launch
+    ranges = [(runtime.i32(begin), runtime.i32(min(head_len, begin + step)), runtime.i32(int(begin > 0)))
+              for begin in range(0, head_len, step)]
+
+    def launch(lhs, rhs, out) -> None:
+        for feature_range in ranges:
+            kernel.launch(grid, block,
+                          [*graph_args, lhs, rhs, *operand_offsets, out, *scalars, *feature_range],
+                          context=context)
+
+    return launch
