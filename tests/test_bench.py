@@ -336,3 +336,12 @@ def test_run_suite_checkpoints_after_each_workload(tmp_path):
                            checkpoint=lambda d: seen.append((d["complete"], len(d["cells"]))))
     assert seen == [(False, 1), (False, 2)]
     assert doc["complete"] and list(doc["workloads"]) == ["ring30", "ring40"]
+
+
+def test_cpu_floor_counts_compulsory_bytes_only():
+    case = CASES["spmm"][0]
+    g = _permuted_graph()
+    bw = timing.Bandwidth(copy=1e9, gather=1e6, copy_bytes=1, gather_table_bytes=1)
+    moved, gathered = case.floor_bytes(g, 8, 4)
+    assert gathered / bw.gather > moved / bw.copy  # the gather term would dominate
+    assert runner._floor(case, g, 8, torch.float32, bw)["floor_ms"] == moved / bw.copy * 1e3

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -208,7 +209,14 @@ def _gather_probe(table: torch.Tensor, index: torch.Tensor) -> Callable[[], Any]
     outputs = index.numel() // _GATHER_FAN_IN
     index = index[: outputs * _GATHER_FAN_IN]
     if table.device.type != "cuda":
-        return lambda: table.index_select(0, index).view(outputs, _GATHER_FAN_IN, -1).sum(1)
+        # The same gather-and-sum as a sparse CSR product: PyTorch's own CPU kernel for it,
+        # which (unlike index_select) does not write every gathered row back out.
+        rowptr = torch.arange(0, index.numel() + 1, _GATHER_FAN_IN, dtype=torch.int64)
+        with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            pattern = torch.sparse_csr_tensor(rowptr, index.long(), torch.ones(index.numel()),
+                                              (outputs, table.shape[0]))
+        return lambda: torch.sparse.mm(pattern, table)
     from .. import runtime
 
     kernel = runtime.get_kernel(_GATHER_KERNEL, "gather_probe", options=(f"-DFAN_IN={_GATHER_FAN_IN}",),
