@@ -81,3 +81,17 @@ def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch):
     gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 1, 2))  # weights per feature: messages
     gsparse.gspmm(g, "copy_lhs", "max", x)
     assert len(calls) == 5
+
+
+def test_cpu_endpoint_dot_products_run_as_sampled_products(monkeypatch):
+    calls = []
+    real = torch.sparse.sampled_addmm
+    monkeypatch.setattr(torch.sparse, "sampled_addmm",
+                        lambda a, m1, m2, **kw: calls.append(m1.shape) or real(a, m1, m2, **kw))
+    g = _graph()
+    x = torch.randn(20, 3, 4)
+    gsparse.gsddmm(g, "dot", x, x, "v", "u")
+    assert calls == [(20, 4)] * 3  # one per head
+    gsparse.gsddmm(g, "dot", x, torch.randn(80, 3, 4), "u", "e")  # an edge operand: gathers
+    gsparse.gsddmm(g, "dot", x, torch.randn(20, 1, 4), "u", "v")  # broadcast heads: gathers
+    assert len(calls) == 3

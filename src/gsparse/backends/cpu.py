@@ -1,8 +1,9 @@
 """The PyTorch-ops backend: materialises per-edge messages, then scatters them.
 
 On the CPU, sums and means of node features weighted by one scalar per edge (or per edge
-and head, or by 1) run as sparse CSR times dense products instead, which PyTorch does
-without the messages.
+and head, or by 1) run as sparse CSR times dense products instead, and dot products of the
+two endpoints' features as sampled dense products: PyTorch does both without per-edge
+message tensors.
 
 Runs on any device PyTorch supports. Half-precision inputs accumulate in float32 and
 are rounded once at the end, like the generated kernels. Results are always new tensors.
@@ -94,6 +95,38 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
     return out.reshape(g.num_dst, *out_shape).to(lhs.dtype)
 
 
+def _sampled_dot(g: Graph, lhs: torch.Tensor, rhs: torch.Tensor, lhs_target: str, rhs_target: str,
+                 out_shape: tuple[int, ...]) -> torch.Tensor | None:
+    """``u . v`` on every edge (per head) as sampled dense products, one per head: PyTorch's
+    ``sampled_addmm`` instead of gathering both endpoints' rows. None for other forms."""
+    if {lhs_target, rhs_target} != {"u", "v"}:
+        return None
+    by_target = {lhs_target: lhs, rhs_target: rhs}
+    u, v = by_target["u"], by_target["v"]
+    head_len = u.shape[-1]
+    full_shape = (*out_shape[:-1], head_len)
+    heads = math.prod(out_shape[:-1])
+    if tuple(u.shape[1:]) != full_shape or tuple(v.shape[1:]) != full_shape or heads > _MOST_HEADS:
+        return None
+    acc = _accumulation_dtype(u.dtype)
+    index = torch.int64 if g.index_dtype == torch.int64 else torch.int32
+    rowptr, col = g.rowptr.to(index), g.col.to(index)
+    u = u.reshape(g.num_src, heads, head_len).to(acc)
+    v = v.reshape(g.num_dst, heads, head_len).to(acc)
+    parts = []
+    with (torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings(),
+          torch.autocast("cpu", enabled=False)):
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        pattern = torch.sparse_csr_tensor(rowptr, col, torch.zeros(g.num_edges, dtype=acc),
+                                          (g.num_dst, g.num_src))
+        for h in range(heads):
+            parts.append(torch.sparse.sampled_addmm(pattern, v[:, h], u[:, h].t(), beta=0).values())
+    in_csr_order = torch.stack(parts, 1)
+    out = in_csr_order if g.eid is None else torch.empty_like(in_csr_order).index_copy_(
+        0, g.eid.long(), in_csr_order)
+    return out.reshape(g.num_edges, *out_shape).to(lhs.dtype)
+
+
 class _TorchBackend:
     def spmm(self, g, op, reduce, lhs, rhs, out_shape, schedule=None, with_arg=False):
         if with_arg and not REDUCERS[reduce].keeps_arg:
@@ -122,6 +155,9 @@ class _TorchBackend:
         return out.to(dtype)
 
     def sddmm(self, g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule=None):
+        if (op == "dot" and g.device.type == "cpu" and g.num_edges
+                and (dot := _sampled_dot(g, lhs, rhs, lhs_target, rhs_target, out_shape)) is not None):
+            return dot
         binop = BINARY_OPS[op]
         dtype = (lhs if lhs is not None else rhs).dtype
         acc = _accumulation_dtype(dtype)
