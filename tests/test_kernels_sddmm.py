@@ -26,6 +26,7 @@ from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gsddmm_ref
 
 from graphs import named_graph, random_features
+from recording import RecordingKernel
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 FEATURE_LENGTHS = (1, 2, 3, 4, 8, 16, 32, 64, 100, 128, 256, 512)
@@ -233,17 +234,6 @@ def _sampled_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
     return pairs
 
 
-@needs_nvrtc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize(("algorithm", "schedule"), _sampled_pairs(), ids=str)
-def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> None:
-    program = generate(algorithm, schedule)
-    binary = compile_cuda(program.source, arch=arch, cache=None)
-    resources = binary.resources[program.kernel_name]
-    assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
-    assert resources.stack_bytes == 0, binary.log
-    # __launch_bounds__(threads) keeps registers within what one block needs to launch.
-    assert resources.registers * schedule.threads <= 65536
 
 
 @needs_nvrtc
@@ -284,14 +274,15 @@ def _transposed_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
 
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize(("algorithm", "schedule"), _transposed_pairs(), ids=str)
-def test_transposed_dot_compiles_without_spills(arch, algorithm, schedule) -> None:
+@pytest.mark.parametrize(("algorithm", "schedule"), _sampled_pairs() + _transposed_pairs(), ids=str)
+def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> None:
     program = generate(algorithm, schedule)
     binary = compile_cuda(program.source, arch=arch, cache=None)
     resources = binary.resources[program.kernel_name]
-    # the batch's sums stay in registers: stack bytes would mean they went to memory
     assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
+    # No stack either: the transposed skeleton's batch of sums must stay in registers.
     assert resources.stack_bytes == 0, binary.log
+    # __launch_bounds__(threads) keeps registers within what one block needs to launch.
     assert resources.registers * schedule.threads <= 65536
 
 
@@ -441,18 +432,10 @@ def test_forced_schedule_is_validated() -> None:
         run_sddmm(g, "add", x, y, "u", "v", (8,), {"lanes": 8})
 
 
-class _RecordingKernel:
-    def __init__(self) -> None:
-        self.launches: list[tuple] = []
-
-    def launch(self, grid, block, args, *, shared_bytes=0, stream=None, context=""):
-        self.launches.append((grid, block, list(args)))
-
-
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> dict:
     """Kernel lookups counted; launches recorded, not run (no GPU needed)."""
-    seen = {"kernels": 0, "kernel": _RecordingKernel()}
+    seen = {"kernels": 0, "kernel": RecordingKernel()}
 
     def kernel(algorithm, schedule, device_index):
         seen["kernels"] += 1

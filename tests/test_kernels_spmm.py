@@ -28,6 +28,7 @@ from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gspmm_ref
 
 from graphs import named_graph, random_features
+from recording import RecordingKernel
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 FEATURE_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -272,18 +273,10 @@ def test_algorithm_rejects_operands_the_op_does_not_read() -> None:
 # --- launch plans (CPU: a recording kernel stands in for the GPU) -----------------------
 
 
-class _RecordingKernel:
-    def __init__(self) -> None:
-        self.launches: list[tuple] = []
-
-    def launch(self, grid, block, args, *, shared_bytes=0, stream=None, context=""):
-        self.launches.append((grid, block, list(args)))
-
-
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> dict:
     """Kernel lookups and default-schedule choices counted; launches recorded, not run."""
-    seen = {"kernels": 0, "defaults": 0, "kernel": _RecordingKernel()}
+    seen = {"kernels": 0, "defaults": 0, "kernel": RecordingKernel()}
 
     def kernel(algorithm, schedule, device_index):
         seen["kernels"] += 1

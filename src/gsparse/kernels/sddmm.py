@@ -603,6 +603,20 @@ def _row_start(algorithm: SddmmAlgorithm) -> list[str]:
     ]
 
 
+def _lane_features(algorithm: SddmmAlgorithm, cached: set[str]) -> list[str]:
+    """The loop over a lane's ``K`` vectors of one edge, in the row skeletons (``v``'s
+    features read from the warp's ``cached`` registers)."""
+    return [
+        "#pragma unroll",
+        "for (int k = 0; k < K; ++k) {",
+        "    const int f = base + k * LANES * V + lane * V;",
+        "    if (f < limit) {",
+        indent(_feature_work(algorithm, cached), 8),
+        "    }",
+        "}",
+    ]
+
+
 def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
     cached, cache_lines = _v_cache(algorithm)
     edge_targets = algorithm.targets() - {"v"}
@@ -613,15 +627,7 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
     edge += _scalar_loads(algorithm, edge_targets)
     if algorithm.is_dot:
         edge.append("A partial = 0;")
-    edge += [
-        "#pragma unroll",
-        "for (int k = 0; k < K; ++k) {",
-        "    const int f = base + k * LANES * V + lane * V;",
-        "    if (f < limit) {",
-        indent(_feature_work(algorithm, cached), 8),
-        "    }",
-        "}",
-    ]
+    edge += _lane_features(algorithm, cached)
     if algorithm.is_dot:
         edge.append(_REDUCE_PARTIAL)
     if algorithm.is_dot:
@@ -697,15 +703,7 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int) -> list[str]:
     if "e" in edge_targets:
         edge.append(f"const long long e = {'eid[p]' if algorithm.has_eid else 'p'};")
     edge += _scalar_loads(algorithm, edge_targets)
-    edge += [
-        "#pragma unroll",
-        "for (int k = 0; k < K; ++k) {",
-        "    const int f = base + k * LANES * V + lane * V;",
-        "    if (f < limit) {",
-        indent(_feature_work(algorithm, cached), 8),
-        "    }",
-        "}",
-    ]
+    edge += _lane_features(algorithm, cached)
     batch_lines = [
         "A sums[B];",
         "#pragma unroll",
