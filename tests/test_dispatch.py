@@ -88,10 +88,19 @@ def test_cpu_endpoint_dot_products_run_as_sampled_products(monkeypatch):
     real = torch.sparse.sampled_addmm
     monkeypatch.setattr(torch.sparse, "sampled_addmm",
                         lambda a, m1, m2, **kw: calls.append(m1.shape) or real(a, m1, m2, **kw))
-    g = _graph()
+    pairs = torch.randperm(400, generator=torch.Generator().manual_seed(0))[:80]
+    g = gsparse.Graph.from_edge_index(torch.stack([pairs % 20, pairs // 20]), 20, 20)  # no repeats
     x = torch.randn(20, 3, 4)
     gsparse.gsddmm(g, "dot", x, x, "v", "u")
     assert calls == [(20, 4)] * 3  # one per head
     gsparse.gsddmm(g, "dot", x, torch.randn(80, 3, 4), "u", "e")  # an edge operand: gathers
     gsparse.gsddmm(g, "dot", x, torch.randn(20, 1, 4), "u", "v")  # broadcast heads: gathers
     assert len(calls) == 3
+
+
+def test_repeated_edges_take_the_gather_path_for_dot_products():
+    # two edges between the same pair: sampled_addmm refuses this pattern
+    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 0], [0, 0]]), 1, 1)
+    x, y = torch.randn(1, 3), torch.randn(1, 3)
+    out = gsparse.gsddmm(g, "dot", x, y, "u", "v")
+    torch.testing.assert_close(out, (x * y).sum(1, keepdim=True).expand(2, 1))

@@ -95,11 +95,23 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
     return out.reshape(g.num_dst, *out_shape).to(lhs.dtype)
 
 
+def _simple(g: Graph) -> bool:
+    """Whether no two edges join the same (destination, source) pair: PyTorch's sampled
+    products refuse (or merge) repeated entries of the sparsity pattern. Kept with the graph."""
+
+    def build(g: Graph) -> bool:
+        pair = g.csr_dst.long() * g.num_src + g.col.long()
+        return torch.unique(pair).numel() == g.num_edges
+
+    return g.derived("gsparse.backends.cpu.simple", build)
+
+
 def _sampled_dot(g: Graph, lhs: torch.Tensor, rhs: torch.Tensor, lhs_target: str, rhs_target: str,
                  out_shape: tuple[int, ...]) -> torch.Tensor | None:
     """``u . v`` on every edge (per head) as sampled dense products, one per head: PyTorch's
-    ``sampled_addmm`` instead of gathering both endpoints' rows. None for other forms."""
-    if {lhs_target, rhs_target} != {"u", "v"}:
+    ``sampled_addmm`` instead of gathering both endpoints' rows. None for other forms, and
+    for graphs with repeated edges."""
+    if {lhs_target, rhs_target} != {"u", "v"} or not _simple(g):
         return None
     by_target = {lhs_target: lhs, rhs_target: rhs}
     u, v = by_target["u"], by_target["v"]
