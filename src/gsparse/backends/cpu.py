@@ -63,8 +63,10 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
     kernel (MKL on the CPU). None where the operands are not of that form."""
     if reduce not in ("sum", "mean") or lhs is None or tuple(lhs.shape[1:]) != tuple(out_shape):
         return None
+    acc = _accumulation_dtype(lhs.dtype)
     if op == "copy_lhs":
-        heads, weights = 1, torch.ones(g.num_edges, 1, dtype=lhs.dtype, device=g.device)
+        heads, weights = 1, g.derived(("gsparse.backends.cpu.unit_weights", acc),
+                                      lambda g: torch.ones(g.num_edges, 1, dtype=acc))
     elif op == "mul":
         shape = tuple(rhs.shape[1:])
         k = len(shape)
@@ -76,7 +78,6 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
         weights = _edges_in_csr_order(g, rhs.reshape(g.num_edges, heads))
     else:
         return None
-    acc = _accumulation_dtype(lhs.dtype)
     index = torch.int64 if g.index_dtype == torch.int64 else torch.int32
     rowptr, col = g.rowptr.to(index), g.col.to(index)
     x = lhs.reshape(g.num_src, heads, math.prod(out_shape) // heads).to(acc)
@@ -89,7 +90,7 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
             adjacency = torch.sparse_csr_tensor(rowptr, col, weights[:, h].to(acc),
                                                 (g.num_dst, g.num_src))
             parts.append(torch.sparse.mm(adjacency, x[:, h]))
-    out = torch.stack(parts, 1)
+    out = torch.stack(parts, 1) if heads > 1 else parts[0].unsqueeze(1)
     if reduce == "mean":
         out /= g.in_degrees().clamp(min=1).to(acc).view(-1, 1, 1)
     return out.reshape(g.num_dst, *out_shape).to(lhs.dtype)
