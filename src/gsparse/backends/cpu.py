@@ -188,16 +188,17 @@ class _TorchBackend:
         return out.copy_(binop.torch_fn(a, b).expand(g.num_edges, *out_shape))
 
     def edge_softmax(self, g, logits, norm_by):
-        src, dst = g.edges()
-        group, num_groups = (dst.long(), g.num_dst) if norm_by == "dst" else (src.long(), g.num_src)
+        # Each edge's group (its destination or source) as int64, kept with the graph.
+        group = g.derived(("gsparse.backends.cpu.softmax_group", norm_by),
+                          lambda g: g.edges()[1 if norm_by == "dst" else 0].long())
+        num_groups = g.num_dst if norm_by == "dst" else g.num_src
         x = logits.to(_accumulation_dtype(logits.dtype))
-        index = _row_index(group, x)
         shape = (num_groups, *x.shape[1:])
         row_max = torch.full(shape, float("-inf"), dtype=x.dtype, device=x.device)
-        row_max.scatter_reduce_(0, index, x, "amax", include_self=True)
-        exp = torch.exp(x - row_max[group])
+        row_max.scatter_reduce_(0, _row_index(group, x), x, "amax", include_self=True)
+        exp = torch.exp(x - row_max.index_select(0, group))
         row_sum = torch.zeros(shape, dtype=x.dtype, device=x.device).index_add_(0, group, exp)
-        return (exp / row_sum[group]).to(logits.dtype)
+        return (exp / row_sum.index_select(0, group)).to(logits.dtype)
 
 
 BACKEND = _TorchBackend()
