@@ -52,6 +52,15 @@ def _winners(g: Graph, messages: torch.Tensor, out: torch.Tensor) -> tuple[torch
     return arg_u, arg_e
 
 
+def unchecked_csr(rowptr: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
+                  shape: tuple[int, int]) -> torch.Tensor:
+    """A ``torch.sparse`` CSR matrix over indices already validated (a graph's): without
+    PyTorch's invariant checks and its "beta" warning."""
+    with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(rowptr, col, values, shape)
+
+
 _MOST_HEADS = 64  # per-head sparse products beyond this would cost more than the messages
 
 
@@ -78,17 +87,12 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
         weights = _edges_in_csr_order(g, rhs.reshape(g.num_edges, heads))
     else:
         return None
-    index = torch.int64 if g.index_dtype == torch.int64 else torch.int32
-    rowptr, col = g.rowptr.to(index), g.col.to(index)
     x = lhs.reshape(g.num_src, heads, math.prod(out_shape) // heads).to(acc)
     parts = []
     # The front end already applied autocast; MKL has no bf16 CSR product.
-    with (torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings(),
-          torch.autocast("cpu", enabled=False)):
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    with torch.autocast("cpu", enabled=False):
         for h in range(heads):
-            adjacency = torch.sparse_csr_tensor(rowptr, col, weights[:, h].to(acc),
-                                                (g.num_dst, g.num_src))
+            adjacency = unchecked_csr(g.rowptr, g.col, weights[:, h].to(acc), (g.num_dst, g.num_src))
             parts.append(torch.sparse.mm(adjacency, x[:, h]))
     out = torch.stack(parts, 1) if heads > 1 else parts[0].unsqueeze(1)
     if reduce == "mean":
@@ -122,16 +126,11 @@ def _sampled_dot(g: Graph, lhs: torch.Tensor, rhs: torch.Tensor, lhs_target: str
     if tuple(u.shape[1:]) != full_shape or tuple(v.shape[1:]) != full_shape or heads > _MOST_HEADS:
         return None
     acc = _accumulation_dtype(u.dtype)
-    index = torch.int64 if g.index_dtype == torch.int64 else torch.int32
-    rowptr, col = g.rowptr.to(index), g.col.to(index)
     u = u.reshape(g.num_src, heads, head_len).to(acc)
     v = v.reshape(g.num_dst, heads, head_len).to(acc)
     parts = []
-    with (torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings(),
-          torch.autocast("cpu", enabled=False)):
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        pattern = torch.sparse_csr_tensor(rowptr, col, torch.zeros(g.num_edges, dtype=acc),
-                                          (g.num_dst, g.num_src))
+    pattern = unchecked_csr(g.rowptr, g.col, torch.zeros(g.num_edges, dtype=acc), (g.num_dst, g.num_src))
+    with torch.autocast("cpu", enabled=False):
         for h in range(heads):
             parts.append(torch.sparse.sampled_addmm(pattern, v[:, h], u[:, h].t(), beta=0).values())
     in_csr_order = torch.stack(parts, 1)

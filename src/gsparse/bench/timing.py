@@ -21,12 +21,13 @@ from __future__ import annotations
 import math
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from ..backends.cpu import unchecked_csr
 
 __all__ = [
     "Bandwidth",
@@ -212,10 +213,7 @@ def _gather_probe(table: torch.Tensor, index: torch.Tensor) -> Callable[[], Any]
         # The same gather-and-sum as a sparse CSR product: PyTorch's own CPU kernel for it,
         # which (unlike index_select) does not write every gathered row back out.
         rowptr = torch.arange(0, index.numel() + 1, _GATHER_FAN_IN, dtype=torch.int64)
-        with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            pattern = torch.sparse_csr_tensor(rowptr, index.long(), torch.ones(index.numel()),
-                                              (outputs, table.shape[0]))
+        pattern = unchecked_csr(rowptr, index.long(), torch.ones(index.numel()), (outputs, table.shape[0]))
         return lambda: torch.sparse.mm(pattern, table)
     from .. import runtime
 
