@@ -7,7 +7,9 @@ run-time branches on them.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import json
 import math
 
 import torch
@@ -153,3 +155,21 @@ def indent(text: str, spaces: int) -> str:
     """``text`` with every non-empty line indented by ``spaces``."""
     pad = " " * spaces
     return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
+
+
+def schedule_to_json(schedule: object) -> str:
+    """A schedule dataclass as a JSON object of its knobs (sorted keys)."""
+    return json.dumps(dataclasses.asdict(schedule), sort_keys=True)
+
+
+def schedule_from_json(cls: type, text: str):
+    """The ``cls`` schedule written by :func:`schedule_to_json`, validated; knobs missing
+    from ``text`` take their defaults (records from before a knob existed still load).
+    ValueError for text that is not a JSON object, unknown knobs or invalid values."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"an {cls.__name__} is a JSON object, got {text!r}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    if unknown := sorted(set(data) - known):
+        raise ValueError(f"unknown {cls.__name__} knobs {unknown}; known: {sorted(known)}")
+    return cls(**data).validate()

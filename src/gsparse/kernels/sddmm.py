@@ -43,10 +43,8 @@ Public entry points: :class:`SddmmSchedule`, :func:`schedule_space`,
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +66,8 @@ from .common import (
     indent,
     operand_layout,
     pow2_at_least,
+    schedule_from_json,
+    schedule_to_json,
     vector_limit,
     widest_vector,
 )
@@ -204,18 +204,12 @@ class SddmmSchedule:
                 f".f{self.features_per_thread}.v{self.vector_width}{launch}{batch}")
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return schedule_to_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> SddmmSchedule:
-        """The schedule written by :meth:`to_json`; ValueError for unknown knobs or values."""
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError(f"an SddmmSchedule is a JSON object, got {text!r}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        if unknown := sorted(set(data) - known):
-            raise ValueError(f"unknown SddmmSchedule knobs {unknown}; known: {sorted(known)}")
-        return cls(**data).validate()
+        """The schedule written by :meth:`to_json` (see :func:`schedule_from_json`)."""
+        return schedule_from_json(cls, text)
 
 
 def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float32) -> list[SddmmSchedule]:

@@ -27,11 +27,9 @@ with ``degree_sorted`` the whole rows after them are walked longest first.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass
 
-from .common import VECTOR_BYTES, pow2_at_least, widest_vector
+from .common import VECTOR_BYTES, pow2_at_least, schedule_from_json, schedule_to_json, widest_vector
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 _WARP = 32
@@ -147,18 +145,12 @@ class SpmmSchedule:
         )
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return schedule_to_json(self)
 
     @classmethod
     def from_json(cls, text: str) -> SpmmSchedule:
-        """The schedule written by :meth:`to_json`; ValueError for unknown or missing knobs."""
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError(f"an SpmmSchedule is a JSON object, got {text!r}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        if unknown := sorted(set(data) - known):
-            raise ValueError(f"unknown SpmmSchedule knobs {unknown}; known: {sorted(known)}")
-        return cls(**data).validate()
+        """The schedule written by :meth:`to_json` (see :func:`schedule_from_json`)."""
+        return schedule_from_json(cls, text)
 
 
 def row_splits_for(mean_degree: float, max_degree: int) -> list[int]:
