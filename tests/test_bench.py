@@ -153,8 +153,9 @@ class _FakeScheduleModule:
         return [_Schedule(n) for n in range(8)]
 
     @staticmethod
-    def default_schedule(g, feature_len, dtype):
-        return _Schedule(0)
+    def default_schedule(g, feature_len, dtype, lhs_len=None):
+        # Named after the lhs row length the backend passes (g-SpMM's column-tile rule).
+        return _Schedule(0 if lhs_len is None else 100 + lhs_len)
 
 
 def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best():
@@ -171,7 +172,7 @@ def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best()
     assert all("median_ms" in e for e in finalists)
     assert sum("median_ms" in e for e in entries) == 6
     fastest = min([default["median_ms"], *(e["median_ms"] for e in finalists)])
-    assert result["best_ms"] == fastest and result["default"] == "s0"
+    assert result["best_ms"] == fastest and result["default"] == "s108"
 
 
 def test_sweep_is_unavailable_off_the_gpu():

@@ -23,7 +23,7 @@ from gsparse.kernels.spmm_codegen import (
     generate_tiled,
     launch_geometry,
 )
-from gsparse.kernels.spmm_schedule import default_schedule_for, schedule_grid
+from gsparse.kernels.spmm_schedule import default_schedule_for, row_splits_for, schedule_grid
 from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gspmm_ref
 
@@ -108,6 +108,29 @@ def test_default_slice_keeps_the_dense_input_in_l2() -> None:
     # products-like: no slice fits, so the widest slice reads the indices the fewest times
     no_reuse = default_schedule_for(51, 1.9, 512, 4, 50 << 20, 2_449_029, 4)
     assert no_reuse.feature_slice == 128
+
+
+def test_default_splits_long_rows_beyond_four_features() -> None:
+    # reddit-like statistics: rows far longer than the mean are cut into the longest chunks
+    # row_splits_for offers (the H100 sweep's winners at 8-512 features).
+    reddit = dict(mean_degree=492, cov=1.63, vector_ok=4, l2_bytes=50 << 20,
+                  source_rows=232_965, element_bytes=4, max_degree=40_000)
+    assert row_splits_for(492, 40_000) == [1024, 4096]
+    for feature_len in (8, 32, 512):
+        wide = default_schedule_for(feature_len=feature_len, **reddit)
+        assert (wide.row_split, wide.degree_sorted) == (4096, True)
+    assert default_schedule_for(feature_len=4, **reddit).row_split == 0
+    # No long rows (or no statistics): nothing to split.
+    assert default_schedule_for(feature_len=32, **{**reddit, "max_degree": 3_000}).row_split == 0
+    assert default_schedule_for(492, 1.63, 32, 4, 50 << 20, 232_965, 4).row_split == 0
+
+
+def test_default_keeps_natural_order_for_short_rows_and_features() -> None:
+    products = dict(mean_degree=51, cov=1.88, vector_ok=4, l2_bytes=50 << 20,
+                    source_rows=2_449_029, element_bytes=4, max_degree=20_000)
+    assert not default_schedule_for(feature_len=2, **products).degree_sorted
+    assert default_schedule_for(feature_len=8, **products).degree_sorted
+    assert default_schedule_for(feature_len=2, **{**products, "mean_degree": 492}).degree_sorted
 
 
 def test_launch_geometry_covers_rows_and_features() -> None:

@@ -164,6 +164,9 @@ class Case:
             or ``None`` when the case is not swept: only the case compared with cuSPARSE
             of each family is, which halves a sweep's device time.
         operands: operand name -> (rows: ``src``/``dst``/``edge``, has a feature axis).
+        default_options: keyword arguments the backend passes to the module's
+            ``default_schedule`` beyond ``(graph, feature_len, dtype)``, for one feature
+            length, so that the sweep names the schedule the default path really runs.
     """
 
     op: str
@@ -176,6 +179,7 @@ class Case:
     ours_pick: Callable[[torch.Tensor, Sample], torch.Tensor]
     baselines: tuple[Impl, ...]
     floor_bytes: Callable[[Graph, int, int], tuple[int, int]]
+    default_options: Callable[[int], dict[str, Any]] = lambda feature_len: {}
 
     @property
     def label(self) -> str:
@@ -297,6 +301,7 @@ def _spmm_case(name: str, weighted: bool, swept: bool) -> Case:
             Impl("pyg", _pyg_spmm_prepare(weighted), _pyg_spmm, _rows_of),
         ),
         floor_bytes=_spmm_floor(weighted),
+        default_options=lambda feature_len: {"lhs_len": feature_len},
     )
 
 

@@ -223,7 +223,8 @@ def _sweep(cell: _Cell, module: Any, feature_len: int, dtype: torch.dtype,
     """Time every schedule of the pruned space; best of those and the default path."""
     g = cell.sets[0].graph
     try:
-        default = module.default_schedule(g, feature_len, dtype)
+        default = module.default_schedule(g, feature_len, dtype,
+                                          **cell.case.default_options(feature_len))
         space = module.schedule_space(g, feature_len, dtype)
     except Exception as error:  # noqa: BLE001 - a broken space is reported, not fatal
         return {"status": "error", "message": f"{type(error).__name__}: {error}"}

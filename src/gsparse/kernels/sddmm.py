@@ -103,6 +103,8 @@ _SCALAR_HEAD = 4  # heads of at most this many elements: scalar loads
 _MAX_DEFAULT_LANES = 4
 _DEFAULT_THREADS = 128
 _DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2
+_TRANSPOSED_HEAD = 32  # the one head length where row_transposed is the default ...
+_TRANSPOSED_MEAN_DEGREE = 256  # ... on graphs with rows this long on average
 
 
 # --------------------------------------------------------------------------- schedule
@@ -291,9 +293,10 @@ def default_schedule(
     """The schedule used when none is given, from graph statistics and the head length.
 
     Fitted to an H100 sweep of ``u_dot_v`` in fp32 (every schedule of the space on a
-    reddit-like and a proteins-like graph, heads of 1 to 512 features; docs/performance.md),
-    where this rule is within 1.15x of the best schedule in every cell and within 1.04x in 16
-    of the 20.
+    reddit-like and a proteins-like graph, heads of 1 to 512 features; docs/performance.md).
+    On the sweep of 2026-11-23 it was within 1.12x of the best schedule in every cell of
+    those graphs and of products-like, but for 32 features on proteins-like (1.44x), which
+    the row_transposed case below now covers.
 
     - Heads of at most 4 elements: one lane per edge and one scalar load per element.
       Separate loads beat one vector load of the same bytes (2 features: 1.13-1.15x; 4
@@ -314,6 +317,12 @@ def default_schedule(
       swept graphs have longest rows 2-3.6x a warp's share, so this does not fire there;
       where the row skeleton won, at 1-8 features and at 32 on proteins-like, the rule's
       edge schedule is within 1.15x of it.)
+    - Heads of exactly 32 fp32 features in 16-byte vectors on graphs whose mean row has
+      256 or more edges: ``row_transposed`` (4 rows per block, 8 lanes, batches of 8
+      edges). On proteins-like it was the best schedule, 1.44x faster than the edge
+      schedule below; on reddit-like 1.07x off the best (refit of 2026-11-23). At 64
+      features it won on proteins-like by 1.12x but lost 1.25x on reddit-like, so the rule
+      stops at 32.
     - Edge skeleton, 4- or 8-byte dtypes, heads longer than 128 features whose source-node
       features overflow three quarters of the L2 cache: launches of 128 features. At 256
       and 512 features they are the best on proteins-like and within 1.04x on reddit-like,
@@ -328,6 +337,10 @@ def default_schedule(
     stats = g.row_stats
     if resident_warps is None:
         resident_warps = _resident_warps(g.device)
+    size = element_size(dtype)
+    if (size == 4 and feature_len == _TRANSPOSED_HEAD and vector == 4
+            and stats.mean >= _TRANSPOSED_MEAN_DEGREE):
+        return SddmmSchedule("row_transposed", 4, 8, 1, 4, edges_per_batch=8).validate()
     fills_warp = stats.mean >= _WARP // lanes
     short_tail = 2 * stats.max <= g.num_edges / max(resident_warps, 1)
     one_slice = lanes * vector * per_thread >= feature_len
@@ -335,7 +348,6 @@ def default_schedule(
         return SddmmSchedule("row", 8, lanes, per_thread, vector).validate()
     if l2_bytes is None:
         l2_bytes = _l2_bytes(g.device)
-    size = element_size(dtype)
     launch = 0
     if (size >= 4 and feature_len > _DEFAULT_LAUNCH
             and g.num_src * feature_len * size > l2_bytes * 3 // 4):

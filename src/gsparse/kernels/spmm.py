@@ -109,6 +109,7 @@ def default_schedule(
         l2_bytes=_l2_bytes(g.device),
         source_rows=g.num_src,
         element_bytes=element_size(dtype),
+        max_degree=g.row_stats.max,
     )
     if lhs_len is None or feature_len > 4:
         return schedule

@@ -180,6 +180,7 @@ def default_schedule_for(
     l2_bytes: int,
     source_rows: int,
     element_bytes: int,
+    max_degree: int = 0,
 ) -> SpmmSchedule:
     """The rule used before any measurement, from graph statistics and the feature length.
 
@@ -195,10 +196,19 @@ def default_schedule_for(
       features, where gathers are latency bound; 1 when a thread already has two vectors
       in flight per edge, and for the shortest features, whose gathers are bound by L2
       sector throughput and gain nothing from more in flight.
-    - Skewed degree distributions (COV > 0.5) walk the rows longest first.
+    - Skewed degree distributions (COV > 0.5) walk the rows longest first, except short
+      rows (mean below 128) at up to 4 features: there the gathers are bound by L2 sector
+      throughput, not by imbalance, and the natural order was 1.11-1.24x faster on
+      products-like.
+    - Beyond 4 features, rows far longer than the mean (``max_degree``) are cut into
+      chunks of the longest length :func:`row_splits_for` offers: on reddit- and
+      proteins-like at 8-64 features the unsplit rule was 1.2-1.9x off the best schedule,
+      which always split the long rows.
 
-    Measured on an H100 against the full grid (docs/performance.md), this stays within
-    1.5x of the best schedule on the reddit-, proteins- and products-like graphs.
+    Refitted to the H100 sweep of 2026-11-23 (docs/performance.md): predicted from its
+    recorded times, within 1.07x of the best schedule on reddit- and proteins-like beyond
+    4 features (up to 4 features the column-tiled default of
+    :func:`gsparse.kernels.spmm.default_schedule` takes over).
     """
     vector = widest_vector(feature_len, min(vector_ok, VECTOR_BYTES // element_bytes))
     fits = [w for w in (128, 64, 32) if source_rows * w * element_bytes <= l2_bytes * 3 // 4]
@@ -213,6 +223,7 @@ def default_schedule_for(
         nnz = 1
     else:
         nnz = 4 if mean_degree >= 128 else 2
+    splits = row_splits_for(mean_degree, max_degree) if feature_len > 4 else []
     return SpmmSchedule(
         rows_per_block=max(1, 256 // group),
         feature_lanes=feature_lanes,
@@ -221,7 +232,8 @@ def default_schedule_for(
         outputs_per_thread=outputs,
         nnz_tile=nnz,
         index_tile=False,
-        degree_sorted=cov > 0.5,
+        degree_sorted=cov > 0.5 and (feature_len > 4 or mean_degree >= 128),
+        row_split=splits[-1] if splits else 0,
     ).validate()
 
 
