@@ -3,7 +3,7 @@
 Run on a GPU machine from the repository root: ``PYTHONPATH=src python3 scripts/host_time.py``.
 Prints microseconds per call (wall time of 2,000 calls between two synchronisations) for
 gspmm, the CUDA backend's g-SpMM alone, gsddmm, edge_softmax and, for scale,
-torch.sparse.mm on the same CSR and torch.empty; then a profile of gspmm's Python path.
+torch.sparse.mm on the same CSR and torch.empty; then profiles of the three operators' Python paths.
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ def main() -> None:
     }
     for name, fn in timings.items():
         print(f"{name}: {per_call_us(fn):.1f} us per call")
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(2000):
-        gsparse.gspmm(g, "copy_lhs", "sum", x)
-    profile.disable()
-    pstats.Stats(profile).sort_stats("tottime").print_stats(15)
+    for name in ("gspmm", "gsddmm", "edge_softmax"):
+        print(f"--- profile of 2,000 {name} calls")
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(2000):
+            timings[name]()
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(12)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import edge_softmax_ref
 
 from graphs import named_graph, random_features
+from recording import RecordingKernel
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -74,6 +75,29 @@ def test_no_edges_launch_nothing() -> None:
     assert run_edge_softmax(g, torch.randn(0, 8, 1)).shape == (0, 8, 1)
     assert run_edge_softmax(g, torch.randn(0), "src").shape == (0,)
     assert run_edge_softmax_backward(g, torch.randn(0, 4), torch.randn(0, 4)).shape == (0, 4)
+
+
+def test_kernels_are_looked_up_once_per_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    # runtime.get_kernel hashes the whole source: a repeated call must not pay for it again.
+    looked_up, kernel = [], RecordingKernel()
+
+    def get_kernel(source, name, *, context="", device=None):
+        looked_up.append(name)
+        return kernel
+
+    monkeypatch.setattr(softmax_kernels.runtime, "get_kernel", get_kernel)
+    softmax_kernels._kernel.cache_clear()
+    try:
+        g = named_graph("random")
+        z1, z2 = torch.randn(g.num_edges, 4), torch.randn(g.num_edges, 4)
+        y1, y2 = run_edge_softmax(g, z1), run_edge_softmax(g, z2)
+        run_edge_softmax(g, torch.randn(g.num_edges, 2))  # other head count: other kernel
+        run_edge_softmax_backward(g, y1, z1)
+    finally:
+        softmax_kernels._kernel.cache_clear()
+    assert looked_up == ["edge_softmax_forward"] * 2 + ["edge_softmax_backward"]
+    (_, _, first), (_, _, second), *_ = kernel.launches
+    assert first[2] is z1 and second[2] is z2 and first[3] is y1 and second[3] is y2
 
 
 def test_backward_checks_its_operands_and_norm_by() -> None:

@@ -179,17 +179,27 @@ def _rows(g: Graph, norm_by: str) -> Graph:
     return g if norm_by == "dst" else g.reverse()
 
 
+@functools.lru_cache(maxsize=256)
+def _kernel(direction: str, dtype: torch.dtype, index_dtype: torch.dtype, has_eid: bool,
+            num_heads: int, norm_by: str, device_index: int) -> tuple[runtime.Kernel, SoftmaxProgram, str]:
+    """The loaded kernel, its program and its description for errors, found without hashing
+    the source again on every call (the hash costs about as much as the rest of a call)."""
+    program = generate(direction, dtype, index_dtype, has_eid, head_lanes(num_heads))
+    context = f"{program.kernel_name} norm_by={norm_by} heads={num_heads}"
+    kernel = runtime.get_kernel(program.source, program.kernel_name, context=context,
+                                device=device_index)
+    return kernel, program, context
+
+
 def _launch(direction: str, g: Graph, tensors: list[torch.Tensor], out: torch.Tensor,
             norm_by: str) -> torch.Tensor:
     rows = _rows(g, norm_by)
     if out.numel() == 0:
         return out
     num_heads = out.numel() // g.num_edges
-    program = generate(direction, out.dtype, rows.index_dtype, rows.eid is not None,
-                       head_lanes(num_heads))
-    context = f"{program.kernel_name} norm_by={norm_by} heads={num_heads}"
-    kernel = runtime.get_kernel(program.source, program.kernel_name, context=context,
-                                device=out.device)
+    kernel, program, context = _kernel(direction, out.dtype, rows.index_dtype,
+                                       rows.eid is not None, num_heads, norm_by,
+                                       out.device.index)
     kernel.launch(program.grid(rows.num_dst), program.block,
                   [rows.rowptr, rows.eid, *tensors, out, runtime.i64(rows.num_dst),
                    runtime.i64(num_heads)],
