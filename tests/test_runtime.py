@@ -622,7 +622,8 @@ def test_launch_drives_the_cuda_driver_in_the_primary_context(
     assert fake.calls == [
         ("push", 100), ("load", b"cubin", 100), ("pop",),
         ("push", 100), ("pop",),  # cuModuleGetFunction
-        ("push", 100), ("attribute", attribute, 65536),
+        ("push", 100), ("attribute", attribute, 65536), ("pop",),
+        ("push", 100),
         ("launch", ("function", b"k"), (3, 2, 1), (128, 1, 1), 65536, 77, (None, 7, 2.5), 100),
         ("pop",),
         ("push", 100),  # 50 KiB is under the 64 KiB already allowed: no attribute call
@@ -636,6 +637,47 @@ def test_launch_drives_the_cuda_driver_in_the_primary_context(
     with pytest.raises(LaunchError, match=r"'k' \[ctx\]: .*CUDA_ERROR_INVALID_VALUE"):
         kernel.launch(1, 32, args, context="ctx")
     assert [call[0] for call in fake.calls] == ["launch"]
+
+
+def test_prepared_launch_fills_its_operand_slots_on_each_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeDriver()
+    fake.current_context = 100
+    monkeypatch.setattr(_bindings, "driver", lambda: fake)
+    monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+    # Stand-in pointers: (tensor id, position), as no CUDA tensor exists here.
+    pointers = {}
+    monkeypatch.setattr(_driver, "operand_pointer",
+                        lambda arg, position, index: None if arg is None else pointers[id(arg)])
+    binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="ef" * 32)
+    kernel = runtime.load(binary, 0).function("k")
+
+    launch = kernel.prepare(4, 64, [runtime.OPERAND, i32(7), f64(2.5)], context="ctx")
+    a, b = torch.zeros(1), torch.zeros(1)
+    pointers.update({id(a): 4096, id(b): 8192})
+    fake.calls.clear()
+    launch(a)
+    launch(b, stream=5)
+    launch(None)
+    assert [call[5:7] for call in fake.calls] == [
+        (77, (4096, 7, 2.5)), (5, (8192, 7, 2.5)), (77, (None, 7, 2.5))]
+    with pytest.raises(TypeError, match="takes 1 operands, got 2"):
+        launch(a, b)
+    with pytest.raises(LaunchError, match=r"'k' \[ctx\]: grid.x is 0"):
+        kernel.prepare(0, 64, [runtime.OPERAND], context="ctx")
+
+
+def test_operand_slots_take_tensors_on_the_kernels_device_or_none() -> None:
+    from gsparse.runtime._arguments import operand_pointer
+
+    assert operand_pointer(None, 3, 0) is None
+    with pytest.raises(ValueError, match="argument 3 is a tensor on cpu"):
+        operand_pointer(torch.zeros(2), 3, 0)
+    with pytest.raises(TypeError, match="argument 4 is an operand slot"):
+        operand_pointer(i32(1), 4, 0)
 
 
 # --- on a GPU ---------------------------------------------------------------------------

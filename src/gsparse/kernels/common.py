@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import math
 
@@ -106,6 +107,17 @@ def broadcast_offsets(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> tor
     """
     index = torch.arange(math.prod(shape), dtype=torch.int32).reshape(shape)
     return index.expand(out_shape).reshape(-1).contiguous()
+
+
+@functools.lru_cache(maxsize=256)
+def indexed_offsets(
+    shape: tuple[int, ...] | None, out_shape: tuple[int, ...], device: torch.device
+) -> torch.Tensor | None:
+    """:func:`broadcast_offsets` on ``device`` for an operand of ``shape`` whose layout is
+    INDEXED, None for any other (or no) operand. Built once per shapes and device."""
+    if shape is None or operand_layout(shape, out_shape) is not Layout.INDEXED:
+        return None
+    return broadcast_offsets(shape, out_shape).to(device)
 
 
 # Device helpers spliced at the top of every program: conversions between the storage

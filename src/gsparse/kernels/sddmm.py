@@ -61,9 +61,9 @@ from .common import (
     SCALAR_TYPES,
     Layout,
     VECTOR_BYTES,
-    broadcast_offsets,
     element_size,
     indent,
+    indexed_offsets,
     operand_layout,
     pow2_at_least,
     schedule_from_json,
@@ -825,11 +825,6 @@ def _allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) 
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-@functools.lru_cache(maxsize=256)
-def _offsets(shape: tuple[int, ...], full_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    return broadcast_offsets(shape, full_shape).to(device)
-
-
 def run_sddmm(
     g: Graph,
     op: str,
@@ -949,11 +944,6 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
     edge_skeleton = schedule.skeleton == "edge"
     targets = algorithm.targets()
 
-    def offsets(shape: tuple[int, ...] | None) -> torch.Tensor | None:
-        if layout(shape) is not Layout.INDEXED:
-            return None
-        return _offsets(shape, key.full_shape, key.device)
-
     grid, block = program.grid(g.num_edges, g.num_dst, key.num_heads, head_len), program.block
     graph_args = [
         None if edge_skeleton else g.rowptr,
@@ -961,7 +951,8 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
         g.csr_dst if edge_skeleton and "v" in targets else None,
         g.eid,
     ]
-    operand_offsets = [offsets(key.lhs_shape), offsets(key.rhs_shape)]
+    operand_offsets = [indexed_offsets(key.lhs_shape, key.full_shape, key.device),
+                       indexed_offsets(key.rhs_shape, key.full_shape, key.device)]
     scalars = [
         runtime.i64(g.num_dst),
         runtime.i64(g.num_edges),
@@ -975,10 +966,13 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
     ranges = [(runtime.i32(begin), runtime.i32(min(head_len, begin + step)), runtime.i32(int(begin > 0)))
               for begin in range(0, head_len, step)]
 
+    launches = [kernel.prepare(grid, block, [*graph_args, runtime.OPERAND, runtime.OPERAND,
+                                             *operand_offsets, runtime.OPERAND, *scalars,
+                                             *feature_range], context=context)
+                for feature_range in ranges]
+
     def launch(lhs, rhs, out) -> None:
-        for feature_range in ranges:
-            kernel.launch(grid, block,
-                          [*graph_args, lhs, rhs, *operand_offsets, out, *scalars, *feature_range],
-                          context=context)
+        for prepared in launches:
+            prepared(lhs, rhs, out)
 
     return launch

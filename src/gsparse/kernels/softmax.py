@@ -197,13 +197,20 @@ def _launch(direction: str, g: Graph, tensors: list[torch.Tensor], out: torch.Te
     if out.numel() == 0:
         return out
     num_heads = out.numel() // g.num_edges
-    kernel, program, context = _kernel(direction, out.dtype, rows.index_dtype,
-                                       rows.eid is not None, num_heads, norm_by,
-                                       out.device.index)
-    kernel.launch(program.grid(rows.num_dst), program.block,
-                  [rows.rowptr, rows.eid, *tensors, out, runtime.i64(rows.num_dst),
-                   runtime.i64(num_heads)],
-                  context=context)
+
+    def plan(rows: Graph) -> runtime.PreparedLaunch:
+        """The launch on ``rows``, kept with it: a repeated call only passes new pointers."""
+        kernel, program, context = _kernel(direction, out.dtype, rows.index_dtype,
+                                           rows.eid is not None, num_heads, norm_by,
+                                           out.device.index)
+        operands = [runtime.OPERAND] * (len(tensors) + 1)
+        return kernel.prepare(program.grid(rows.num_dst), program.block,
+                              [rows.rowptr, rows.eid, *operands, runtime.i64(rows.num_dst),
+                               runtime.i64(num_heads)],
+                              context=context)
+
+    key = ("gsparse.kernels.softmax.plan", direction, out.dtype, num_heads, out.device)
+    rows.derived(key, plan)(*tensors, out)
     return out
 
 

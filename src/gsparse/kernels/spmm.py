@@ -19,9 +19,8 @@ from ..algebra import BINARY_OPS, REDUCERS
 from ..graph import Graph
 from .common import (
     VECTOR_BYTES,
-    Layout,
-    broadcast_offsets,
     element_size,
+    indexed_offsets,
     operand_layout,
     vector_limit,
 )
@@ -43,6 +42,7 @@ from .spmm_schedule import SpmmSchedule, default_schedule_for, row_splits_for, s
 __all__ = ["SpmmSchedule", "default_schedule", "run_spmm", "schedule_space"]
 
 _FALLBACK_L2_BYTES = 40 << 20
+_IN = runtime.OPERAND  # an argument each call of a prepared launch fills in
 
 
 @functools.lru_cache(maxsize=64)
@@ -142,16 +142,6 @@ def _kernel(
     kernel = runtime.get_kernel(generate(algorithm, schedule), KERNEL_NAME, context=context,
                                 device=device_index)
     return kernel, context
-
-
-def _offsets_for(
-    shape: tuple[int, ...] | None, layout: Layout | None, out_shape: tuple[int, ...],
-    device: torch.device,
-) -> torch.Tensor | None:
-    """The broadcast offset table of an INDEXED operand (None for any other layout)."""
-    if layout is not Layout.INDEXED:
-        return None
-    return broadcast_offsets(shape, out_shape).to(device)
 
 
 def run_spmm(
@@ -255,8 +245,8 @@ def _plan(g: Graph, key: _PlanKey) -> _Launch:
     if schedule.column_tile and key.lhs_shape is None:
         # Nothing to stage (copy_rhs): the schedule's other knobs run the one-pass skeleton.
         schedule = dataclasses.replace(schedule, column_tile=0)
-    offsets = (_offsets_for(key.lhs_shape, algorithm.lhs_layout, key.out_shape, key.device),
-               _offsets_for(key.rhs_shape, algorithm.rhs_layout, key.out_shape, key.device))
+    offsets = (indexed_offsets(key.lhs_shape, key.out_shape, key.device),
+               indexed_offsets(key.rhs_shape, key.out_shape, key.device))
     rhs_len = 0 if key.rhs_shape is None else math.prod(key.rhs_shape)
     if schedule.column_tile:
         return _tiled_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets, device_index)
@@ -268,13 +258,10 @@ def _plan(g: Graph, key: _PlanKey) -> _Launch:
                   g.degree_sorted_rows if schedule.degree_sorted else None]
     scalars = [runtime.i64(g.num_dst), runtime.i32(num_features), runtime.i64(lhs_len),
                runtime.i64(rhs_len)]
-
-    def launch(lhs, rhs, out, arg_u, arg_e) -> None:
-        kernel.launch(geometry.grid, geometry.block,
-                      [*graph_args, lhs, rhs, *offsets, out, arg_u, arg_e, *scalars],
-                      context=context)
-
-    return launch
+    # called with (lhs, rhs, out, arg_u, arg_e)
+    return kernel.prepare(geometry.grid, geometry.block,
+                          [*graph_args, _IN, _IN, *offsets, _IN, _IN, _IN, *scalars],
+                          context=context)
 
 
 def _column_tiles(g: Graph, tile: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -349,16 +336,17 @@ def _tiled_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets,
     scalars = [runtime.i64(g.num_dst), runtime.i64(g.num_src), runtime.i32(num_features),
                runtime.i64(lhs_len), runtime.i64(rhs_len), runtime.i64(tiles)]
     merge_scalars = [runtime.i64(g.num_dst), runtime.i32(num_features), runtime.i64(tiles)]
-    rowptr, col = g.rowptr, g.col  # not the graph: the plan is kept in it
+    tiled_launch = tiled.prepare(grid, schedule.threads,
+                                 [*head, _IN, _IN, *offsets, _IN, _IN, *scalars],
+                                 shared_bytes=shared_bytes, context=context)
+    merge_launch = merge.prepare((-(-total // 256),), 256,
+                                 [g.rowptr, g.col, eid, _IN, _IN, _IN, _IN, _IN, *merge_scalars],
+                                 context=context)
 
     def launch(lhs, rhs, out, arg_u, arg_e) -> None:
         partial, partial_arg = _partials(tiles * total, algorithm, device)
-        tiled.launch(grid, schedule.threads,
-                     [*head, lhs, rhs, *offsets, partial, partial_arg, *scalars],
-                     shared_bytes=shared_bytes, context=context)
-        merge.launch((-(-total // 256),), 256,
-                     [rowptr, col, eid, partial, partial_arg, out, arg_u, arg_e, *merge_scalars],
-                     context=context)
+        tiled_launch(lhs, rhs, partial, partial_arg)
+        merge_launch(partial, partial_arg, out, arg_u, arg_e)
 
     return launch
 
@@ -427,18 +415,22 @@ def _split_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets,
     scalars = [runtime.i64(work.num_items), runtime.i64(work.num_chunks), runtime.i32(num_features),
                runtime.i64(lhs_len), runtime.i64(rhs_len)]
     merge_scalars = [runtime.i64(num_split), runtime.i32(num_features)]
-    rowptr, col = g.rowptr, g.col  # not the graph: the plan is kept in it
+    first_launch = first.prepare(geometry.grid, geometry.block,
+                                 [g.rowptr, g.col, eid, work.row, work.start, _IN, _IN, *offsets,
+                                  _IN, _IN, _IN, _IN, _IN, *scalars],
+                                 context=context)
+    merge_launch = None
+    if work.num_chunks:
+        merge_launch = merge.prepare((-(-num_split * num_features // 256),), 256,
+                                     [g.rowptr, g.col, eid, _IN, _IN, _IN, _IN, _IN,
+                                      work.split_row, work.split_first, *merge_scalars],
+                                     context=context)
+    device = g.device
 
     def launch(lhs, rhs, out, arg_u, arg_e) -> None:
-        partial, partial_arg = _partials(work.num_chunks * num_features, algorithm, out.device)
-        first.launch(geometry.grid, geometry.block,
-                     [rowptr, col, eid, work.row, work.start, lhs, rhs, *offsets,
-                      out, arg_u, arg_e, partial, partial_arg, *scalars],
-                     context=context)
-        if work.num_chunks:
-            merge.launch((-(-num_split * num_features // 256),), 256,
-                         [rowptr, col, eid, partial, partial_arg, out, arg_u, arg_e,
-                          work.split_row, work.split_first, *merge_scalars],
-                         context=context)
+        partial, partial_arg = _partials(work.num_chunks * num_features, algorithm, device)
+        first_launch(lhs, rhs, out, arg_u, arg_e, partial, partial_arg)
+        if merge_launch is not None:
+            merge_launch(partial, partial_arg, out, arg_u, arg_e)
 
     return launch

@@ -6,6 +6,12 @@ gets back a :class:`Kernel` to launch with tensors and typed scalars::
     kernel = get_kernel(source, "scale", context=str(schedule))
     kernel.launch(grid, block, [x, out, i32(n), f32(alpha)])
 
+A launch repeated with new tensors is prepared once and then called with them, which skips
+converting the other arguments and checking the geometry again::
+
+    scale = kernel.prepare(grid, block, [OPERAND, OPERAND, i32(n), f32(alpha)])
+    scale(x, out)
+
 Compiling needs only NVRTC (``pip install 'gsparse[cuda]'``), not a GPU: pass ``arch=``
 to :func:`compile_cuda` to build for ``sm_80`` / ``sm_90`` anywhere and read the resource
 report. The bindings are imported on first use, so importing this module never fails.
@@ -18,7 +24,7 @@ from ._arguments import Scalar, f32, f64, i32, i64
 from ._binary import Binary, Resources
 from ._cache import KernelCache, cache_key, default_cache_dir
 from ._compile import compile_cuda, device_arch
-from ._driver import Kernel, Module, get_kernel, load
+from ._driver import OPERAND, Kernel, Module, PreparedLaunch, get_kernel, load
 from ._errors import CompileError, LaunchError
 from ._nvrtc import nvrtc_version, supported_archs
 
@@ -29,6 +35,8 @@ __all__ = [
     "KernelCache",
     "LaunchError",
     "Module",
+    "OPERAND",
+    "PreparedLaunch",
     "Resources",
     "Scalar",
     "cache_key",

@@ -100,6 +100,20 @@ def to_ctypes(args: Sequence[KernelArgument], device_index: int) -> list[ctypes.
     return [_to_ctypes(arg, position, device_index) for position, arg in enumerate(args)]
 
 
+def operand_pointer(arg: torch.Tensor | None, position: int, device_index: int) -> int | None:
+    """The data pointer of a tensor argument on ``cuda:<device_index>`` (None: null).
+
+    Raises ValueError for a tensor elsewhere and TypeError for anything but a tensor or
+    None, naming the argument's position.
+    """
+    if type(arg) is torch.Tensor and arg.is_cuda and arg.get_device() == device_index:
+        return arg.data_ptr()
+    if arg is not None and not isinstance(arg, torch.Tensor):
+        raise TypeError(f"argument {position} is an operand slot: it takes a CUDA tensor or "
+                        f"None, got {type(arg).__name__}")
+    return _to_ctypes(arg, position, device_index).value
+
+
 def _to_ctypes(arg: KernelArgument, position: int, device_index: int) -> ctypes._SimpleCData:
     # The common kinds first, by exact type: this runs for every argument of every launch.
     kind = type(arg)

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from . import _bindings
-from ._arguments import KernelArgument, to_ctypes
+from ._arguments import KernelArgument, operand_pointer, to_ctypes
 from ._binary import Binary
 from ._cache import cache_key
 from ._compile import compile_cuda, device_arch
@@ -53,19 +53,25 @@ def _describe(status: Any) -> str:
     return status.name
 
 
-@contextlib.contextmanager
-def _current(context: Any) -> Iterator[None]:
-    """Make ``context`` current on this thread for the block, restoring the previous one."""
+def _make_current(context: Any) -> bool:
+    """Make ``context`` current on this thread; True when it had to be pushed (pop it after)."""
     driver = _bindings.driver()
     (current,) = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if int(current) == int(context):
-        yield
-        return
+        return False
     _check(driver.cuCtxPushCurrent(context), "cuCtxPushCurrent")
+    return True
+
+
+@contextlib.contextmanager
+def _current(context: Any) -> Iterator[None]:
+    """Make ``context`` current on this thread for the block, restoring the previous one."""
+    pushed = _make_current(context)
     try:
         yield
     finally:
-        driver.cuCtxPopCurrent()
+        if pushed:
+            _bindings.driver().cuCtxPopCurrent()
 
 
 class Kernel:
@@ -108,7 +114,8 @@ class Kernel:
             context: what is being launched (e.g. the schedule), quoted in errors.
 
         The launch is asynchronous: faults inside the kernel surface later, at the next
-        synchronizing call.
+        synchronizing call. A launch repeated with other tensors is cheaper prepared once
+        (:meth:`prepare`).
 
         Raises:
             LaunchError: bad geometry (checked before the GPU is touched), or the driver
@@ -116,32 +123,38 @@ class Kernel:
             TypeError, ValueError: an argument of no explicit C type, or a tensor on
                 another device; the message names its position.
         """
+        self.prepare(grid, block, args, shared_bytes=shared_bytes, context=context)(stream=stream)
+
+    def prepare(
+        self,
+        grid: tuple[int, ...] | int,
+        block: tuple[int, ...] | int,
+        args: Sequence[KernelArgument | object],
+        *,
+        shared_bytes: int = 0,
+        context: str = "",
+    ) -> PreparedLaunch:
+        """A launch of this kernel whose geometry is checked and whose arguments are
+        converted now; calling it fills in the :data:`OPERAND` slots of ``args`` (tensors
+        or None, in order) and launches. See :meth:`launch` for the arguments.
+
+        For launches repeated with new tensors, where converting every argument would cost
+        more than the rest of the call. The prepared launch keeps the tensors of ``args``
+        alive and passes their data pointers as they are now.
+        """
         grid3 = _dim3(grid if isinstance(grid, int) else tuple(grid))
         block3 = _dim3(block if isinstance(block, int) else tuple(block))
         shared_bytes = operator.index(shared_bytes)
         problem = _geometry_problem(grid3, block3, shared_bytes)
         if problem:
             raise _launch_error(self.name, context, grid3, block3, shared_bytes, problem)
-        values = to_ctypes(args, self.device.index)
-        stream_handle = _stream_handle(stream, self.device.index)
-        # kernelParams is a void*[] whose entries point at each argument's value.
-        params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
-        driver = _bindings.driver()
-        pushed = int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")[0]) != int(self._context)
-        if pushed:
-            _check(driver.cuCtxPushCurrent(self._context), "cuCtxPushCurrent")
-        try:
-            if shared_bytes > self._dynamic_shared_limit:
+        values = to_ctypes([None if arg is OPERAND else arg for arg in args], self.device.index)
+        if shared_bytes > self._dynamic_shared_limit:
+            with _current(self._context):
                 self._raise_shared_limit(shared_bytes, context, grid3, block3)
-            (status,) = driver.cuLaunchKernel(
-                self._function, *grid3, *block3, shared_bytes, stream_handle,
-                ctypes.addressof(params), 0)
-        finally:
-            if pushed:
-                driver.cuCtxPopCurrent()
-        if status != driver.CUresult.CUDA_SUCCESS:
-            raise _launch_error(self.name, context, grid3, block3, shared_bytes,
-                                f"the driver returned {_describe(status)}")
+        slots = [position for position, arg in enumerate(args) if arg is OPERAND]
+        tensors = [arg for arg in args if isinstance(arg, torch.Tensor)]
+        return PreparedLaunch(self, grid3, block3, shared_bytes, values, slots, tensors, context)
 
     def _raise_shared_limit(self, shared_bytes: int, context: str, grid: Dim3, block: Dim3) -> None:
         """Let the kernel use ``shared_bytes`` of dynamic shared memory (its context current)."""
@@ -156,6 +169,60 @@ class Kernel:
                                 f"the GPU refused {shared_bytes} bytes of dynamic shared memory: "
                                 f"{_describe(status)}")
         self._dynamic_shared_limit = shared_bytes
+
+
+class _Operand:
+    def __repr__(self) -> str:
+        return "OPERAND"
+
+
+OPERAND: Any = _Operand()
+"""Marks an argument of :meth:`Kernel.prepare` that each call of the launch fills in."""
+
+
+class PreparedLaunch:
+    """A launch of one kernel with fixed geometry and arguments but for its operand slots;
+    made by :meth:`Kernel.prepare`. Call it with the operands (CUDA tensors on the kernel's
+    device, or None) in slot order, and optionally ``stream=``. Safe to call from several
+    threads: a lock covers filling the slots and the launch."""
+
+    def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3, shared_bytes: int,
+                 values: list[ctypes._SimpleCData], slots: list[int],
+                 tensors: list[torch.Tensor], context: str) -> None:
+        self._kernel = kernel
+        self._geometry = (*grid, *block, shared_bytes)
+        self._context = context
+        self._values = values  # kernelParams points into these
+        self._slots = [(position, values[position]) for position in slots]
+        self._tensors = tensors  # alive as long as their pointers are in use
+        # kernelParams is a void*[] whose entries point at each argument's value.
+        self._params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
+        self._params_address = ctypes.addressof(self._params)
+        self._lock = threading.Lock()
+
+    def __call__(self, *operands: torch.Tensor | None,
+                 stream: torch.cuda.Stream | int | None = None) -> None:
+        kernel = self._kernel
+        index = kernel.device.index
+        if len(operands) != len(self._slots):
+            raise TypeError(f"the launch of '{kernel.name}' takes {len(self._slots)} operands, "
+                            f"got {len(operands)}")
+        stream_handle = _stream_handle(stream, index)
+        driver = _bindings.driver()
+        with self._lock:
+            for (position, slot), operand in zip(self._slots, operands):
+                slot.value = operand_pointer(operand, position, index)
+            pushed = _make_current(kernel._context)
+            try:
+                (status,) = driver.cuLaunchKernel(kernel._function, *self._geometry,
+                                                  stream_handle, self._params_address, 0)
+            finally:
+                if pushed:
+                    driver.cuCtxPopCurrent()
+        if status != driver.CUresult.CUDA_SUCCESS:
+            geometry = self._geometry
+            raise _launch_error(kernel.name, self._context, geometry[:3], geometry[3:6],
+                                geometry[6], f"the driver returned {_describe(status)}")
 
 
 def _launch_error(
