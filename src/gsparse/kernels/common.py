@@ -109,6 +109,18 @@ def broadcast_offsets(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> tor
     return index.expand(out_shape).reshape(-1).contiguous()
 
 
+_H100_L2_BYTES = 50 << 20
+
+
+@functools.lru_cache(maxsize=64)
+def l2_bytes(device: torch.device) -> int:
+    """The L2 cache of a CUDA device in bytes. Any other device (the rules run for CPU
+    tensors in tests) gets an H100's 50 MB: the GPU the default rules were fitted on."""
+    if device.type != "cuda":
+        return _H100_L2_BYTES
+    return torch.cuda.get_device_properties(device).L2_cache_size or _H100_L2_BYTES
+
+
 @functools.lru_cache(maxsize=256)
 def indexed_offsets(
     shape: tuple[int, ...] | None, out_shape: tuple[int, ...], device: torch.device

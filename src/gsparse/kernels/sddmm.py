@@ -71,6 +71,7 @@ from .common import (
     vector_limit,
     widest_vector,
 )
+from .common import l2_bytes as l2_bytes_of
 
 __all__ = [
     "SddmmAlgorithm",
@@ -88,7 +89,6 @@ _LANES = (1, 2, 4, 8, 16, 32)
 _VECTORS = (1, 2, 4, 8)
 _LAUNCH_SLICES = (0, 32, 64, 128, 256)
 _BATCHES = (2, 4, 8, 16, 32)
-_FALLBACK_L2_BYTES = 50 << 20  # an H100's
 _WARP = 32
 _MAX_THREADS = 1024
 _MAX_GRID_X = 2**31 - 1
@@ -267,14 +267,6 @@ def _lanes_for(span: int, vector: int) -> tuple[int, int]:
     return lanes, min(per_lane, pow2_at_least(-(-vectors // lanes)))
 
 
-@functools.lru_cache(maxsize=16)
-def _l2_bytes(device: torch.device) -> int:
-    if device.type != "cuda":
-        return _FALLBACK_L2_BYTES
-    return torch.cuda.get_device_properties(device).L2_cache_size or _FALLBACK_L2_BYTES
-
-
-@functools.lru_cache(maxsize=16)
 def _resident_warps(device: torch.device) -> int:
     sms = (torch.cuda.get_device_properties(device).multi_processor_count
            if device.type == "cuda" else _FALLBACK_SMS)
@@ -347,7 +339,7 @@ def default_schedule(
     if fills_warp and short_tail and one_slice:
         return SddmmSchedule("row", 8, lanes, per_thread, vector).validate()
     if l2_bytes is None:
-        l2_bytes = _l2_bytes(g.device)
+        l2_bytes = l2_bytes_of(g.device)
     launch = 0
     if (size >= 4 and feature_len > _DEFAULT_LAUNCH
             and g.num_src * feature_len * size > l2_bytes * 3 // 4):

@@ -21,6 +21,7 @@ from .common import (
     VECTOR_BYTES,
     element_size,
     indexed_offsets,
+    l2_bytes,
     operand_layout,
     vector_limit,
 )
@@ -41,15 +42,7 @@ from .spmm_schedule import SpmmSchedule, default_schedule_for, row_splits_for, s
 
 __all__ = ["SpmmSchedule", "default_schedule", "run_spmm", "schedule_space"]
 
-_FALLBACK_L2_BYTES = 40 << 20
 _IN = runtime.OPERAND  # an argument each call of a prepared launch fills in
-
-
-@functools.lru_cache(maxsize=64)
-def _l2_bytes(device: torch.device) -> int:
-    if device.type != "cuda":
-        return _FALLBACK_L2_BYTES
-    return torch.cuda.get_device_properties(device).L2_cache_size or _FALLBACK_L2_BYTES
 
 
 @functools.lru_cache(maxsize=64)
@@ -106,7 +99,7 @@ def default_schedule(
         cov=g.row_stats.cov,
         feature_len=feature_len,
         vector_ok=vector_ok,
-        l2_bytes=_l2_bytes(g.device),
+        l2_bytes=l2_bytes(g.device),
         source_rows=g.num_src,
         element_bytes=element_size(dtype),
         max_degree=g.row_stats.max,
