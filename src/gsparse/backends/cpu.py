@@ -178,7 +178,7 @@ class _TorchBackend:
 
         def gather(t: torch.Tensor, target: str) -> torch.Tensor:
             index = by_target[target]
-            return (t if index is None else t[index]).to(acc)
+            return (t if index is None else t.index_select(0, index)).to(acc)
 
         a = gather(lhs, lhs_target) if binop.uses_lhs else None
         b = gather(rhs, rhs_target) if binop.uses_rhs else None
