@@ -98,9 +98,42 @@ def test_cpu_endpoint_dot_products_run_as_sampled_products(monkeypatch):
     assert len(calls) == 3
 
 
-def test_repeated_edges_take_the_gather_path_for_dot_products():
-    # two edges between the same pair: sampled_addmm refuses this pattern
+def test_dot_products_of_patterns_denser_than_the_matrix_take_the_gather_path(sampled):
+    # two edges between the only pair: sampled_addmm fails on more entries than elements
     g = gsparse.Graph.from_edge_index(torch.tensor([[0, 0], [0, 0]]), 1, 1)
     x, y = torch.randn(1, 3), torch.randn(1, 3)
     out = gsparse.gsddmm(g, "dot", x, y, "u", "v")
     torch.testing.assert_close(out, (x * y).sum(1, keepdim=True).expand(2, 1))
+    assert sampled["calls"] == 0
+
+
+@pytest.fixture
+def sampled(monkeypatch):
+    """Counts the CPU backend's calls of torch.sparse.sampled_addmm."""
+    seen = {"calls": 0}
+    real = torch.sparse.sampled_addmm
+
+    def counting(*args, **kwargs):
+        seen["calls"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.sparse, "sampled_addmm", counting)
+    return seen
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sampled_dot_products_hold_with_repeated_edges(sampled, seed):
+    # Random small patterns, many repeated pairs, up to as many entries as elements: the
+    # sampled product must match the gather on every edge (in user edge order).
+    gen = torch.Generator().manual_seed(seed)
+    num_dst, num_src = 2 + seed % 4, 1 + seed % 3
+    num_edges = int(torch.randint(1, num_dst * num_src + 1, (), generator=gen))
+    edges = torch.stack([torch.randint(0, num_src, (num_edges,), generator=gen),
+                         torch.randint(0, num_dst, (num_edges,), generator=gen)])
+    g = gsparse.Graph.from_edge_index(edges, num_src, num_dst)
+    x = torch.randn(num_src, 2, 5, generator=gen, dtype=torch.float64)
+    y = torch.randn(num_dst, 2, 5, generator=gen, dtype=torch.float64)
+    out = gsparse.gsddmm(g, "dot", x, y, "u", "v")
+    want = (x[edges[0]] * y[edges[1]]).sum(-1, keepdim=True)
+    torch.testing.assert_close(out, want)
+    assert sampled["calls"] == 2  # one per head
