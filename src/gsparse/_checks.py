@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -46,12 +47,23 @@ def broadcast_feature_shape(
     lhs_shape: tuple[int, ...], rhs_shape: tuple[int, ...], what: str = "lhs and rhs"
 ) -> tuple[int, ...]:
     """Feature shapes broadcast as in NumPy (DGL pads the shorter one with leading 1s)."""
+    # Under torch.compile the shapes are traced once anyway; the cache is for eager calls.
+    broadcast = _broadcast.__wrapped__ if torch.compiler.is_compiling() else _broadcast
+    shape = broadcast(tuple(lhs_shape), tuple(rhs_shape))
+    if shape is None:
+        raise ValueError(
+            f"the feature shapes of {what} do not broadcast: {list(lhs_shape)} and {list(rhs_shape)}")
+    return shape
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast(lhs_shape: tuple[int, ...], rhs_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    # Cached: torch.broadcast_shapes costs several microseconds per call, a fair part of a
+    # small graph's whole operator call.
     try:
         return tuple(torch.broadcast_shapes(lhs_shape, rhs_shape))
     except RuntimeError:
-        raise ValueError(
-            f"the feature shapes of {what} do not broadcast: {list(lhs_shape)} and {list(rhs_shape)}"
-        ) from None
+        return None
 
 
 def pad_feature_dims(t: torch.Tensor, ndim: int) -> torch.Tensor:
