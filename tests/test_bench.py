@@ -278,14 +278,18 @@ def test_bench_quick_runs_end_to_end_on_the_cpu(tmp_path, capsys):
     # beside ../shared/data, or $GSPARSE_DATA_DIR); elsewhere the run goes on without it.
     has_cora = any((d / "cora.npz").is_file() for d in datasets.data_dirs())
     workloads = {"products-like", "cora"} if has_cora else {"products-like"}
-    cells = 7 * len(workloads)
+    # F = 4 and 32: four g-SpMM cases, u_dot_v, the two 8-head g-SDDMM cases at 32 only,
+    # and edge softmax at 8 heads
+    cells = (4 * 2 + 2 + 2 + 1) * len(workloads)
     assert cli.main(["bench", "--quick", "--device", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "bandwidth on cpu" in out and f"[{cells}/{cells}]" in out
     doc = report.load(tmp_path / "results.json")
     assert doc["complete"] and len(doc["cells"]) == cells and set(doc["workloads"]) == workloads
     assert all(c["results"]["gsparse"]["status"] == "ok" for c in doc["cells"])
-    assert (tmp_path / "report.md").is_file() and len(list(tmp_path.glob("*.png"))) == 4
+    assert (tmp_path / "report.md").is_file() and len(list(tmp_path.glob("*.png"))) == 8
+    multihead = [c for c in doc["cells"] if c["case"] == "u_add_v_8heads"]
+    assert {c["feature_len"] for c in multihead} == {32}  # [N, 8, 4]: 8 must divide F
 
 
 def test_bench_expands_suites_of_presets(tmp_path, monkeypatch):

@@ -10,9 +10,10 @@ knows how many bytes must move at least (the memory floor), and offers implement
   CUDA device that is cuSPARSE's SpMM; on the CPU, PyTorch's sparse kernels), and
   ``torch.sparse.sampled_addmm`` for the SDDMM;
 * ``pyg`` — PyTorch Geometric's message-passing path: ``index_select`` of the source
-  features, then ``torch_geometric.utils.scatter`` (PyTorch's ``index_add_`` when PyG is
-  not installed; :func:`pyg_backend` says which), and for SDDMM the gather of both ends,
-  multiply and sum;
+  features, then ``torch_geometric.utils.scatter`` with the case's reducer (PyTorch's
+  ``index_add_`` / ``scatter_reduce_`` when PyG is not installed; :func:`pyg_backend` says
+  which), and for SDDMM the gather of both ends and the op (then a sum for ``dot``). It is
+  the baseline of the cases cuSPARSE has no routine for (mean, max, multi-head add/mul);
 * ``torch`` — edge softmax written with PyTorch scatter ops (scatter max, exp, scatter
   sum, divide), as most GNN codes do.
 
@@ -41,6 +42,47 @@ from ..graph import Graph
 
 __all__ = ["CASES", "OPS", "TOLERANCE", "Case", "Impl", "Inputs", "Sample", "pyg_backend"]
 
+_HEADS = 8  # heads of the multi-head g-SDDMM cases: [N, 8, F / 8], e.g. [N, 8, 16] at F = 128
+
+
+def _multihead_case(op: str, rhs_target: str) -> Case:
+    """``u_add_v`` or ``u_mul_e`` with ``_HEADS`` heads (GAT-like shapes): node features
+    ``[N, heads, F / heads]``, edge weights ``[E, heads, 1]``, against the PyG gather."""
+    rhs = "y" if rhs_target == "v" else "w"
+    combine = torch.add if op == "add" else torch.mul
+
+    def reference(i: Inputs, s: Sample) -> torch.Tensor:
+        lhs = i.tensors["x"][i.graph.col.long()[s.positions]].double()
+        rows = s.rows[s.segment] if rhs_target == "v" else s.edge_ids
+        return combine(lhs, i.tensors[rhs][rows].double()).reshape(rows.numel(), -1)
+
+    def pyg(x: torch.Tensor, other: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        return combine(x.index_select(0, src), other.index_select(0, dst) if rhs_target == "v" else other)
+
+    def floor(g: Graph, feature_len: int, elem: int) -> tuple[int, int]:
+        """CSR and edge ids, the node features once, the edge weights, the output."""
+        idx = g.index_dtype.itemsize
+        graph_bytes = idx * (g.num_dst + 1 + g.num_edges + (g.num_edges if g.eid is not None else 0))
+        other = g.num_dst * feature_len if rhs_target == "v" else g.num_edges * _HEADS
+        dense = elem * (g.num_src * feature_len + other + g.num_edges * feature_len)
+        return graph_bytes + dense, elem * feature_len * g.num_edges
+
+    return Case(
+        op="sddmm",
+        name=f"u_{op}_{rhs_target}_{_HEADS}heads",
+        baseline="pyg",
+        schedule_module=None,
+        operands={"x": ("src", True), rhs: ("dst", True) if rhs_target == "v" else ("edge", False)},
+        reference=reference,
+        ours=lambda i, schedule: gsparse.gsddmm(i.graph, op, i.tensors["x"], i.tensors[rhs], "u",
+                                                rhs_target, schedule=schedule),
+        ours_pick=_edges_of,
+        baselines=(Impl("pyg", lambda i: (i.tensors["x"], i.tensors[rhs], i.src, i.dst), pyg, _edges_of),),
+        floor_bytes=floor,
+        heads=_HEADS,
+    )
+
+
 # ‖out − ref‖ / ‖ref‖ accepted per dtype (float32 arithmetic lands far under its bound).
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10, torch.float16: 5e-3, torch.bfloat16: 2e-2}
 
@@ -58,12 +100,22 @@ def pyg_backend() -> str:
     return f"torch_geometric.utils.scatter {torch_geometric.__version__}"
 
 
-def _scatter_sum(src: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:
+def _scatter(src: torch.Tensor, index: torch.Tensor, size: int, reduce: str = "sum") -> torch.Tensor:
+    """PyG's scatter along dim 0 (``sum``, ``mean`` or ``max``; rows that receive nothing are
+    0), or the same with PyTorch ops when PyG is not installed."""
     if importlib.util.find_spec("torch_geometric") is not None:
         from torch_geometric.utils import scatter
 
-        return scatter(src, index, dim=0, dim_size=size, reduce="sum")
-    return torch.zeros((size, *src.shape[1:]), dtype=src.dtype, device=src.device).index_add_(0, index, src)
+        return scatter(src, index, dim=0, dim_size=size, reduce=reduce)
+    out = torch.zeros((size, *src.shape[1:]), dtype=src.dtype, device=src.device)
+    if reduce == "max":
+        full_index = index.view(-1, *[1] * (src.dim() - 1)).expand_as(src)
+        return out.scatter_reduce_(0, full_index, src, "amax", include_self=False)
+    out.index_add_(0, index, src)
+    if reduce == "mean":
+        count = torch.bincount(index, minlength=size).clamp_(min=1)
+        out /= count.view(-1, *[1] * (src.dim() - 1)).to(src.dtype)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +123,8 @@ class Inputs:
     """One independent set of inputs for a cell: the graph and its random operands.
 
     ``tensors`` holds the case's operands (``x`` ``[num_src, F]``, ``y`` ``[num_dst, F]``,
-    ``w`` ``[E]``, ``logits`` ``[E, H]``), edge operands in the graph's edge order.
+    ``w`` ``[E]``, ``logits`` ``[E, H]``; multi-head cases: ``[rows, heads, F / heads]`` and
+    ``w`` ``[E, heads, 1]``), edge operands in the graph's edge order.
     ``src``/``dst`` are ``[E]`` int64 endpoints in edge order (what a PyG user holds).
     """
 
@@ -167,6 +220,9 @@ class Case:
         default_options: keyword arguments the backend passes to the module's
             ``default_schedule`` beyond ``(graph, feature_len, dtype)``, for one feature
             length, so that the sweep names the schedule the default path really runs.
+        heads: 1, or the heads of a multi-head case: its node operands are then
+            ``[rows, heads, F / heads]`` and its edge weights ``[E, heads, 1]``, and it runs
+            at the feature lengths ``F`` that ``heads`` divides (:meth:`runs_at`).
     """
 
     op: str
@@ -180,10 +236,15 @@ class Case:
     baselines: tuple[Impl, ...]
     floor_bytes: Callable[[Graph, int, int], tuple[int, int]]
     default_options: Callable[[int], dict[str, Any]] = lambda feature_len: {}
+    heads: int = 1
 
     @property
     def label(self) -> str:
         return f"{self.op}/{self.name}"
+
+    def runs_at(self, feature_len: int) -> bool:
+        """Whether the case has a cell at this feature length (``heads`` must divide it)."""
+        return feature_len % self.heads == 0
 
     def make_inputs(
         self,
@@ -199,9 +260,13 @@ class Case:
         cells (on a 100M-edge graph they take seconds and gigabytes to rebuild).
         """
         rows = {"src": g.num_src, "dst": g.num_dst, "edge": g.num_edges}
+        features = (feature_len,) if self.heads == 1 else (self.heads, feature_len // self.heads)
         tensors = {}
         for name, (kind, featured) in self.operands.items():
-            shape = (rows[kind], feature_len) if featured else (rows[kind],)
+            if featured:
+                shape = (rows[kind], *features)
+            else:
+                shape = (rows[kind],) if self.heads == 1 else (rows[kind], self.heads, 1)
             if kind == "edge" and not featured:
                 t = torch.rand(shape, generator=gen, device=g.device) + 0.5
             else:
@@ -221,14 +286,21 @@ class Case:
 # ------------------------------------------------------------------ g-SpMM
 
 
-def _spmm_reference(weighted: bool) -> Callable[[Inputs, Sample], torch.Tensor]:
+def _spmm_reference(weighted: bool, reduce: str) -> Callable[[Inputs, Sample], torch.Tensor]:
     def reference(i: Inputs, s: Sample) -> torch.Tensor:
         x = i.tensors["x"]
         msg = x[i.graph.col.long()[s.positions]].double()
         if weighted:
             msg = msg * i.tensors["w"][s.edge_ids].double().unsqueeze(-1)
-        out = torch.zeros(s.rows.numel(), x.shape[1], dtype=torch.float64, device=x.device)
-        return out.index_add_(0, s.segment, msg)
+        rows = s.rows.numel()
+        out = torch.zeros(rows, x.shape[1], dtype=torch.float64, device=x.device)
+        if reduce == "max":  # rows without edges stay 0, as in DGL
+            index = s.segment.unsqueeze(-1).expand_as(msg)
+            return out.scatter_reduce_(0, index, msg, "amax", include_self=False)
+        out.index_add_(0, s.segment, msg)
+        if reduce == "mean":
+            out /= torch.bincount(s.segment, minlength=rows).clamp(min=1).unsqueeze(-1)
+        return out
 
     return reference
 
@@ -260,46 +332,50 @@ def _cusparse_spmm_prepare(weighted: bool) -> Callable[[Inputs], tuple[Any, ...]
     return prepare
 
 
-def _pyg_spmm_prepare(weighted: bool) -> Callable[[Inputs], tuple[Any, ...]]:
+def _pyg_spmm_prepare(weighted: bool, reduce: str) -> Callable[[Inputs], tuple[Any, ...]]:
     def prepare(i: Inputs) -> tuple[Any, ...]:
         w = i.tensors["w"].unsqueeze(-1) if weighted else None
-        return i.tensors["x"], w, i.src, i.dst, i.graph.num_dst
+        return i.tensors["x"], w, i.src, i.dst, i.graph.num_dst, reduce
 
     return prepare
 
 
 def _pyg_spmm(x: torch.Tensor, w: torch.Tensor | None, src: torch.Tensor, dst: torch.Tensor,
-              num_dst: int) -> torch.Tensor:
+              num_dst: int, reduce: str) -> torch.Tensor:
     msg = x.index_select(0, src)
     if w is not None:
         msg = msg * w
-    return _scatter_sum(msg, dst, num_dst)
+    return _scatter(msg, dst, num_dst, reduce)
 
 
-def _spmm_case(name: str, weighted: bool, swept: bool) -> Case:
+def _spmm_case(name: str, weighted: bool, swept: bool, reduce: str = "sum") -> Case:
+    """``copy_lhs`` (or ``u_mul_e`` when ``weighted``) with ``reduce``. cuSPARSE computes
+    sums only: the other reducers are compared with the PyG path."""
     operands = {"x": ("src", True)}
     if weighted:
         operands["w"] = ("edge", False)
 
     def ours(i: Inputs, schedule: Any) -> torch.Tensor:
         if weighted:
-            return gsparse.gspmm(i.graph, "mul", "sum", i.tensors["x"], i.tensors["w"].unsqueeze(-1),
+            return gsparse.gspmm(i.graph, "mul", reduce, i.tensors["x"], i.tensors["w"].unsqueeze(-1),
                                  schedule=schedule)
-        return gsparse.gspmm(i.graph, "copy_lhs", "sum", i.tensors["x"], schedule=schedule)
+        return gsparse.gspmm(i.graph, "copy_lhs", reduce, i.tensors["x"], schedule=schedule)
 
+    pyg = Impl("pyg", _pyg_spmm_prepare(weighted, reduce), _pyg_spmm, _rows_of)
+    if reduce == "sum":
+        baselines = (Impl("cusparse", _cusparse_spmm_prepare(weighted), torch.sparse.mm, _rows_of), pyg)
+    else:
+        baselines = (pyg,)
     return Case(
         op="spmm",
         name=name,
-        baseline="cusparse",
+        baseline=baselines[0].name,
         schedule_module="gsparse.kernels.spmm" if swept else None,
         operands=operands,
-        reference=_spmm_reference(weighted),
+        reference=_spmm_reference(weighted, reduce),
         ours=ours,
         ours_pick=_rows_of,
-        baselines=(
-            Impl("cusparse", _cusparse_spmm_prepare(weighted), torch.sparse.mm, _rows_of),
-            Impl("pyg", _pyg_spmm_prepare(weighted), _pyg_spmm, _rows_of),
-        ),
+        baselines=baselines,
         floor_bytes=_spmm_floor(weighted),
         default_options=lambda feature_len: {"lhs_len": feature_len},
     )
@@ -383,7 +459,7 @@ def _torch_softmax(logits: torch.Tensor, dst: torch.Tensor, num_dst: int) -> tor
     row_max = torch.full((num_dst, x.shape[1]), float("-inf"), dtype=x.dtype, device=x.device)
     row_max.scatter_reduce_(0, index, x, "amax")
     e = torch.exp(x - row_max.index_select(0, dst))
-    total = _scatter_sum(e, dst, num_dst)
+    total = _scatter(e, dst, num_dst)
     return (e / total.index_select(0, dst)).to(logits.dtype)
 
 
@@ -406,8 +482,10 @@ def _softmax_case() -> Case:
 
 CASES: dict[str, tuple[Case, ...]] = {
     "spmm": (_spmm_case("copy_lhs_sum", weighted=False, swept=True),
-             _spmm_case("u_mul_e_sum", weighted=True, swept=False)),
-    "sddmm": (_sddmm_case(),),
+             _spmm_case("u_mul_e_sum", weighted=True, swept=False),
+             _spmm_case("copy_lhs_mean", weighted=False, swept=False, reduce="mean"),
+             _spmm_case("copy_lhs_max", weighted=False, swept=False, reduce="max")),
+    "sddmm": (_sddmm_case(), _multihead_case("add", "v"), _multihead_case("mul", "e")),
     "softmax": (_softmax_case(),),
 }
 OPS = tuple(CASES)

@@ -338,7 +338,7 @@ def _cell_plan(config: Config) -> list[tuple[Case, int, str]]:
     for op in config.ops:
         for case in CASES[op]:
             lengths = config.heads if op == "softmax" else config.feature_lens
-            plan.extend((case, f, dtype) for dtype in config.dtypes for f in lengths)
+            plan.extend((case, f, dtype) for dtype in config.dtypes for f in lengths if case.runs_at(f))
     return plan
 
 
