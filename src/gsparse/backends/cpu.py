@@ -30,7 +30,7 @@ def _row_index(index: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def _edges_in_csr_order(g: Graph, t: torch.Tensor) -> torch.Tensor:
-    return t if g.eid is None else t[g.eid.long()]
+    return t if g.eid is None else t.index_select(0, g.eid.long())
 
 
 def _winners(g: Graph, messages: torch.Tensor, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,7 +144,8 @@ class _TorchBackend:
         binop = BINARY_OPS[op]
         dtype = (lhs if lhs is not None else rhs).dtype
         acc = _accumulation_dtype(dtype)
-        a = lhs[g.col.long()].to(acc) if binop.uses_lhs else None
+        # index_select, not t[index]: PyTorch's advanced indexing gathers rows 3-4x slower
+        a = lhs.index_select(0, g.col.long()).to(acc) if binop.uses_lhs else None
         b = _edges_in_csr_order(g, rhs).to(acc) if binop.uses_rhs else None
         messages = binop.torch_fn(a, b).expand(g.num_edges, *out_shape)
         dst = g.csr_dst.long()
@@ -178,9 +179,13 @@ class _TorchBackend:
 
         a = gather(lhs, lhs_target) if binop.uses_lhs else None
         b = gather(rhs, rhs_target) if binop.uses_rhs else None
+        result = binop.torch_fn(a, b)
+        if (binop.uses_lhs and binop.uses_rhs and result.dtype == dtype
+                and result.shape == (g.num_edges, *out_shape)):
+            return result  # a fresh tensor already
         # Copied into a new tensor: a copy of an edge operand must not alias it.
         out = torch.empty((g.num_edges, *out_shape), dtype=dtype, device=g.device)
-        return out.copy_(binop.torch_fn(a, b).expand(g.num_edges, *out_shape))
+        return out.copy_(result.expand(g.num_edges, *out_shape))
 
     def edge_softmax(self, g, logits, norm_by):
         # Each edge's group (its destination or source) as int64, kept with the graph.
