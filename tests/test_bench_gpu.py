@@ -55,7 +55,9 @@ def test_sweep_times_the_spmm_schedule_space_on_the_gpu():
 
     doc = runner.run_suite(_config(ops=("spmm",), workloads=("cora",), feature_lens=(32,), sweep=True),
                            progress=lambda line: None)
-    swept, unswept = doc["cells"]
+    by_case = {cell["case"]: cell for cell in doc["cells"]}
+    swept, unswept = by_case["copy_lhs_sum"], by_case["u_mul_e_sum"]
+    assert set(by_case) == {"copy_lhs_sum", "u_mul_e_sum", "copy_lhs_mean", "copy_lhs_max"}
     g = datasets.real_graph("cora").graph
     assert swept["sweep"]["status"] == "ok"
     size = len(schedule_space(g, 32, torch.float32))
