@@ -267,6 +267,7 @@ def _lanes_for(span: int, vector: int) -> tuple[int, int]:
     return lanes, min(per_lane, pow2_at_least(-(-vectors // lanes)))
 
 
+@functools.lru_cache(maxsize=16)
 def _resident_warps(device: torch.device) -> int:
     sms = (torch.cuda.get_device_properties(device).multi_processor_count
            if device.type == "cuda" else _FALLBACK_SMS)
