@@ -29,7 +29,7 @@ from . import backends
 from .graph import Graph
 
 __all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad",
-           "direct_call_ok"]
+           "direct_call_ok", "contiguous"]
 
 Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
 
@@ -39,7 +39,8 @@ def _graph(rowptr: Tensor, col: Tensor, eid: Optional[Tensor], num_src: int, tra
     return g.reverse() if transpose else g
 
 
-def _contiguous(t: Optional[Tensor]) -> Optional[Tensor]:
+def contiguous(t: Optional[Tensor]) -> Optional[Tensor]:
+    """``t`` in contiguous layout, as backends take their operands (None stays None)."""
     return None if t is None else t.contiguous()
 
 
@@ -68,7 +69,7 @@ def spmm(
     need the winners, which :func:`spmm_arg` keeps."""
     g = _graph(rowptr, col, eid, num_src, transpose)
     return backends.for_device(g.device).spmm(
-        g, op, reduce, _contiguous(lhs), _contiguous(rhs), tuple(out_shape))
+        g, op, reduce, contiguous(lhs), contiguous(rhs), tuple(out_shape))
 
 
 @spmm.register_fake
@@ -94,7 +95,7 @@ def spmm_arg(
     ``out``'s shape (-1 in rows with no edges). Differentiable in ``out``."""
     g = _graph(rowptr, col, eid, num_src, transpose)
     out, arg_u, arg_e = backends.for_device(g.device).spmm(
-        g, op, reduce, _contiguous(lhs), _contiguous(rhs), tuple(out_shape), with_arg=True)
+        g, op, reduce, contiguous(lhs), contiguous(rhs), tuple(out_shape), with_arg=True)
     return out, arg_u, arg_e
 
 
@@ -120,7 +121,7 @@ def sddmm(
     """g-SDDMM ``[num_edges, *out_shape]`` in edge order."""
     g = _graph(rowptr, col, eid, num_src, False)
     return backends.for_device(g.device).sddmm(
-        g, op, _contiguous(lhs), _contiguous(rhs), lhs_target, rhs_target, tuple(out_shape))
+        g, op, contiguous(lhs), contiguous(rhs), lhs_target, rhs_target, tuple(out_shape))
 
 
 @sddmm.register_fake

@@ -104,8 +104,8 @@ def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule) -> torc
                          "operands that require grad (detach them or drop schedule)")
     if schedule is not None or _ops.direct_call_ok(lhs, rhs):
         return backends.for_device(g.device).sddmm(
-            g, op, None if lhs is None else lhs.contiguous(),
-            None if rhs is None else rhs.contiguous(), lhs_target, rhs_target, out_shape, schedule)
+            g, op, _ops.contiguous(lhs), _ops.contiguous(rhs), lhs_target, rhs_target, out_shape,
+            schedule)
     return _ops.sddmm(*g.parts, op, lhs, rhs, lhs_target, rhs_target, list(out_shape))
 
 

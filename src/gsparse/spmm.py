@@ -79,14 +79,10 @@ def gspmm(
                          "operands that require grad (detach them or drop schedule)")
     if schedule is not None or _ops.direct_call_ok(lhs, rhs):
         return backends.for_device(g.device).spmm(
-            g, op, reduce, _contiguous(lhs), _contiguous(rhs), out_shape, schedule)
+            g, op, reduce, _ops.contiguous(lhs), _ops.contiguous(rhs), out_shape, schedule)
     if grad and REDUCERS[reduce].keeps_arg:
         return _ops.spmm_arg(*g.parts, op, reduce, lhs, rhs, list(out_shape), False)[0]
     return _ops.spmm(*g.parts, op, reduce, lhs, rhs, list(out_shape), False)
-
-
-def _contiguous(t: torch.Tensor | None) -> torch.Tensor | None:
-    return None if t is None else t.contiguous()
 
 
 _SHORTHAND_OPS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
