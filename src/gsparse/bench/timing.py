@@ -221,11 +221,11 @@ def _gather_probe(table: torch.Tensor, index: torch.Tensor) -> Callable[[], Any]
                                 context="bandwidth probe", device=table.device)
     out = torch.empty(outputs, table.shape[1], device=table.device)
     warps_per_block = 8
-    grid = -(-outputs // warps_per_block)
-    args = [table, index, out, runtime.i64(outputs)]
+    launch = kernel.prepare(-(-outputs // warps_per_block), 32 * warps_per_block,
+                            [table, index, out, runtime.i64(outputs)], context="bandwidth probe")
 
     def gather() -> torch.Tensor:
-        kernel.launch(grid, 32 * warps_per_block, args)
+        launch()
         return out
 
     return gather

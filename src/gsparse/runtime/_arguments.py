@@ -115,7 +115,8 @@ def operand_pointer(arg: torch.Tensor | None, position: int, device_index: int) 
 
 
 def _to_ctypes(arg: KernelArgument, position: int, device_index: int) -> ctypes._SimpleCData:
-    # The common kinds first, by exact type: this runs for every argument of every launch.
+    # The common kinds first, by exact type: this runs for every argument of every one-off
+    # launch (prepared launches convert theirs once).
     kind = type(arg)
     if kind is torch.Tensor and arg.is_cuda and arg.get_device() == device_index:
         return ctypes.c_void_p(arg.data_ptr())
