@@ -1,5 +1,7 @@
 """A stand-in for a loaded kernel, for launch tests that need no GPU."""
 
+import torch
+
 from gsparse.runtime import OPERAND
 
 
@@ -27,3 +29,18 @@ class RecordingKernel:
             self.launches.append((grid, block, args))
 
         return launch
+
+
+def record_kernel_lookups(monkeypatch, module) -> dict:
+    """Replace ``module._kernel`` (a kernels module's cached kernel lookup) by one that
+    counts its calls in ``seen["kernels"]`` and returns ``seen["kernel"]``, a
+    RecordingKernel; device 0 stands for the current device. Returns ``seen``."""
+    seen = {"kernels": 0, "kernel": RecordingKernel()}
+
+    def kernel(algorithm, schedule, device_index):
+        seen["kernels"] += 1
+        return seen["kernel"], "context"
+
+    monkeypatch.setattr(module, "_kernel", kernel)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return seen

@@ -26,7 +26,7 @@ from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gsddmm_ref
 
 from graphs import named_graph, random_features
-from recording import RecordingKernel
+from recording import record_kernel_lookups
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 FEATURE_LENGTHS = (1, 2, 3, 4, 8, 16, 32, 64, 100, 128, 256, 512)
@@ -439,15 +439,7 @@ def test_forced_schedule_is_validated() -> None:
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> dict:
     """Kernel lookups counted; launches recorded, not run (no GPU needed)."""
-    seen = {"kernels": 0, "kernel": RecordingKernel()}
-
-    def kernel(algorithm, schedule, device_index):
-        seen["kernels"] += 1
-        return seen["kernel"], "context"
-
-    monkeypatch.setattr(sddmm_kernels, "_kernel", kernel)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    return seen
+    return record_kernel_lookups(monkeypatch, sddmm_kernels)
 
 
 def test_a_repeated_call_reuses_its_launch_plan_and_passes_the_new_operands(recorded) -> None:

@@ -28,7 +28,7 @@ from gsparse.runtime import compile_cuda, nvrtc_version
 from gsparse.testing.reference import gspmm_ref
 
 from graphs import named_graph, random_features
-from recording import RecordingKernel
+from recording import record_kernel_lookups
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_version() is None, reason="needs NVRTC")
 FEATURE_LENGTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -299,21 +299,15 @@ def test_algorithm_rejects_operands_the_op_does_not_read() -> None:
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> dict:
     """Kernel lookups and default-schedule choices counted; launches recorded, not run."""
-    seen = {"kernels": 0, "defaults": 0, "kernel": RecordingKernel()}
-
-    def kernel(algorithm, schedule, device_index):
-        seen["kernels"] += 1
-        return seen["kernel"], "context"
-
+    seen = record_kernel_lookups(monkeypatch, spmm_kernels)
+    seen["defaults"] = 0
     real_default = spmm_kernels.default_schedule
 
     def default(*args, **kwargs):
         seen["defaults"] += 1
         return real_default(*args, **kwargs)
 
-    monkeypatch.setattr(spmm_kernels, "_kernel", kernel)
     monkeypatch.setattr(spmm_kernels, "default_schedule", default)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     return seen
 
 
