@@ -96,6 +96,9 @@ def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
     transposed = {"row_transposed"} if feature_len >= 8 else set()
     assert {s.skeleton for s in space} == {"edge", "row", *transposed}
     assert all(s.edges_per_batch in (8, s.lanes) for s in space if s.skeleton == "row_transposed")
+    # a batch's sums, v's features and the next batch's int64 indices fit in 64 registers
+    assert all(s.edges_per_batch * 3 + s.features_per_thread * s.vector_width <= 64
+               for s in space if s.skeleton == "row_transposed")
     assert {s.threads for s in space if s.skeleton == "edge"} == {128, 256}
     # every row skeleton holds a whole head in one slice, so dot runs on it too
     assert all(s.feature_slice >= feature_len for s in space if s.skeleton != "edge")
@@ -303,6 +306,9 @@ def test_transposed_dot_source() -> None:
     assert "out[e * num_heads + h] = gs::from_acc<T>(sums[0]);" in source
     assert "using A = float;" in source and "A b_cache[K][V];" in source
     assert "partial += __shfl_xor_sync" not in source and "dst[p]" not in source
+    # source indices are loaded a batch ahead: a batch's gathers read them from registers
+    assert source.count("next_u[j] = p < end ? col[p] : 0;") == 2
+    assert "const long long u = batch_u[j];" in source and "u = col[p]" not in source
     # other operators have no reduction to transpose: they run the row skeleton's code
     add = SddmmAlgorithm("add", "u", "v", Layout.FULL, Layout.FULL, torch.float32, torch.int32, False)
     transposed = generate(add, SddmmSchedule("row_transposed", 8, 4, 1, 4, edges_per_batch=4))

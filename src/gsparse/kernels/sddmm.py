@@ -226,8 +226,8 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     of them; 128 or 256 threads per edge block; row skeletons only where one slice covers
     the head (then every operator, ``dot`` included, runs on them), with 4 or 8 rows per
     block; and where such a slice has 8 or more lanes, ``row_transposed`` with 4 rows per
-    block and batches of 8 edges and of ``lanes`` edges, where their partial sums and
-    ``v``'s features fit in 64 registers (measured best at 32 and 64 features on
+    block and batches of 8 edges and of ``lanes`` edges, where their partial sums,
+    ``v``'s features and the next batch's indices fit in 64 registers (measured best at 32 and 64 features on
     proteins-like; the default uses it at 32 fp32 features on long-row graphs).
     """
     del g  # the grid depends on the head length and dtype only; kept for a uniform API
@@ -249,9 +249,10 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
                 for rows in (4, 8):
                     grid.append(SddmmSchedule("row", rows, lanes, per_thread, vector))
                 for batch in sorted({8, lanes}) if lanes >= 8 else []:
-                    # the batch's sums and v's cached features stay within half of the
-                    # 128 registers a row skeleton's thread gets (more spills in fp64)
-                    if (batch + per_thread * vector) * accumulator_words <= 64:
+                    # the batch's sums, v's cached features and the next batch's source
+                    # indices (two words each in int64) stay within half of the 128
+                    # registers a row skeleton's thread gets (more spills in fp64)
+                    if (batch + per_thread * vector) * accumulator_words + 2 * batch <= 64:
                         grid.append(SddmmSchedule("row_transposed", 4, lanes, per_thread,
                                                   vector, edges_per_batch=batch))
     return [s for s in dict.fromkeys(grid) if not s.problems()]
@@ -690,20 +691,39 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int) -> list[str]:
     ``p0 + j``; edges past the row's end add nothing), the transposed butterfly leaves
     edge ``j``'s dot in lane ``j``, and lanes ``0 .. B-1`` write the batch's outputs,
     consecutive for consecutive edges when edge ids are CSR positions.
+
+    The source indices of a batch are loaded one batch ahead, into ``B`` registers per
+    lane: otherwise each batch waits for its index loads (a row's column indices stream
+    from DRAM) before its gathers can start, two round trips per batch where the gathers
+    alone need one. Every lane of the group loads the indices itself (one broadcast load
+    per edge), where a lane loading the batch's and shuffling them out would spend the
+    shuffles the butterfly saves.
     """
     cached, cache_lines = _v_cache(algorithm)
     edge_targets = algorithm.targets() - {"v"}
-    # Every lane of the group loads the edge's indices itself: one broadcast load per
-    # edge, where a lane loading the batch's and shuffling them out would spend the
-    # shuffles the butterfly saves.
+    prefetch = "u" in edge_targets
     edge = []
-    if "u" in edge_targets:
-        edge.append("const long long u = col[p];")
+    if prefetch:
+        edge.append("const long long u = batch_u[j];")
     if "e" in edge_targets:
         edge.append(f"const long long e = {'eid[p]' if algorithm.has_eid else 'p'};")
     edge += _scalar_loads(algorithm, edge_targets)
     edge += _lane_features(algorithm, cached)
+
+    def load_next_indices(first: str) -> list[str]:
+        return [
+            "#pragma unroll",
+            "for (int j = 0; j < B; ++j) {",
+            f"    const long long p = {first} + j;",
+            "    next_u[j] = p < end ? col[p] : 0;",
+            "}",
+        ]
+
     batch_lines = [
+        *(["I batch_u[B];",
+           "#pragma unroll",
+           "for (int j = 0; j < B; ++j) batch_u[j] = next_u[j];",
+           *load_next_indices("p0 + STRIDE")] if prefetch else []),
         "A sums[B];",
         "#pragma unroll",
         "for (int j = 0; j < B; ++j) {",
@@ -730,6 +750,8 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int) -> list[str]:
             "const int base = h * head_len;",
             "const int limit = base + head_len;",
             *cache_lines,
+            *(["I next_u[B];  // the source indices of the group's next batch",
+               *load_next_indices("start + sub * B")] if prefetch else []),
             "// the group's lanes share p0, so they leave together",
             "for (long long p0 = start + sub * B; p0 < end; p0 += STRIDE) {",
             indent("\n".join(batch_lines), 4),
