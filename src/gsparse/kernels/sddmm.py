@@ -22,8 +22,8 @@ Three skeletons, all walking CSR positions ``p`` (so ``u = col[p]``) and writing
 - ``row_transposed``: the row skeleton whose ``dot`` takes ``edges_per_batch`` edges at a
   time per group of lanes and reduces them together with a transposed butterfly (a
   reduce-scatter by shuffles), about one shuffle per edge instead of ``log2(lanes)``;
-  lane ``j`` then writes edge ``j``'s output. Other operators have no reduction and run
-  the row code.
+  lane ``j`` then writes edge ``j``'s output. The batch's source indices are loaded one
+  batch ahead. Other operators have no reduction and run the row code.
 
 A lane owns ``features_per_thread`` vectors of ``vector_width`` consecutive features at a
 stride of ``lanes * vector_width`` (coalesced across the group); the group's *slice* is
