@@ -3,8 +3,9 @@
 # (forward and backward) on small edge-case graphs: empty rows, no edges, a long row,
 # bipartite shapes, head lengths that are not multiples of a slice, int64 indices, edge ids
 # unlike CSR positions; every head length of 8 or more also runs dot on row_transposed
-# schedules (batches that run past a row's end). Every result is also checked against the
-# float64 reference.
+# schedules (batches that run past a row's end), and of 3 or more a random operator on
+# edge_transposed ones (ranges that end inside a batch). Every result is also checked
+# against the float64 reference.
 # Run on a GPU machine from the repository root: bash scripts/sanitize_sddmm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +79,10 @@ for name, g in graphs.items():
             transposed = [s for s in space if s.skeleton == "row_transposed"]
             for schedule in rng.sample(transposed, min(2, len(transposed))):
                 check_sddmm(name, g, cuda, head_len, dtype, schedule, op="dot")
+            # edge ranges that end inside a batch and rows that span ranges, every operator
+            ranged = [s for s in space if s.skeleton == "edge_transposed"]
+            for schedule in rng.sample(ranged, min(2, len(ranged))):
+                check_sddmm(name, g, cuda, head_len, dtype, schedule)
     for shape in ((), (8, 1), (40,)):
         logits = torch.randn(g.num_edges, *shape, dtype=torch.float64)
         for norm_by in ("dst", "src"):

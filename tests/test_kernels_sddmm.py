@@ -66,7 +66,9 @@ def test_schedule_json_round_trip() -> None:
          "at most lanes = 8"),
         ({"skeleton": "row_transposed", "groups_per_block": 4, "edges_per_batch": 12},
          "edges_per_batch must be one of"),
-        ({"skeleton": "row", "edges_per_batch": 8}, "knob of the row_transposed skeleton"),
+        ({"skeleton": "row", "edges_per_batch": 8}, "knob of the row_transposed and edge_transposed"),
+        ({"skeleton": "edge_transposed", "groups_per_block": 4, "lanes": 4, "edges_per_batch": 8},
+         "at most lanes = 4 for the edge_transposed skeleton"),
         ({"skeleton": "row_transposed", "edges_per_batch": 8, "features_per_launch": 32},
          "slices launches of the edge skeleton"),
     ],
@@ -94,11 +96,17 @@ def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
     assert len(set(space)) == len(space)
     # the transposed dot needs groups of 8 lanes or more, so heads of 8 features or more
     transposed = {"row_transposed"} if feature_len >= 8 else set()
+    transposed |= {"edge_transposed"} if feature_len >= 3 else set()  # 4 lanes or more
     assert {s.skeleton for s in space} == {"edge", "row", *transposed}
     assert all(s.edges_per_batch in (8, s.lanes) for s in space if s.skeleton == "row_transposed")
-    # a batch's sums, v's features and the next batch's int64 indices fit in 64 registers
-    assert all(s.edges_per_batch * 3 + s.features_per_thread * s.vector_width <= 64
-               for s in space if s.skeleton == "row_transposed")
+    assert all(s.edges_per_batch in (4, 8, s.lanes) for s in space
+               if s.skeleton == "edge_transposed")
+    # a batch's sums, v's features and the next batch's int64 indices (one per edge on
+    # row_transposed, two on edge_transposed) fit in 64 registers
+    for s in space:
+        indices = {"row_transposed": 1, "edge_transposed": 2}.get(s.skeleton, 0)
+        words = s.edges_per_batch * (1 + 2 * indices) + s.features_per_thread * s.vector_width
+        assert words <= 64, s
     assert {s.threads for s in space if s.skeleton == "edge"} == {128, 256}
     # every row skeleton holds a whole head in one slice, so dot runs on it too
     assert all(s.feature_slice >= feature_len for s in space if s.skeleton != "edge")
@@ -208,6 +216,13 @@ def test_grid_covers_the_work_and_respects_limits() -> None:
     assert row.grid(num_edges=1001, num_rows=17, num_heads=10**6, head_len=16) == (3, 65535)
     add = SddmmAlgorithm("add", "u", "v", Layout.FULL, Layout.FULL, torch.float32, torch.int32, False)
     assert generate(add, SddmmSchedule("row", 8, 4, 1, 4)).grid(1001, 17, 1, 100) == (3, 7)
+    # edge_transposed: a warp per range of 32 / lanes * B * 8 edges, heads (dot) or
+    # feature slices (element-wise) over y
+    ranged = SddmmSchedule("edge_transposed", 4, 8, 1, 4, edges_per_batch=8)
+    assert ranged.edges_per_warp == 256 and ranged.threads == 128
+    assert generate(algorithm, ranged).grid(1025 * 256, 10, 3, 32) == (257, 3)
+    assert generate(add, ranged).grid(256, 10, 1, 100) == (1, 4)
+    assert SddmmSchedule("edge", 32, 8, 1, 4).edges_per_warp == 0
 
 
 # --- code generation, compiled with NVRTC (no GPU) ----------------------------------------
@@ -317,6 +332,30 @@ def test_transposed_dot_source() -> None:
     assert transposed.grid(1001, 17, 3, 100) == (3, 7)
     dot = generate(algorithm, SddmmSchedule("row_transposed", 4, 32, 1, 4, edges_per_batch=8))
     assert dot.block == 128 and dot.grid(1001, 17, 3, 128) == (5, 3)  # rows x heads
+
+
+def test_edge_transposed_source() -> None:
+    algorithm = SddmmAlgorithm("dot", "u", "v", Layout.FULL, Layout.FULL, torch.float32,
+                               torch.int32, has_eid=True)
+    source = generate(algorithm, SddmmSchedule("edge_transposed", 4, 8, 1, 4,
+                                               edges_per_batch=8)).source
+    # a warp walks a range of 256 CSR positions, striding over what the grid leaves
+    assert "constexpr long long RANGE = STRIDE * 8;" in source
+    assert "start += range_stride" in source and "rowptr[" not in source
+    # both indices a batch ahead; v read per edge, not cached per row
+    assert source.count("next_u[j] = p < end ? col[p] : 0;") == 2
+    assert source.count("next_v[j] = p < end ? dst[p] : 0;") == 2
+    assert "const long long v = batch_v[j];" in source and "b_cache" not in source
+    assert "sums[i] = keep + __shfl_xor_sync(mask, give, half, LANES);" in source
+    assert "out[e * num_heads + h] = gs::from_acc<T>(sums[0]);" in source
+    # element-wise operators walk the same batches and store each edge's messages
+    mul = SddmmAlgorithm("mul", "u", "e", Layout.FULL, Layout.FULL, torch.float32,
+                         torch.int64, has_eid=True)
+    elementwise = generate(mul, SddmmSchedule("edge_transposed", 4, 4, 1, 4,
+                                              edges_per_batch=4)).source
+    assert "sums" not in elementwise and "next_v" not in elementwise
+    assert "const long long e = eid[p];" in elementwise
+    assert "gs::store<V>(out + e * head_len + f, m);" in elementwise
 
 
 def _transposed_reduce_on_the_cpu(partials: torch.Tensor, batch: int) -> torch.Tensor:

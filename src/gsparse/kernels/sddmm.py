@@ -24,6 +24,10 @@ Three skeletons, all walking CSR positions ``p`` (so ``u = col[p]``) and writing
   reduce-scatter by shuffles), about one shuffle per edge instead of ``log2(lanes)``;
   lane ``j`` then writes edge ``j``'s output. The batch's source indices are loaded one
   batch ahead. Other operators have no reduction and run the row code.
+- ``edge_transposed``: the same batches over a fixed range of CSR positions per warp
+  instead of a row (balanced whatever the row lengths, like ``edge``); ``v`` is read per
+  edge, its index loaded a batch ahead with the source's. Other operators walk the same
+  batches without the reduction.
 
 A lane owns ``features_per_thread`` vectors of ``vector_width`` consecutive features at a
 stride of ``lanes * vector_width`` (coalesced across the group); the group's *slice* is
@@ -84,11 +88,16 @@ __all__ = [
 ]
 
 KERNEL_NAME = "gsddmm"
-SKELETONS = ("edge", "row", "row_transposed")
+SKELETONS = ("edge", "row", "row_transposed", "edge_transposed")
+_ROW_SKELETONS = ("row", "row_transposed")  # a warp per destination row (read rowptr)
 _LANES = (1, 2, 4, 8, 16, 32)
 _VECTORS = (1, 2, 4, 8)
 _LAUNCH_SLICES = (0, 32, 64, 128, 256)
 _BATCHES = (2, 4, 8, 16, 32)
+# Batches a warp of the edge_transposed skeleton walks: its first index loads wait
+# unhidden once per range, so 8 batches amortise them while the grid stays ~10^5 blocks
+# on graphs of 10^8 edges.
+_RANGE_BATCHES = 8
 _WARP = 32
 _MAX_THREADS = 1024
 _MAX_GRID_X = 2**31 - 1
@@ -116,10 +125,11 @@ class SddmmSchedule:
 
     Attributes:
         skeleton: ``"edge"`` (a group of threads per edge), ``"row"`` (a warp per
-            destination row, ``v``'s features in registers) or ``"row_transposed"`` (the
+            destination row, ``v``'s features in registers), ``"row_transposed"`` (the
             row skeleton whose ``dot`` reduces a batch of edges at once; see
-            :func:`_transposed_body`).
-        groups_per_block: edges (edge skeleton) or rows, i.e. warps (row skeleton) per block.
+            :func:`_transposed_body`) or ``"edge_transposed"`` (those batches over a
+            fixed range of edges per warp).
+        groups_per_block: edges (edge skeleton) or warps (the others) per block.
         lanes: threads per edge, 1 to 32: the width of the ``dot`` shuffle reduction.
         features_per_thread: vectors each lane handles per pass (independent loads in flight).
         features_per_launch: 0 for one launch over all features; else the features of a
@@ -127,8 +137,8 @@ class SddmmSchedule:
             sums are kept in ``out`` between launches).
         vector_width: consecutive features moved per load/store (1, 2, 4, or 8 for 2-byte
             dtypes: a vector is at most 16 bytes).
-        edges_per_batch: ``row_transposed`` only (0 otherwise): edges a group of lanes
-            reduces together, a power of two from 2 up to ``lanes``.
+        edges_per_batch: the transposed skeletons only (0 otherwise): edges a group of
+            lanes reduces together, a power of two from 2 up to ``lanes``.
     """
 
     skeleton: str = "edge"
@@ -143,6 +153,13 @@ class SddmmSchedule:
     def threads(self) -> int:
         per_group = self.lanes if self.skeleton == "edge" else _WARP
         return self.groups_per_block * per_group
+
+    @property
+    def edges_per_warp(self) -> int:
+        """Edges a warp walks (edge_transposed; 0 for the other skeletons)."""
+        if self.skeleton != "edge_transposed":
+            return 0
+        return _WARP // self.lanes * self.edges_per_batch * _RANGE_BATCHES
 
     @property
     def feature_slice(self) -> int:
@@ -171,14 +188,15 @@ class SddmmSchedule:
             found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
         elif self.threads % _WARP:
             found.append(f"{self.threads} threads per block is not a multiple of {_WARP}")
-        if self.skeleton == "row_transposed":
+        if self.skeleton in ("row_transposed", "edge_transposed"):
             if self.edges_per_batch not in _BATCHES or self.edges_per_batch > self.lanes:
                 found.append(f"edges_per_batch must be one of {_BATCHES} and at most lanes = "
-                             f"{self.lanes} for the row_transposed skeleton, got "
+                             f"{self.lanes} for the {self.skeleton} skeleton, got "
                              f"{self.edges_per_batch}")
         elif self.edges_per_batch:
-            found.append(f"edges_per_batch is a knob of the row_transposed skeleton; the "
-                         f"{self.skeleton} skeleton needs 0, got {self.edges_per_batch}")
+            found.append(f"edges_per_batch is a knob of the row_transposed and edge_transposed "
+                         f"skeletons; the {self.skeleton} skeleton needs 0, got "
+                         f"{self.edges_per_batch}")
         if self.features_per_launch and self.skeleton != "edge":
             found.append("features_per_launch slices launches of the edge skeleton; the row "
                          "skeleton already covers features chunk by chunk")
@@ -227,8 +245,10 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     the head (then every operator, ``dot`` included, runs on them), with 4 or 8 rows per
     block; and where such a slice has 8 or more lanes, ``row_transposed`` with 4 rows per
     block and batches of 8 edges and of ``lanes`` edges, where their partial sums,
-    ``v``'s features and the next batch's indices fit in 64 registers (measured best at 32 and 64 features on
-    proteins-like; the default uses it at 32 fp32 features on long-row graphs).
+    ``v``'s features and the next batch's indices fit in 64 registers (measured best at 32
+    and 64 features on proteins-like; the default uses it at 32 fp32 features on long-row
+    graphs); where it has 4 or more lanes, ``edge_transposed`` with 4 warps per block and
+    batches of 4, 8 and ``lanes`` edges under the same budget (two indices per edge).
     """
     del g  # the grid depends on the head length and dtype only; kept for a uniform API
     launches = [0]
@@ -254,6 +274,12 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
                     # registers a row skeleton's thread gets (more spills in fp64)
                     if (batch + per_thread * vector) * accumulator_words + 2 * batch <= 64:
                         grid.append(SddmmSchedule("row_transposed", 4, lanes, per_thread,
+                                                  vector, edges_per_batch=batch))
+                for batch in sorted({4, 8, lanes}) if lanes >= 4 else []:
+                    # as above, with the next batch's destination indices too
+                    if (batch <= lanes and
+                            (batch + per_thread * vector) * accumulator_words + 4 * batch <= 64):
+                        grid.append(SddmmSchedule("edge_transposed", 4, lanes, per_thread,
                                                   vector, edges_per_batch=batch))
     return [s for s in dict.fromkeys(grid) if not s.problems()]
 
@@ -431,19 +457,26 @@ class SddmmProgram:
         return self.schedule.threads
 
     def num_chunks(self, num_heads: int, head_len: int) -> int:
-        """How many times a row skeleton walks each row: once per head for ``dot``, once
-        per feature slice otherwise (1 for the edge skeleton)."""
+        """How many times a row or transposed skeleton walks its rows or ranges: once per
+        head for ``dot``, once per feature slice otherwise (1 for the edge skeleton)."""
         if self.schedule.skeleton == "edge":
             return 1
         return num_heads if self.is_dot else -(-head_len // self.schedule.feature_slice)
 
     def grid(self, num_edges: int, num_rows: int, num_heads: int, head_len: int) -> tuple[int, int]:
-        """Blocks over edges (edge skeleton) or over rows and chunks (row skeleton).
+        """Blocks over edges (edge skeleton), over ranges of edges and chunks
+        (edge_transposed) or over rows and chunks (row skeletons).
 
-        Both kernels stride over what the grid does not cover, so the limits on the grid's
-        size never leave work undone.
+        The edge kernels stride over what the grid does not cover, so the limits on the
+        grid's size never leave work undone.
         """
-        groups = num_edges if self.schedule.skeleton == "edge" else num_rows
+        skeleton = self.schedule.skeleton
+        if skeleton == "edge":
+            groups = num_edges
+        elif skeleton == "edge_transposed":
+            groups = -(-num_edges // self.schedule.edges_per_warp)
+        else:
+            groups = num_rows
         blocks = min(-(-groups // self.schedule.groups_per_block), _MAX_GRID_X)
         return blocks, min(self.num_chunks(num_heads, head_len), _MAX_GRID_Y)
 
@@ -682,30 +715,38 @@ for (int offset = B; offset < LANES; offset *= 2) {
 }"""
 
 
-def _transposed_body(algorithm: SddmmAlgorithm, batch: int) -> list[str]:
-    """``dot`` on the row skeleton, a batch of edges reduced at once.
+def _transposed_body(algorithm: SddmmAlgorithm, batch: int, by_edge: bool) -> list[str]:
+    """Batches of edges: ``dot`` on ``row_transposed`` (``by_edge`` False) and every
+    operator on ``edge_transposed`` (``by_edge`` True).
 
-    A warp walks one destination row with ``v``'s features of the head in registers; its
-    groups of ``LANES`` lanes take turns at batches of ``B`` consecutive edges. Each lane
+    ``row_transposed``: a warp walks one destination row with ``v``'s features of the head
+    in registers. ``edge_transposed``: a warp walks a fixed range of ``edges_per_warp`` CSR
+    positions, whatever rows they belong to, and reads ``v`` per edge (in CSR order a
+    group's edges mostly share it, so those loads hit L1). Either way the warp's groups of
+    ``LANES`` lanes take turns at batches of ``B`` consecutive edges. For ``dot`` each lane
     adds up its slice of the head for every edge of the batch (``sums[j]`` for edge
-    ``p0 + j``; edges past the row's end add nothing), the transposed butterfly leaves
-    edge ``j``'s dot in lane ``j``, and lanes ``0 .. B-1`` write the batch's outputs,
-    consecutive for consecutive edges when edge ids are CSR positions.
+    ``p0 + j``; edges past the end add nothing), the transposed butterfly leaves edge
+    ``j``'s dot in lane ``j``, and lanes ``0 .. B-1`` write the batch's outputs,
+    consecutive for consecutive edges when edge ids are CSR positions; other operators
+    store each edge's messages as they go.
 
-    The source indices of a batch are loaded one batch ahead, into ``B`` registers per
-    lane: otherwise each batch waits for its index loads (a row's column indices stream
-    from DRAM) before its gathers can start, two round trips per batch where the gathers
-    alone need one. Every lane of the group loads the indices itself (one broadcast load
-    per edge), where a lane loading the batch's and shuffling them out would spend the
-    shuffles the butterfly saves.
+    The indices of a batch (source, and destination on ``edge_transposed``) are loaded one
+    batch ahead, into ``B`` registers per lane and index: otherwise each batch waits for
+    its index loads (streamed from DRAM) before its gathers can start, two round trips per
+    batch where the gathers alone need one. Every lane of the group loads the indices
+    itself (one broadcast load per edge), where a lane loading the batch's and shuffling
+    them out would spend the shuffles the butterfly saves.
     """
-    cached, cache_lines = _v_cache(algorithm)
-    edge_targets = algorithm.targets() - {"v"}
-    prefetch = "u" in edge_targets
-    edge = []
-    if prefetch:
-        edge.append("const long long u = batch_u[j];")
-    if "e" in edge_targets:
+    if by_edge:
+        cached, cache_lines = set(), []
+        edge_targets = algorithm.targets()
+    else:
+        cached, cache_lines = _v_cache(algorithm)
+        edge_targets = algorithm.targets() - {"v"}
+    prefetched = [(target, array) for target, array in (("u", "col"), ("v", "dst"))
+                  if target in edge_targets]
+    edge = [f"const long long {target} = batch_{target}[j];" for target, _ in prefetched]
+    if "e" in edge_targets or not algorithm.is_dot:  # element-wise stores go to out[e]
         edge.append(f"const long long e = {'eid[p]' if algorithm.has_eid else 'p'};")
     edge += _scalar_loads(algorithm, edge_targets)
     edge += _lane_features(algorithm, cached)
@@ -715,48 +756,80 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int) -> list[str]:
             "#pragma unroll",
             "for (int j = 0; j < B; ++j) {",
             f"    const long long p = {first} + j;",
-            "    next_u[j] = p < end ? col[p] : 0;",
+            *(f"    next_{target}[j] = p < end ? {array}[p] : 0;" for target, array in prefetched),
             "}",
         ]
 
-    batch_lines = [
-        *(["I batch_u[B];",
-           "#pragma unroll",
-           "for (int j = 0; j < B; ++j) batch_u[j] = next_u[j];",
-           *load_next_indices("p0 + STRIDE")] if prefetch else []),
-        "A sums[B];",
+    take_batch = [
+        *(f"I batch_{target}[B];" for target, _ in prefetched),
         "#pragma unroll",
         "for (int j = 0; j < B; ++j) {",
-        "    const long long p = p0 + j;",
-        "    A partial = 0;",
-        "    if (p < end) {",
-        indent("\n".join(edge), 8),
-        "    }",
-        "    sums[j] = partial;",
+        *(f"    batch_{target}[j] = next_{target}[j];" for target, _ in prefetched),
         "}",
-        _TRANSPOSED_REDUCE,
-        "if (lane < B && p0 + lane < end) {",
-        "    const long long p = p0 + lane;",
-        f"    const long long e = {'eid[p]' if algorithm.has_eid else 'p'};",
-        "    out[e * num_heads + h] = gs::from_acc<T>(sums[0]);",
-        "}",
-    ]
-    return [
-        f"constexpr int B = {batch};  // edges per group and batch",
-        "constexpr int STRIDE = 32 / LANES * B;  // edges a warp takes per batch",
-        *_row_start(algorithm),
-        "for (int h = blockIdx.y; h < num_heads; h += gridDim.y) {",
+        *load_next_indices("p0 + STRIDE"),
+    ] if prefetched else []
+    if algorithm.is_dot:
+        work = [
+            "A sums[B];",
+            "#pragma unroll",
+            "for (int j = 0; j < B; ++j) {",
+            "    const long long p = p0 + j;",
+            "    A partial = 0;",
+            "    if (p < end) {",
+            indent("\n".join(edge), 8),
+            "    }",
+            "    sums[j] = partial;",
+            "}",
+            _TRANSPOSED_REDUCE,
+            "if (lane < B && p0 + lane < end) {",
+            "    const long long p = p0 + lane;",
+            f"    const long long e = {'eid[p]' if algorithm.has_eid else 'p'};",
+            "    out[e * num_heads + h] = gs::from_acc<T>(sums[0]);",
+            "}",
+        ]
+        chunks = ["for (int h = blockIdx.y; h < num_heads; h += gridDim.y) {",
+                  "    const int base = h * head_len;",
+                  "    const int limit = base + head_len;"]
+    else:
+        work = [
+            "#pragma unroll",
+            "for (int j = 0; j < B; ++j) {",
+            "    const long long p = p0 + j;",
+            "    if (p < end) {",
+            indent("\n".join(edge), 8),
+            "    }",
+            "}",
+        ]
+        chunks = ["const int num_chunks = (head_len + SLICE - 1) / SLICE;",
+                  "for (int c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
+                  "    const int base = c * SLICE;",
+                  "    const int limit = head_len;"]
+    walk = [
+        *chunks,
         indent("\n".join([
-            "const int base = h * head_len;",
-            "const int limit = base + head_len;",
             *cache_lines,
-            *(["I next_u[B];  // the source indices of the group's next batch",
-               *load_next_indices("start + sub * B")] if prefetch else []),
+            *([f"I next_{target}[B];  // the group's next batch's {array}" for target, array in prefetched]
+              + load_next_indices("start + sub * B") if prefetched else []),
             "// the group's lanes share p0, so they leave together",
             "for (long long p0 = start + sub * B; p0 < end; p0 += STRIDE) {",
-            indent("\n".join(batch_lines), 4),
+            indent("\n".join([*take_batch, *work]), 4),
             "}",
         ]), 4),
+        "}",
+    ]
+    head = [f"constexpr int B = {batch};  // edges per group and batch",
+            "constexpr int STRIDE = 32 / LANES * B;  // edges a warp takes per batch"]
+    if not by_edge:
+        return [*head, *_row_start(algorithm), *walk]
+    return [
+        *head,
+        f"constexpr long long RANGE = STRIDE * {_RANGE_BATCHES};  // edges a warp walks",
+        "const int sub = (threadIdx.x % 32) / LANES;  // the lane group within the warp",
+        "const long long range_stride = (long long)gridDim.x * GROUPS * RANGE;",
+        "for (long long start = ((long long)blockIdx.x * GROUPS + threadIdx.x / 32) * RANGE;",
+        "     start < num_edges; start += range_stride) {  // whole warps leave together",
+        "    const long long end = start + RANGE < num_edges ? start + RANGE : num_edges;",
+        indent("\n".join(walk), 4),
         "}",
     ]
 
@@ -796,7 +869,9 @@ def generate(algorithm: SddmmAlgorithm, schedule: SddmmSchedule) -> SddmmProgram
     if schedule.skeleton == "edge":
         body += _edge_body(algorithm)
     elif schedule.skeleton == "row_transposed" and algorithm.is_dot:
-        body += _transposed_body(algorithm, schedule.edges_per_batch)
+        body += _transposed_body(algorithm, schedule.edges_per_batch, by_edge=False)
+    elif schedule.skeleton == "edge_transposed":
+        body += _transposed_body(algorithm, schedule.edges_per_batch, by_edge=True)
     else:  # only a dot has a reduction to transpose: other operators run the row code
         body += _row_body(algorithm)
     index = INDEX_TYPES[algorithm.index_dtype]
@@ -858,7 +933,8 @@ def run_sddmm(
     in user edge order.
 
     Raises ValueError when a forced ``schedule`` is invalid, needs wider vectors than the
-    operands' alignment allows, or is a row skeleton whose slice cannot hold a ``dot`` head.
+    operands' alignment allows, or is a row or transposed skeleton whose slice cannot hold
+    a ``dot`` head.
     """
     binop = BINARY_OPS[op]
     operand = lhs if lhs is not None else rhs
@@ -936,7 +1012,8 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
         if (schedule.skeleton != "edge" and binop.reduces_last_dim
                 and schedule.feature_slice < head_len):
             raise ValueError(
-                f"schedule {schedule} is a row skeleton whose slice of {schedule.feature_slice} "
+                f"schedule {schedule} is a {schedule.skeleton} skeleton whose slice of "
+                f"{schedule.feature_slice} "
                 f"features cannot hold a dot head of {head_len}; widen lanes, "
                 f"features_per_thread or vector_width, or use the edge skeleton")
 
@@ -956,14 +1033,14 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
     program = generate(algorithm, schedule)
     device_index = key.device.index if key.device.index is not None else torch.cuda.current_device()
     kernel, context = _kernel(algorithm, schedule, device_index)
-    edge_skeleton = schedule.skeleton == "edge"
+    walks_rows = schedule.skeleton in _ROW_SKELETONS
     targets = algorithm.targets()
 
     grid, block = program.grid(g.num_edges, g.num_dst, key.num_heads, head_len), program.block
     graph_args = [
-        None if edge_skeleton else g.rowptr,
+        g.rowptr if walks_rows else None,
         g.col if "u" in targets else None,
-        g.csr_dst if edge_skeleton and "v" in targets else None,
+        g.csr_dst if not walks_rows and "v" in targets else None,
         g.eid,
     ]
     operand_offsets = [indexed_offsets(key.lhs_shape, key.full_shape, key.device),
