@@ -151,7 +151,7 @@ def _reddit_in_miniature(num_src: int = 232_965) -> gsparse.Graph:
     (2, "edge.g128.l1.f2.v1"),  # two scalar loads: 1.13-1.15x faster than one float2
     (4, "edge.g128.l1.f4.v1"),
     (8, "edge.g128.l1.f2.v4"),
-    (16, "edge.g128.l1.f4.v4"),  # the old rule's l4 was 2.5x slower
+    (16, "edge_transposed.g4.l4.f1.v4.b4"),  # 1.32x / 1.40x over edge.g128.l1.f4.v4
     (32, "row_transposed.g4.l8.f1.v4.b8"),  # proteins-like: 1.44x over edge.g64.l2.f4.v4
     (64, "edge.g32.l4.f4.v4"),
     (128, "edge.g32.l4.f4.v4"),  # two passes; G-Sparse's 16 lanes are 1.12-1.25x off
@@ -198,6 +198,10 @@ def test_default_skeleton_weighs_row_length_against_the_grid() -> None:
     # 32 fp32 features: the transposed rows only where rows are long on average.
     assert default_schedule(_reddit_in_miniature(), 32, **_H100).skeleton == "row_transposed"
     assert str(default_schedule(short, 32, resident_warps=10)) == "edge.g64.l2.f4.v4"
+    # 16 fp32 features: edge ranges only where rows are long on average (not products-like)
+    products_like = _graph_with_degrees([51] * 1000 + [5_000])
+    assert str(default_schedule(products_like, 16, **_H100)) == "edge.g128.l1.f4.v4"
+    assert default_schedule(_reddit_in_miniature(), 16, torch.float16, **_H100).skeleton == "edge"
     assert default_schedule(_reddit_in_miniature(), 32, torch.float16, **_H100).skeleton == "edge"
     # A head too long for one slice -> edge skeleton (several passes).
     assert default_schedule(even, 1000, resident_warps=100).skeleton == "edge"
