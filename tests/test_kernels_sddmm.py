@@ -600,7 +600,9 @@ def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
     launches = [s for s in space if s.features_per_launch]
     schedules = [*_sample([s for s in space if s.skeleton == "edge"], 3, seed=feature_len),
                  *_sample(launches, 1, seed=feature_len),
-                 *_sample([s for s in space if s.skeleton == "row"], 2, seed=feature_len)]
+                 *_sample([s for s in space if s.skeleton == "row"], 2, seed=feature_len),
+                 *_sample([s for s in space if s.skeleton == "edge_transposed"], 2,
+                          seed=feature_len)]
     cases = [("dot", "u", "v", (feature_len,), (feature_len,)),
              ("dot", "e", "u", (2, feature_len), (1, feature_len)),  # two heads
              ("add", "u", "v", (feature_len,), (feature_len,)),
@@ -619,7 +621,8 @@ def test_hundred_thousand_edge_row(poisoned) -> None:
     g = named_graph("long_row")
     space = schedule_space(g, 64)
     schedules = [None, *_sample([s for s in space if s.skeleton == "row"], 3, seed=1),
-                 *_sample([s for s in space if s.skeleton == "edge"], 3, seed=1)]
+                 *_sample([s for s in space if s.skeleton == "edge"], 3, seed=1),
+                 *_sample([s for s in space if s.skeleton == "edge_transposed"], 3, seed=1)]
     for op, lhs_target, rhs_target, rhs_shape in (("dot", "u", "v", (64,)),
                                                   ("mul", "u", "e", (1,))):
         lhs, rhs = _operands(g, op, lhs_target, rhs_target, (64,), rhs_shape, torch.float32, 3)
@@ -664,24 +667,30 @@ def test_misaligned_operands_fall_back_to_scalar_loads(poisoned) -> None:
                        "u", "v", schedule=SddmmSchedule("edge", 32, 8, 1, 4))
 
 
-def _transposed(g: gsparse.Graph, feature_len: int, dtype: torch.dtype) -> list[SddmmSchedule]:
-    return [s for s in schedule_space(g, feature_len, dtype) if s.skeleton == "row_transposed"]
+def _transposed(g: gsparse.Graph, feature_len: int, dtype: torch.dtype,
+                skeleton: str = "row_transposed") -> list[SddmmSchedule]:
+    """Every ``row_transposed`` schedule of the space, or 3 sampled ``edge_transposed`` ones
+    (a larger space: batches of 4 too, from 4 lanes)."""
+    space = [s for s in schedule_space(g, feature_len, dtype) if s.skeleton == skeleton]
+    return space if skeleton == "row_transposed" else _sample(space, 3, seed=feature_len)
 
 
 @gpu
+@pytest.mark.parametrize("skeleton", ["row_transposed", "edge_transposed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("kind", ["random", "sorted", "int64"])
-@pytest.mark.parametrize("feature_len", [8, 32, 100, 128, 512])
-def test_transposed_dot_matches_reference(poisoned, kind, feature_len, dtype) -> None:
+@pytest.mark.parametrize("feature_len", [8, 16, 32, 100, 128, 512])
+def test_transposed_dot_matches_reference(poisoned, kind, feature_len, dtype, skeleton) -> None:
     # "random" and "int64" have empty rows, rows shorter than a batch and edge ids unlike
     # CSR positions; "sorted" writes edges in CSR order. Half dtypes accumulate in fp32.
+    # edge_transposed ranges end inside batches and rows run across ranges.
     g = named_graph(kind)
     cases = [("u", "v", (feature_len,), (feature_len,)),
              ("u", "v", (4, feature_len), (4, feature_len)),  # heads: out [E, 4, 1]
              ("v", "u", (1, feature_len), (3, feature_len)),  # lhs broadcast over heads
              ("e", "v", (2, feature_len), (2, feature_len)),
              ("u", "e", (feature_len,), (feature_len,))]
-    for i, schedule in enumerate(_transposed(g, feature_len, dtype)):
+    for i, schedule in enumerate(_transposed(g, feature_len, dtype, skeleton)):
         for lhs_target, rhs_target, lhs_shape, rhs_shape in cases:
             lhs, rhs = _operands(g, "dot", lhs_target, rhs_target, lhs_shape, rhs_shape, dtype, i)
             _check(poisoned, g, "dot", lhs, rhs, lhs_target, rhs_target, schedule)
@@ -692,7 +701,8 @@ def test_transposed_dot_on_a_hundred_thousand_edge_row(poisoned) -> None:
     g = named_graph("long_row")
     lhs, rhs = _operands(g, "dot", "u", "v", (64,), (64,), torch.float32, 4)
     expected = gsparse.gsddmm(g, "dot", lhs.double(), rhs.double(), "u", "v")
-    for schedule in _transposed(g, 64, torch.float32):
+    for schedule in [*_transposed(g, 64, torch.float32),
+                     *_transposed(g, 64, torch.float32, "edge_transposed")]:
         _check(poisoned, g, "dot", lhs, rhs, "u", "v", schedule, expected=expected)
 
 
@@ -701,11 +711,15 @@ def test_transposed_skeleton_without_edges_and_for_other_operators(poisoned) -> 
     empty = named_graph("empty").to("cuda")
     x = torch.randn(empty.num_src, 32, device="cuda")
     y = torch.randn(empty.num_dst, 32, device="cuda")
-    for schedule in _transposed(empty, 32, torch.float32):
+    transposed = [*_transposed(empty, 32, torch.float32),
+                  *_transposed(empty, 32, torch.float32, "edge_transposed")]
+    for schedule in transposed:
         assert gsparse.gsddmm(empty, "dot", x, y, "u", "v", schedule=schedule).shape == (0, 1)
-    # element-wise operators have no reduction to transpose and run the row code
+    # element-wise operators have no reduction to transpose: they run the row code on
+    # row_transposed and walk edge_transposed's batches without it
     g = named_graph("random")
-    for schedule in _sample(_transposed(g, 32, torch.float32), 3, seed=7):
+    for schedule in [*_sample(_transposed(g, 32, torch.float32), 3, seed=7),
+                     *_transposed(g, 32, torch.float32, "edge_transposed")]:
         for op, lhs_target, rhs_target, rhs_shape in (("add", "u", "v", (32,)),
                                                       ("mul", "e", "u", (1,))):
             lhs, rhs = _operands(g, op, lhs_target, rhs_target, (32,), rhs_shape,
