@@ -114,7 +114,7 @@ _DEFAULT_THREADS = 128
 _DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2
 _TRANSPOSED_HEAD = 32  # the one head length where row_transposed is the default ...
 _TRANSPOSED_MEAN_DEGREE = 256  # ... on graphs with rows this long on average
-_RANGED_HEAD = 16  # the one head length where edge_transposed is, on the same graphs
+_RANGED_HEAD = 16  # the one head length where edge_transposed is the default, same graphs
 
 
 # --------------------------------------------------------------------------- schedule
@@ -730,7 +730,7 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int, by_edge: bool) -> li
     ``row_transposed``: a warp walks one destination row with ``v``'s features of the head
     in registers. ``edge_transposed``: a warp walks a fixed range of ``edges_per_warp`` CSR
     positions, whatever rows they belong to, and reads ``v`` per edge (in CSR order a
-    group's edges mostly share it, so those loads hit L1). Either way the warp's groups of
+    group's edges mostly share it, so those loads should mostly hit L1; not profiled). Either way the warp's groups of
     ``LANES`` lanes take turns at batches of ``B`` consecutive edges. For ``dot`` each lane
     adds up its slice of the head for every edge of the batch (``sums[j]`` for edge
     ``p0 + j``; edges past the end add nothing), the transposed butterfly leaves edge
