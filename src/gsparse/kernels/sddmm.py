@@ -90,6 +90,7 @@ __all__ = [
 KERNEL_NAME = "gsddmm"
 SKELETONS = ("edge", "row", "row_transposed", "edge_transposed")
 _ROW_SKELETONS = ("row", "row_transposed")  # a warp per destination row (read rowptr)
+_TRANSPOSED_SKELETONS = ("row_transposed", "edge_transposed")  # batches of edges_per_batch
 _LANES = (1, 2, 4, 8, 16, 32)
 _VECTORS = (1, 2, 4, 8)
 _LAUNCH_SLICES = (0, 32, 64, 128, 256)
@@ -189,7 +190,7 @@ class SddmmSchedule:
             found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
         elif self.threads % _WARP:
             found.append(f"{self.threads} threads per block is not a multiple of {_WARP}")
-        if self.skeleton in ("row_transposed", "edge_transposed"):
+        if self.skeleton in _TRANSPOSED_SKELETONS:
             if self.edges_per_batch not in _BATCHES or self.edges_per_batch > self.lanes:
                 found.append(f"edges_per_batch must be one of {_BATCHES} and at most lanes = "
                              f"{self.lanes} for the {self.skeleton} skeleton, got "
@@ -269,20 +270,26 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
             if not launch and slice_ >= feature_len:
                 for rows in (4, 8):
                     grid.append(SddmmSchedule("row", rows, lanes, per_thread, vector))
+                lane_values = per_thread * vector
                 for batch in sorted({8, lanes}) if lanes >= 8 else []:
-                    # the batch's sums, v's cached features and the next batch's source
-                    # indices (two words each in int64) stay within half of the 128
-                    # registers a row skeleton's thread gets (more spills in fp64)
-                    if (batch + per_thread * vector) * accumulator_words + 2 * batch <= 64:
+                    if _batch_fits(batch, lane_values, accumulator_words, indices=1):
                         grid.append(SddmmSchedule("row_transposed", 4, lanes, per_thread,
                                                   vector, edges_per_batch=batch))
                 for batch in sorted({4, 8, lanes}) if lanes >= 4 else []:
-                    # as above, with the next batch's destination indices too
-                    if (batch <= lanes and
-                            (batch + per_thread * vector) * accumulator_words + 4 * batch <= 64):
+                    if batch <= lanes and _batch_fits(batch, lane_values, accumulator_words,
+                                                      indices=2):
                         grid.append(SddmmSchedule("edge_transposed", 4, lanes, per_thread,
                                                   vector, edges_per_batch=batch))
     return [s for s in dict.fromkeys(grid) if not s.problems()]
+
+
+def _batch_fits(batch: int, lane_values: int, accumulator_words: int, indices: int) -> bool:
+    """Whether a transposed skeleton's lane keeps its registers within half of the 128 a
+    row skeleton's thread gets (more spills in fp64): the batch's sums, ``v``'s features
+    (``lane_values``) and the next batch's ``indices`` indices per edge (source on
+    ``row_transposed``, source and destination on ``edge_transposed``; two words each in
+    int64)."""
+    return (batch + lane_values) * accumulator_words + 2 * indices * batch <= 64
 
 
 def _lanes_for(span: int, vector: int) -> tuple[int, int]:
@@ -363,12 +370,11 @@ def default_schedule(
     if resident_warps is None:
         resident_warps = _resident_warps(g.device)
     size = element_size(dtype)
-    if (size == 4 and feature_len == _TRANSPOSED_HEAD and vector == 4
-            and stats.mean >= _TRANSPOSED_MEAN_DEGREE):
-        return SddmmSchedule("row_transposed", 4, 8, 1, 4, edges_per_batch=8).validate()
-    if (size == 4 and feature_len == _RANGED_HEAD and vector == 4
-            and stats.mean >= _TRANSPOSED_MEAN_DEGREE):
-        return SddmmSchedule("edge_transposed", 4, 4, 1, 4, edges_per_batch=4).validate()
+    if size == 4 and vector == 4 and stats.mean >= _TRANSPOSED_MEAN_DEGREE:
+        if feature_len == _TRANSPOSED_HEAD:
+            return SddmmSchedule("row_transposed", 4, 8, 1, 4, edges_per_batch=8).validate()
+        if feature_len == _RANGED_HEAD:
+            return SddmmSchedule("edge_transposed", 4, 4, 1, 4, edges_per_batch=4).validate()
     fills_warp = stats.mean >= _WARP // lanes
     short_tail = 2 * stats.max <= g.num_edges / max(resident_warps, 1)
     one_slice = lanes * vector * per_thread >= feature_len
@@ -730,13 +736,13 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int, by_edge: bool) -> li
     ``row_transposed``: a warp walks one destination row with ``v``'s features of the head
     in registers. ``edge_transposed``: a warp walks a fixed range of ``edges_per_warp`` CSR
     positions, whatever rows they belong to, and reads ``v`` per edge (in CSR order a
-    group's edges mostly share it, so those loads should mostly hit L1; not profiled). Either way the warp's groups of
-    ``LANES`` lanes take turns at batches of ``B`` consecutive edges. For ``dot`` each lane
-    adds up its slice of the head for every edge of the batch (``sums[j]`` for edge
-    ``p0 + j``; edges past the end add nothing), the transposed butterfly leaves edge
-    ``j``'s dot in lane ``j``, and lanes ``0 .. B-1`` write the batch's outputs,
-    consecutive for consecutive edges when edge ids are CSR positions; other operators
-    store each edge's messages as they go.
+    group's edges mostly share it, so those loads should mostly hit L1; not profiled).
+    Either way the warp's groups of ``LANES`` lanes take turns at batches of ``B``
+    consecutive edges. For ``dot`` each lane adds up its slice of the head for every edge
+    of the batch (``sums[j]`` for edge ``p0 + j``; edges past the end add nothing), the
+    transposed butterfly leaves edge ``j``'s dot in lane ``j``, and lanes ``0 .. B-1``
+    write the batch's outputs, consecutive for consecutive edges when edge ids are CSR
+    positions; other operators store each edge's messages as they go.
 
     The indices of a batch (source, and destination on ``edge_transposed``) are loaded one
     batch ahead, into ``B`` registers per lane and index: otherwise each batch waits for
@@ -816,8 +822,9 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int, by_edge: bool) -> li
         *chunks,
         indent("\n".join([
             *cache_lines,
-            *([f"I next_{target}[B];  // the group's next batch's {array}" for target, array in prefetched]
-              + load_next_indices("start + sub * B") if prefetched else []),
+            *(f"I next_{target}[B];  // the group's next batch's {array}"
+              for target, array in prefetched),
+            *(load_next_indices("start + sub * B") if prefetched else []),
             "// the group's lanes share p0, so they leave together",
             "for (long long p0 = start + sub * B; p0 < end; p0 += STRIDE) {",
             indent("\n".join([*take_batch, *work]), 4),
@@ -1021,9 +1028,8 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
                 and schedule.feature_slice < head_len):
             raise ValueError(
                 f"schedule {schedule} is a {schedule.skeleton} skeleton whose slice of "
-                f"{schedule.feature_slice} "
-                f"features cannot hold a dot head of {head_len}; widen lanes, "
-                f"features_per_thread or vector_width, or use the edge skeleton")
+                f"{schedule.feature_slice} features cannot hold a dot head of {head_len}; "
+                f"widen lanes, features_per_thread or vector_width, or use the edge skeleton")
 
     def layout(shape: tuple[int, ...] | None) -> Layout | None:
         return None if shape is None else operand_layout(shape, key.full_shape)
