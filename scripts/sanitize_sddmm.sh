@@ -4,8 +4,9 @@
 # bipartite shapes, head lengths that are not multiples of a slice, int64 indices, edge ids
 # unlike CSR positions; every head length of 8 or more also runs dot on row_transposed
 # schedules (batches that run past a row's end), and of 3 or more a random operator on
-# edge_transposed ones (ranges that end inside a batch). Every result is also checked
-# against the float64 reference.
+# edge_transposed ones (ranges that end inside a batch), and of 40 or more fp32/fp64
+# features a random operator on row_transposed launches of part of a head. Every result
+# is also checked against the float64 reference.
 # Run on a GPU machine from the repository root: bash scripts/sanitize_sddmm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +83,10 @@ for name, g in graphs.items():
             # edge ranges that end inside a batch and rows that span ranges, every operator
             ranged = [s for s in space if s.skeleton == "edge_transposed"]
             for schedule in rng.sample(ranged, min(2, len(ranged))):
+                check_sddmm(name, g, cuda, head_len, dtype, schedule)
+            # row_transposed over launches of part of a head, the last one partly past it
+            sliced = [s for s in transposed if s.features_per_launch]
+            for schedule in rng.sample(sliced, min(1, len(sliced))):
                 check_sddmm(name, g, cuda, head_len, dtype, schedule)
     for shape in ((), (8, 1), (40,)):
         logits = torch.randn(g.num_edges, *shape, dtype=torch.float64)

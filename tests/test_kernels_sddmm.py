@@ -59,7 +59,8 @@ def test_schedule_json_round_trip() -> None:
         ({"groups_per_block": 3, "lanes": 4}, "not a multiple of 32"),
         ({"features_per_thread": 8, "vector_width": 4}, "more than 16 spills"),
         ({"features_per_launch": 48}, "features_per_launch must be one of"),
-        ({"skeleton": "row", "features_per_launch": 32}, "slices launches of the edge skeleton"),
+        ({"skeleton": "row", "lanes": 32, "vector_width": 4, "features_per_launch": 32},
+         "narrower than the 128"),
         ({"lanes": 32, "vector_width": 2, "features_per_launch": 32}, "narrower than the 64"),
         ({"skeleton": "row_transposed", "groups_per_block": 4}, "edges_per_batch must be one of"),
         ({"skeleton": "row_transposed", "groups_per_block": 4, "lanes": 8, "edges_per_batch": 16},
@@ -69,8 +70,6 @@ def test_schedule_json_round_trip() -> None:
         ({"skeleton": "row", "edges_per_batch": 8}, "knob of the row_transposed and edge_transposed"),
         ({"skeleton": "edge_transposed", "groups_per_block": 4, "lanes": 4, "edges_per_batch": 8},
          "at most lanes = 4 for the edge_transposed skeleton"),
-        ({"skeleton": "row_transposed", "edges_per_batch": 8, "features_per_launch": 32},
-         "slices launches of the edge skeleton"),
     ],
 )
 def test_invalid_schedules_say_why(knobs: dict, reason: str) -> None:
@@ -108,8 +107,13 @@ def test_space_is_valid_and_covers_every_knob(feature_len: int) -> None:
         words = s.edges_per_batch * (1 + 2 * indices) + s.features_per_thread * s.vector_width
         assert words <= 64, s
     assert {s.threads for s in space if s.skeleton == "edge"} == {128, 256}
-    # every row skeleton holds a whole head in one slice, so dot runs on it too
-    assert all(s.feature_slice >= feature_len for s in space if s.skeleton != "edge")
+    # every row skeleton holds a whole head, or a launch's part of it, in one slice, so
+    # dot runs on it too; only row_transposed slices launches
+    assert all(s.feature_slice >= (s.features_per_launch or feature_len)
+               for s in space if s.skeleton != "edge")
+    assert {s.skeleton for s in space if s.features_per_launch} <= {"edge", "row_transposed"}
+    if feature_len > 32:
+        assert any(s.skeleton == "row_transposed" and s.features_per_launch == 32 for s in space)
     # no slice wider than a launch's features need, and at most four passes over them
     for s in space:
         span = s.features_per_launch or feature_len
@@ -151,24 +155,39 @@ def _reddit_in_miniature(num_src: int = 232_965) -> gsparse.Graph:
     (2, "edge.g128.l1.f2.v1"),  # two scalar loads: 1.13-1.15x faster than one float2
     (4, "edge.g128.l1.f4.v1"),
     (8, "edge.g128.l1.f2.v4"),
-    (16, "edge_transposed.g4.l4.f1.v4.b4"),  # 1.32x / 1.40x over edge.g128.l1.f4.v4
-    (32, "row_transposed.g4.l8.f1.v4.b8"),  # proteins-like: 1.44x over edge.g64.l2.f4.v4
-    (64, "edge.g32.l4.f4.v4"),
-    (128, "edge.g32.l4.f4.v4"),  # two passes; G-Sparse's 16 lanes are 1.12-1.25x off
-    (256, "edge.g32.l4.f4.v4.s128"),
-    (512, "edge.g32.l4.f4.v4.s128"),
+    (16, "edge_transposed.g4.l4.f1.v4.b4"),  # 1.35x / 1.46x over edge.g128.l1.f4.v4
+    (32, "edge_transposed.g4.l4.f2.v4.b4"),  # 1.23x / 1.19x over row_transposed.l8
+    (64, "edge_transposed.g4.l8.f2.v4.b4"),
+    (96, "row_transposed.g4.l8.f1.v4.s32.b8"),  # whole-line gathers of a 32-feature slice
+    (128, "row_transposed.g4.l8.f1.v4.s32.b8"),
+    (256, "row_transposed.g4.l8.f1.v4.s32.b8"),
+    (512, "row_transposed.g4.l8.f1.v4.s32.b8"),
 ])
 def test_default_follows_the_h100_sweep(feature_len: int, chosen: str) -> None:
-    # Each choice within 1.15x of the best of the swept space on both swept graphs.
     assert str(default_schedule(_reddit_in_miniature(), feature_len, **_H100)) == chosen
 
 
+def _products_in_miniature(num_src: int = 2_449_029) -> gsparse.Graph:
+    """Mean degree 51: the row_transposed rules do not fire."""
+    return _graph_with_degrees([51] * 2000, num_src)
+
+
+@pytest.mark.parametrize(("feature_len", "chosen"), [
+    (16, "edge.g128.l1.f4.v4"),  # edge_transposed: 0.98x on products-like
+    (32, "edge.g64.l2.f4.v4"),
+    (128, "edge.g32.l4.f4.v4"),  # two passes; G-Sparse's 16 lanes are 1.12-1.25x off
+    (512, "edge.g32.l4.f4.v4.s128"),
+])
+def test_default_on_short_rows_follows_the_h100_sweep(feature_len: int, chosen: str) -> None:
+    assert str(default_schedule(_products_in_miniature(), feature_len, **_H100)) == chosen
+
+
 def test_default_splits_launches_only_where_the_gathered_rows_overflow_the_l2() -> None:
-    assert default_schedule(_reddit_in_miniature(2_000), 512, **_H100).features_per_launch == 0
+    assert default_schedule(_products_in_miniature(2_000), 512, **_H100).features_per_launch == 0
     # a half-precision dot cannot keep partial sums in out between launches
     half = default_schedule(_reddit_in_miniature(), 512, torch.float16, **_H100)
     assert str(half) == "edge.g32.l4.f2.v8"  # at most 16 elements per lane and pass
-    assert default_schedule(_reddit_in_miniature(), 512, torch.float64, **_H100
+    assert default_schedule(_products_in_miniature(), 512, torch.float64, **_H100
                             ).features_per_launch == 128
 
 
@@ -195,12 +214,19 @@ def test_default_skeleton_weighs_row_length_against_the_grid() -> None:
     # One row holding most edges -> edge skeleton, whatever else.
     skewed = _graph_with_degrees([50_000, *[64] * 1000])
     assert default_schedule(skewed, 16, resident_warps=100).skeleton == "edge"
-    # 32 fp32 features: the transposed rows only where rows are long on average.
-    assert default_schedule(_reddit_in_miniature(), 32, **_H100).skeleton == "row_transposed"
-    assert str(default_schedule(short, 32, resident_warps=10)) == "edge.g64.l2.f4.v4"
-    # 16 fp32 features: edge ranges only where rows are long on average (not products-like)
+    # 16 to 64 fp32 features: edge ranges only where rows are long on average (not
+    # products-like); longer heads: the transposed rows, same graphs
     products_like = _graph_with_degrees([51] * 1000 + [5_000])
-    assert str(default_schedule(products_like, 16, **_H100)) == "edge.g128.l1.f4.v4"
+    for feature_len, chosen in ((16, "edge.g128.l1.f4.v4"), (32, "edge.g64.l2.f4.v4"),
+                                (128, "edge.g32.l4.f4.v4")):
+        assert default_schedule(_reddit_in_miniature(), feature_len, **_H100).skeleton in (
+            "edge_transposed", "row_transposed")
+        assert str(default_schedule(products_like, feature_len, **_H100)) == chosen
+    assert str(default_schedule(short, 32, resident_warps=10)) == "edge.g64.l2.f4.v4"
+    # element-wise operators: the transposed cases were measured on dot alone
+    for feature_len in (16, 32, 128, 512):
+        assert default_schedule(_reddit_in_miniature(), feature_len, dot=False,
+                                **_H100).skeleton == "edge"
     assert default_schedule(_reddit_in_miniature(), 16, torch.float16, **_H100).skeleton == "edge"
     assert default_schedule(_reddit_in_miniature(), 32, torch.float16, **_H100).skeleton == "edge"
     # A head too long for one slice -> edge skeleton (several passes).
@@ -322,7 +348,8 @@ def test_transposed_dot_source() -> None:
     assert "sums[0] += __shfl_xor_sync(mask, sums[0], offset, LANES);" in source
     # lane j writes edge j of the batch, in user edge order, rounded once from fp32
     assert "if (lane < B && p0 + lane < end) {" in source
-    assert "out[e * num_heads + h] = gs::from_acc<T>(sums[0]);" in source
+    assert "const long long i = eid[p] * num_heads + h;" in source
+    assert "out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + sums[0] : sums[0]);" in source
     assert "using A = float;" in source and "A b_cache[K][V];" in source
     assert "partial += __shfl_xor_sync" not in source and "dst[p]" not in source
     # source indices are loaded a batch ahead: a batch's gathers read them from registers
@@ -351,7 +378,8 @@ def test_edge_transposed_source() -> None:
     assert source.count("next_v[j] = p < end ? dst[p] : 0;") == 2
     assert "const long long v = batch_v[j];" in source and "b_cache" not in source
     assert "sums[i] = keep + __shfl_xor_sync(mask, give, half, LANES);" in source
-    assert "out[e * num_heads + h] = gs::from_acc<T>(sums[0]);" in source
+    assert "const long long i = eid[p] * num_heads + h;" in source
+    assert "out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + sums[0] : sums[0]);" in source
     # element-wise operators walk the same batches and store each edge's messages
     mul = SddmmAlgorithm("mul", "u", "e", Layout.FULL, Layout.FULL, torch.float32,
                          torch.int64, has_eid=True)
@@ -406,7 +434,13 @@ def test_generated_source_reads_well() -> None:
     # the row skeleton keeps v's features in registers and reads them from there per edge
     row = generate(algorithm, SddmmSchedule("row", 8, 8, 2, 2)).source
     assert "A b_cache[K][V];" in row and "const A (&b)[V] = b_cache[k];" in row
-    assert "dst[p]" not in row and "out[e * num_heads + h] = gs::from_acc<T>(partial);" in row
+    assert "dst[p]" not in row
+    # every skeleton adds to earlier launches' sums, and covers the launch's features only
+    for skeleton, batch in (("row", 0), ("row_transposed", 8), ("edge_transposed", 8)):
+        sliced = generate(algorithm, SddmmSchedule(skeleton, 4, 8, 2, 2, 32, batch)).source
+        assert "accumulate ? gs::to_acc(out[i]) +" in sliced
+        assert "const int base = h * head_len + d_begin;" in sliced
+        assert "const int limit = h * head_len + d_end;" in sliced
 
 
 def test_edge_ids_and_offsets_are_64_bit() -> None:
@@ -469,11 +503,14 @@ def test_forced_launch_slices_need_a_wide_dtype_for_dot() -> None:
 def test_forced_row_schedule_must_hold_a_dot_head() -> None:
     g = named_graph("sorted")
     x, y = torch.randn(g.num_src, 100), torch.randn(g.num_dst, 100)
-    with pytest.raises(ValueError, match="cannot hold a dot head of 100"):
+    with pytest.raises(ValueError, match="cannot hold the 100 features of a dot head"):
         run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("row", 8, 8, 2, 4))
-    with pytest.raises(ValueError, match="cannot hold a dot head of 100"):
+    with pytest.raises(ValueError, match="cannot hold the 100 features of a dot head"):
         run_sddmm(g, "dot", x, y, "u", "v", (1,),
                   SddmmSchedule("row_transposed", 4, 8, 2, 4, edges_per_batch=8))
+    # launches of 64 features fit the slice; 128 would not
+    with pytest.raises(ValueError, match="cannot hold the 100 features of a dot head"):
+        run_sddmm(g, "dot", x, y, "u", "v", (1,), SddmmSchedule("row", 8, 8, 2, 4, 128))
 
 
 def test_forced_schedule_is_validated() -> None:
@@ -600,6 +637,8 @@ def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
     launches = [s for s in space if s.features_per_launch]
     schedules = [*_sample([s for s in space if s.skeleton == "edge"], 3, seed=feature_len),
                  *_sample(launches, 1, seed=feature_len),
+                 *_sample([s for s in launches if s.skeleton == "row_transposed"], 1,
+                          seed=feature_len),
                  *_sample([s for s in space if s.skeleton == "row"], 2, seed=feature_len),
                  *_sample([s for s in space if s.skeleton == "edge_transposed"], 2,
                           seed=feature_len)]

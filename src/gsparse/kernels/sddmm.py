@@ -32,13 +32,14 @@ Three skeletons, all walking CSR positions ``p`` (so ``u = col[p]``) and writing
 A lane owns ``features_per_thread`` vectors of ``vector_width`` consecutive features at a
 stride of ``lanes * vector_width`` (coalesced across the group); the group's *slice* is
 ``lanes * vector_width * features_per_thread`` features and longer heads take several
-passes (edge) or several chunks over ``blockIdx.y`` (row, element-wise only: a ``dot``
-head must fit in one slice there).
+passes (edge) or several chunks over ``blockIdx.y`` (the others, element-wise only: a
+``dot`` head, or the part of it one launch covers, must fit in one slice there).
 
-``features_per_launch`` (edge skeleton) splits each head into slices of that many
-features, one launch per slice, so that the live slice of the gathered node features stays
-in L2 while the grid sweeps the edges (the same idea as g-SpMM's feature-slice ordering);
-``dot`` adds each launch's partial products to the previous launches' sum in ``out``.
+``features_per_launch`` splits each head into slices of that many features, one launch
+per slice, so that the live slice of the gathered node features stays in L2 while the grid
+sweeps the edges (the same idea as g-SpMM's feature-slice ordering); ``dot`` adds each
+launch's partial products to the previous launches' sum in ``out``. On a row skeleton it
+also lets a long head be covered by a slice short enough for a whole warp's row reads.
 
 Public entry points: :class:`SddmmSchedule`, :func:`schedule_space`,
 :func:`default_schedule`, :func:`generate` (pure) and :func:`run_sddmm` (the CUDA backend's
@@ -113,9 +114,12 @@ _SCALAR_HEAD = 4  # heads of at most this many elements: scalar loads
 _MAX_DEFAULT_LANES = 4
 _DEFAULT_THREADS = 128
 _DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2
-_TRANSPOSED_HEAD = 32  # the one head length where row_transposed is the default ...
-_TRANSPOSED_MEAN_DEGREE = 256  # ... on graphs with rows this long on average
-_RANGED_HEAD = 16  # the one head length where edge_transposed is the default, same graphs
+# On graphs whose rows have this many edges on average, fp32 heads in 16-byte vectors
+# take edge_transposed at these head lengths, as (lanes, vectors per lane) ...
+_TRANSPOSED_MEAN_DEGREE = 256
+_RANGED_SHAPES = {16: (4, 1), 32: (4, 2), 64: (8, 2)}
+# ... and row_transposed over launches of this many features at other lengths beyond it.
+_TRANSPOSED_LAUNCH = 32
 
 
 # --------------------------------------------------------------------------- schedule
@@ -135,8 +139,8 @@ class SddmmSchedule:
         lanes: threads per edge, 1 to 32: the width of the ``dot`` shuffle reduction.
         features_per_thread: vectors each lane handles per pass (independent loads in flight).
         features_per_launch: 0 for one launch over all features; else the features of a
-            head each launch covers (edge skeleton; fp32/fp64 for ``dot``, whose partial
-            sums are kept in ``out`` between launches).
+            head each launch covers (fp32/fp64 for ``dot``, whose partial sums are kept in
+            ``out`` between launches).
         vector_width: consecutive features moved per load/store (1, 2, 4, or 8 for 2-byte
             dtypes: a vector is at most 16 bytes).
         edges_per_batch: the transposed skeletons only (0 otherwise): edges a group of
@@ -199,10 +203,7 @@ class SddmmSchedule:
             found.append(f"edges_per_batch is a knob of the row_transposed and edge_transposed "
                          f"skeletons; the {self.skeleton} skeleton needs 0, got "
                          f"{self.edges_per_batch}")
-        if self.features_per_launch and self.skeleton != "edge":
-            found.append("features_per_launch slices launches of the edge skeleton; the row "
-                         "skeleton already covers features chunk by chunk")
-        elif self.features_per_launch and self.features_per_launch < self.feature_slice:
+        if self.features_per_launch and self.features_per_launch < self.feature_slice:
             found.append(f"features_per_launch = {self.features_per_launch} is narrower than the "
                          f"{self.feature_slice} features a group covers per pass")
         if self.features_per_thread * self.vector_width > 16:
@@ -249,7 +250,8 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
     block and batches of 8 edges and of ``lanes`` edges, where their partial sums,
     ``v``'s features and the next batch's indices fit in 64 registers (measured best at 32
     and 64 features on proteins-like; the default uses it at 32 fp32 features on long-row
-    graphs); where it has 4 or more lanes, ``edge_transposed`` with 4 warps per block and
+    graphs), also over the launches of 32 or 128 features where one slice covers a
+    launch; where it has 4 or more lanes, ``edge_transposed`` with 4 warps per block and
     batches of 4, 8 and ``lanes`` edges under the same budget (two indices per edge).
     """
     del g  # the grid depends on the head length and dtype only; kept for a uniform API
@@ -267,14 +269,17 @@ def schedule_space(g: Graph, feature_len: int, dtype: torch.dtype = torch.float3
                 continue
             for threads in (128, 256):
                 grid.append(SddmmSchedule("edge", threads // lanes, lanes, per_thread, vector, launch))
-            if not launch and slice_ >= feature_len:
+            if slice_ < span:
+                continue
+            if not launch:
                 for rows in (4, 8):
                     grid.append(SddmmSchedule("row", rows, lanes, per_thread, vector))
-                lane_values = per_thread * vector
-                for batch in sorted({8, lanes}) if lanes >= 8 else []:
-                    if _batch_fits(batch, lane_values, accumulator_words, indices=1):
-                        grid.append(SddmmSchedule("row_transposed", 4, lanes, per_thread,
-                                                  vector, edges_per_batch=batch))
+            lane_values = per_thread * vector
+            for batch in sorted({8, lanes}) if lanes >= 8 else []:
+                if _batch_fits(batch, lane_values, accumulator_words, indices=1):
+                    grid.append(SddmmSchedule("row_transposed", 4, lanes, per_thread, vector,
+                                              launch, edges_per_batch=batch))
+            if not launch:
                 for batch in sorted({4, 8, lanes}) if lanes >= 4 else []:
                     if batch <= lanes and _batch_fits(batch, lane_values, accumulator_words,
                                                       indices=2):
@@ -315,10 +320,15 @@ def default_schedule(
     dtype: torch.dtype = torch.float32,
     vector_ok: int | None = None,
     *,
+    dot: bool = True,
     resident_warps: int | None = None,
     l2_bytes: int | None = None,
 ) -> SddmmSchedule:
     """The schedule used when none is given, from graph statistics and the head length.
+
+    ``dot`` says whether the operator reduces the head (``feature_len`` is then one head's
+    length) or is element-wise (all output features). The transposed skeletons' cases
+    below were measured on ``dot`` alone, so element-wise operators skip them.
 
     Fitted to an H100 sweep of ``u_dot_v`` in fp32 (every schedule of the space on a
     reddit-like and a proteins-like graph, heads of 1 to 512 features; docs/performance.md).
@@ -345,16 +355,19 @@ def default_schedule(
       swept graphs have longest rows 2-3.6x a warp's share, so this does not fire there;
       where the row skeleton won, at 1-8 features and at 32 on proteins-like, the rule's
       edge schedule is within 1.15x of it.)
-    - Heads of exactly 32 fp32 features in 16-byte vectors on graphs whose mean row has
-      256 or more edges: ``row_transposed`` (4 rows per block, 8 lanes, batches of 8
-      edges). On proteins-like it was the best schedule, 1.44x faster than the edge
-      schedule below; on reddit-like 1.07x off the best (refit of 2026-11-23). At 64
-      features it won on proteins-like by 1.12x but lost 1.25x on reddit-like, so the rule
-      stops at 32.
-    - Heads of exactly 16 fp32 features in 16-byte vectors on the same long-row graphs:
-      ``edge_transposed`` (4 lanes, batches of 4 edges): 1.32x / 1.40x faster than the
-      edge schedule below on reddit- / proteins-like (same process, 2026-11-23), 0.98x on
-      products-like (mean 51), where the rule does not fire.
+    - ``dot`` over fp32 heads in 16-byte vectors on graphs whose mean row has 256 or
+      more edges (the sweep of 2026-11-23, evening, on reddit- and proteins-like;
+      docs/performance.md):
+      - of 16, 32 or 64 features: ``edge_transposed``, 4 rows per block, batches of 4
+        edges, 4 / 4 / 8 lanes of 1 / 2 / 2 vectors. The best schedule of both graphs but
+        at 64 features on reddit-like (1.05x off), where the edge schedule below was 1.26
+        to 1.35x off the best;
+      - longer: ``row_transposed`` (8 lanes, batches of 8 edges) over launches of 32
+        features: each launch reads whole 128-byte lines of ``u``'s 32-feature slice,
+        which stays in L2, where the edge schedules read one 32-byte sector per request
+        (ncu). The best schedule from 128 features up, 1.17-1.35x faster than the edge
+        schedules. On products-like (mean 51) the edge schedules were within 1.14x of the
+        best.
     - Edge skeleton, 4- or 8-byte dtypes, heads longer than 128 features whose source-node
       features overflow three quarters of the L2 cache: launches of 128 features. At 256
       and 512 features they are the best on proteins-like and within 1.04x on reddit-like,
@@ -370,11 +383,14 @@ def default_schedule(
     if resident_warps is None:
         resident_warps = _resident_warps(g.device)
     size = element_size(dtype)
-    if size == 4 and vector == 4 and stats.mean >= _TRANSPOSED_MEAN_DEGREE:
-        if feature_len == _TRANSPOSED_HEAD:
-            return SddmmSchedule("row_transposed", 4, 8, 1, 4, edges_per_batch=8).validate()
-        if feature_len == _RANGED_HEAD:
-            return SddmmSchedule("edge_transposed", 4, 4, 1, 4, edges_per_batch=4).validate()
+    if dot and size == 4 and vector == 4 and stats.mean >= _TRANSPOSED_MEAN_DEGREE:
+        if feature_len in _RANGED_SHAPES:
+            lanes, per_thread = _RANGED_SHAPES[feature_len]
+            return SddmmSchedule("edge_transposed", 4, lanes, per_thread, 4,
+                                 edges_per_batch=4).validate()
+        if feature_len > _TRANSPOSED_LAUNCH:
+            return SddmmSchedule("row_transposed", 4, 8, 1, 4, _TRANSPOSED_LAUNCH,
+                                 edges_per_batch=8).validate()
     fills_warp = stats.mean >= _WARP // lanes
     short_tail = 2 * stats.max <= g.num_edges / max(resident_warps, 1)
     one_slice = lanes * vector * per_thread >= feature_len
@@ -455,10 +471,10 @@ class SddmmProgram:
                num_rows, num_edges, num_heads, head_len, lhs_len, rhs_len,
                d_begin, d_end, accumulate)
 
-    Unused pointers are null. ``*_len`` are the operands' elements per row. The edge
-    skeleton covers features ``d_begin .. d_end - 1`` of each head and, for ``dot`` with
-    ``accumulate``, adds to ``out`` instead of overwriting it; the row skeleton always
-    covers whole heads (the launcher passes ``0, head_len, 0``).
+    Unused pointers are null. ``*_len`` are the operands' elements per row. Every
+    skeleton covers features ``d_begin .. d_end - 1`` of each head (all of them unless
+    ``features_per_launch`` slices the launches) and, for ``dot`` with ``accumulate``,
+    adds to ``out`` instead of overwriting it.
     """
 
     source: str
@@ -475,7 +491,8 @@ class SddmmProgram:
         head for ``dot``, once per feature slice otherwise (1 for the edge skeleton)."""
         if self.schedule.skeleton == "edge":
             return 1
-        return num_heads if self.is_dot else -(-head_len // self.schedule.feature_slice)
+        span = min(head_len, self.schedule.features_per_launch or head_len)
+        return num_heads if self.is_dot else -(-span // self.schedule.feature_slice)
 
     def grid(self, num_edges: int, num_rows: int, num_heads: int, head_len: int) -> tuple[int, int]:
         """Blocks over edges (edge skeleton), over ranges of edges and chunks
@@ -554,19 +571,16 @@ def _feature_work(algorithm: SddmmAlgorithm, cached: set[str]) -> str:
     return "\n".join(lines)
 
 
-_WRITE_PARTIAL = "if (lane == 0) out[e * num_heads + h] = gs::from_acc<T>(partial);"
 # Earlier launches (features_per_launch) left the sum of their slices in out.
-_ACCUMULATE_PARTIAL = """\
+_REDUCE_PARTIAL = """\
+#pragma unroll
+for (int offset = LANES / 2; offset > 0; offset /= 2) {
+    partial += __shfl_xor_sync(mask, partial, offset, LANES);
+}
 if (lane == 0) {
     const long long i = e * num_heads + h;
     out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + partial : partial);
 }"""
-_REDUCE_PARTIAL = f"""\
-#pragma unroll
-for (int offset = LANES / 2; offset > 0; offset /= 2) {{
-    partial += __shfl_xor_sync(mask, partial, offset, LANES);
-}}
-{_WRITE_PARTIAL}"""
 
 
 def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
@@ -594,7 +608,7 @@ def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
         heads = ["for (int h = 0; h < num_heads; ++h) {",
                  "    A partial = 0;",
                  indent("\n".join(passes), 4),
-                 indent(_REDUCE_PARTIAL.replace(_WRITE_PARTIAL, _ACCUMULATE_PARTIAL), 4),
+                 indent(_REDUCE_PARTIAL, 4),
                  "}"]
     else:
         heads = passes
@@ -664,6 +678,22 @@ def _lane_features(algorithm: SddmmAlgorithm, cached: set[str]) -> list[str]:
     ]
 
 
+def _chunks(algorithm: SddmmAlgorithm) -> list[str]:
+    """The opening of the loop over a warp's chunks (closed by the caller), one per
+    ``blockIdx.y`` step: a head for ``dot``, a slice of ``SLICE`` features otherwise.
+    Either way the chunk covers features ``base .. limit - 1`` (virtual indices) of the
+    launch's range ``d_begin .. d_end - 1``, so ``features_per_launch`` slices these
+    skeletons as it does the edge skeleton."""
+    if algorithm.is_dot:
+        return ["for (int h = blockIdx.y; h < num_heads; h += gridDim.y) {",
+                "    const int base = h * head_len + d_begin;",
+                "    const int limit = h * head_len + d_end;"]
+    return ["const int num_chunks = (d_end - d_begin + SLICE - 1) / SLICE;",
+            "for (int c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
+            "    const int base = d_begin + c * SLICE;",
+            "    const int limit = d_end;"]
+
+
 def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
     cached, cache_lines = _v_cache(algorithm)
     edge_targets = algorithm.targets() - {"v"}
@@ -677,20 +707,11 @@ def _row_body(algorithm: SddmmAlgorithm) -> list[str]:
     edge += _lane_features(algorithm, cached)
     if algorithm.is_dot:
         edge.append(_REDUCE_PARTIAL)
-    if algorithm.is_dot:
-        chunk = ["const int h = c;",
-                 "const int base = h * head_len;",
-                 "const int limit = base + head_len;"]
-    else:
-        chunk = ["const int base = c * SLICE;", "const int limit = head_len;"]
     return [
         "constexpr int EDGES = 32 / LANES;  // edges a warp handles at a time",
         *_row_start(algorithm),
-        "const int num_chunks = "
-        + ("num_heads;" if algorithm.is_dot else "(head_len + SLICE - 1) / SLICE;"),
-        "for (int c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
+        *_chunks(algorithm),
         indent("\n".join([
-            *chunk,
             *cache_lines,
             "for (long long p = start + sub; p < end; p += EDGES) {",
             indent("\n".join(edge), 4),
@@ -797,13 +818,10 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int, by_edge: bool) -> li
             _TRANSPOSED_REDUCE,
             "if (lane < B && p0 + lane < end) {",
             "    const long long p = p0 + lane;",
-            f"    const long long e = {'eid[p]' if algorithm.has_eid else 'p'};",
-            "    out[e * num_heads + h] = gs::from_acc<T>(sums[0]);",
+            f"    const long long i = {'eid[p]' if algorithm.has_eid else 'p'} * num_heads + h;",
+            "    out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + sums[0] : sums[0]);",
             "}",
         ]
-        chunks = ["for (int h = blockIdx.y; h < num_heads; h += gridDim.y) {",
-                  "    const int base = h * head_len;",
-                  "    const int limit = base + head_len;"]
     else:
         work = [
             "#pragma unroll",
@@ -814,12 +832,8 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int, by_edge: bool) -> li
             "    }",
             "}",
         ]
-        chunks = ["const int num_chunks = (head_len + SLICE - 1) / SLICE;",
-                  "for (int c = blockIdx.y; c < num_chunks; c += gridDim.y) {",
-                  "    const int base = c * SLICE;",
-                  "    const int limit = head_len;"]
     walk = [
-        *chunks,
+        *_chunks(algorithm),
         indent("\n".join([
             *cache_lines,
             *(f"I next_{target}[B];  // the group's next batch's {array}"
@@ -1010,7 +1024,8 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
     head_len = key.full_shape[-1] if binop.reduces_last_dim else math.prod(key.full_shape)
     dtype, schedule = key.dtype, key.schedule
     if schedule is None:
-        schedule = default_schedule(g, head_len, dtype, key.vector_ok)
+        schedule = default_schedule(g, head_len, dtype, key.vector_ok,
+                                    dot=binop.reduces_last_dim)
     else:
         schedule.validate()
         if schedule.vector_width > key.vector_ok:
@@ -1024,12 +1039,15 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
             raise ValueError(
                 f"schedule {schedule} splits a {dtype} dot across launches, which would round "
                 f"its partial sums to {dtype} in between; use features_per_launch=0")
+        launch_len = min(head_len, schedule.features_per_launch or head_len)
         if (schedule.skeleton != "edge" and binop.reduces_last_dim
-                and schedule.feature_slice < head_len):
+                and schedule.feature_slice < launch_len):
             raise ValueError(
                 f"schedule {schedule} is a {schedule.skeleton} skeleton whose slice of "
-                f"{schedule.feature_slice} features cannot hold a dot head of {head_len}; "
-                f"widen lanes, features_per_thread or vector_width, or use the edge skeleton")
+                f"{schedule.feature_slice} features cannot hold the {launch_len} features of a "
+                f"dot head that one launch covers; widen lanes, features_per_thread or "
+                f"vector_width, set features_per_launch to the slice, or use the edge "
+                f"skeleton")
 
     def layout(shape: tuple[int, ...] | None) -> Layout | None:
         return None if shape is None else operand_layout(shape, key.full_shape)
