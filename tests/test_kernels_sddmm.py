@@ -286,8 +286,6 @@ def _sampled_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
     return pairs
 
 
-
-
 @needs_nvrtc
 @pytest.mark.parametrize("schedule", [SddmmSchedule("edge", 32, 8, 2, 4),
                                       SddmmSchedule("row", 8, 8, 2, 4)], ids=str)
@@ -316,8 +314,14 @@ def _transposed_pairs() -> list[tuple[SddmmAlgorithm, SddmmSchedule]]:
     for i, (feature_len, dtype) in enumerate(cases):
         space = [s for s in schedule_space(named_graph("sorted"), feature_len, dtype)
                  if s.skeleton == "row_transposed"]
-        heaviest = max(space, key=lambda s: s.edges_per_batch + s.features_per_thread * s.vector_width)
-        for j, schedule in enumerate(dict.fromkeys([heaviest, *_sample(space, 1, seed=i)])):
+        def weight(s: SddmmSchedule) -> int:
+            return s.edges_per_batch + s.features_per_thread * s.vector_width
+        heaviest = max(space, key=weight)
+        # and the heaviest over feature launches, where the dtype allows them
+        launched = [max(launches, key=weight)
+                    for launches in [[s for s in space if s.features_per_launch]] if launches]
+        for j, schedule in enumerate(dict.fromkeys([heaviest, *launched,
+                                                    *_sample(space, 1, seed=i)])):
             (lt, rt), (ll, rl) = targets[(i + j) % 4], layouts[(i + j) % 3]
             pairs.append((SddmmAlgorithm("dot", lt, rt, ll, rl, dtype,
                                          (torch.int32, torch.int64)[(i + j) % 2], j == 0), schedule))
