@@ -113,7 +113,8 @@ _FALLBACK_SMS = 132
 _SCALAR_HEAD = 4  # heads of at most this many elements: scalar loads
 _MAX_DEFAULT_LANES = 4
 _DEFAULT_THREADS = 128
-_DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2
+_DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2 ...
+_WIDE_DOT_LANES = 8  # ... but one launch of 8 lanes for fp32 dot heads at least this long
 # On graphs whose rows have this many edges on average, fp32 heads in 16-byte vectors
 # take edge_transposed at these head lengths, as (lanes, vectors per lane) ...
 _TRANSPOSED_MEAN_DEGREE = 256
@@ -368,12 +369,18 @@ def default_schedule(
         (ncu). The best schedule from 128 features up, 1.17-1.35x faster than the edge
         schedules. On products-like (mean 51) the edge schedules were within 1.14x of the
         best.
-    - Edge skeleton, 4- or 8-byte dtypes, heads longer than 128 features whose source-node
+    - ``dot`` over fp32 heads of 128 features or more in 16-byte vectors whose
+      source-node features overflow three quarters of the L2 cache (on the graphs the
+      cases above leave: products-like, mean row 51): the edge skeleton with 8 lanes of 4
+      vectors, in one launch. In the sweep of 2026-11-23, evening, it was within 1.02x of
+      the best at 128 / 256 / 512 features, where the 4-lane schedules below were 1.07 /
+      1.10 / 1.14x off (readings of that sweep, not re-run since the rule changed).
+    - Otherwise, 4- or 8-byte dtypes, heads longer than 128 features whose source-node
       features overflow three quarters of the L2 cache: launches of 128 features. At 256
-      and 512 features they are the best on proteins-like and within 1.04x on reddit-like,
-      where one launch is 1.06-1.15x slower and 32-feature launches (which fit the L2)
-      win by 2-4% on reddit-like but lose 1.16x on proteins-like, re-reading the graph's
-      indices once per launch.
+      and 512 features they were the best edge schedules on proteins-like and within
+      1.04x on reddit-like, where one launch is 1.06-1.15x slower and 32-feature launches
+      (which fit the L2) win by 2-4% on reddit-like but lose 1.16x on proteins-like,
+      re-reading the graph's indices once per launch.
     """
     if vector_ok is None:
         vector_ok = VECTOR_BYTES // element_size(dtype)
@@ -398,9 +405,12 @@ def default_schedule(
         return SddmmSchedule("row", 8, lanes, per_thread, vector).validate()
     if l2_bytes is None:
         l2_bytes = l2_bytes_of(g.device)
+    overflows_l2 = g.num_src * feature_len * size > l2_bytes * 3 // 4
+    if dot and size == 4 and vector == 4 and feature_len >= _DEFAULT_LAUNCH and overflows_l2:
+        return SddmmSchedule("edge", _DEFAULT_THREADS // _WIDE_DOT_LANES, _WIDE_DOT_LANES,
+                             4, vector).validate()
     launch = 0
-    if (size >= 4 and feature_len > _DEFAULT_LAUNCH
-            and g.num_src * feature_len * size > l2_bytes * 3 // 4):
+    if size >= 4 and feature_len > _DEFAULT_LAUNCH and overflows_l2:
         launch = _DEFAULT_LAUNCH
     lanes, per_thread = _lanes_for(launch or feature_len, vector)
     return SddmmSchedule("edge", _DEFAULT_THREADS // lanes, lanes, per_thread, vector,
