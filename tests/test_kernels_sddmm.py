@@ -227,10 +227,15 @@ def test_default_skeleton_weighs_row_length_against_the_grid() -> None:
             "edge_transposed", "row_transposed")
         assert str(default_schedule(products_like, feature_len, **_H100)) == chosen
     assert str(default_schedule(short, 32, resident_warps=10)) == "edge.g64.l2.f4.v4"
-    # element-wise operators: the transposed cases were measured on dot alone
-    for feature_len in (16, 32, 128, 512):
-        assert default_schedule(_reddit_in_miniature(), feature_len, dot=False,
-                                **_H100).skeleton == "edge"
+    # element-wise operators keep the transposed cases fitted before the dot-only ones
+    for feature_len, skeleton in ((16, "edge_transposed"), (32, "row_transposed"), (64, "edge"),
+                                  (128, "edge"), (512, "edge")):
+        schedule = default_schedule(_reddit_in_miniature(), feature_len, dot=False, **_H100)
+        assert schedule.skeleton == skeleton, feature_len
+    assert str(default_schedule(_reddit_in_miniature(), 16, dot=False, **_H100)
+               ) == "edge_transposed.g4.l4.f1.v4.b4"
+    assert str(default_schedule(_reddit_in_miniature(), 32, dot=False, **_H100)
+               ) == "row_transposed.g4.l8.f1.v4.b8"
     assert default_schedule(_reddit_in_miniature(), 16, torch.float16, **_H100).skeleton == "edge"
     assert default_schedule(_reddit_in_miniature(), 32, torch.float16, **_H100).skeleton == "edge"
     # A head too long for one slice -> edge skeleton (several passes).

@@ -115,12 +115,14 @@ _MAX_DEFAULT_LANES = 4
 _DEFAULT_THREADS = 128
 _DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2 ...
 _WIDE_DOT_LANES = 8  # ... but one launch of 8 lanes for fp32 dot heads at least this long
-# On graphs whose rows have this many edges on average, fp32 heads in 16-byte vectors
-# take edge_transposed at these head lengths, as (lanes, vectors per lane) ...
+# On graphs whose rows have this many edges on average, fp32 dot heads in 16-byte
+# vectors take edge_transposed at these head lengths, as (lanes, vectors per lane) ...
 _TRANSPOSED_MEAN_DEGREE = 256
 _RANGED_SHAPES = {16: (4, 1), 32: (4, 2), 64: (8, 2)}
-# ... and row_transposed over launches of this many features at other lengths beyond it.
+# ... and row_transposed over launches of this many features at other lengths beyond it;
+# element-wise operators keep the transposed schedules fitted before (16 and 32 features).
 _TRANSPOSED_LAUNCH = 32
+_ELEMENTWISE_TRANSPOSED = {16: ("edge_transposed", 4, 4), 32: ("row_transposed", 8, 8)}  # lanes, batch
 
 
 # --------------------------------------------------------------------------- schedule
@@ -328,8 +330,10 @@ def default_schedule(
     """The schedule used when none is given, from graph statistics and the head length.
 
     ``dot`` says whether the operator reduces the head (``feature_len`` is then one head's
-    length) or is element-wise (all output features). The transposed skeletons' cases
-    below were measured on ``dot`` alone, so element-wise operators skip them.
+    length) or is element-wise (all output features). The cases marked ``dot`` below
+    were fitted on ``u_dot_v`` alone; element-wise operators take the schedules of the
+    same cases from before that fit (``edge_transposed`` at 16 features, ``row_transposed``
+    at 32) and otherwise the edge rules.
 
     Fitted to an H100 sweep of ``u_dot_v`` in fp32 (every schedule of the space on a
     reddit-like and a proteins-like graph, heads of 1 to 512 features; docs/performance.md).
@@ -390,7 +394,12 @@ def default_schedule(
     if resident_warps is None:
         resident_warps = _resident_warps(g.device)
     size = element_size(dtype)
-    if dot and size == 4 and vector == 4 and stats.mean >= _TRANSPOSED_MEAN_DEGREE:
+    # fp32 in 16-byte vectors on a graph of long rows
+    transposable = size == 4 and vector == 4 and stats.mean >= _TRANSPOSED_MEAN_DEGREE
+    if transposable and not dot and feature_len in _ELEMENTWISE_TRANSPOSED:
+        skeleton, lanes, batch = _ELEMENTWISE_TRANSPOSED[feature_len]
+        return SddmmSchedule(skeleton, 4, lanes, 1, 4, edges_per_batch=batch).validate()
+    if transposable and dot:
         if feature_len in _RANGED_SHAPES:
             lanes, per_thread = _RANGED_SHAPES[feature_len]
             return SddmmSchedule("edge_transposed", 4, lanes, per_thread, 4,
