@@ -376,9 +376,9 @@ def default_schedule(
     - ``dot`` over fp32 heads of 128 features or more in 16-byte vectors whose
       source-node features overflow three quarters of the L2 cache (on the graphs the
       cases above leave: products-like, mean row 51): the edge skeleton with 8 lanes of 4
-      vectors, in one launch. In the sweep of 2026-11-23, evening, it was within 1.02x of
-      the best at 128 / 256 / 512 features, where the 4-lane schedules below were 1.07 /
-      1.10 / 1.14x off (readings of that sweep, not re-run since the rule changed).
+      vectors, in one launch. In the sweep of 2026-11-23, evening, the 4-lane schedules
+      below were 1.07 / 1.10 / 1.14x off the best at 128 / 256 / 512 features; this one
+      is within 1.02x (re-run with the rule in place).
     - Otherwise, 4- or 8-byte dtypes, heads longer than 128 features whose source-node
       features overflow three quarters of the L2 cache: launches of 128 features. At 256
       and 512 features they were the best edge schedules on proteins-like and within
