@@ -120,9 +120,9 @@ _WIDE_DOT_LANES = 8  # ... but one launch of 8 lanes for fp32 dot heads at least
 _TRANSPOSED_MEAN_DEGREE = 256
 _RANGED_SHAPES = {16: (4, 1), 32: (4, 2), 64: (8, 2)}
 # ... and row_transposed over launches of this many features at other lengths beyond it;
-# element-wise operators keep the transposed schedules fitted before (16 and 32 features).
 _TRANSPOSED_LAUNCH = 32
-_ELEMENTWISE_TRANSPOSED = {16: ("edge_transposed", 4, 4), 32: ("row_transposed", 8, 8)}  # lanes, batch
+# element-wise operators keep the ones fitted before: (skeleton, lanes, batch) by length.
+_ELEMENTWISE_TRANSPOSED = {16: ("edge_transposed", 4, 4), 32: ("row_transposed", 8, 8)}
 
 
 # --------------------------------------------------------------------------- schedule
