@@ -115,14 +115,16 @@ _MAX_DEFAULT_LANES = 4
 _DEFAULT_THREADS = 128
 _DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2 ...
 _WIDE_DOT_LANES = 8  # ... but one launch of 8 lanes for fp32 dot heads at least this long
-# On graphs whose rows have this many edges on average, fp32 dot heads in 16-byte
-# vectors take edge_transposed at these head lengths, as (lanes, vectors per lane) ...
+# On graphs whose rows have this many edges on average, fp32 heads in 16-byte vectors
+# take these transposed schedules by head length, as (skeleton, lanes, vectors per lane,
+# edges per batch): dot the refit of 2026-11-23, evening, element-wise operators the
+# schedules fitted before it ...
 _TRANSPOSED_MEAN_DEGREE = 256
-_RANGED_SHAPES = {16: (4, 1), 32: (4, 2), 64: (8, 2)}
-# ... and row_transposed over launches of this many features at other lengths beyond it;
+_DOT_TRANSPOSED = {16: ("edge_transposed", 4, 1, 4), 32: ("edge_transposed", 4, 2, 4),
+                   64: ("edge_transposed", 8, 2, 4)}
+_ELEMENTWISE_TRANSPOSED = {16: ("edge_transposed", 4, 1, 4), 32: ("row_transposed", 8, 1, 8)}
+# ... and a dot row_transposed over launches of this many features at other lengths beyond.
 _TRANSPOSED_LAUNCH = 32
-# element-wise operators keep the ones fitted before: (skeleton, lanes, batch) by length.
-_ELEMENTWISE_TRANSPOSED = {16: ("edge_transposed", 4, 4), 32: ("row_transposed", 8, 8)}
 
 
 # --------------------------------------------------------------------------- schedule
@@ -169,6 +171,10 @@ class SddmmSchedule:
         if self.skeleton != "edge_transposed":
             return 0
         return _WARP // self.lanes * self.edges_per_batch * _RANGE_BATCHES
+
+    def launch_len(self, head_len: int) -> int:
+        """Features of a head that one launch covers."""
+        return min(head_len, self.features_per_launch or head_len)
 
     @property
     def feature_slice(self) -> int:
@@ -394,17 +400,14 @@ def default_schedule(
     if resident_warps is None:
         resident_warps = _resident_warps(g.device)
     size = element_size(dtype)
-    # fp32 in 16-byte vectors on a graph of long rows
-    transposable = size == 4 and vector == 4 and stats.mean >= _TRANSPOSED_MEAN_DEGREE
-    if transposable and not dot and feature_len in _ELEMENTWISE_TRANSPOSED:
-        skeleton, lanes, batch = _ELEMENTWISE_TRANSPOSED[feature_len]
-        return SddmmSchedule(skeleton, 4, lanes, 1, 4, edges_per_batch=batch).validate()
-    if transposable and dot:
-        if feature_len in _RANGED_SHAPES:
-            lanes, per_thread = _RANGED_SHAPES[feature_len]
-            return SddmmSchedule("edge_transposed", 4, lanes, per_thread, 4,
-                                 edges_per_batch=4).validate()
-        if feature_len > _TRANSPOSED_LAUNCH:
+    fp32_vectors = size == 4 and vector == 4
+    if fp32_vectors and stats.mean >= _TRANSPOSED_MEAN_DEGREE:
+        transposed = _DOT_TRANSPOSED if dot else _ELEMENTWISE_TRANSPOSED
+        if feature_len in transposed:
+            skeleton, lanes, per_thread, batch = transposed[feature_len]
+            return SddmmSchedule(skeleton, 4, lanes, per_thread, 4,
+                                 edges_per_batch=batch).validate()
+        if dot and feature_len > _TRANSPOSED_LAUNCH:
             return SddmmSchedule("row_transposed", 4, 8, 1, 4, _TRANSPOSED_LAUNCH,
                                  edges_per_batch=8).validate()
     fills_warp = stats.mean >= _WARP // lanes
@@ -415,7 +418,7 @@ def default_schedule(
     if l2_bytes is None:
         l2_bytes = l2_bytes_of(g.device)
     overflows_l2 = g.num_src * feature_len * size > l2_bytes * 3 // 4
-    if dot and size == 4 and vector == 4 and feature_len >= _DEFAULT_LAUNCH and overflows_l2:
+    if dot and fp32_vectors and feature_len >= _DEFAULT_LAUNCH and overflows_l2:
         return SddmmSchedule("edge", _DEFAULT_THREADS // _WIDE_DOT_LANES, _WIDE_DOT_LANES,
                              4, vector).validate()
     launch = 0
@@ -510,7 +513,7 @@ class SddmmProgram:
         head for ``dot``, once per feature slice otherwise (1 for the edge skeleton)."""
         if self.schedule.skeleton == "edge":
             return 1
-        span = min(head_len, self.schedule.features_per_launch or head_len)
+        span = self.schedule.launch_len(head_len)
         return num_heads if self.is_dot else -(-span // self.schedule.feature_slice)
 
     def grid(self, num_edges: int, num_rows: int, num_heads: int, head_len: int) -> tuple[int, int]:
@@ -1058,7 +1061,7 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
             raise ValueError(
                 f"schedule {schedule} splits a {dtype} dot across launches, which would round "
                 f"its partial sums to {dtype} in between; use features_per_launch=0")
-        launch_len = min(head_len, schedule.features_per_launch or head_len)
+        launch_len = schedule.launch_len(head_len)
         if (schedule.skeleton != "edge" and binop.reduces_last_dim
                 and schedule.feature_slice < launch_len):
             raise ValueError(
@@ -1104,7 +1107,7 @@ def _plan(g: Graph, key: _PlanKey) -> Callable[[torch.Tensor | None, torch.Tenso
         runtime.i64(0 if key.lhs_shape is None else math.prod(key.lhs_shape)),
         runtime.i64(0 if key.rhs_shape is None else math.prod(key.rhs_shape)),
     ]
-    step = schedule.features_per_launch or head_len
+    step = schedule.launch_len(head_len)
     # (first feature, end, whether to add to out's partial sums) of each launch
     ranges = [(runtime.i32(begin), runtime.i32(min(head_len, begin + step)), runtime.i32(int(begin > 0)))
               for begin in range(0, head_len, step)]

@@ -212,6 +212,8 @@ class PreparedLaunch:
         with self._lock:
             for (position, slot), operand in zip(self._slots, operands):
                 slot.value = operand_pointer(operand, position, index)
+            # _make_current inline, not `with _current(...)`: this is the per-call path,
+            # and the context manager adds a generator to every launch.
             pushed = _make_current(kernel._context)
             try:
                 (status,) = driver.cuLaunchKernel(kernel._function, *self._geometry,
