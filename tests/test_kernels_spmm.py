@@ -269,6 +269,17 @@ def test_local_indices_use_all_sixteen_bits() -> None:
     assert (local_col.long() % 65536).tolist() == (g.col.long()[position.long()] % 65536).tolist()
 
 
+@pytest.mark.parametrize(("num_rows", "tile_blocks", "rows"), [
+    (232_965, 5, 2048),   # reddit-like, 1 feature: 4,096 rows would make 285 blocks
+    (232_965, 9, 4096),   # reddit-like, 2 features: 513 blocks of 4,096 rows
+    (132_534, 3, 1024),   # proteins-like, 1 feature: even 1,024 rows make 390 blocks
+    (132_534, 10, 2048),  # proteins-like, 4 features
+    (230, 3, 1024),       # small graphs: one block of 1,024 rows per tile
+])
+def test_tiled_blocks_keep_three_per_sm(num_rows: int, tile_blocks: int, rows: int) -> None:
+    assert spmm_kernels._tiled_block_rows(num_rows, tile_blocks, sms=132) == rows
+
+
 def test_space_holds_column_tiled_schedules_for_short_features() -> None:
     g = named_graph("random")
     assert any(s.column_tile for s in schedule_space(g, 4))
@@ -480,6 +491,42 @@ def test_column_tiled_skeleton_matches_reference(poisoned, dtype, index_dtype) -
             expected = gspmm_ref(g, op, reduce, lhs, rhs)
             torch.testing.assert_close(result.cpu().double(), expected.to(dtype).double(),
                                        **_tolerance(dtype), msg=lambda m: f"{op}/{reduce}: {m}")
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_column_tiled_staging_of_unaligned_lhs(poisoned, dtype) -> None:
+    """An ``lhs`` 2 bytes past a 16-byte boundary is staged one element at a time; a
+    3-feature fp16 tile (not a whole number of 16-byte vectors) ends in such elements."""
+    g = _wide_graph()
+    for features, skip in ((3, 0), (3, 1), (1, 1)):
+        storage = random_features((g.num_src * features + skip,), dtype, seed=features + skip)
+        lhs = storage[skip:].view(g.num_src, features)
+        on_gpu = storage.cuda()[skip:].view(g.num_src, features)
+        assert (on_gpu.data_ptr() % 16 != 0) == bool(skip)
+        schedule = SpmmSchedule(rows_per_block=64, feature_lanes=1, edge_lanes=16,
+                                column_tile=1024)
+        result = gsparse.gspmm(g.to("cuda"), "copy_lhs", "sum", on_gpu, schedule=schedule)
+        expected = gspmm_ref(g, "copy_lhs", "sum", lhs, None)
+        torch.testing.assert_close(result.cpu().double(), expected.to(dtype).double(),
+                                   **_tolerance(dtype))
+
+
+@gpu
+def test_column_tiled_skeleton_over_several_row_blocks(poisoned) -> None:
+    """5,000 rows: five blocks of 1,024 rows per tile, the last one partial."""
+    gen = torch.Generator().manual_seed(8)
+    src = torch.randint(0, 3_000, (60_000,), generator=gen)
+    dst = torch.randint(0, 5_000, (60_000,), generator=gen)
+    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), 3_000, 5_000)
+    lhs = random_features((g.num_src, 2), torch.float32, seed=8)
+    schedule = SpmmSchedule(rows_per_block=64, feature_lanes=1, edge_lanes=16, vector_width=2,
+                            column_tile=1024)
+    for reduce in ("sum", "max"):
+        result = gsparse.gspmm(g.to("cuda"), "copy_lhs", reduce, lhs.cuda(), schedule=schedule)
+        expected = gspmm_ref(g, "copy_lhs", reduce, lhs, None)
+        torch.testing.assert_close(result.cpu().double(), expected.to(torch.float32).double(),
+                                   **_tolerance(torch.float32))
 
 
 @gpu

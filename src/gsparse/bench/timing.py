@@ -44,6 +44,11 @@ _CPU_CACHE_BYTES = 32 << 20
 # A GPU's L2 is flushed by rotation; a CPU's caches are too deep for that to be worth the
 # extra checks and warm-up, so the CPU rotates a few sets only.
 _MAX_ROTATION = {"cuda": 16, "cpu": 4}
+# Least warm-up on a GPU, whatever the budget: after an idle spell (a kernel compiled, a
+# reference computed on the CPU) an H100 took ~30 ms of back-to-back calls to come back to
+# full speed, and a 50 ms budget's 12.5 ms warm-up left the first cell of a run timed at
+# 1.66-2.9x its steady time (2026-11-23, night).
+_MIN_GPU_WARMUP_S = 0.1
 
 
 def l2_bytes(device: torch.device) -> int:
@@ -118,7 +123,8 @@ def time_calls(
         budget_s: about how long the repeats may take in all; the repeat count is derived
             from the last warm-up pass and clamped to ``[min_repeats, max_repeats]``.
         warmup: least number of untimed passes over all input sets before timing; the
-            warm-up also lasts at least ``budget_s / 4``. 0: no warm-up, and exactly
+            warm-up also lasts at least ``budget_s / 4``, and on a GPU at least 0.1 s
+            (clocks come back up after an idle spell). 0: no warm-up, and exactly
             ``min_repeats`` timed calls, for a caller that has just run ``fn`` on these
             inputs (to check its result) and only wants a quick ranking.
         flush_l2: on a CUDA device, overwrite a buffer twice the L2 size before each timed
@@ -137,7 +143,8 @@ def time_calls(
     # Warm up for whole passes over the input sets, at least ``warmup`` of them and a quarter
     # of the budget: the first calls pay page faults, thread-pool start and kernel loading.
     passes, spent, per_call = 0, 0.0, math.inf
-    while warmup and (passes < warmup or spent < budget_s / 4):
+    least = max(budget_s / 4, _MIN_GPU_WARMUP_S if device.type == "cuda" else 0.0)
+    while warmup and (passes < warmup or spent < least):
         _sync(device)
         start = time.perf_counter()
         for args in input_sets:

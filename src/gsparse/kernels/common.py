@@ -121,6 +121,18 @@ def l2_bytes(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).L2_cache_size or _H100_L2_BYTES
 
 
+_H100_SMS = 132
+
+
+@functools.lru_cache(maxsize=64)
+def sm_count(device: torch.device) -> int:
+    """The streaming multiprocessors of a CUDA device; any other device gets an H100's
+    132, as :func:`l2_bytes` does."""
+    if device.type != "cuda":
+        return _H100_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 @functools.lru_cache(maxsize=256)
 def indexed_offsets(
     shape: tuple[int, ...] | None, out_shape: tuple[int, ...], device: torch.device

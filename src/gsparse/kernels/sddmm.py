@@ -73,6 +73,7 @@ from .common import (
     pow2_at_least,
     schedule_from_json,
     schedule_to_json,
+    sm_count,
     vector_limit,
     widest_vector,
 )
@@ -105,10 +106,9 @@ _MAX_THREADS = 1024
 _MAX_GRID_X = 2**31 - 1
 _MAX_GRID_Y = 65535
 _MAX_INT32 = 2**31 - 1
-# Warps an SM keeps resident (Hopper and Ampere: 64), and an SM count for machines without
-# a GPU (an H100 SXM has 132); the default rule weighs the longest row against them.
+# Warps an SM keeps resident (Hopper and Ampere: 64); the default rule weighs the longest
+# row against them.
 _WARPS_PER_SM = 64
-_FALLBACK_SMS = 132
 # The default rule's constants, fitted to an H100 sweep (see default_schedule).
 _SCALAR_HEAD = 4  # heads of at most this many elements: scalar loads
 _MAX_DEFAULT_LANES = 4
@@ -316,11 +316,8 @@ def _lanes_for(span: int, vector: int) -> tuple[int, int]:
     return lanes, min(per_lane, pow2_at_least(-(-vectors // lanes)))
 
 
-@functools.lru_cache(maxsize=16)
 def _resident_warps(device: torch.device) -> int:
-    sms = (torch.cuda.get_device_properties(device).multi_processor_count
-           if device.type == "cuda" else _FALLBACK_SMS)
-    return sms * _WARPS_PER_SM
+    return sm_count(device) * _WARPS_PER_SM
 
 
 def default_schedule(
