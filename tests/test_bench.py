@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import replace
 
 import pytest
 import torch
 
+import gsparse
 import gsparse.cli as cli
 from gsparse import runtime
 from gsparse.bench import baselines, datasets, report, runner, timing
@@ -178,8 +180,37 @@ def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best()
 def test_sweep_is_unavailable_off_the_gpu():
     module, why = runner._schedule_api(CASES["spmm"][0], CPU)
     assert module is None and "CPU" in why
-    assert runner._schedule_api(CASES["softmax"][0], CPU)[1] == "softmax/dst is not swept"
-    assert runner._schedule_api(CASES["spmm"][1], CPU)[1] == "spmm/u_mul_e_sum is not swept"
+    assert runner._schedule_api(CASES["softmax"][0], CPU)[1] == "softmax/dst has no schedules"
+    assert (runner._schedule_api(CASES["spmm"][1], CPU)[1]
+            == "spmm/u_mul_e_sum is swept with sweep_all (--sweep-all) only")
+    module, why = runner._schedule_api(CASES["sddmm"][1], CPU, sweep_all=True)
+    assert module is None and "CPU" in why  # swept with sweep_all, but not off the GPU
+
+
+@pytest.mark.parametrize("case", [c for cases in CASES.values() for c in cases if c.schedule_module],
+                         ids=lambda c: c.label)
+def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, monkeypatch) -> None:
+    """The sweep names ``default_schedule(g, F, dtype, **case.default_options(F))`` as the
+    default; the front end must launch that very schedule. Checked at 32 features on a
+    graph of long rows, where element-wise g-SDDMM and dot take different defaults."""
+    from gsparse import backends
+    from gsparse.backends import cuda
+    from recording import RecordingKernel
+
+    launched = []
+    for name in ("gsparse.kernels.spmm", "gsparse.kernels.sddmm"):
+        monkeypatch.setattr(importlib.import_module(name), "_kernel",
+                            lambda algorithm, schedule, device: (launched.append(schedule),
+                                                                 (RecordingKernel(), ""))[1])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setitem(backends._BY_DEVICE_TYPE, "cpu", cuda.BACKEND)  # CPU tensors, kernel path
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(0, 600, (300 * 400,), generator=gen)
+    g = gsparse.Graph.from_edge_index(torch.stack([src, torch.arange(300).repeat_interleave(400)]), 600, 300)
+    inputs = case.make_inputs(g, 32, torch.float32, gen)
+    case.ours(inputs, None)
+    module = importlib.import_module(case.schedule_module)
+    assert launched == [module.default_schedule(g, 32, torch.float32, **case.default_options(32))]
 
 
 def test_config_names_bad_values():
@@ -218,7 +249,7 @@ def _synthetic_doc() -> dict:
                       "dtype": "float32", "baseline": "torch", "rotation": 1,
                       "floor": {"bytes": 10, "gather_bytes": 0, "floor_ms": 0.1},
                       "results": {"gsparse": _entry(0.4), "torch": _entry(1.2)},
-                      "sweep": {"status": "unavailable", "message": "softmax/dst is not swept"}})
+                      "sweep": {"status": "unavailable", "message": "softmax/dst has no schedules"}})
     workloads = {w: {"num_src": 10, "num_dst": 10, "num_edges": 100, "row_mean": 10.0, "row_max": 30,
                      "row_cov": 1.2, "source": "test"} for w in ("reddit-like", "cora")}
     return {"format": runner.FORMAT, "created": "2026-11-23T12:00:00+00:00", "wall_s": 12.0,
@@ -246,7 +277,7 @@ def test_report_writes_json_markdown_and_plots(tmp_path):
     assert "| OOM | —" in md
     assert "gsparse vs cuSPARSE: geometric mean 2.12x, min 1.50x, max 3.00x over 6 cells" in md
     assert "gsparse vs PyTorch ops: geometric mean 3.00x" in md
-    assert "- sweep unavailable: softmax/dst is not swept" in md
+    assert "- sweep unavailable: softmax/dst has no schedules" in md
     assert sorted(p.name for p in paths["plots"]) == ["softmax_dst_float32.png", "spmm_copy_lhs_sum_float32.png"]
     for p in paths["plots"]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -305,6 +336,11 @@ def test_bench_expands_suites_of_presets(tmp_path, monkeypatch):
     config = caught.value.args[0]
     assert config.workloads == (*datasets.SUITES["spmm-report"], "cora")
     assert config.max_edges == 2_000_000 and config.feature_lens == (1, 4, 16, 64, 256)
+    assert not config.sweep and not config.sweep_all
+    for flag, sweep_all in (("--sweep", False), ("--sweep-all", True)):
+        with pytest.raises(Captured) as caught:
+            cli.main(["bench", "--device", "cpu", flag, "--out", str(tmp_path)])
+        assert caught.value.args[0].sweep and caught.value.args[0].sweep_all == sweep_all
 
 
 @pytest.mark.parametrize("argv, match", [

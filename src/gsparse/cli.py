@@ -131,7 +131,8 @@ def bench(args: argparse.Namespace) -> int:
             device=args.device,
             scale=args.scale,
             max_edges=args.max_edges if args.max_edges is not None else max_edges,
-            sweep=args.sweep,
+            sweep=args.sweep or args.sweep_all,
+            sweep_all=args.sweep_all,
             budget_s=budget if args.budget_ms is None else args.budget_ms / 1e3,
             seed=args.seed,
         )
@@ -178,7 +179,11 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--heads", help="comma-separated head counts of softmax (logits [E, heads])")
     b.add_argument("--dtypes", default="float32", help="comma-separated: float32, float16, bfloat16")
     b.add_argument("--sweep", action="store_true",
-                   help="also time every schedule of the pruned space (CUDA only): default vs best")
+                   help="also time every schedule of the pruned space (CUDA only): default vs best, "
+                        "for the cases compared with cuSPARSE")
+    b.add_argument("--sweep-all", action="store_true",
+                   help="--sweep for every case with schedules (the other g-SpMM reducers and "
+                        "weights, the multi-head g-SDDMM cases): 3-4x the device time")
     b.add_argument("--quick", action="store_true",
                    help="a small set of workloads and feature lengths: under 2 minutes")
     b.add_argument("--scale", type=float, help="node-count scale of the presets (default: full size on "

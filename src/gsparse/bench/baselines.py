@@ -71,7 +71,7 @@ def _multihead_case(op: str, rhs_target: str) -> Case:
         op="sddmm",
         name=f"u_{op}_{rhs_target}_{_HEADS}heads",
         baseline="pyg",
-        schedule_module=None,
+        schedule_module="gsparse.kernels.sddmm",
         operands={"x": ("src", True), rhs: ("dst", True) if rhs_target == "v" else ("edge", False)},
         reference=reference,
         ours=lambda i, schedule: gsparse.gsddmm(i.graph, op, i.tensors["x"], i.tensors[rhs], "u",
@@ -79,6 +79,8 @@ def _multihead_case(op: str, rhs_target: str) -> Case:
         ours_pick=_edges_of,
         baselines=(Impl("pyg", lambda i: (i.tensors["x"], i.tensors[rhs], i.src, i.dst), pyg, _edges_of),),
         floor_bytes=floor,
+        # element-wise: the schedules' feature length is all of an edge's outputs
+        default_options=lambda feature_len: {"dot": False},
         heads=_HEADS,
     )
 
@@ -213,9 +215,8 @@ class Case:
         op: the operator family (``spmm``, ``sddmm``, ``softmax``): the CLI's ``--ops``.
         name: the case within it (``copy_lhs_sum``, ``u_mul_e_sum``, ``u_dot_v``, ``dst``).
         baseline: the implementation speedups are reported against (cuSPARSE where it exists).
-        schedule_module: module whose ``schedule_space``/``default_schedule`` the sweep uses,
-            or ``None`` when the case is not swept: only the case compared with cuSPARSE
-            of each family is, which halves a sweep's device time.
+        schedule_module: module whose ``schedule_space``/``default_schedule`` a sweep uses,
+            or ``None`` when the case has no schedules (edge softmax).
         operands: operand name -> (rows: ``src``/``dst``/``edge``, has a feature axis).
         default_options: keyword arguments the backend passes to the module's
             ``default_schedule`` beyond ``(graph, feature_len, dtype)``, for one feature
@@ -223,6 +224,9 @@ class Case:
         heads: 1, or the heads of a multi-head case: its node operands are then
             ``[rows, heads, F / heads]`` and its edge weights ``[E, heads, 1]``, and it runs
             at the feature lengths ``F`` that ``heads`` divides (:meth:`runs_at`).
+        swept_by_default: whether ``--sweep`` sweeps the case; the others only with
+            ``--sweep-all``. By default only the case compared with cuSPARSE of each
+            family is, which takes a third to a quarter of the device time of them all.
     """
 
     op: str
@@ -237,6 +241,7 @@ class Case:
     floor_bytes: Callable[[Graph, int, int], tuple[int, int]]
     default_options: Callable[[int], dict[str, Any]] = lambda feature_len: {}
     heads: int = 1
+    swept_by_default: bool = False
 
     @property
     def label(self) -> str:
@@ -348,7 +353,7 @@ def _pyg_spmm(x: torch.Tensor, w: torch.Tensor | None, src: torch.Tensor, dst: t
     return _scatter(msg, dst, num_dst, reduce)
 
 
-def _spmm_case(name: str, weighted: bool, swept: bool, reduce: str = "sum") -> Case:
+def _spmm_case(name: str, weighted: bool, swept_by_default: bool, reduce: str = "sum") -> Case:
     """``copy_lhs`` (or ``u_mul_e`` when ``weighted``) with ``reduce``. cuSPARSE computes
     sums only: the other reducers are compared with the PyG path."""
     operands = {"x": ("src", True)}
@@ -370,7 +375,7 @@ def _spmm_case(name: str, weighted: bool, swept: bool, reduce: str = "sum") -> C
         op="spmm",
         name=name,
         baseline=baselines[0].name,
-        schedule_module="gsparse.kernels.spmm" if swept else None,
+        schedule_module="gsparse.kernels.spmm",
         operands=operands,
         reference=_spmm_reference(weighted, reduce),
         ours=ours,
@@ -378,6 +383,7 @@ def _spmm_case(name: str, weighted: bool, swept: bool, reduce: str = "sum") -> C
         baselines=baselines,
         floor_bytes=_spmm_floor(weighted),
         default_options=lambda feature_len: {"lhs_len": feature_len},
+        swept_by_default=swept_by_default,
     )
 
 
@@ -429,6 +435,7 @@ def _sddmm_case() -> Case:
             Impl("pyg", lambda i: (i.tensors["x"], i.tensors["y"], i.src, i.dst), _pyg_sddmm, _edges_of),
         ),
         floor_bytes=_sddmm_floor,
+        swept_by_default=True,
     )
 
 
@@ -481,10 +488,10 @@ def _softmax_case() -> Case:
 
 
 CASES: dict[str, tuple[Case, ...]] = {
-    "spmm": (_spmm_case("copy_lhs_sum", weighted=False, swept=True),
-             _spmm_case("u_mul_e_sum", weighted=True, swept=False),
-             _spmm_case("copy_lhs_mean", weighted=False, swept=False, reduce="mean"),
-             _spmm_case("copy_lhs_max", weighted=False, swept=False, reduce="max")),
+    "spmm": (_spmm_case("copy_lhs_sum", weighted=False, swept_by_default=True),
+             _spmm_case("u_mul_e_sum", weighted=True, swept_by_default=False),
+             _spmm_case("copy_lhs_mean", weighted=False, swept_by_default=False, reduce="mean"),
+             _spmm_case("copy_lhs_max", weighted=False, swept_by_default=False, reduce="max")),
     "sddmm": (_sddmm_case(), _multihead_case("add", "v"), _multihead_case("mul", "e")),
     "softmax": (_softmax_case(),),
 }

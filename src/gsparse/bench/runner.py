@@ -58,7 +58,9 @@ class Config:
         device: where everything runs.
         scale: node-count scale of the presets; ``None``: full size, or ``max_edges``.
         max_edges: with ``scale=None``, shrink presets to about this many edges.
-        sweep: also time every schedule of the pruned space (CUDA only).
+        sweep: also time every schedule of the pruned space (CUDA only), for the cases
+            swept by default (those compared with cuSPARSE).
+        sweep_all: sweep every case that has schedules (implies ``sweep``).
         budget_s: about how long the timed repeats of one implementation take.
         seed: seed of the synthetic graphs and of the random inputs.
     """
@@ -72,6 +74,7 @@ class Config:
     scale: float | None = None
     max_edges: int | None = None
     sweep: bool = False
+    sweep_all: bool = False
     budget_s: float = 0.2
     seed: int = 0
 
@@ -202,10 +205,12 @@ def _measure(cell: _Cell, impl: Impl) -> dict[str, Any]:
     return {"status": "OOM", "message": message}
 
 
-def _schedule_api(case: Case, device: torch.device) -> tuple[Any, str | None]:
-    """The case's schedule module, or ``None`` and why the sweep cannot run."""
+def _schedule_api(case: Case, device: torch.device, sweep_all: bool = False) -> tuple[Any, str | None]:
+    """The case's schedule module, or ``None`` and why the sweep does not run."""
     if case.schedule_module is None:
-        return None, f"{case.label} is not swept"
+        return None, f"{case.label} has no schedules"
+    if not (case.swept_by_default or sweep_all):
+        return None, f"{case.label} is swept with sweep_all (--sweep-all) only"
     if device.type != "cuda":
         return None, "schedules apply to the generated CUDA kernels; this run is on the CPU"
     try:
@@ -363,7 +368,9 @@ def run_suite(
     plan = _cell_plan(config)
     total = len(plan) * len(config.workloads)
     gen = torch.Generator(device=device).manual_seed(config.seed)
-    schedule_apis = {case.label: _schedule_api(case, device) for case, _, _ in plan} if config.sweep else {}
+    sweeping = config.sweep or config.sweep_all
+    schedule_apis = ({case.label: _schedule_api(case, device, config.sweep_all) for case, _, _ in plan}
+                     if sweeping else {})
     doc: dict[str, Any] = {
         "format": FORMAT,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -418,7 +425,7 @@ def run_suite(
                 continue
             cell = _Cell(case, sets, samples, refs, TOLERANCE[dtype], device, config.budget_s, flush)
             cell_doc["results"] = {impl.name: _measure(cell, impl) for impl in case.implementations()}
-            if config.sweep:
+            if sweeping:
                 module, why = schedule_apis[case.label]
                 cell_doc["sweep"] = (_sweep(cell, module, feature_len, dtype, cell_doc["results"]["gsparse"])
                                      if module is not None else {"status": "unavailable", "message": why})
