@@ -297,6 +297,16 @@ def test_generated_source_reads_well() -> None:
     assert "__shfl_sync(mask, tile_u, j, G)" in source
 
 
+def test_column_tiled_source_stages_with_loads_in_flight_and_takes_block_rows() -> None:
+    algorithm = SpmmAlgorithm("copy_lhs", "sum", Layout.FULL, None, torch.float32, torch.int32,
+                              has_eid=False)
+    source = generate_tiled(algorithm, SpmmSchedule(rows_per_block=64, feature_lanes=1,
+                                                    edge_lanes=16, column_tile=4096))
+    assert "constexpr int AHEAD = 4;" in source and "uint4 v[AHEAD];" in source
+    assert "tile_lhs[i] = tile_src[i];" in source  # elements past the last whole vector
+    assert "long long num_tiles, long long block_rows)" in source  # chosen at launch
+
+
 def test_algorithm_rejects_operands_the_op_does_not_read() -> None:
     with pytest.raises(ValueError, match="ignores rhs"):
         SpmmAlgorithm("copy_lhs", "sum", Layout.FULL, Layout.FULL, torch.float32, torch.int32, False)
