@@ -590,16 +590,21 @@ def _feature_work(algorithm: SddmmAlgorithm, cached: set[str]) -> str:
     return "\n".join(lines)
 
 
-# Earlier launches (features_per_launch) left the sum of their slices in out.
-_REDUCE_PARTIAL = """\
+def _store_dot(value: str) -> str:
+    """Store a head's dot ``value`` at ``out[i]``, added to the sum of the earlier launches'
+    slices that ``out`` holds when ``accumulate`` (features_per_launch)."""
+    return f"out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + {value} : {value});"
+
+
+_REDUCE_PARTIAL = f"""\
 #pragma unroll
-for (int offset = LANES / 2; offset > 0; offset /= 2) {
+for (int offset = LANES / 2; offset > 0; offset /= 2) {{
     partial += __shfl_xor_sync(mask, partial, offset, LANES);
-}
-if (lane == 0) {
+}}
+if (lane == 0) {{
     const long long i = e * num_heads + h;
-    out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + partial : partial);
-}"""
+    {_store_dot("partial")}
+}}"""
 
 
 def _edge_body(algorithm: SddmmAlgorithm) -> list[str]:
@@ -838,7 +843,7 @@ def _transposed_body(algorithm: SddmmAlgorithm, batch: int, by_edge: bool) -> li
             "if (lane < B && p0 + lane < end) {",
             "    const long long p = p0 + lane;",
             f"    const long long i = {'eid[p]' if algorithm.has_eid else 'p'} * num_heads + h;",
-            "    out[i] = gs::from_acc<T>(accumulate ? gs::to_acc(out[i]) + sums[0] : sums[0]);",
+            f"    {_store_dot('sums[0]')}",
             "}",
         ]
     else:
