@@ -104,11 +104,17 @@ def pyg_backend() -> str:
 
 def _scatter(src: torch.Tensor, index: torch.Tensor, size: int, reduce: str = "sum") -> torch.Tensor:
     """PyG's scatter along dim 0 (``sum``, ``mean`` or ``max``; rows that receive nothing are
-    0), or the same with PyTorch ops when PyG is not installed."""
+    0), or :func:`_torch_scatter` when PyG is not installed."""
     if importlib.util.find_spec("torch_geometric") is not None:
         from torch_geometric.utils import scatter
 
         return scatter(src, index, dim=0, dim_size=size, reduce=reduce)
+    return _torch_scatter(src, index, size, reduce)
+
+
+def _torch_scatter(src: torch.Tensor, index: torch.Tensor, size: int, reduce: str) -> torch.Tensor:
+    """``sum``, ``mean`` or ``max`` of ``src``'s rows into ``size`` rows by ``index``, with
+    PyTorch ops; rows that receive nothing are 0 (as in DGL and PyG)."""
     out = torch.zeros((size, *src.shape[1:]), dtype=src.dtype, device=src.device)
     if reduce == "max":
         full_index = index.view(-1, *[1] * (src.dim() - 1)).expand_as(src)
@@ -297,15 +303,7 @@ def _spmm_reference(weighted: bool, reduce: str) -> Callable[[Inputs, Sample], t
         msg = x[i.graph.col.long()[s.positions]].double()
         if weighted:
             msg = msg * i.tensors["w"][s.edge_ids].double().unsqueeze(-1)
-        rows = s.rows.numel()
-        out = torch.zeros(rows, x.shape[1], dtype=torch.float64, device=x.device)
-        if reduce == "max":  # rows without edges stay 0, as in DGL
-            index = s.segment.unsqueeze(-1).expand_as(msg)
-            return out.scatter_reduce_(0, index, msg, "amax", include_self=False)
-        out.index_add_(0, s.segment, msg)
-        if reduce == "mean":
-            out /= torch.bincount(s.segment, minlength=rows).clamp(min=1).unsqueeze(-1)
-        return out
+        return _torch_scatter(msg, s.segment, s.rows.numel(), reduce)
 
     return reference
 
