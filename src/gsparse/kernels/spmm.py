@@ -17,6 +17,7 @@ import torch
 from .. import runtime
 from ..algebra import BINARY_OPS, REDUCERS
 from ..graph import Graph
+from . import spmm_output_tiled as output_tiled
 from .common import (
     VECTOR_BYTES,
     element_size,
@@ -103,6 +104,7 @@ def schedule_space(
                     schedule, column_tile=tile, rows_per_block=1024 // schedule.group))
     for split in row_splits_for(g.row_stats.mean, g.row_stats.max):
         space += [dataclasses.replace(s, row_split=split) for s in grid if s.degree_sorted]
+    space += output_tiled.schedules_for(feature_len, dtype)
     return space
 
 
@@ -262,6 +264,12 @@ def _plan(g: Graph, key: _PlanKey) -> _Launch:
     if schedule.column_tile and key.lhs_shape is None:
         # Nothing to stage (copy_rhs): the schedule's other knobs run the one-pass skeleton.
         schedule = dataclasses.replace(schedule, column_tile=0)
+    if schedule.output_tile and not output_tiled.supports(algorithm):
+        # The output-tiled skeleton keeps no edge positions (for rhs or arg indices): the
+        # schedule's other knobs (a warp of edge lanes per row) run the one-pass skeleton.
+        schedule = dataclasses.replace(schedule, output_tile=False)
+    if schedule.output_tile:
+        return _output_tiled_plan(g, algorithm, schedule, num_features, device_index)
     offsets = (indexed_offsets(key.lhs_shape, key.out_shape, key.device),
                indexed_offsets(key.rhs_shape, key.out_shape, key.device))
     rhs_len = 0 if key.rhs_shape is None else math.prod(key.rhs_shape)
@@ -453,3 +461,71 @@ def _split_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets,
             merge_launch(partial, partial_arg, out, arg_u, arg_e)
 
     return launch
+
+
+def _output_tiles(
+    g: Graph, num_features: int, dtype: torch.dtype, warps: int, column_groups: int = 1
+) -> tuple[output_tiled.Tiling, output_tiled.EdgeLayout]:
+    """The output-tiled skeleton's tiling and edge layout of ``g``, built once per feature
+    length, dtype, warps per block and column groups, and kept with the graph."""
+    device = g.device
+    sms, limit = sm_count(device), _shared_bytes_limit(device)
+
+    def build(g: Graph) -> tuple[output_tiled.Tiling, output_tiled.EdgeLayout]:
+        tiling = output_tiled.tiling_for(g, num_features, dtype, sms, limit, column_groups)
+        return tiling, output_tiled.build_layout(g, tiling, warps)
+
+    key = ("gsparse.kernels.spmm.output_tiles", num_features, dtype, warps, column_groups, sms, limit)
+    return g.derived(key, build)
+
+
+@functools.lru_cache(maxsize=256)
+def _output_tiled_kernels(
+    algorithm: SpmmAlgorithm, schedule: SpmmSchedule, num_features: int, device_index: int
+) -> tuple[runtime.Kernel, runtime.Kernel | None, str]:
+    """The output-tiled kernel for ``num_features`` features and, with column groups, its
+    merge."""
+    context = f"{algorithm} | schedule {schedule} | {num_features} features"
+    source = output_tiled.generate(algorithm, schedule, num_features)
+    kernel = runtime.get_kernel(source, output_tiled.KERNEL_NAME, context=context, device=device_index)
+    merge = None
+    if schedule.column_groups > 1:
+        merge = runtime.get_kernel(source, output_tiled.MERGE_KERNEL_NAME, context=context,
+                                   device=device_index)
+    return kernel, merge, context
+
+
+def _output_tiled_plan(g, algorithm, schedule, num_features, device_index):
+    """The output-tiled skeleton: a block per (row range, column group); with several
+    groups, their partial rows are folded in group order by a second kernel."""
+    covered = output_tiled.features_covered(schedule)
+    if num_features > covered:
+        raise ValueError(f"schedule {schedule} carries {covered} features per edge (vector_width "
+                         f"* outputs_per_thread); these operands have {num_features}")
+    tiling, layout = _output_tiles(g, num_features, algorithm.dtype, schedule.rows_per_block,
+                                   schedule.column_groups)
+    kernel, merge, context = _output_tiled_kernels(algorithm, schedule, num_features, device_index)
+    scalars = [runtime.i64(g.num_dst), runtime.i64(g.num_src), runtime.i64(tiling.tiles),
+               runtime.i64(tiling.group_tiles), runtime.i32(tiling.tile_cols),
+               runtime.i32(tiling.rows_bytes)]
+    launch = kernel.prepare((tiling.blocks,), schedule.threads,
+                            [layout.words, layout.chunk_ptr, layout.block_rows, g.rowptr, _IN, _IN,
+                             _IN, *scalars],
+                            shared_bytes=tiling.shared_bytes, context=context)
+    total = g.num_dst * num_features
+    merge_launch = None
+    if merge is not None:
+        merge_launch = merge.prepare((-(-total // 256),), 256,
+                                     [_IN, g.rowptr, _IN, runtime.i64(g.num_dst)],
+                                     context=context)
+    device = g.device
+
+    def run(lhs, rhs, out, arg_u, arg_e) -> None:
+        if merge_launch is None:
+            launch(lhs, out, None)
+            return
+        partial, _ = _partials(tiling.column_groups * total, algorithm, device)
+        launch(lhs, out, partial)
+        merge_launch(partial, out)
+
+    return run

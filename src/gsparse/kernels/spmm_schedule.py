@@ -23,6 +23,13 @@ chunks' partial results are folded in chunk order by a second kernel, so results
 depend on timing. Without it a 100,000-edge hub row of a power-law graph is one group's
 work while the rest of the GPU idles at the tail of the grid. The chunks are walked first;
 with ``degree_sorted`` the whole rows after them are walked longest first.
+
+``output_tile`` runs the output-tiled skeleton (:mod:`.spmm_output_tiled`): a block keeps
+the sums of its own range of output rows in shared memory while it stages every column
+tile of ``lhs`` in turn, for very short features on graphs with many short rows, where
+the column-tiled skeleton's per-(tile, row) structures outweigh the edges. There a group
+is a whole warp that walks a chunk of edges (``rows_per_block`` is the warps per block)
+and each lane carries all ``vector_width * outputs_per_thread`` features of an edge.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ _MAX_THREADS = 1024
 # Chunk lengths of row_split: below a warp's worth of edges a chunk leaves lanes idle; the
 # upper bound only keeps the knob in a range where cutting rows can matter.
 _ROW_SPLITS = tuple(2 ** k for k in range(5, 17))
+# Warps per block of the output-tiled skeleton (one block per SM: its shared memory is full).
+_OUTPUT_TILE_WARPS = (8, 16, 32)
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,13 @@ class SpmmSchedule:
             32 to 65536): longer rows are cut into chunks of that many edges whose partial
             results a second kernel folds in chunk order (deterministic). Not with
             ``column_tile``.
+        output_tile: the output-tiled skeleton (a warp per group, one feature lane, 32
+            edge lanes, one edge at a time, rows in their natural order).
+        column_groups: the output-tiled skeleton's column groups (1, 2 or 4): a block
+            walks the tiles of one group for its rows (so ``column_groups`` times as many
+            rows per block and as few blocks per row range: each block stages
+            ``1 / column_groups`` of ``lhs``), and a second kernel folds the groups'
+            partial rows in order.
     """
 
     rows_per_block: int = 8
@@ -73,6 +89,8 @@ class SpmmSchedule:
     degree_sorted: bool = False
     column_tile: int = 0
     row_split: int = 0
+    output_tile: bool = False
+    column_groups: int = 1
 
     @property
     def group(self) -> int:
@@ -127,6 +145,27 @@ class SpmmSchedule:
         if self.row_split and self.column_tile:
             found.append("row_split cuts the rows of the one-pass skeleton; the column-tiled "
                          "skeleton has partial rows of its own: set at most one of them")
+        if self.output_tile:
+            found += self._output_tile_problems()
+        if self.column_groups not in (1, 2, 4):
+            found.append(f"column_groups must be 1, 2 or 4, got {self.column_groups}")
+        elif self.column_groups != 1 and not self.output_tile:
+            found.append("column_groups splits the tiles of the output-tiled skeleton: needs output_tile")
+        return found
+
+    def _output_tile_problems(self) -> list[str]:
+        found = []
+        if (self.feature_lanes, self.edge_lanes) != (1, _WARP):
+            found.append("the output-tiled skeleton runs a warp per group over edges: needs "
+                         f"feature_lanes 1 and edge_lanes {_WARP}")
+        if self.rows_per_block not in _OUTPUT_TILE_WARPS:
+            found.append(f"the output-tiled skeleton takes {_OUTPUT_TILE_WARPS} warps per block "
+                         f"(rows_per_block), got {self.rows_per_block}")
+        if self.nnz_tile != 1 or self.index_tile or self.degree_sorted:
+            found.append("the output-tiled skeleton walks edges in its own order: needs nnz_tile 1, "
+                         "index_tile off and degree_sorted off")
+        if self.column_tile or self.row_split:
+            found.append("output_tile is a skeleton of its own: set no column_tile or row_split")
         return found
 
     def validate(self) -> SpmmSchedule:
@@ -139,6 +178,8 @@ class SpmmSchedule:
         flags = ("+tile" if self.index_tile else "") + ("+sorted" if self.degree_sorted else "")
         flags += f"+ct{self.column_tile}" if self.column_tile else ""
         flags += f"+split{self.row_split}" if self.row_split else ""
+        flags += "+ot" if self.output_tile else ""
+        flags += f"x{self.column_groups}" if self.column_groups != 1 else ""
         return (
             f"r{self.rows_per_block}.f{self.feature_lanes}.e{self.edge_lanes}"
             f".v{self.vector_width}.o{self.outputs_per_thread}.n{self.nnz_tile}{flags}"
