@@ -155,7 +155,7 @@ class _FakeScheduleModule:
         return [_Schedule(n) for n in range(8)]
 
     @staticmethod
-    def default_schedule(g, feature_len, dtype, lhs_len=None):
+    def default_schedule(g, feature_len, dtype, lhs_len=None, lhs_only=False):
         # Named after the lhs row length the backend passes (g-SpMM's column-tile rule).
         return _Schedule(0 if lhs_len is None else 100 + lhs_len)
 
@@ -187,12 +187,17 @@ def test_sweep_is_unavailable_off_the_gpu():
     assert module is None and "CPU" in why  # swept with sweep_all, but not off the GPU
 
 
-@pytest.mark.parametrize("case", [c for cases in CASES.values() for c in cases if c.schedule_module],
-                         ids=lambda c: c.label)
-def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, monkeypatch) -> None:
+_SWEPT = [c for cases in CASES.values() for c in cases if c.schedule_module]
+
+
+@pytest.mark.parametrize(("case", "feature_len"),
+                         [(c, 32) for c in _SWEPT] + [(c, 1) for c in _SWEPT if c.op == "spmm"],
+                         ids=lambda p: p.label if hasattr(p, "label") else str(p))
+def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, feature_len, monkeypatch) -> None:
     """The sweep names ``default_schedule(g, F, dtype, **case.default_options(F))`` as the
-    default; the front end must launch that very schedule. Checked at 32 features on a
-    graph of long rows, where element-wise g-SDDMM and dot take different defaults."""
+    default; the front end must launch that very schedule. Checked on a graph of long rows
+    at 32 features, where element-wise g-SDDMM and dot take different defaults, and at 1,
+    where copy_lhs takes the output-tiled skeleton and weighted sums do not."""
     from gsparse import backends
     from gsparse.backends import cuda
     from recording import RecordingKernel
@@ -202,15 +207,26 @@ def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, monkeypatch) 
         monkeypatch.setattr(importlib.import_module(name), "_kernel",
                             lambda algorithm, schedule, device: (launched.append(schedule),
                                                                  (RecordingKernel(), ""))[1])
+    spmm = importlib.import_module("gsparse.kernels.spmm")
+    monkeypatch.setattr(spmm, "_two_pass_kernels", lambda algorithm, schedule, device: (
+        launched.append(schedule), (RecordingKernel(), RecordingKernel(), ""))[1])
+    monkeypatch.setattr(spmm, "_output_tiled_kernels",
+                        lambda algorithm, schedule, features, device: (
+                            launched.append(schedule),
+                            (RecordingKernel(), RecordingKernel() if schedule.column_groups > 1
+                             else None, ""))[1])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setitem(backends._BY_DEVICE_TYPE, "cpu", cuda.BACKEND)  # CPU tensors, kernel path
     gen = torch.Generator().manual_seed(0)
     src = torch.randint(0, 600, (300 * 400,), generator=gen)
     g = gsparse.Graph.from_edge_index(torch.stack([src, torch.arange(300).repeat_interleave(400)]), 600, 300)
-    inputs = case.make_inputs(g, 32, torch.float32, gen)
+    inputs = case.make_inputs(g, feature_len, torch.float32, gen)
     case.ours(inputs, None)
     module = importlib.import_module(case.schedule_module)
-    assert launched == [module.default_schedule(g, 32, torch.float32, **case.default_options(32))]
+    default = module.default_schedule(g, feature_len, torch.float32, **case.default_options(feature_len))
+    assert launched == [default]
+    if case.label in ("spmm/copy_lhs_sum", "spmm/copy_lhs_mean") and feature_len == 1:
+        assert default.output_tile
 
 
 def test_config_names_bad_values():

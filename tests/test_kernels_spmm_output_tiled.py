@@ -448,3 +448,40 @@ def test_output_tiled_is_deterministic() -> None:
         first = gsparse.gspmm(g, "copy_lhs", "sum", lhs, schedule=schedule)
         for _ in range(5):
             assert torch.equal(gsparse.gspmm(g, "copy_lhs", "sum", lhs, schedule=schedule), first)
+
+
+# --- the default rule (CPU: graph statistics only) ---------------------------------------------
+
+
+def _uniform_graph(num_src: int, rows: int, degree: int) -> gsparse.Graph:
+    """``rows`` rows of ``degree`` uniformly random sources each (CSR built directly)."""
+    gen = torch.Generator().manual_seed(rows)
+    col = torch.randint(0, num_src, (rows * degree,), generator=gen)
+    return gsparse.Graph.from_csr(torch.arange(rows + 1) * degree, col, num_src=num_src)
+
+
+@pytest.fixture
+def h100_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spmm_kernels, "_shared_bytes_limit", lambda device: 232_448)
+
+
+def test_default_takes_the_output_tiled_skeleton_for_copy_lhs_up_to_two_features(h100_shared) -> None:
+    # short rows over many sources (products-like proportions): 16 warps, 4 column groups
+    short = _uniform_graph(300_000, 200_000, 30)
+    for features in (1, 2):
+        chosen = spmm_kernels.default_schedule(short, features, lhs_len=features, lhs_only=True)
+        assert chosen == _schedule(16, vector=features, groups=4)
+    # long rows (reddit-like proportions): 32 warps; lhs of 1.5 tiles: one group
+    long = _uniform_graph(20_000, 1_000, 2_000)
+    assert spmm_kernels.default_schedule(long, 1, lhs_len=1, lhs_only=True) == _schedule(32, groups=1)
+    assert spmm_kernels.default_schedule(long, 1, torch.float64, lhs_len=1, lhs_only=True) == \
+        _schedule(16, groups=1)
+    # not for weighted messages, arg indices or wider features
+    assert not spmm_kernels.default_schedule(short, 1, lhs_len=1).output_tile
+    assert not spmm_kernels.default_schedule(short, 4, lhs_len=4, lhs_only=True).output_tile
+
+
+def test_default_leaves_graphs_with_few_edges_per_source_to_the_gathers(h100_shared) -> None:
+    sparse = _uniform_graph(1_000_000, 100_000, 4)  # 132 blocks would stage 132 x 4 MB
+    chosen = spmm_kernels.default_schedule(sparse, 1, lhs_len=1, lhs_only=True)
+    assert not chosen.output_tile and not chosen.problems()

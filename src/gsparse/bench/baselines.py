@@ -380,7 +380,7 @@ def _spmm_case(name: str, weighted: bool, swept_by_default: bool, reduce: str = 
         ours_pick=_rows_of,
         baselines=baselines,
         floor_bytes=_spmm_floor(weighted),
-        default_options=lambda feature_len: {"lhs_len": feature_len},
+        default_options=lambda feature_len: {"lhs_len": feature_len, "lhs_only": not weighted},
         swept_by_default=swept_by_default,
     )
 

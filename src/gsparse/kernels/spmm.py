@@ -110,15 +110,17 @@ def schedule_space(
 
 def default_schedule(
     g: Graph, feature_len: int, dtype: torch.dtype = torch.float32, vector_ok: int = 8,
-    *, lhs_len: int | None = None,
+    *, lhs_len: int | None = None, lhs_only: bool = False,
 ) -> SpmmSchedule:
     """The schedule used when none is given, from the graph's statistics (no measurement).
 
-    Up to 4 features, when ``lhs`` is read (``lhs_len`` its row length), the column-tiled
-    skeleton is used if its per-tile row pointers stay small next to the edges (at most
-    one per 8 edges): there, gathers from shared memory beat L2's sector rate. It runs
-    half a warp per row, 1,024 threads per block, rows in natural order (measured best
-    on the H100 sweep).
+    Up to 2 features, when the message is ``lhs`` itself (``lhs_only``: copy_lhs with no
+    arg indices), the output-tiled skeleton (:func:`_output_tiled_default`), unless its
+    staging of ``lhs`` would outweigh the edges. Otherwise, up to 4 features, when ``lhs``
+    is read (``lhs_len`` its row length), the column-tiled skeleton is used if its
+    per-tile row pointers stay small next to the edges (at most one per 8 edges): there,
+    gathers from shared memory beat L2's sector rate. It runs half a warp per row, 1,024
+    threads per block, rows in natural order (measured best on the H100 sweep).
     """
     schedule = _default_schedule_for(
         mean_degree=g.row_stats.mean,
@@ -132,6 +134,8 @@ def default_schedule(
     )
     if lhs_len is None or feature_len > 4:
         return schedule
+    if lhs_only and feature_len <= 2 and (tiled := _output_tiled_default(g, feature_len, dtype, vector_ok)):
+        return tiled
     tile = _column_tile_for(g, lhs_len, dtype)
     tiles = -(-g.num_src // tile) if tile else 0
     if tile and tiles * (g.num_dst + 1) * 8 <= g.num_edges:
@@ -140,6 +144,39 @@ def default_schedule(
             schedule, column_tile=tile, nnz_tile=1, index_tile=False, degree_sorted=False,
             edge_lanes=edge_lanes, rows_per_block=1024 // (schedule.feature_lanes * edge_lanes))
     return schedule
+
+
+def _output_tiled_default(
+    g: Graph, feature_len: int, dtype: torch.dtype, vector_ok: int
+) -> SpmmSchedule | None:
+    """The output-tiled schedule for ``g``, or None where staging would outweigh the edges.
+
+    - Column groups: 4 where ``lhs`` makes 8 or more tiles of half of shared memory, 2 from
+      4 tiles, else 1: more groups stage less per block, but a group of few tiles leaves
+      its blocks unequal.
+    - Warps per block: 16 for short rows (mean below 128), 32 for long ones (8 / 16 for
+      float64, whose registers would spill at 1,024 threads).
+    - None when the blocks would stage more than 16 bytes of ``lhs`` per edge (graphs with
+      few edges per source row): there the one-pass gathers move less.
+
+    Measured on the H100 (same process, copy_lhs + sum, fp32; docs/performance.md,
+    "Output-tiled g-SpMM"): at 1 / 2 features the rule's pick is the fastest of 16 / 32
+    warps x 1 / 2 / 4 groups on products-like (0.313 / 0.762 ms against cuSPARSE's 1.12 /
+    7.32) and reddit-like (0.198 / 0.217 ms), and within 1.07x of it on proteins-like.
+    """
+    element = element_size(dtype)
+    lhs_bytes = g.num_src * feature_len * element
+    tiles = lhs_bytes / (_shared_bytes_limit(g.device) / 2)
+    groups = 4 if tiles >= 8 else 2 if tiles >= 4 else 1
+    if -(-sm_count(g.device) // groups) * lhs_bytes > 16 * g.num_edges:
+        return None
+    wide = dtype == torch.float64
+    warps = (8 if wide else 16) if g.row_stats.mean < 128 else (16 if wide else 32)
+    vector = max(v for v in (1, 2, 4)
+                 if v <= min(vector_ok, VECTOR_BYTES // element) and feature_len % v == 0)
+    return SpmmSchedule(rows_per_block=warps, feature_lanes=1, edge_lanes=32, vector_width=vector,
+                        outputs_per_thread=-(-feature_len // vector), output_tile=True,
+                        column_groups=groups)
 
 
 _default_schedule_for = functools.lru_cache(maxsize=4096)(default_schedule_for)
@@ -237,19 +274,6 @@ def _plan(g: Graph, key: _PlanKey) -> _Launch:
     binop = BINARY_OPS[key.op]
     num_features = math.prod(key.out_shape)
     lhs_len = 0 if key.lhs_shape is None else math.prod(key.lhs_shape)
-    schedule = key.schedule
-    if schedule is None:
-        schedule = default_schedule(g, num_features, key.dtype, key.vector_ok,
-                                    lhs_len=lhs_len if binop.uses_lhs else None)
-    else:
-        schedule.validate()
-        if schedule.vector_width > key.vector_ok:
-            raise ValueError(
-                f"schedule {schedule} loads {schedule.vector_width} features at a time, but "
-                f"these operands allow at most {key.vector_ok} ({num_features} features per "
-                f"row; vector loads need the row length to be a multiple of the width and "
-                f"aligned data pointers)"
-            )
     algorithm = SpmmAlgorithm(
         op=key.op,
         reduce=key.reduce,
@@ -260,6 +284,20 @@ def _plan(g: Graph, key: _PlanKey) -> _Launch:
         has_eid=g.eid is not None and (binop.uses_rhs or key.with_arg),
         with_arg=key.with_arg,
     )
+    schedule = key.schedule
+    if schedule is None:
+        schedule = default_schedule(g, num_features, key.dtype, key.vector_ok,
+                                    lhs_len=lhs_len if binop.uses_lhs else None,
+                                    lhs_only=output_tiled.supports(algorithm))
+    else:
+        schedule.validate()
+        if schedule.vector_width > key.vector_ok:
+            raise ValueError(
+                f"schedule {schedule} loads {schedule.vector_width} features at a time, but "
+                f"these operands allow at most {key.vector_ok} ({num_features} features per "
+                f"row; vector loads need the row length to be a multiple of the width and "
+                f"aligned data pointers)"
+            )
     device_index = key.device.index if key.device.index is not None else torch.cuda.current_device()
     if schedule.column_tile and key.lhs_shape is None:
         # Nothing to stage (copy_rhs): the schedule's other knobs run the one-pass skeleton.
