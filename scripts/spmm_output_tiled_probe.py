@@ -1,15 +1,17 @@
 """Time the output-tiled g-SpMM skeleton and its variants against cuSPARSE, in one process.
 
     PYTHONPATH=src python3 scripts/spmm_output_tiled_probe.py [--workloads products-like,...]
-        [--features 1,2] [--variants base,ldcs,round4,round16]
+        [--features 1,2] [--variants base,groups2,groups4,groups2+nostage] [--budget-ms 60]
 
 copy_lhs + sum, fp32, on the synthetic presets built on the GPU. For each cell: cuSPARSE
 (``torch.sparse.mm`` on the same CSR), the default schedule, and the output-tiled schedule
-at 16 and 32 warps per block in each variant (``groupsN``: N column groups; ``roundN``: N
-edge words per lane per round; ablations, which cut a part of the kernel out to time the
-rest: ``nostage``, ``nowalk``, ``nowords``, ``noscan``, joined by ``+``). Every output is checked against a float64 cuSPARSE product
-before its time is kept. Also reports the time to build the edge layout (once per graph
-and tiling). Medians of CUDA-event times after a warm-up (gsparse.bench.timing).
+at 16 and 32 warps per block in each variant, its parts joined by ``+``: ``groupsN``, N
+column groups; ``roundN``, N edge words per lane per round; and ablations, which cut a part
+of the kernel out to time the rest (their outputs are wrong, so not checked): ``nostage``
+(no tile copies), ``nowalk`` (edges not folded), ``nowords`` (no edges at all), ``noscan``
+(no carry scan). Every other output is checked against a float64 cuSPARSE product before
+its time is kept. Also reports the time to build the edge layout (once per graph and
+tiling). Medians of CUDA-event times after a warm-up (gsparse.bench.timing).
 """
 
 from __future__ import annotations
@@ -32,21 +34,12 @@ from gsparse.kernels.spmm_codegen import SpmmAlgorithm
 _BASE_GENERATE = output_tiled.generate.__wrapped__
 # Ablations: a part of the kernel cut out, to time the rest (their outputs are wrong).
 _ABLATIONS = {
-    "nostage": ("const long long bytes = aligned ? count * (long long)sizeof(T) / 16 * 16 : 0;",
-                "const long long bytes = 0; count = 0;"),
-    "nowalk": ("const bool valid = k0 + j < mine;", "const bool valid = false;"),
-    "nowords": ("mine = lane < n - 32 * (steps - 1) ? steps : steps - 1;", "mine = steps = 0;"),
-    "noscan": ("for (int d = 1; d < 32; d *= 2) {", "for (int d = 32; d < 32; d *= 2) {"),
-}
-# Source variants that compute the same result (outputs checked).
-_EQUIVALENT = {
-    # the feature count as a run-time value (tile_cols is never negative)
-    "dynf": [("constexpr int num_features = 1;\n    constexpr int W",
-              "const int num_features = 1 + (tile_cols < 0);\n    constexpr int W")],
-    # runs start empty (-1) instead of at the lane's first row
-    "runinit": [("    int run_row = first_row;", "    int run_row = -1;"),
-                ("const bool ends = row != run_row;  // run_row starts as the lane's first row",
-                 "const bool ends = row != run_row && run_row >= 0;")],
+    "nostage": [("const long long bytes = aligned ? count * (long long)sizeof(T) / 16 * 16 : 0;",
+                 "const long long bytes = 0; count = 0;")],
+    "nowalk": [("row[j] = k0 + j < mine ?", "row[j] = false ?"),
+               ("const A message = k0 + j < mine ?", "const A message = false ?")],
+    "nowords": [("mine = lane < n - 32 * (steps - 1) ? steps : steps - 1;", "mine = steps = 0;")],
+    "noscan": [("for (int d = 1; d < 32; d *= 2) {", "for (int d = 32; d < 32; d *= 2) {")],
 }
 
 
@@ -62,9 +55,7 @@ def _variant(name: str):
             source = _BASE_GENERATE(algorithm, schedule, num_features)
         finally:
             output_tiled._ROUND = saved
-        patches = [_ABLATIONS[part] for part in name.split("+") if part in _ABLATIONS]
-        for part in name.split("+"):
-            patches += _EQUIVALENT.get(part, [])
+        patches = [patch for part in name.split("+") for patch in _ABLATIONS.get(part, [])]
         for before, after in patches:
             assert before in source, (name, before)
             source = source.replace(before, after)

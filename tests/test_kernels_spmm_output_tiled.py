@@ -248,7 +248,8 @@ def test_space_holds_output_tiled_schedules_up_to_four_features() -> None:
     for features, vector, outputs in ((1, 1, 1), (2, 2, 1), (3, 1, 4), (4, 4, 1)):
         tiled = [s for s in schedule_space(g, features) if s.output_tile]
         assert {(s.vector_width, s.outputs_per_thread) for s in tiled} == {(vector, outputs)}
-        assert {(s.rows_per_block, s.column_groups) for s in tiled} == {(16, 1), (16, 2), (32, 1), (32, 2)}
+        assert {(s.rows_per_block, s.column_groups) for s in tiled} == {
+            (warps, groups) for warps in (16, 32) for groups in (1, 2, 4)}
     assert not any(s.output_tile for s in schedule_space(g, 8))
     wide = [s for s in schedule_space(g, 4, torch.float64) if s.output_tile]
     assert {s.vector_width for s in wide} == {2} and {s.rows_per_block for s in wide} == {8, 16}
@@ -313,7 +314,13 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> dict:
             "one_pass": RecordingKernel()}
     monkeypatch.setattr(spmm_kernels, "_output_tiled_kernels", lambda a, s, f, d: (
         seen["output_tiled"], seen["merge"] if s.column_groups > 1 else None, "context"))
-    monkeypatch.setattr(spmm_kernels, "_kernel", lambda a, s, d: (seen["one_pass"], "context"))
+    seen["one_pass_schedules"] = []
+
+    def one_pass(algorithm, schedule, device):
+        seen["one_pass_schedules"].append(schedule)
+        return seen["one_pass"], "context"
+
+    monkeypatch.setattr(spmm_kernels, "_kernel", one_pass)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     return seen
 
@@ -350,8 +357,12 @@ def test_other_operators_run_the_one_pass_skeleton(recorded) -> None:
     g = named_graph("random")
     x, w = torch.randn(g.num_src, 2), torch.randn(g.num_edges, 2)
     spmm_kernels.run_spmm(g, "mul", "sum", x, w, (2,), _schedule(vector=2))
-    spmm_kernels.run_spmm(g, "copy_lhs", "max", x, None, (2,), _schedule(vector=2), with_arg=True)
+    spmm_kernels.run_spmm(g, "copy_lhs", "max", x, None, (2,), _schedule(vector=2, groups=4),
+                          with_arg=True)
     assert len(recorded["one_pass"].launches) == 2 and not recorded["output_tiled"].launches
+    # the schedule's other knobs, as a valid one-pass schedule (column groups dropped too)
+    for schedule in recorded["one_pass_schedules"]:
+        assert not schedule.output_tile and schedule.column_groups == 1 and not schedule.problems()
 
 
 def test_forced_schedule_must_carry_every_feature(recorded) -> None:
@@ -465,19 +476,23 @@ def h100_shared(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spmm_kernels, "_shared_bytes_limit", lambda device: 232_448)
 
 
-def test_default_takes_the_output_tiled_skeleton_for_copy_lhs_up_to_two_features(h100_shared) -> None:
+def test_default_takes_the_output_tiled_skeleton_for_copy_lhs(h100_shared) -> None:
     # short rows over many sources (products-like proportions): 16 warps, 4 column groups
-    short = _uniform_graph(300_000, 200_000, 30)
+    short = _uniform_graph(300_000, 200_000, 60)
     for features in (1, 2):
         chosen = spmm_kernels.default_schedule(short, features, lhs_len=features, lhs_only=True)
         assert chosen == _schedule(16, vector=features, groups=4)
     # long rows (reddit-like proportions): 32 warps; lhs of 1.5 tiles: one group
-    long = _uniform_graph(20_000, 1_000, 2_000)
+    long = _uniform_graph(10_000, 1_000, 2_000)
     assert spmm_kernels.default_schedule(long, 1, lhs_len=1, lhs_only=True) == _schedule(32, groups=1)
     assert spmm_kernels.default_schedule(long, 1, torch.float64, lhs_len=1, lhs_only=True) == \
         _schedule(16, groups=1)
-    # not for weighted messages, arg indices or wider features
+    assert spmm_kernels.default_schedule(long, 3, lhs_len=3, lhs_only=True) == \
+        _schedule(32, vector=1, outputs=4, groups=1)
+    # not for weighted messages (nor arg indices), nor beyond 4 features
     assert not spmm_kernels.default_schedule(short, 1, lhs_len=1).output_tile
+    assert not spmm_kernels.default_schedule(long, 8, lhs_len=8, lhs_only=True).output_tile
+    # 4 features of 300,000 sources: staging would pass 8 bytes per edge
     assert not spmm_kernels.default_schedule(short, 4, lhs_len=4, lhs_only=True).output_tile
 
 

@@ -24,6 +24,7 @@ from .common import (
     indexed_offsets,
     l2_bytes,
     operand_layout,
+    pow2_at_least,
     sm_count,
     vector_limit,
 )
@@ -114,7 +115,7 @@ def default_schedule(
 ) -> SpmmSchedule:
     """The schedule used when none is given, from the graph's statistics (no measurement).
 
-    Up to 2 features, when the message is ``lhs`` itself (``lhs_only``: copy_lhs with no
+    Up to 4 features, when the message is ``lhs`` itself (``lhs_only``: copy_lhs with no
     arg indices), the output-tiled skeleton (:func:`_output_tiled_default`), unless its
     staging of ``lhs`` would outweigh the edges. Otherwise, up to 4 features, when ``lhs``
     is read (``lhs_len`` its row length), the column-tiled skeleton is used if its
@@ -134,7 +135,7 @@ def default_schedule(
     )
     if lhs_len is None or feature_len > 4:
         return schedule
-    if lhs_only and feature_len <= 2 and (tiled := _output_tiled_default(g, feature_len, dtype, vector_ok)):
+    if lhs_only and (tiled := _output_tiled_default(g, feature_len, dtype, vector_ok)):
         return tiled
     tile = _column_tile_for(g, lhs_len, dtype)
     tiles = -(-g.num_src // tile) if tile else 0
@@ -156,27 +157,28 @@ def _output_tiled_default(
       its blocks unequal.
     - Warps per block: 16 for short rows (mean below 128), 32 for long ones (8 / 16 for
       float64, whose registers would spill at 1,024 threads).
-    - None when the blocks would stage more than 16 bytes of ``lhs`` per edge (graphs with
-      few edges per source row): there the one-pass gathers move less.
+    - None when the blocks would stage more than 8 bytes of ``lhs`` per edge: there the
+      one-pass gathers move less (products-like at 4 features, 1.7 against ~3.3 ms; graphs
+      with few edges per source row).
 
-    Measured on the H100 (same process, copy_lhs + sum, fp32; docs/performance.md,
-    "Output-tiled g-SpMM"): at 1 / 2 features the rule's pick is the fastest of 16 / 32
-    warps x 1 / 2 / 4 groups on products-like (0.313 / 0.762 ms against cuSPARSE's 1.12 /
-    7.32) and reddit-like (0.198 / 0.217 ms), and within 1.07x of it on proteins-like.
+    Measured on the H100 (the bench sweep of 2026-11-24, copy_lhs + sum, fp32;
+    docs/performance.md, "Output-tiled g-SpMM"): the rule's pick is the best schedule of
+    the space at 1 and 2 features on products-, reddit- and proteins-like (within 1.02x),
+    and at 4 features the space's best is output-tiled on reddit- and proteins-like.
     """
     element = element_size(dtype)
     lhs_bytes = g.num_src * feature_len * element
     tiles = lhs_bytes / (_shared_bytes_limit(g.device) / 2)
     groups = 4 if tiles >= 8 else 2 if tiles >= 4 else 1
-    if -(-sm_count(g.device) // groups) * lhs_bytes > 16 * g.num_edges:
+    if feature_len > 4 or -(-sm_count(g.device) // groups) * lhs_bytes > 8 * g.num_edges:
         return None
     wide = dtype == torch.float64
     warps = (8 if wide else 16) if g.row_stats.mean < 128 else (16 if wide else 32)
     vector = max(v for v in (1, 2, 4)
                  if v <= min(vector_ok, VECTOR_BYTES // element) and feature_len % v == 0)
     return SpmmSchedule(rows_per_block=warps, feature_lanes=1, edge_lanes=32, vector_width=vector,
-                        outputs_per_thread=-(-feature_len // vector), output_tile=True,
-                        column_groups=groups)
+                        outputs_per_thread=pow2_at_least(-(-feature_len // vector)),
+                        output_tile=True, column_groups=groups)
 
 
 _default_schedule_for = functools.lru_cache(maxsize=4096)(default_schedule_for)
@@ -305,7 +307,7 @@ def _plan(g: Graph, key: _PlanKey) -> _Launch:
     if schedule.output_tile and not output_tiled.supports(algorithm):
         # The output-tiled skeleton keeps no edge positions (for rhs or arg indices): the
         # schedule's other knobs (a warp of edge lanes per row) run the one-pass skeleton.
-        schedule = dataclasses.replace(schedule, output_tile=False)
+        schedule = dataclasses.replace(schedule, output_tile=False, column_groups=1)
     if schedule.output_tile:
         return _output_tiled_plan(g, algorithm, schedule, num_features, device_index)
     offsets = (indexed_offsets(key.lhs_shape, key.out_shape, key.device),

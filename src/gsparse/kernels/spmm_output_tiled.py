@@ -656,7 +656,7 @@ def features_covered(schedule: SpmmSchedule) -> int:
 def schedules_for(num_features: int, dtype: torch.dtype) -> list[SpmmSchedule]:
     """The output-tiled schedules worth sweeping for ``num_features`` (up to 4) of ``dtype``:
     16 and 32 warps per block (8 and 16 for float64, whose wider registers would spill at
-    1,024 threads), one or two column groups."""
+    1,024 threads), 1, 2 or 4 column groups."""
     if num_features > 4:
         return []
     widest = VECTOR_BYTES // dtype.itemsize
@@ -665,4 +665,4 @@ def schedules_for(num_features: int, dtype: torch.dtype) -> list[SpmmSchedule]:
     warps = (8, 16) if dtype == torch.float64 else (16, 32)
     return [SpmmSchedule(rows_per_block=w, feature_lanes=1, edge_lanes=WARP, vector_width=vector,
                          outputs_per_thread=outputs, output_tile=True, column_groups=groups)
-            for w in warps for groups in (1, 2)]
+            for w in warps for groups in (1, 2, 4)]
