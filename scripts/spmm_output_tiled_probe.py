@@ -28,7 +28,7 @@ from gsparse.bench.timing import time_calls
 from gsparse.kernels import spmm as spmm_kernels
 from gsparse.kernels import spmm_output_tiled as output_tiled
 from gsparse.kernels.common import Layout
-from gsparse.kernels.spmm import SpmmSchedule, default_schedule
+from gsparse.kernels.spmm import default_schedule
 from gsparse.kernels.spmm_codegen import SpmmAlgorithm
 
 _BASE_GENERATE = output_tiled.generate.__wrapped__
@@ -68,15 +68,12 @@ def _launch(g, algorithm, schedule, variant: str):
     output_tiled.generate = _variant(variant)
     spmm_kernels._output_tiled_kernels.cache_clear()
     try:
-        plan = spmm_kernels._output_tiled_plan(g, algorithm, schedule, algorithm_features(schedule),
+        plan = spmm_kernels._output_tiled_plan(g, algorithm, schedule,
+                                               output_tiled.features_covered(schedule),
                                                torch.cuda.current_device())
     finally:
         output_tiled.generate = _BASE_GENERATE
     return plan
-
-
-def algorithm_features(schedule: SpmmSchedule) -> int:
-    return schedule.vector_width * schedule.outputs_per_thread
 
 
 def main() -> None:
@@ -109,18 +106,16 @@ def main() -> None:
                 assert error < 1e-5, f"{name} F={features} {what}: error {error:.3g}"
 
             cusparse = time_calls(lambda: torch.sparse.mm(csr, x), [()], device, budget_s=budget).median_ms
-            default = default_schedule(g, features, torch.float32, 4, lhs_len=features)
+            default = default_schedule(g, features, torch.float32, 4, lhs_len=features,
+                                       lhs_only=True)
             check(gsparse.gspmm(g, "copy_lhs", "sum", x), "default")
             ours = time_calls(lambda: gsparse.gspmm(g, "copy_lhs", "sum", x), [()], device,
                               budget_s=budget).median_ms
             rows.append((name, features, "default " + str(default), ours, cusparse))
             algorithm = SpmmAlgorithm("copy_lhs", "sum", Layout.FULL, None, torch.float32,
                                       g.index_dtype, has_eid=False)
-            vector = 2 if features % 2 == 0 else 1
-            for warps in (16, 32):
-                schedule = SpmmSchedule(rows_per_block=warps, feature_lanes=1, edge_lanes=32,
-                                        vector_width=vector, outputs_per_thread=features // vector,
-                                        output_tile=True)
+            for warps in output_tiled.warps_for(torch.float32):
+                schedule = output_tiled.schedule_for(features, torch.float32, warps, 1)
                 torch.cuda.synchronize()
                 start = time.perf_counter()
                 spmm_kernels._output_tiles(g, features, torch.float32, warps)

@@ -24,7 +24,6 @@ from .common import (
     indexed_offsets,
     l2_bytes,
     operand_layout,
-    pow2_at_least,
     sm_count,
     vector_limit,
 )
@@ -155,8 +154,8 @@ def _output_tiled_default(
     - Column groups: 4 where ``lhs`` makes 8 or more tiles of half of shared memory, 2 from
       4 tiles, else 1: more groups stage less per block, but a group of few tiles leaves
       its blocks unequal.
-    - Warps per block: 16 for short rows (mean below 128), 32 for long ones (8 / 16 for
-      float64, whose registers would spill at 1,024 threads).
+    - Warps per block (:func:`~.spmm_output_tiled.warps_for`): 16 for short rows (mean
+      below 128), 32 for long ones (8 / 16 for float64).
     - None when the blocks would stage more than 8 bytes of ``lhs`` per edge: there the
       one-pass gathers move less (products-like at 4 features, 1.7 against ~3.3 ms; graphs
       with few edges per source row).
@@ -166,19 +165,16 @@ def _output_tiled_default(
     the space at 1 and 2 features on products-, reddit- and proteins-like (within 1.02x),
     and at 4 features the space's best is output-tiled on reddit- and proteins-like.
     """
-    element = element_size(dtype)
-    lhs_bytes = g.num_src * feature_len * element
+    if feature_len > output_tiled.MAX_FEATURES:
+        return None
+    lhs_bytes = g.num_src * feature_len * element_size(dtype)
     tiles = lhs_bytes / (_shared_bytes_limit(g.device) / 2)
     groups = 4 if tiles >= 8 else 2 if tiles >= 4 else 1
-    if feature_len > 4 or -(-sm_count(g.device) // groups) * lhs_bytes > 8 * g.num_edges:
+    if -(-sm_count(g.device) // groups) * lhs_bytes > 8 * g.num_edges:
         return None
-    wide = dtype == torch.float64
-    warps = (8 if wide else 16) if g.row_stats.mean < 128 else (16 if wide else 32)
-    vector = max(v for v in (1, 2, 4)
-                 if v <= min(vector_ok, VECTOR_BYTES // element) and feature_len % v == 0)
-    return SpmmSchedule(rows_per_block=warps, feature_lanes=1, edge_lanes=32, vector_width=vector,
-                        outputs_per_thread=pow2_at_least(-(-feature_len // vector)),
-                        output_tile=True, column_groups=groups)
+    short_rows, long_rows = output_tiled.warps_for(dtype)
+    warps = short_rows if g.row_stats.mean < 128 else long_rows
+    return output_tiled.schedule_for(feature_len, dtype, warps, groups, vector_ok)
 
 
 _default_schedule_for = functools.lru_cache(maxsize=4096)(default_schedule_for)

@@ -69,6 +69,9 @@ _ROWS_SHARE = 0.75
 # for 4-byte messages; fewer for wider ones, whose registers a round of 8 would spill at
 # 1,024 threads.
 _ROUND = 8
+# The most features the space and the default rule offer the skeleton (wider ones stage
+# too much of lhs per edge; any count runs when forced).
+MAX_FEATURES = 4
 # Shared memory before the result rows: the two tile buffers' barriers (sm_90).
 _BARRIER_BYTES = 16
 
@@ -653,16 +656,29 @@ def features_covered(schedule: SpmmSchedule) -> int:
     return schedule.vector_width * schedule.outputs_per_thread
 
 
-def schedules_for(num_features: int, dtype: torch.dtype) -> list[SpmmSchedule]:
-    """The output-tiled schedules worth sweeping for ``num_features`` (up to 4) of ``dtype``:
-    16 and 32 warps per block (8 and 16 for float64, whose wider registers would spill at
-    1,024 threads), 1, 2 or 4 column groups."""
-    if num_features > 4:
-        return []
-    widest = VECTOR_BYTES // dtype.itemsize
+def warps_for(dtype: torch.dtype) -> tuple[int, int]:
+    """Warps per block worth running for ``dtype``: 16 and 32 (8 and 16 for float64, whose
+    wider registers would spill at 1,024 threads). The default takes the first for short
+    rows, the second for long ones."""
+    return (8, 16) if dtype == torch.float64 else (16, 32)
+
+
+def schedule_for(num_features: int, dtype: torch.dtype, warps: int, column_groups: int,
+                 vector_ok: int = 8) -> SpmmSchedule:
+    """The output-tiled schedule of ``warps`` warps and ``column_groups`` groups for
+    ``num_features`` features: vectors as wide as 16 bytes, ``vector_ok`` and the
+    feature count allow, and enough of them (a power of two) to cover every feature."""
+    widest = min(vector_ok, VECTOR_BYTES // dtype.itemsize)
     vector = max(v for v in (1, 2, 4) if v <= widest and num_features % v == 0)
-    outputs = pow2_at_least(math.ceil(num_features / vector))
-    warps = (8, 16) if dtype == torch.float64 else (16, 32)
-    return [SpmmSchedule(rows_per_block=w, feature_lanes=1, edge_lanes=WARP, vector_width=vector,
-                         outputs_per_thread=outputs, output_tile=True, column_groups=groups)
-            for w in warps for groups in (1, 2, 4)]
+    return SpmmSchedule(rows_per_block=warps, feature_lanes=1, edge_lanes=WARP, vector_width=vector,
+                        outputs_per_thread=pow2_at_least(math.ceil(num_features / vector)),
+                        output_tile=True, column_groups=column_groups)
+
+
+def schedules_for(num_features: int, dtype: torch.dtype) -> list[SpmmSchedule]:
+    """The output-tiled schedules worth sweeping for ``num_features`` of ``dtype`` (none
+    beyond :data:`MAX_FEATURES`): :func:`warps_for` x 1, 2 or 4 column groups."""
+    if num_features > MAX_FEATURES:
+        return []
+    return [schedule_for(num_features, dtype, warps, groups)
+            for warps in warps_for(dtype) for groups in (1, 2, 4)]
