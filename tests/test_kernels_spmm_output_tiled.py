@@ -349,7 +349,9 @@ def test_column_groups_leave_partial_rows_to_a_merge(recorded) -> None:
     assert grid == (tiling.row_ranges * 2,)
     partial = args[6]
     assert partial.shape == (2 * g.num_dst * 2,) and partial.dtype == torch.float32
-    assert merge_args[0] is partial and merge_args[2] is out
+    # The column-tiled skeleton's merge, one partial result per group.
+    assert merge_args[0] is g.rowptr and merge_args[3] is partial and merge_args[5] is out
+    assert [a.value for a in merge_args[8:]] == [g.num_dst, 2, 2]
     assert merge_grid == (-(-g.num_dst * 2 // 256),)
 
 

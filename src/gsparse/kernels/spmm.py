@@ -552,7 +552,9 @@ def _output_tiled_plan(g, algorithm, schedule, num_features, device_index):
     merge_launch = None
     if merge is not None:
         merge_launch = merge.prepare((-(-total // 256),), 256,
-                                     [_IN, g.rowptr, _IN, runtime.i64(g.num_dst)],
+                                     [g.rowptr, g.col, None, _IN, None, _IN, None, None,
+                                      runtime.i64(g.num_dst), runtime.i32(num_features),
+                                      runtime.i64(tiling.column_groups)],
                                      context=context)
     device = g.device
 

@@ -416,6 +416,17 @@ def _partial_write_back(algorithm: SpmmAlgorithm, slot: str) -> str:
     return _each_output_of_lane_zero(lines)
 
 
+def tile_merge_kernel(algorithm: SpmmAlgorithm, name: str) -> str:
+    """The merge of a first pass that leaves ``num_tiles`` partial results per output
+    element, ``num_rows * num_features`` apart (a column-tiled kernel's tiles, an
+    output-tiled kernel's column groups), folded in tile order."""
+    return _merge_kernel(algorithm, name, "long long num_rows, int num_features, long long num_tiles", [
+        "if (t >= num_rows * num_features) return;",
+        "const long long i = t, row = t / num_features;",
+        "const long long first = 0, last = num_tiles, base = i, stride = num_rows * num_features;",
+    ])
+
+
 def _merge_kernel(algorithm: SpmmAlgorithm, name: str, parameters: str, locate: list[str]) -> str:
     """A kernel that folds the partial results of each output element in order and writes
     the output: deterministic, ties to the lowest CSR position, like the one-pass kernel.
@@ -582,13 +593,7 @@ def generate_tiled(algorithm: SpmmAlgorithm, schedule: SpmmSchedule) -> str:
         indent("\n".join(per_row), 4),
         "}",
     ]
-    merge = _merge_kernel(algorithm, MERGE_KERNEL_NAME,
-                          "long long num_rows, int num_features, long long num_tiles", [
-        "if (t >= num_rows * num_features) return;",
-        "const long long i = t, row = t / num_features;",
-        "// One partial result per column tile, num_rows * num_features apart.",
-        "const long long first = 0, last = num_tiles, base = i, stride = num_rows * num_features;",
-    ])
+    merge = tile_merge_kernel(algorithm, MERGE_KERNEL_NAME)
     return f"""{_two_pass_header("column-tiled", algorithm, schedule)}
 // One block per SM: the staged tile fills shared memory.
 extern "C" __global__ void __launch_bounds__({schedule.threads}, 1)

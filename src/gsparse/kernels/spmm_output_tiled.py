@@ -52,7 +52,7 @@ from .common import (
     indent,
     pow2_at_least,
 )
-from .spmm_codegen import SpmmAlgorithm
+from .spmm_codegen import SpmmAlgorithm, tile_merge_kernel
 from .spmm_schedule import SpmmSchedule
 
 KERNEL_NAME = "gspmm_output_tiled"
@@ -271,21 +271,18 @@ def _interleaved_positions(chunk_ptr: torch.Tensor, sizes: torch.Tensor) -> torc
     return chunk_ptr[:-1][chunk] + k * WARP + lane
 
 
-def _combine(reduce: str, into: str, value: str) -> str:
-    """``into`` folded with ``value`` by the reducer (max/min: NaN never wins, as in
-    the one-pass kernels)."""
-    if not REDUCERS[reduce].keeps_arg:
-        return f"{into} += {value};"
-    better = ">" if reduce == "max" else "<"
-    return f"if ({value} {better} {into}) {into} = {value};"
-
-
 def _fold(reduce: str, into: str, value: str) -> str:
-    """``into`` folded with ``value``, as an expression (max/min: NaN never wins)."""
+    """``into`` folded with ``value`` by the reducer, as an expression (max/min: NaN never
+    wins, as in the one-pass kernels)."""
     if not REDUCERS[reduce].keeps_arg:
         return f"{into} + {value}"
     better = ">" if reduce == "max" else "<"
     return f"({value} {better} {into} ? {value} : {into})"
+
+
+def _fold_into(reduce: str, into: str, value: str) -> str:
+    """The statement that folds ``value`` into ``into``."""
+    return f"{into} = {_fold(reduce, into, value)};"
 
 
 def _each_feature(body: str) -> str:
@@ -320,7 +317,7 @@ def _end_run(reduce: str) -> str:
         "if (run_row == first_row) {",
         indent(_each_feature("carry[o][i] = run[o][i];"), 4),
         "} else {",
-        indent(_each_feature(_combine(reduce, "sums[run_row * num_features + f]", "run[o][i]")), 4),
+        indent(_each_feature(_fold_into(reduce, "sums[run_row * num_features + f]", "run[o][i]")), 4),
         "}",
     ])
 
@@ -484,7 +481,7 @@ def generate(algorithm: SpmmAlgorithm, schedule: SpmmSchedule, num_features: int
     ])
     scan_step = "\n".join([
         "const A other = __shfl_up_sync(FULL, carry[o][i], d);",
-        f"if (lane - d >= first_lane) {{ {_combine(algorithm.reduce, 'carry[o][i]', 'other')} }}",
+        f"if (lane - d >= first_lane) {{ {_fold_into(algorithm.reduce, 'carry[o][i]', 'other')} }}",
     ])
     if schedule.column_groups == 1:
         write_back = f"""for (int i = threadIdx.x; i < rows * num_features; i += blockDim.x) {{
@@ -598,7 +595,7 @@ for (long long t = 0; t < walk; ++t) {{
 {indent(_each_feature(scan_step), 8)}
     }}
     if (carry_row >= 0 && (lane == 31 || ((heads >> (lane + 1)) & 1u))) {{
-{indent(_each_feature(_combine(algorithm.reduce, "sums[carry_row * num_features + f]", "carry[o][i]")), 8)}
+{indent(_each_feature(_fold_into(algorithm.reduce, "sums[carry_row * num_features + f]", "carry[o][i]")), 8)}
     }}
     base = next_base;
     steps = next_steps;
@@ -609,28 +606,7 @@ for (long long t = 0; t < walk; ++t) {{
 }}
 __syncthreads();
 {write_back}"""
-    merge = ""
-    if schedule.column_groups > 1:
-        merge = f"""
-// Folds the column groups' partial rows in group order and writes the output.
-extern "C" __global__ void __launch_bounds__(256)
-{MERGE_KERNEL_NAME}(const A* __restrict__ partial, const I* __restrict__ rowptr, T* __restrict__ out,
-      long long num_rows)
-{{
-    constexpr int num_features = {num_features};
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= num_rows * num_features) return;
-    const long long row = i / num_features;
-    const long long degree = (long long)rowptr[row + 1] - rowptr[row];
-    A acc = partial[i];
-#pragma unroll
-    for (int group = 1; group < {schedule.column_groups}; ++group) {{
-        const A other = partial[group * num_rows * num_features + i];
-        {_combine(algorithm.reduce, "acc", "other")}
-    }}
-    out[i] = gs::from_acc<T>(degree == 0 ? A(0) : {finish});
-}}
-"""
+    merge = tile_merge_kernel(algorithm, MERGE_KERNEL_NAME) if schedule.column_groups > 1 else ""
     return f"""// gsparse g-SpMM, output-tiled: {algorithm}
 // schedule {schedule}: {schedule.to_json()}
 {PRELUDE}
