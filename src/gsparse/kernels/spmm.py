@@ -377,6 +377,18 @@ def _partials(
     return partial, partial_arg
 
 
+def _tile_merge_launch(merge: runtime.Kernel, g: Graph, eid: torch.Tensor | None,
+                       num_features: int, tiles: int, context: str):
+    """The prepared launch of :func:`~.spmm_codegen.tile_merge_kernel` over ``tiles``
+    partial results per output element; call it with ``(partial, partial_arg, out, arg_u,
+    arg_e)``."""
+    total = g.num_dst * num_features
+    return merge.prepare((-(-total // 256),), 256,
+                         [g.rowptr, g.col, eid, _IN, _IN, _IN, _IN, _IN, runtime.i64(g.num_dst),
+                          runtime.i32(num_features), runtime.i64(tiles)],
+                         context=context)
+
+
 def _tiled_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets, device_index):
     """The column-tiled skeleton: per-tile partial rows, then a merge in tile order."""
     shared_bytes = schedule.column_tile * lhs_len * element_size(algorithm.dtype)
@@ -398,13 +410,10 @@ def _tiled_plan(g, algorithm, schedule, lhs_len, rhs_len, num_features, offsets,
     scalars = [runtime.i64(g.num_dst), runtime.i64(g.num_src), runtime.i32(num_features),
                runtime.i64(lhs_len), runtime.i64(rhs_len), runtime.i64(tiles),
                runtime.i64(block_rows)]
-    merge_scalars = [runtime.i64(g.num_dst), runtime.i32(num_features), runtime.i64(tiles)]
     tiled_launch = tiled.prepare(grid, schedule.threads,
                                  [*head, _IN, _IN, *offsets, _IN, _IN, *scalars],
                                  shared_bytes=shared_bytes, context=context)
-    merge_launch = merge.prepare((-(-total // 256),), 256,
-                                 [g.rowptr, g.col, eid, _IN, _IN, _IN, _IN, _IN, *merge_scalars],
-                                 context=context)
+    merge_launch = _tile_merge_launch(merge, g, eid, num_features, tiles, context)
 
     def launch(lhs, rhs, out, arg_u, arg_e) -> None:
         partial, partial_arg = _partials(tiles * total, algorithm, device)
@@ -548,22 +557,18 @@ def _output_tiled_plan(g, algorithm, schedule, num_features, device_index):
                             [layout.words, layout.chunk_ptr, layout.block_rows, g.rowptr, _IN, _IN,
                              _IN, *scalars],
                             shared_bytes=tiling.shared_bytes, context=context)
-    total = g.num_dst * num_features
     merge_launch = None
     if merge is not None:
-        merge_launch = merge.prepare((-(-total // 256),), 256,
-                                     [g.rowptr, g.col, None, _IN, None, _IN, None, None,
-                                      runtime.i64(g.num_dst), runtime.i32(num_features),
-                                      runtime.i64(tiling.column_groups)],
-                                     context=context)
+        merge_launch = _tile_merge_launch(merge, g, None, num_features, tiling.column_groups,
+                                          context)
     device = g.device
 
     def run(lhs, rhs, out, arg_u, arg_e) -> None:
         if merge_launch is None:
             launch(lhs, out, None)
             return
-        partial, _ = _partials(tiling.column_groups * total, algorithm, device)
+        partial, _ = _partials(tiling.column_groups * g.num_dst * num_features, algorithm, device)
         launch(lhs, out, partial)
-        merge_launch(partial, out)
+        merge_launch(partial, None, out, None, None)
 
     return run
