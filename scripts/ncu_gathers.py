@@ -13,7 +13,7 @@ repository root (``docs/results/h100-2026-11-23-ncu-gathers.txt`` holds the H100
 import torch
 
 import gsparse
-from gsparse.bench import datasets
+from gsparse import datasets
 from gsparse.kernels.sddmm import SddmmSchedule
 
 

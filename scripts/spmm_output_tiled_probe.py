@@ -23,7 +23,7 @@ import time
 import torch
 
 import gsparse
-from gsparse.bench import datasets
+from gsparse import datasets
 from gsparse.bench.timing import time_calls
 from gsparse.kernels import spmm as spmm_kernels
 from gsparse.kernels import spmm_output_tiled as output_tiled

@@ -12,9 +12,10 @@ import torch
 import gsparse
 import gsparse.cli as cli
 from gsparse import runtime
-from gsparse.bench import baselines, datasets, report, runner, timing
+from gsparse import datasets
+from gsparse.bench import baselines, report, runner, timing
 from gsparse.bench.baselines import CASES
-from gsparse.bench.datasets import LogNormal, synthetic
+from gsparse.datasets import LogNormal, synthetic
 from gsparse.graph import Graph
 
 CPU = torch.device("cpu")

@@ -7,7 +7,8 @@ import time
 import pytest
 import torch
 
-from gsparse.bench import datasets, runner, timing
+from gsparse import datasets
+from gsparse.bench import runner, timing
 
 pytestmark = pytest.mark.gpu
 

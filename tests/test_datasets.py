@@ -10,8 +10,8 @@ import scipy.io
 import scipy.sparse as sp
 import torch
 
-from gsparse.bench import datasets
-from gsparse.bench.datasets import Clustered, LogNormal, PowerLaw, synthetic
+from gsparse import datasets
+from gsparse.datasets import Clustered, LogNormal, PowerLaw, synthetic
 
 
 def _rel(a: float, b: float) -> float:

@@ -104,7 +104,8 @@ def bench(args: argparse.Namespace) -> int:
     Exits 1 when a gsparse result (default path or a swept schedule) failed its check or
     raised; a baseline's failure (out of memory, unsupported dtype) is only reported.
     """
-    from .bench import datasets, report, runner
+    from . import datasets
+    from .bench import report, runner
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"gsparse bench: --device {args.device} asked for, but PyTorch sees no CUDA device")

@@ -32,7 +32,7 @@ import torch
 
 from .. import __version__
 from ..graph import Graph
-from . import datasets
+from .. import datasets
 from .baselines import CASES, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
 from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count, time_calls
 

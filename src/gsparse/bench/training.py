@@ -46,7 +46,7 @@ from torch import nn
 
 from .. import nn as gsparse_nn
 from ..graph import Graph
-from . import datasets
+from .. import datasets
 
 __all__ = ["FORMAT", "MODELS", "Workload", "load_workload", "build_model", "main"]
 
@@ -106,7 +106,7 @@ def load_workload(name: str, device: torch.device, *, scale: float = 1.0, seed: 
                   data_dir: str | None = None) -> Workload:
     """A preset (synthetic graph, random features and labels; ``"reddit-like@0.1"`` scales
     its node count by 0.1, a bare name by ``scale``) or a real graph of
-    :data:`~gsparse.bench.datasets.REAL_GRAPHS` (its features, labels and split where it
+    :data:`~gsparse.datasets.REAL_GRAPHS` (its features, labels and split where it
     has them, random ones otherwise)."""
     gen = torch.Generator().manual_seed(seed)
     base, scale = _parse_workload(name, scale)
