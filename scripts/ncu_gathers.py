@@ -14,7 +14,6 @@ import torch
 
 import gsparse
 from gsparse import datasets
-from gsparse.kernels.sddmm import SddmmSchedule
 
 
 def profiled(name: str, launch) -> None:
@@ -31,10 +30,10 @@ def main() -> None:
     torch.manual_seed(0)
     g = datasets.preset("reddit-like", device="cuda")
     sddmm_schedules = {
-        32: {"edge.g64.l2.f2.v4": SddmmSchedule("edge", 64, 2, 2, 4)},
-        64: {"edge.g32.l4.f4.v4": SddmmSchedule("edge", 32, 4, 4, 4),
-             "row_transposed.g4.l16.f1.v4.b16": SddmmSchedule(
-                 "row_transposed", 4, 16, 1, 4, edges_per_batch=16)},
+        32: {"edge.g64.l2.f2.v4": gsparse.SddmmEdge(groups_per_block=64, lanes=2, features_per_thread=2, vector_width=4)},
+        64: {"edge.g32.l4.f4.v4": gsparse.SddmmEdge(groups_per_block=32, lanes=4, features_per_thread=4, vector_width=4),
+             "row_transposed.g4.l16.f1.v4.b16": gsparse.SddmmRowTransposed(
+                 groups_per_block=4, lanes=16, features_per_thread=1, vector_width=4, edges_per_batch=16)},
     }
     for feature_len, schedules in sddmm_schedules.items():
         x = torch.randn(g.num_src, feature_len, device="cuda")

@@ -9,6 +9,7 @@ row ranges), and each output is compared with the float64 reference.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 
@@ -16,8 +17,18 @@ import torch
 
 import gsparse
 from gsparse.algebra import BINARY_OPS, REDUCERS, SPMM_OPS
-from gsparse.kernels import spmm as spmm_kernels
-from gsparse.kernels.spmm import SpmmSchedule, run_spmm, schedule_space
+from gsparse.kernels.memory import allocate
+from gsparse.kernels.spmm import (
+    ColumnTiled,
+    OutputTiled,
+    SplitRows,
+    SpmmSchedule,
+    SpmmTask,
+    build_plan,
+    schedule_space,
+    task_for,
+)
+from gsparse.target import Target
 from gsparse.testing.reference import gspmm_ref
 
 
@@ -41,21 +52,20 @@ def graphs() -> dict[str, gsparse.Graph]:
     }
 
 
-def schedules(g: gsparse.Graph, feature_len: int, dtype: torch.dtype,
+def schedules(g: gsparse.Graph, task: SpmmTask, target: Target,
               rng: random.Random) -> list[SpmmSchedule]:
-    """A sample of the space for ``dtype``, plus the column-tiled skeleton with several
-    tiles, rows split into chunks of 32 edges (the long rows into dozens) and, up to 4
-    features, the output-tiled skeleton."""
-    picked = rng.sample(schedule_space(g, feature_len, dtype), 6)
-    if feature_len <= 8:
-        picked.append(SpmmSchedule(rows_per_block=64, feature_lanes=1, edge_lanes=16,
-                                   column_tile=1024, degree_sorted=rng.random() < 0.5))
-    if feature_len <= 4:
-        picked.append(SpmmSchedule(rows_per_block=rng.choice([8, 16, 32]), feature_lanes=1,
-                                   edge_lanes=32, outputs_per_thread=4, output_tile=True,
-                                   column_groups=rng.choice([1, 2, 4])))
-    picked.append(SpmmSchedule(rows_per_block=8, feature_lanes=8, edge_lanes=4, nnz_tile=2,
-                               row_split=32, degree_sorted=rng.random() < 0.5))
+    """A sample of the task's space, plus the column-tiled skeleton with several tiles
+    (tasks that read lhs), rows split into chunks of 32 edges (the long rows into dozens)
+    and, up to 4 features of a copy_lhs, the output-tiled skeleton."""
+    picked = rng.sample(list(schedule_space(task, g.stats, target)), 6)
+    if task.num_features <= 8 and task.lhs_shape is not None:
+        picked.append(ColumnTiled(rows_per_block=64, feature_lanes=1, edge_lanes=16,
+                                  column_tile=1024, degree_sorted=rng.random() < 0.5))
+    if task.num_features <= 4 and task.algorithm.message_is_lhs:
+        picked.append(OutputTiled(warps_per_block=rng.choice([8, 16, 32]), outputs_per_thread=4,
+                                  column_groups=rng.choice([1, 2, 4])))
+    picked.append(SplitRows(rows_per_block=8, feature_lanes=8, edge_lanes=4, nnz_tile=2,
+                            row_split=32, degree_sorted=rng.random() < 0.5))
     return picked
 
 
@@ -72,36 +82,42 @@ def on_gpu(t: torch.Tensor | None, dtype: torch.dtype, skip: int = 0) -> torch.T
 
 def main() -> int:
     rng = random.Random(0)
-    shared_bytes_limit = spmm_kernels._shared_bytes_limit
     failures = checked = 0
     for name, g in graphs().items():
         cuda = g.to("cuda")
+        target = Target.of(cuda.device)
         for feature_len in (1, 3, 8, 40, 130):
             dtype = rng.choice([torch.float16, torch.float32, torch.float64])
-            for schedule in schedules(g, feature_len, dtype, rng):
-                # the output-tiled skeleton runs copy_lhs only (other ops fall back)
-                op = "copy_lhs" if schedule.output_tile else rng.choice(SPMM_OPS)
-                reduce = rng.choice(list(REDUCERS))
-                binop = BINARY_OPS[op]
-                lhs = torch.randn(g.num_src, feature_len, dtype=torch.float64) if binop.uses_lhs else None
-                rhs = (torch.rand(g.num_edges, feature_len, dtype=torch.float64) + 0.5
-                       if binop.uses_rhs else None)
-                expected = gspmm_ref(g, op, reduce, lhs, rhs)
-                with_arg = REDUCERS[reduce].keeps_arg and not schedule.output_tile
-                # half the scalar column-tiled launches stage an lhs that is not 16-byte
-                # aligned (vector schedules need aligned operands, and say so)
-                skip = int(bool(schedule.column_tile or schedule.output_tile)
-                           and schedule.vector_width == 1 and rng.random() < 0.5)
-                target = cuda
-                if schedule.output_tile and rng.random() < 0.5:
+            # the output-tiled skeleton runs copy_lhs with no arg indices: every fourth
+            # draw is one, so that it is sampled
+            op = "copy_lhs" if rng.random() < 0.25 else rng.choice(SPMM_OPS)
+            reduce = rng.choice(list(REDUCERS))
+            binop = BINARY_OPS[op]
+            with_arg = REDUCERS[reduce].keeps_arg and rng.random() < 0.7
+            lhs = torch.randn(g.num_src, feature_len, dtype=torch.float64) if binop.uses_lhs else None
+            rhs = (torch.rand(g.num_edges, feature_len, dtype=torch.float64) + 0.5
+                   if binop.uses_rhs else None)
+            expected = gspmm_ref(g, op, reduce, lhs, rhs)
+            aligned = task_for(cuda, op, reduce, on_gpu(lhs, dtype), on_gpu(rhs, dtype), (feature_len,),
+                               with_arg)
+            for schedule in schedules(cuda, aligned, target, rng):
+                # half the scalar staged launches stage an lhs that is not 16-byte aligned
+                # (vector schedules need aligned operands, and say so)
+                staged = isinstance(schedule, (ColumnTiled, OutputTiled))
+                skip = int(staged and schedule.vector_width == 1 and rng.random() < 0.5)
+                x, w = on_gpu(lhs, dtype, skip), on_gpu(rhs, dtype)
+                task = task_for(cuda, op, reduce, x, w, (feature_len,), with_arg)
+                graph, plan_target = cuda, target
+                if isinstance(schedule, OutputTiled) and rng.random() < 0.5:
                     # 48 KB of shared memory: several tiles, capped row ranges, more blocks
                     # than SMs (a fresh graph: layouts and plans are kept per graph)
-                    target = g.to("cuda")
-                    spmm_kernels._shared_bytes_limit = lambda device: 48 * 1024
-                result = run_spmm(target, op, reduce, on_gpu(lhs, dtype, skip), on_gpu(rhs, dtype),
-                                  (feature_len,), schedule, with_arg=with_arg)
-                spmm_kernels._shared_bytes_limit = shared_bytes_limit
-                out = result[0] if with_arg else result
+                    graph = g.to("cuda")
+                    plan_target = dataclasses.replace(target, shared_bytes_per_block=48 * 1024)
+                out = allocate((g.num_dst, feature_len), dtype, cuda.device)
+                arg_u = allocate(out.shape, torch.int64, cuda.device) if with_arg else None
+                arg_e = allocate(out.shape, torch.int64, cuda.device) if with_arg else None
+                build_plan(graph, task, schedule, plan_target)(lhs=x, rhs=w, out=out, arg_u=arg_u,
+                                                                arg_e=arg_e)
                 # half precision rounds the output once: error relative to the largest value
                 tolerance = 2e-3 if dtype == torch.float16 else 1e-5
                 scale = float(expected.abs().max()) if expected.numel() else 1.0

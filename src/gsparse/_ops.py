@@ -26,6 +26,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import backends
+from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
 
 __all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad",
@@ -197,14 +198,6 @@ def _degrees(parts: Parts, transpose: bool, dtype: torch.dtype) -> Tensor:
     return deg.clamp(min=1)
 
 
-# Gradient of a message lhs ⊕ rhs in each operand: the other operand it is multiplied by
-# ("rhs^-1" stands for 1/rhs; None for a factor of 1). div's rhs gradient -lhs/rhs² is handled
-# apart: 1/rhs² is constant over the edges sharing rhs's row, so it leaves the sum.
-_LHS_FACTOR = {"add": None, "sub": None, "copy_lhs": None, "mul": "rhs", "dot": "rhs", "div": "rhs^-1"}
-_RHS_FACTOR = {"add": None, "sub": None, "copy_rhs": None, "mul": "lhs", "dot": "lhs", "div": "lhs"}
-_NEGATED_RHS = frozenset({"sub", "div"})  # d(a - b)/db = -1, d(a / b)/db = -a / b²
-
-
 def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: Tensor, lhs_target: str,
                    grad_target: str) -> Tensor:
     """``lhs[lhs_target(e)] ⊙ grad[grad_target(e)]`` per edge, for an edge operand shaped
@@ -225,32 +218,33 @@ def _spmm_setup(ctx, inputs, output) -> None:
 
 
 def _spmm_backward(ctx, grad: Tensor):
-    if ctx.reduce in ("max", "min"):
+    if REDUCERS[ctx.reduce].keeps_arg:
         raise RuntimeError(f"gsparse::spmm with reduce {ctx.reduce!r} keeps no winners to "
                            f"differentiate; gsparse::spmm_arg does (gsparse.gspmm picks it)")
     lhs, rhs = ctx.saved_tensors
     parts, op, transpose = ctx.parts, ctx.op, ctx.transpose
-    if ctx.reduce == "mean":
+    if REDUCERS[ctx.reduce].divides_by_degree:
         deg = _degrees(parts, transpose, grad.dtype)
         grad = grad / deg.view(-1, *([1] * (grad.dim() - 1)))
     # Targets of the forward's destination rows and sources, named on the original graph.
     dst, src = ("u", "v") if transpose else ("v", "u")
     d_lhs = d_rhs = None
+    binop = BINARY_OPS[op]
     if ctx.needs_input_grad[6]:
-        factor = _LHS_FACTOR[op]
+        factor = binop.lhs_grad_factor
         if factor is None:
             d = _spmm_sum(parts, "copy_lhs", grad, None, not transpose)
         else:
             d = _spmm_sum(parts, "mul" if factor == "rhs" else "div", grad, rhs, not transpose)
         d_lhs = _sum_to(d, lhs)
     if ctx.needs_input_grad[7]:
-        if _RHS_FACTOR[op] is None:
+        if binop.rhs_grad_factor is None:
             d = sddmm(*parts, "copy_lhs", grad, None, dst, "u", list(grad.shape[1:]))
         else:
             d = _edge_products(parts, lhs, grad, rhs, src, dst)
-        if op == "div":
+        if binop.rhs_grad_over_rhs_squared:
             d = d / (rhs * rhs)
-        if op in _NEGATED_RHS:
+        if binop.rhs_grad_sign < 0:
             d = -d
         d_rhs = _sum_to(d, rhs)
     return None, None, None, None, None, None, d_lhs, d_rhs, None, None
@@ -277,7 +271,7 @@ def _spmm_arg_setup(ctx, inputs, output) -> None:
 
 def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
     lhs, rhs, arg_u, arg_e = ctx.saved_tensors
-    op = ctx.op
+    binop = BINARY_OPS[ctx.op]
     if ctx.num_edges == 0:  # no winners; the index arithmetic below needs an edge to point at
         return (None, None, None, None, None, None,
                 None if lhs is None else torch.zeros_like(lhs),
@@ -286,7 +280,7 @@ def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
     grad = grad.masked_fill(~found, 0)
     d_lhs = d_rhs = None
     if ctx.needs_input_grad[6]:
-        factor = _LHS_FACTOR[op]
+        factor = binop.lhs_grad_factor
         g = grad
         if factor is not None:
             y = _gather_rows(rhs, arg_e, grad.shape)
@@ -295,12 +289,12 @@ def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
         d_lhs = _sum_to(d.scatter_add(0, arg_u.clamp(min=0), g), lhs)
     if ctx.needs_input_grad[7]:
         g = grad
-        if _RHS_FACTOR[op] is not None:
+        if binop.rhs_grad_factor is not None:
             g = grad * _gather_rows(lhs, arg_u, grad.shape)
-        if op == "div":
+        if binop.rhs_grad_over_rhs_squared:
             y = _gather_rows(rhs, arg_e, grad.shape).masked_fill(~found, 1)
             g = g / (y * y)
-        if op in _NEGATED_RHS:
+        if binop.rhs_grad_sign < 0:
             g = -g
         d = torch.zeros((ctx.num_edges, *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
         d_rhs = _sum_to(d.scatter_add(0, arg_e.clamp(min=0), g), rhs)
@@ -319,24 +313,24 @@ def _sddmm_setup(ctx, inputs, output) -> None:
 
 def _sddmm_backward(ctx, grad: Tensor):
     lhs, rhs = ctx.saved_tensors
-    parts, op = ctx.parts, ctx.op
+    parts, binop = ctx.parts, BINARY_OPS[ctx.op]
     lt, rt = ctx.targets
     d_lhs = d_rhs = None
     if ctx.needs_input_grad[5]:
-        factor = _LHS_FACTOR[op]
+        factor = binop.lhs_grad_factor
         if factor is None:
             d = _to_target(parts, grad, lt)
         else:
             d = _to_target(parts, grad, lt, rhs if factor == "rhs" else torch.reciprocal(rhs), rt)
         d_lhs = _sum_to(d, lhs)
     if ctx.needs_input_grad[6]:
-        if _RHS_FACTOR[op] is None:
+        if binop.rhs_grad_factor is None:
             d = _to_target(parts, grad, rt)
         else:
             d = _to_target(parts, grad, rt, lhs, lt)
-        if op == "div":
+        if binop.rhs_grad_over_rhs_squared:
             d = d / (rhs * rhs)
-        if op in _NEGATED_RHS:
+        if binop.rhs_grad_sign < 0:
             d = -d
         d_rhs = _sum_to(d, rhs)
     return None, None, None, None, None, d_lhs, d_rhs, None, None, None

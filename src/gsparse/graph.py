@@ -8,20 +8,21 @@ are always given and returned in the user's edge order.
 
 from __future__ import annotations
 
-import hashlib
 import weakref
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["Graph", "RowStats"]
+from ._index_checks import check_count, check_index_tensor, check_range, first_true
+from .derived import DerivedCache
+
+__all__ = ["Graph", "GraphStats", "RowStats"]
 
 _INT32_MAX = torch.iinfo(torch.int32).max
 
-_T = TypeVar("_T")
 
 # Live graphs by the device and addresses of their rowptr and col. The custom ops
 # (gsparse._ops) take a graph's tensors, not the Graph, and find it again here with its
@@ -51,43 +52,18 @@ class RowStats:
     cov: float  # coefficient of variation: std / mean (0 for an edgeless graph)
 
 
+@dataclass(frozen=True)
+class GraphStats:
+    """The sizes and row statistics of a graph: what default rules and spaces read."""
+
+    num_src: int
+    num_dst: int
+    num_edges: int
+    rows: RowStats
+
+
 def _index_dtype_for(*counts: int) -> torch.dtype:
     return torch.int32 if max(counts, default=0) <= _INT32_MAX else torch.int64
-
-
-def _first_true(mask: torch.Tensor) -> int:
-    return int(torch.nonzero(mask)[0, 0])
-
-
-def _check_index_tensor(name: str, t: Any, ndim: int) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"{name} must have dtype int32 or int64, got {t.dtype}")
-    if t.dim() != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
-    return t
-
-
-def _check_count(name: str, value: Any) -> int:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be non-negative, got {value}")
-    return int(value)
-
-
-def _check_range(name: str, t: torch.Tensor, bound: int, bound_name: str) -> None:
-    if t.numel() == 0:
-        return
-    bad = (t < 0) | (t >= bound)
-    if bool(bad.any()):
-        i = _first_true(bad)
-        raise ValueError(
-            f"{name}[{i}] = {int(t[i])} is out of range: expected 0 <= {name} < {bound_name} = {bound}"
-        )
 
 
 class Graph:
@@ -119,7 +95,12 @@ class Graph:
         self._col = col
         self._eid = eid
         self._num_src = num_src
-        self._derived: dict[Hashable, Any] = {}
+        # Derived structures, one cache per owner (see gsparse.derived).
+        self.plans: DerivedCache = DerivedCache("launch plans of the generated kernels, by (task, schedule)")
+        self.schedules: DerivedCache = DerivedCache("the schedule chosen for each kernel task")
+        self.layouts: DerivedCache = DerivedCache("edge layouts the g-SpMM skeletons walk")
+        self.cpu: DerivedCache = DerivedCache("structures of the PyTorch-ops backend")
+        self.layers: DerivedCache = DerivedCache("structures of the gsparse.nn layers")
         if _register:  # the newest graph over these tensors is the one the custom ops find
             _LIVE[_live_key(rowptr, col)] = self
 
@@ -143,23 +124,6 @@ class Graph:
             return g
         return cls(rowptr, col, eid, num_src, _validated=True, _register=False)
 
-    def derived(self, key: Hashable, build: Callable[[Graph], _T]) -> _T:
-        """``build(self)``, computed on the first call with this ``key`` and kept with the graph.
-
-        For structures that layers derive from a graph (normalised edge weights, a copy with
-        self loops): built once per graph, freed with it. ``build`` must not depend on
-        anything but the graph. Under ``torch.compile`` a cached entry is read without
-        tracing ``build``; a missing one is a RuntimeError there, since building is
-        data-dependent: run the model once eagerly first.
-        """
-        if key not in self._derived:
-            if torch.compiler.is_compiling():
-                raise RuntimeError(
-                    f"{key!r} of this graph is not built yet and cannot be built under torch.compile "
-                    f"(its size depends on the data): run the model once eagerly on this graph first")
-            self._derived[key] = build(self)
-        return self._derived[key]
-
     # ------------------------------------------------------------------ constructors
 
     @classmethod
@@ -179,8 +143,8 @@ class Graph:
             eid: ``[E]`` user edge id of each CSR position, a permutation of ``0..E-1``;
                 ``None`` means CSR order is the edge order.
         """
-        rowptr = _check_index_tensor("rowptr", rowptr, 1)
-        col = _check_index_tensor("col", col, 1)
+        rowptr = check_index_tensor("rowptr", rowptr, 1)
+        col = check_index_tensor("col", col, 1)
         if rowptr.numel() == 0:
             raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
         if col.device != rowptr.device:
@@ -190,7 +154,7 @@ class Graph:
             raise ValueError(f"rowptr[0] must be 0, got {int(rowptr[0])}")
         steps = rowptr[1:] - rowptr[:-1]
         if bool((steps < 0).any()):
-            i = _first_true(steps < 0)
+            i = first_true(steps < 0)
             raise ValueError(
                 f"rowptr must be non-decreasing: rowptr[{i + 1}] = {int(rowptr[i + 1])} "
                 f"< rowptr[{i}] = {int(rowptr[i])}"
@@ -201,19 +165,19 @@ class Graph:
             )
         if num_src is None:
             num_src = int(col.max()) + 1 if num_edges else 0
-        num_src = _check_count("num_src", num_src)
-        _check_range("col", col, num_src, "num_src")
+        num_src = check_count("num_src", num_src)
+        check_range("col", col, num_src, "num_src")
         if eid is not None:
-            eid = _check_index_tensor("eid", eid, 1)
+            eid = check_index_tensor("eid", eid, 1)
             if eid.device != rowptr.device:
                 raise ValueError(f"eid is on {eid.device} but rowptr is on {rowptr.device}")
             if eid.numel() != num_edges:
                 raise ValueError(f"eid has {eid.numel()} entries but col has {num_edges}")
-            _check_range("eid", eid, num_edges, "the number of edges")
+            check_range("eid", eid, num_edges, "the number of edges")
             seen = torch.zeros(num_edges, dtype=torch.int32, device=eid.device)
             seen.index_add_(0, eid.long(), torch.ones_like(eid, dtype=torch.int32))
             if bool((seen != 1).any()):
-                missing = _first_true(seen != 1)
+                missing = first_true(seen != 1)
                 raise ValueError(f"eid must be a permutation of 0..{num_edges - 1}: edge id {missing} "
                                  f"appears {int(seen[missing])} times")
         num_dst = rowptr.numel() - 1
@@ -231,7 +195,7 @@ class Graph:
         Edge ``i`` keeps id ``i``. ``num_src``/``num_dst`` default to one more than the
         largest index seen (0 with no edges).
         """
-        edge_index = _check_index_tensor("edge_index", edge_index, 2)
+        edge_index = check_index_tensor("edge_index", edge_index, 2)
         if edge_index.shape[0] != 2:
             raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
         src, dst = edge_index[0], edge_index[1]
@@ -289,12 +253,12 @@ class Graph:
         dst_name: str,
     ) -> Graph:
         num_edges = src.numel()
-        num_src = _check_count("num_src", num_src if num_src is not None
+        num_src = check_count("num_src", num_src if num_src is not None
                                else (int(src.max()) + 1 if num_edges else 0))
-        num_dst = _check_count("num_dst", num_dst if num_dst is not None
+        num_dst = check_count("num_dst", num_dst if num_dst is not None
                                else (int(dst.max()) + 1 if num_edges else 0))
-        _check_range(src_name, src, num_src, "num_src")
-        _check_range(dst_name, dst, num_dst, "num_dst")
+        check_range(src_name, src, num_src, "num_src")
+        check_range(dst_name, dst, num_dst, "num_dst")
         dst64 = dst.long()
         # A stable sort keeps each row's edges in the user's order, as DGL's CSR does.
         order = torch.argsort(dst64, stable=True)
@@ -428,25 +392,15 @@ class Graph:
         return RowStats(mean, int(deg.max()), std / mean if mean > 0 else 0.0)
 
     @cached_property
+    def stats(self) -> GraphStats:
+        """Sizes and row statistics (computing the row statistics reads the device once)."""
+        return GraphStats(self.num_src, self.num_dst, self.num_edges, self.row_stats)
+
+    @cached_property
     def degree_sorted_rows(self) -> torch.Tensor:
         """``[num_dst]`` destination rows ordered by decreasing in-degree (stable)."""
         order = torch.argsort(self.in_degrees(), descending=True, stable=True)
         return order.to(self.index_dtype)
-
-    @cached_property
-    def signature(self) -> str:
-        """A stable hex digest of the structure (sizes, CSR, edge ids): a cache key.
-
-        Independent of device and index dtype: the same graph has the same signature
-        everywhere.
-        """
-        h = hashlib.blake2b(digest_size=16)
-        h.update(f"gsparse.Graph/1:{self.num_src}:{self.num_dst}:{self.num_edges}".encode())
-        for name, t in (("rowptr", self._rowptr), ("col", self._col), ("eid", self._eid)):
-            h.update(name.encode())
-            if t is not None:
-                h.update(t.detach().to("cpu", torch.int64).numpy().tobytes())
-        return h.hexdigest()
 
     # ------------------------------------------------------------------ conversions
 
@@ -464,8 +418,6 @@ class Graph:
             self._num_src,
             _validated=True,
         )
-        if "signature" in self.__dict__:
-            moved.__dict__["signature"] = self.signature
         return moved
 
     def with_index_dtype(self, dtype: torch.dtype) -> Graph:

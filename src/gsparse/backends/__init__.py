@@ -15,7 +15,7 @@ from typing import Protocol
 import torch
 
 from ..graph import Graph
-from . import cpu
+from . import cpu, cuda
 
 
 class Backend(Protocol):
@@ -64,7 +64,4 @@ def for_device(device: torch.device) -> Backend:
     return _BY_DEVICE_TYPE.get(device.type, cpu.BACKEND)
 
 
-# Imported last: the CUDA backend's modules need the registry above to exist.
-from . import cuda as _cuda  # noqa: E402
-
-register("cuda", _cuda.BACKEND)
+register("cuda", cuda.BACKEND)

@@ -70,13 +70,14 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
     scalar per edge and head (``rhs`` ``[E, *heads, 1, ...]`` as in GAT), as sparse CSR
     times dense products, one per head: no ``[E, F]`` message tensor, and PyTorch's tuned
     kernel (MKL on the CPU). None where the operands are not of that form."""
-    if reduce not in ("sum", "mean") or lhs is None or tuple(lhs.shape[1:]) != tuple(out_shape):
+    reducer, binop = REDUCERS[reduce], BINARY_OPS[op]
+    if reducer.keeps_arg or lhs is None or tuple(lhs.shape[1:]) != tuple(out_shape):
         return None
     acc = _accumulation_dtype(lhs.dtype)
-    if op == "copy_lhs":
-        heads, weights = 1, g.derived(("gsparse.backends.cpu.unit_weights", acc),
-                                      lambda g: torch.ones(g.num_edges, 1, dtype=acc))
-    elif op == "mul":
+    if binop.copies == "lhs":
+        heads, weights = 1, g.cpu.get(("unit_weights", acc),
+                                      lambda: torch.ones(g.num_edges, 1, dtype=acc))
+    elif binop.scales and not binop.reduces_last_dim:
         shape = tuple(rhs.shape[1:])
         k = len(shape)
         while k and shape[k - 1] == 1:
@@ -95,7 +96,7 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
             adjacency = unchecked_csr(g.rowptr, g.col, weights[:, h].to(acc), (g.num_dst, g.num_src))
             parts.append(torch.sparse.mm(adjacency, x[:, h]))
     out = torch.stack(parts, 1) if heads > 1 else parts[0].unsqueeze(1)
-    if reduce == "mean":
+    if reducer.divides_by_degree:
         out /= g.in_degrees().clamp(min=1).to(acc).view(-1, 1, 1)
     return out.reshape(g.num_dst, *out_shape).to(lhs.dtype)
 
@@ -156,7 +157,7 @@ class _TorchBackend:
                                 REDUCERS[reduce].scatter_reduce, include_self=False)
         else:
             out.index_add_(0, dst, messages)
-        if reduce == "mean":
+        if REDUCERS[reduce].divides_by_degree:
             degree = g.in_degrees().clamp(min=1).to(acc)
             out /= degree.view(-1, *([1] * len(out_shape)))
         if with_arg:
@@ -164,7 +165,7 @@ class _TorchBackend:
         return out.to(dtype)
 
     def sddmm(self, g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule=None):
-        if (op == "dot" and g.device.type == "cpu" and g.num_edges
+        if (BINARY_OPS[op].reduces_last_dim and g.device.type == "cpu" and g.num_edges
                 and (dot := _sampled_dot(g, lhs, rhs, lhs_target, rhs_target, out_shape)) is not None):
             return dot
         binop = BINARY_OPS[op]
@@ -189,8 +190,8 @@ class _TorchBackend:
 
     def edge_softmax(self, g, logits, norm_by):
         # Each edge's group (its destination or source) as int64, kept with the graph.
-        group = g.derived(("gsparse.backends.cpu.softmax_group", norm_by),
-                          lambda g: g.edges()[1 if norm_by == "dst" else 0].long())
+        group = g.cpu.get(("softmax_group", norm_by),
+                          lambda: g.edges()[1 if norm_by == "dst" else 0].long())
         num_groups = g.num_dst if norm_by == "dst" else g.num_src
         x = logits.to(_accumulation_dtype(logits.dtype))
         shape = (num_groups, *x.shape[1:])

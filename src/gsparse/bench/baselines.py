@@ -39,6 +39,8 @@ import torch
 import gsparse
 
 from ..graph import Graph
+from ..kernels import sddmm as sddmm_kernels
+from ..kernels import spmm as spmm_kernels
 
 __all__ = ["CASES", "OPS", "TOLERANCE", "Case", "Impl", "Inputs", "Sample", "pyg_backend"]
 
@@ -71,7 +73,6 @@ def _multihead_case(op: str, rhs_target: str) -> Case:
         op="sddmm",
         name=f"u_{op}_{rhs_target}_{_HEADS}heads",
         baseline="pyg",
-        schedule_module="gsparse.kernels.sddmm",
         operands={"x": ("src", True), rhs: ("dst", True) if rhs_target == "v" else ("edge", False)},
         reference=reference,
         ours=lambda i, schedule: gsparse.gsddmm(i.graph, op, i.tensors["x"], i.tensors[rhs], "u",
@@ -79,8 +80,8 @@ def _multihead_case(op: str, rhs_target: str) -> Case:
         ours_pick=_edges_of,
         baselines=(Impl("pyg", lambda i: (i.tensors["x"], i.tensors[rhs], i.src, i.dst), pyg, _edges_of),),
         floor_bytes=floor,
-        # element-wise: the schedules' feature length is all of an edge's outputs
-        default_options=lambda feature_len: {"dot": False},
+        kernel_task=lambda i: ("sddmm", sddmm_kernels.task_for(
+            i.graph, op, i.tensors["x"], i.tensors[rhs], "u", rhs_target, tuple(i.tensors["x"].shape[1:]))),
         heads=_HEADS,
     )
 
@@ -221,12 +222,11 @@ class Case:
         op: the operator family (``spmm``, ``sddmm``, ``softmax``): the CLI's ``--ops``.
         name: the case within it (``copy_lhs_sum``, ``u_mul_e_sum``, ``u_dot_v``, ``dst``).
         baseline: the implementation speedups are reported against (cuSPARSE where it exists).
-        schedule_module: module whose ``schedule_space``/``default_schedule`` a sweep uses,
-            or ``None`` when the case has no schedules (edge softmax).
+        kernel_task: the generated-kernel operator (a key of
+            :data:`gsparse.kernels.OPERATORS`) and task of the case's call on some inputs,
+            which give a sweep the space and the schedule the default path runs; ``None``
+            when the case has no schedules (edge softmax).
         operands: operand name -> (rows: ``src``/``dst``/``edge``, has a feature axis).
-        default_options: keyword arguments the backend passes to the module's
-            ``default_schedule`` beyond ``(graph, feature_len, dtype)``, for one feature
-            length, so that the sweep names the schedule the default path really runs.
         heads: 1, or the heads of a multi-head case: its node operands are then
             ``[rows, heads, F / heads]`` and its edge weights ``[E, heads, 1]``, and it runs
             at the feature lengths ``F`` that ``heads`` divides (:meth:`runs_at`).
@@ -238,14 +238,13 @@ class Case:
     op: str
     name: str
     baseline: str
-    schedule_module: str | None
     operands: dict[str, tuple[str, bool]]
     reference: Callable[[Inputs, Sample], torch.Tensor]
     ours: Callable[[Inputs, Any], torch.Tensor]
     ours_pick: Callable[[torch.Tensor, Sample], torch.Tensor]
     baselines: tuple[Impl, ...]
     floor_bytes: Callable[[Graph, int, int], tuple[int, int]]
-    default_options: Callable[[int], dict[str, Any]] = lambda feature_len: {}
+    kernel_task: Callable[[Inputs], tuple[str, Any]] | None = None
     heads: int = 1
     swept_by_default: bool = False
 
@@ -373,14 +372,15 @@ def _spmm_case(name: str, weighted: bool, swept_by_default: bool, reduce: str = 
         op="spmm",
         name=name,
         baseline=baselines[0].name,
-        schedule_module="gsparse.kernels.spmm",
         operands=operands,
         reference=_spmm_reference(weighted, reduce),
         ours=ours,
         ours_pick=_rows_of,
         baselines=baselines,
         floor_bytes=_spmm_floor(weighted),
-        default_options=lambda feature_len: {"lhs_len": feature_len, "lhs_only": not weighted},
+        kernel_task=lambda i: ("spmm", spmm_kernels.task_for(
+            i.graph, "mul" if weighted else "copy_lhs", reduce, i.tensors["x"],
+            i.tensors["w"].unsqueeze(-1) if weighted else None, tuple(i.tensors["x"].shape[1:]))),
         swept_by_default=swept_by_default,
     )
 
@@ -422,7 +422,6 @@ def _sddmm_case() -> Case:
         op="sddmm",
         name="u_dot_v",
         baseline="cusparse",
-        schedule_module="gsparse.kernels.sddmm",
         operands={"x": ("src", True), "y": ("dst", True)},
         reference=_sddmm_reference,
         ours=lambda i, schedule: gsparse.gsddmm(i.graph, "dot", i.tensors["x"], i.tensors["y"], "u", "v",
@@ -433,6 +432,8 @@ def _sddmm_case() -> Case:
             Impl("pyg", lambda i: (i.tensors["x"], i.tensors["y"], i.src, i.dst), _pyg_sddmm, _edges_of),
         ),
         floor_bytes=_sddmm_floor,
+        kernel_task=lambda i: ("sddmm", sddmm_kernels.task_for(i.graph, "dot", i.tensors["x"], i.tensors["y"],
+                                                               "u", "v", (1,))),
         swept_by_default=True,
     )
 
@@ -473,7 +474,6 @@ def _softmax_case() -> Case:
         op="softmax",
         name="dst",
         baseline="torch",
-        schedule_module=None,
         operands={"logits": ("edge", True)},
         reference=_softmax_reference,
         ours=lambda i, schedule: gsparse.edge_softmax(i.graph, i.tensors["logits"]),

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import importlib
 import math
-import os
 import platform
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -30,18 +27,17 @@ from typing import Any
 
 import torch
 
-from .. import __version__
+from .. import __version__, datasets, kernels
 from ..graph import Graph
-from .. import datasets
+from ..target import Target
+from ..tune.measure import compile_ahead, time_calls
+from ..tune.search import exhaustive_search
 from .baselines import CASES, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
-from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count, time_calls
+from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count
 
 __all__ = ["FORMAT", "DTYPES", "Config", "run_suite", "environment"]
 
 FORMAT = "gsparse-bench/1"
-# A sweep screens every schedule with two timed calls, then times the fastest few (the
-# finalists) with the whole budget.
-_FINALISTS = 6
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -205,52 +201,40 @@ def _measure(cell: _Cell, impl: Impl) -> dict[str, Any]:
     return {"status": "OOM", "message": message}
 
 
-def _schedule_api(case: Case, device: torch.device, sweep_all: bool = False) -> tuple[Any, str | None]:
-    """The case's schedule module, or ``None`` and why the sweep does not run."""
-    if case.schedule_module is None:
-        return None, f"{case.label} has no schedules"
+def _why_not_swept(case: Case, device: torch.device, sweep_all: bool = False) -> str | None:
+    """Why a sweep of ``case`` does not run, or None when it does."""
+    if case.kernel_task is None:
+        return f"{case.label} has no schedules"
     if not (case.swept_by_default or sweep_all):
-        return None, f"{case.label} is swept with sweep_all (--sweep-all) only"
+        return f"{case.label} is swept with sweep_all (--sweep-all) only"
     if device.type != "cuda":
-        return None, "schedules apply to the generated CUDA kernels; this run is on the CPU"
-    try:
-        module = importlib.import_module(case.schedule_module)
-    except ImportError as error:
-        return None, f"{case.schedule_module} is not available: {error}"
-    for name in ("schedule_space", "default_schedule"):
-        if not hasattr(module, name):
-            return None, f"{case.schedule_module} has no {name}"
-    return module, None
+        return "schedules apply to the generated CUDA kernels; this run is on the CPU"
+    return None
 
 
-def _sweep(cell: _Cell, module: Any, feature_len: int, dtype: torch.dtype,
-           default_entry: dict[str, Any]) -> dict[str, Any]:
-    """Time every schedule of the pruned space; best of those and the default path."""
-    g = cell.sets[0].graph
+def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dict[str, Any]) -> dict[str, Any]:
+    """Time every schedule of the task's space (:func:`~gsparse.tune.search.exhaustive_search`);
+    the best of those and of the default path."""
+    inputs = cell.sets[0]
+    g = inputs.graph
     try:
-        default = module.default_schedule(g, feature_len, dtype,
-                                          **cell.case.default_options(feature_len))
-        space = module.schedule_space(g, feature_len, dtype)
+        name, task = cell.case.kernel_task(inputs)
+        operator = kernels.OPERATORS[name]
+        default = operator.chosen_schedule(g, task)
+        space = list(operator.schedule_space(task, g.stats, Target.of(g.device)))
     except Exception as error:  # noqa: BLE001 - a broken space is reported, not fatal
         return {"status": "error", "message": f"{type(error).__name__}: {error}"}
-    impls = [cell.case.implementations(schedule)[0] for schedule in space]
-    _compile_ahead(cell, impls, feature_len, dtype)
-    # Screen every schedule with two timed calls right after its check (which warmed it
-    # up), then time the fastest few with the full budget.
+    impls = {schedule: cell.case.implementations(schedule)[0] for schedule in space}
+    compile_ahead([_first_call(cell, impl, feature_len, dtype) for impl in impls.values()], cell.device)
+    # Screening: two timed calls right after each schedule's check (which warmed it up).
     screen = dataclasses.replace(cell, min_repeats=2, warmup=0)
-    entries = [{"schedule": str(schedule), "json": schedule.to_json(), **_measure(screen, impl)}
-               for schedule, impl in zip(space, impls)]
-    for entry in entries:
-        if entry["status"] == "ok":
-            entry["screen_ms"] = entry.pop("median_ms")
-    screened = sorted((i for i, e in enumerate(entries) if e["status"] == "ok"),
-                      key=lambda i: entries[i]["screen_ms"])
-    for i in screened[:_FINALISTS]:
-        entries[i].update(_measure(cell, impls[i]))
+    records = exhaustive_search(space, lambda s: _measure(screen, impls[s]),
+                                lambda s: _measure(cell, impls[s]))
+    entries = [{"schedule": str(s), "json": s.to_json(), **record} for s, record in zip(space, records)]
     timed = [e for e in entries if e["status"] == "ok" and "median_ms" in e]
     result: dict[str, Any] = {"status": "ok", "default": str(default), "default_json": default.to_json(),
-                              "size": len(space), "screened": len(screened), "timed": len(timed),
-                              "schedules": entries}
+                              "size": len(space), "screened": sum("screen_ms" in e for e in entries),
+                              "timed": len(timed), "schedules": entries}
     candidates = list(timed)
     if default_entry["status"] == "ok":
         candidates.append({"schedule": str(default), "json": default.to_json(),
@@ -261,30 +245,16 @@ def _sweep(cell: _Cell, module: Any, feature_len: int, dtype: torch.dtype,
     return result
 
 
-def _compile_ahead(cell: _Cell, impls: list[Impl], feature_len: int, dtype: torch.dtype) -> None:
-    """Run every implementation once on a 64-node graph, many threads at a time.
-
-    Each first call compiles its kernel (or loads it from the disk cache); NVRTC releases
-    the GIL, so doing this for the whole space in threads takes a fraction of the time the
-    one-by-one sweep would spend compiling. Failures are left for the sweep to record.
-    """
+def _first_call(cell: _Cell, impl: Impl, feature_len: int, dtype: torch.dtype) -> Callable[[], Any]:
+    """A first call of ``impl`` on a 64-node graph of the cell's index type: it compiles
+    the kernels without spending time on the cell's graph."""
     like = cell.sets[0].graph
     gen = torch.Generator(device=cell.device).manual_seed(0)
     col = torch.randint(0, 64, (640,), generator=gen, device=cell.device).sort().values
     rowptr = torch.arange(0, 641, 10, device=cell.device)
     g = Graph.from_csr(rowptr.to(like.index_dtype), col.to(like.index_dtype), num_src=64)
     inputs = cell.case.make_inputs(g, feature_len, dtype, gen)
-
-    def first_call(impl: Impl) -> None:
-        try:
-            impl.run(*impl.prepare(inputs))
-        except Exception:  # noqa: BLE001 - the sweep measures this schedule again and records why
-            pass
-
-    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-        list(pool.map(first_call, impls))
-    if cell.device.type == "cuda":
-        torch.cuda.synchronize(cell.device)
+    return lambda: impl.run(*impl.prepare(inputs))
 
 
 @dataclass
@@ -369,8 +339,8 @@ def run_suite(
     total = len(plan) * len(config.workloads)
     gen = torch.Generator(device=device).manual_seed(config.seed)
     sweeping = config.sweep or config.sweep_all
-    schedule_apis = ({case.label: _schedule_api(case, device, config.sweep_all) for case, _, _ in plan}
-                     if sweeping else {})
+    not_swept = ({case.label: _why_not_swept(case, device, config.sweep_all) for case, _, _ in plan}
+                 if sweeping else {})
     doc: dict[str, Any] = {
         "format": FORMAT,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -426,9 +396,9 @@ def run_suite(
             cell = _Cell(case, sets, samples, refs, TOLERANCE[dtype], device, config.budget_s, flush)
             cell_doc["results"] = {impl.name: _measure(cell, impl) for impl in case.implementations()}
             if sweeping:
-                module, why = schedule_apis[case.label]
-                cell_doc["sweep"] = (_sweep(cell, module, feature_len, dtype, cell_doc["results"]["gsparse"])
-                                     if module is not None else {"status": "unavailable", "message": why})
+                why = not_swept[case.label]
+                cell_doc["sweep"] = (_sweep(cell, feature_len, dtype, cell_doc["results"]["gsparse"])
+                                     if why is None else {"status": "unavailable", "message": why})
             doc["cells"].append(cell_doc)
             progress(_progress_line(index, total, cell_doc))
             del cell, sets, samples, refs

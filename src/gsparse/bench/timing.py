@@ -1,9 +1,7 @@
-"""Timing and bandwidth: how every number of the benchmark suite is measured.
+"""Input rotation and bandwidth: what the benchmark suite adds to how calls are timed.
 
-On a CUDA device each call is bracketed by two CUDA events on the current stream (no
-host synchronisation between calls), after a warm-up that also covers module loading
-and run-time compilation; the reported time is the median of the repeats. On the CPU
-each call is timed with :func:`time.perf_counter`.
+Calls are timed by :func:`gsparse.tune.measure.time_calls` (CUDA events after a warm-up,
+the median of the repeats).
 
 When one set of inputs fits in the L2 cache, repeated calls on it would measure the
 cache rather than the memory system: the caller hands several independent input sets
@@ -19,24 +17,21 @@ L2-resident gather (bytes of gathered rows per second, from a table that fits in
 from __future__ import annotations
 
 import math
-import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..backends.cpu import unchecked_csr
+from ..tune.measure import time_calls
 
 __all__ = [
     "Bandwidth",
-    "Timing",
     "l2_bytes",
     "measure_bandwidth",
     "needs_flush",
     "rotation_count",
-    "time_calls",
 ]
 
 # Without a device report (CPU), a typical server's last-level cache per socket.
@@ -44,11 +39,6 @@ _CPU_CACHE_BYTES = 32 << 20
 # A GPU's L2 is flushed by rotation; a CPU's caches are too deep for that to be worth the
 # extra checks and warm-up, so the CPU rotates a few sets only.
 _MAX_ROTATION = {"cuda": 16, "cpu": 4}
-# Least warm-up on a GPU, whatever the budget: after an idle spell (a kernel compiled, a
-# reference computed on the CPU) an H100 took ~30 ms of back-to-back calls to come back to
-# full speed, and a 50 ms budget's 12.5 ms warm-up left the first cell of a run timed at
-# 1.66-2.9x its steady time (2026-11-23, night).
-_MIN_GPU_WARMUP_S = 0.1
 
 
 def l2_bytes(device: torch.device) -> int:
@@ -77,102 +67,6 @@ def rotation_count(working_set_bytes: int, device: torch.device) -> int:
         return 1
     most = _MAX_ROTATION.get(device.type, _MAX_ROTATION["cpu"])
     return min(most, math.ceil(4 * cache / max(working_set_bytes, 1)))
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The raw per-call times of one measurement, in milliseconds."""
-
-    times_ms: tuple[float, ...]
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.times_ms)
-
-    @property
-    def spread(self) -> float:
-        """``(p90 - p10) / median``: how noisy the repeats were."""
-        ordered = sorted(self.times_ms)
-        lo = ordered[int(0.1 * (len(ordered) - 1))]
-        hi = ordered[math.ceil(0.9 * (len(ordered) - 1))]
-        return (hi - lo) / self.median_ms if self.median_ms > 0 else 0.0
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_calls(
-    fn: Callable[..., Any],
-    input_sets: Sequence[tuple[Any, ...]],
-    device: torch.device,
-    *,
-    budget_s: float = 0.2,
-    min_repeats: int = 5,
-    max_repeats: int = 200,
-    warmup: int = 1,
-    flush_l2: bool = False,
-) -> Timing:
-    """Median-ready per-call times of ``fn(*input_sets[i % k])``.
-
-    Args:
-        fn: the operation; its result is discarded (check it before timing).
-        input_sets: ``k >= 1`` argument tuples, cycled through call by call.
-        device: where ``fn`` runs; CUDA events there, :func:`time.perf_counter` on the CPU.
-        budget_s: about how long the repeats may take in all; the repeat count is derived
-            from the last warm-up pass and clamped to ``[min_repeats, max_repeats]``.
-        warmup: least number of untimed passes over all input sets before timing; the
-            warm-up also lasts at least ``budget_s / 4``, and on a GPU at least 0.1 s
-            (clocks come back up after an idle spell). 0: no warm-up, and exactly
-            ``min_repeats`` timed calls, for a caller that has just run ``fn`` on these
-            inputs (to check its result) and only wants a quick ranking.
-        flush_l2: on a CUDA device, overwrite a buffer twice the L2 size before each timed
-            call, outside its events: for inputs so small that even the rotated sets fit in L2.
-
-    Returns:
-        A :class:`Timing` with one entry per timed call.
-    """
-    if not input_sets:
-        raise ValueError("input_sets must hold at least one argument tuple, got none")
-    if min_repeats < 1 or max_repeats < min_repeats:
-        raise ValueError(f"need 1 <= min_repeats <= max_repeats, got {min_repeats} and {max_repeats}")
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
-    k = len(input_sets)
-    # Warm up for whole passes over the input sets, at least ``warmup`` of them and a quarter
-    # of the budget: the first calls pay page faults, thread-pool start and kernel loading.
-    passes, spent, per_call = 0, 0.0, math.inf
-    least = max(budget_s / 4, _MIN_GPU_WARMUP_S if device.type == "cuda" else 0.0)
-    while warmup and (passes < warmup or spent < least):
-        _sync(device)
-        start = time.perf_counter()
-        for args in input_sets:
-            fn(*args)
-        _sync(device)
-        elapsed = time.perf_counter() - start
-        spent += elapsed
-        per_call = elapsed / k
-        passes += 1
-    repeats = int(min(max_repeats, max(min_repeats, budget_s / max(per_call, 1e-7))))
-    if device.type == "cuda":
-        scratch = torch.empty(2 * l2_bytes(device), dtype=torch.uint8, device=device) if flush_l2 else None
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(repeats)]
-        for i, (begin, end) in enumerate(events):
-            if scratch is not None:
-                scratch.fill_(i & 0xFF)
-            begin.record()
-            fn(*input_sets[i % k])
-            end.record()
-        torch.cuda.synchronize(device)
-        return Timing(tuple(begin.elapsed_time(end) for begin, end in events))
-    times = []
-    for i in range(repeats):
-        begin = time.perf_counter()
-        fn(*input_sets[i % k])
-        times.append((time.perf_counter() - begin) * 1e3)
-    return Timing(tuple(times))
 
 
 # The gather probe's rows: 32 float32, one full 128-byte L2 line each.

@@ -1,7 +1,7 @@
 """What the layers share: turning their graph argument into a Graph, self loops, initialisers.
 
 Structures derived from a graph are built once and kept with the graph
-(:meth:`gsparse.Graph.derived`); graphs built from a PyG ``edge_index`` are kept while
+(its ``layers`` cache); graphs built from a PyG ``edge_index`` are kept while
 that tensor lives unmodified, so a training loop that passes the same ``edge_index`` every
 step builds its CSR once.
 """
@@ -114,7 +114,7 @@ def _build_self_loops(g: Graph) -> SelfLoops:
 
 def self_loops(g: Graph) -> SelfLoops:
     """``g`` with its self loops replaced by one loop per node; built once per graph."""
-    return g.derived("gsparse.nn.self_loops", _build_self_loops)
+    return g.layers.get("self_loops", lambda: _build_self_loops(g))
 
 
 def glorot_(t: torch.Tensor) -> torch.Tensor:

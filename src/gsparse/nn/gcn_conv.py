@@ -133,8 +133,8 @@ class GCNConv(nn.Module):
             graph_hat, w = _normalize(g, edge_weight, self.improved, self.add_self_loops, h.dtype)
             out = gspmm(graph_hat, "mul", "sum", h, w.unsqueeze(-1))
         else:
-            norm = g.derived(("gsparse.nn.GCNConv", self.improved, self.add_self_loops),
-                             lambda g: _build_normalized(g, self.improved, self.add_self_loops))
+            norm = g.layers.get(("GCNConv", self.improved, self.add_self_loops),
+                                lambda: _build_normalized(g, self.improved, self.add_self_loops))
             if norm.dinv is not None:
                 dinv = norm.dinv.to(h.dtype).unsqueeze(-1)
                 out = gspmm(norm.graph, "copy_lhs", "sum", h * dinv) * dinv

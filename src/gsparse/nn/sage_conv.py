@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..algebra import REDUCERS
 from ..graph import Graph
 from ..spmm import gspmm
 from ._graph import as_graph, check_node_features
@@ -80,7 +81,7 @@ class SAGEConv(nn.Module):
         if self.lin is not None:
             x_src = F.relu(self.lin(x_src))
         lin_l = self.lin_l
-        if self.aggr != "max" and lin_l.out_features < lin_l.in_features:
+        if not REDUCERS[self.aggr].keeps_arg and lin_l.out_features < lin_l.in_features:
             out = gspmm(g, "copy_lhs", self.aggr, F.linear(x_src, lin_l.weight))
             if lin_l.bias is not None:
                 out = out + lin_l.bias

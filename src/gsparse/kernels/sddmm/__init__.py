@@ -1,0 +1,116 @@
+"""g-SDDMM on CUDA: the task of a call, its schedule (forced or chosen), the plan, the launch.
+
+The package's modules: :mod:`.task` (what a call computes), :mod:`.schedule` (one type
+per skeleton), :mod:`.space`, :mod:`.default` (the hand rule), :mod:`.codegen` (the CUDA
+source) and :mod:`.plan` (launches).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...algebra import BINARY_OPS
+from ...graph import Graph
+from ...target import Target
+from ..memory import allocate
+from ..operands import vector_limit
+from .default import default_schedule
+from .plan import build_plan
+from .schedule import SDDMM_SCHEDULES, Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
+from .space import schedule_space
+from .task import SddmmAlgorithm, SddmmTask
+
+__all__ = [
+    "SDDMM_SCHEDULES",
+    "Edge",
+    "EdgeTransposed",
+    "Row",
+    "RowTransposed",
+    "SddmmAlgorithm",
+    "SddmmSchedule",
+    "SddmmTask",
+    "chosen_schedule",
+    "default_schedule",
+    "run_sddmm",
+    "schedule_space",
+    "task_for",
+]
+
+_MAX_INT32 = 2**31 - 1
+
+
+def task_for(g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
+             lhs_target: str, rhs_target: str, out_shape: tuple[int, ...]) -> SddmmTask:
+    """The task of a g-SDDMM on ``g`` with these operands (contiguous, of the output's rank)
+    and output features ``out_shape`` (ending in 1 for ``dot``). The output's own storage
+    is fresh, so aligned: only the operands and the row length can narrow the vectors."""
+    binop = BINARY_OPS[op]
+    out_shape = tuple(out_shape)
+    operand = lhs if lhs is not None else rhs
+    if binop.reduces_last_dim:
+        head_len = operand.shape[-1]
+        num_heads = math.prod(out_shape[:-1])
+        full_shape = (*out_shape[:-1], head_len)
+    else:
+        num_heads, head_len, full_shape = 1, math.prod(out_shape), out_shape
+    full = [t for t in (lhs, rhs) if t is not None and tuple(t.shape[1:]) == full_shape]
+    return SddmmTask(
+        op=op,
+        lhs_target=lhs_target if binop.uses_lhs else None,
+        rhs_target=rhs_target if binop.uses_rhs else None,
+        lhs_shape=None if lhs is None else tuple(lhs.shape[1:]),
+        rhs_shape=None if rhs is None else tuple(rhs.shape[1:]),
+        full_shape=full_shape, num_heads=num_heads, dtype=operand.dtype, index_dtype=g.index_dtype,
+        has_eid=g.eid is not None, vector_ok=vector_limit(head_len, full, operand.dtype),
+    )
+
+
+def chosen_schedule(g: Graph, task: SddmmTask) -> SddmmSchedule:
+    """The schedule a call of ``task`` on ``g`` runs when none is forced (the hand rule on
+    the graph's device), chosen once per graph and task."""
+    return g.schedules.get(task, lambda: default_schedule(task, g.stats, Target.of(g.device)))
+
+
+def run_sddmm(
+    g: Graph,
+    op: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    lhs_target: str,
+    rhs_target: str,
+    out_shape: tuple[int, ...],
+    schedule: SddmmSchedule | None = None,
+) -> torch.Tensor:
+    """g-SDDMM with a generated kernel; operands as the front end hands them to backends.
+
+    ``lhs`` / ``rhs`` are ``[rows, *shape]`` with rows on their target (edge operands in
+    user edge order) and the rank of ``out_shape``; for ``dot``, ``out_shape`` ends in 1
+    and the operands' last dimension is the one reduced. Returns ``[num_edges, *out_shape]``
+    in user edge order.
+
+    Raises TypeError for a forced ``schedule`` of another operator, ValueError when it is
+    invalid or cannot run this task (see :func:`~.plan.check_schedule`).
+    """
+    binop = BINARY_OPS[op]
+    if schedule is not None and not isinstance(schedule, SDDMM_SCHEDULES):
+        raise TypeError(f"schedule must be a g-SDDMM schedule ({', '.join(c.__name__ for c in SDDMM_SCHEDULES)}), "
+                        f"got {type(schedule).__name__}")
+    operand = lhs if lhs is not None else rhs
+    lhs = lhs.contiguous() if binop.uses_lhs else None
+    rhs = rhs.contiguous() if binop.uses_rhs else None
+    out = allocate((g.num_edges, *out_shape), operand.dtype, operand.device)
+    if out.numel() == 0:
+        return out
+    task = task_for(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+    if task.head_len == 0:  # a dot over nothing
+        return out.zero_()
+    if task.num_heads * task.head_len > _MAX_INT32:
+        raise ValueError(f"{task.num_heads * task.head_len} features per edge; generated kernels "
+                         f"index the features of one row with 32-bit integers (at most {_MAX_INT32})")
+    if schedule is None:
+        schedule = chosen_schedule(g, task)
+    plan = g.plans.get((task, schedule), lambda: build_plan(g, task, schedule))
+    plan(lhs=lhs, rhs=rhs, out=out)
+    return out

@@ -1,0 +1,100 @@
+"""Launch plans of g-SDDMM: for one graph, task and schedule, the kernel compiled and
+loaded, one launch per slice of ``features_per_launch`` features, every argument but the
+operands fixed. Kept in the graph's ``plans`` cache; call a plan with ``lhs``, ``rhs``
+and ``out``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+from ...graph import Graph
+from ..operands import indexed_offsets
+from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
+from . import codegen
+from .schedule import Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
+from .task import SddmmTask
+
+__all__ = ["Plan", "build_plan", "check_schedule", "grid"]
+
+Plan = Callable[..., None]
+
+_MAX_GRID_X = 2**31 - 1
+_MAX_GRID_Y = 65535
+
+
+def check_schedule(task: SddmmTask, schedule: SddmmSchedule) -> None:
+    """ValueError unless ``schedule`` is valid and can run ``task``."""
+    schedule.validate()
+    head_len = task.head_len
+    if schedule.vector_width > task.vector_ok:
+        raise ValueError(
+            f"schedule {schedule} moves {schedule.vector_width} features at a time, but these "
+            f"operands allow at most {task.vector_ok} ({head_len} features per head; vector "
+            f"accesses need the head length to be a multiple of the width and aligned data "
+            f"pointers)")
+    if schedule.features_per_launch and task.is_dot and task.dtype.itemsize < 4:
+        raise ValueError(
+            f"schedule {schedule} splits a {task.dtype} dot across launches, which would round "
+            f"its partial sums to {task.dtype} in between; use features_per_launch=0")
+    if isinstance(schedule, RowTransposed) and not task.is_dot:
+        raise ValueError(f"schedule {schedule} transposes a dot's reduction; {task.op} has none "
+                         f"(use a Row schedule)")
+    launch_len = schedule.launch_len(head_len)
+    if not isinstance(schedule, Edge) and task.is_dot and schedule.feature_slice < launch_len:
+        raise ValueError(
+            f"schedule {schedule} is a {type(schedule).__name__} schedule whose slice of "
+            f"{schedule.feature_slice} features cannot hold the {launch_len} features of a dot "
+            f"head that one launch covers; widen lanes, features_per_thread or vector_width, "
+            f"set features_per_launch to the slice, or use an Edge schedule")
+
+
+def grid(schedule: SddmmSchedule, task: SddmmTask, num_edges: int, num_rows: int) -> tuple[int, int]:
+    """Blocks over edges (Edge), over ranges of edges and chunks (EdgeTransposed) or over
+    rows and chunks (the row skeletons). A chunk is a head for ``dot``, a feature slice
+    otherwise. The edge kernels stride over what the grid does not cover, so the limits on
+    the grid's size never leave work undone."""
+    if isinstance(schedule, Edge):
+        groups, chunks = num_edges, 1
+    else:
+        span = schedule.launch_len(task.head_len)
+        chunks = task.num_heads if task.is_dot else -(-span // schedule.feature_slice)
+        groups = (-(-num_edges // schedule.edges_per_warp) if isinstance(schedule, EdgeTransposed)
+                  else num_rows)
+    blocks = min(-(-groups // schedule.groups_per_block), _MAX_GRID_X)
+    return blocks, min(chunks, _MAX_GRID_Y)
+
+
+def build_plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule,
+               loader: KernelLoader = RUNTIME_LOADER) -> Plan:
+    """The plan of ``task`` under ``schedule`` on ``g``."""
+    check_schedule(task, schedule)
+    device = device_index(g.device)
+    program = codegen.program(task.algorithm, schedule)
+    walks_rows = isinstance(schedule, (Row, RowTransposed))
+    targets = task.algorithm.targets()
+    head_len = task.head_len
+    step = schedule.launch_len(head_len)
+    fixed = dict(
+        rowptr=g.rowptr if walks_rows else None,
+        col=g.col if "u" in targets else None,
+        dst=g.csr_dst if not walks_rows and "v" in targets else None,
+        eid=g.eid,
+        lhs_offset=indexed_offsets(task.lhs_shape, task.full_shape, g.device),
+        rhs_offset=indexed_offsets(task.rhs_shape, task.full_shape, g.device),
+        num_rows=g.num_dst, num_edges=g.num_edges, num_heads=task.num_heads, head_len=head_len,
+        lhs_len=task.lhs_len, rhs_len=task.rhs_len,
+        lhs=OPERAND, rhs=OPERAND, out=OPERAND,
+    )
+    geometry = grid(schedule, task, g.num_edges, g.num_dst)
+    # One launch per slice of the head: (first feature, end, add to out's partial sums).
+    launches = [program.prepare(codegen.KERNEL, device, geometry, schedule.threads, loader=loader,
+                                d_begin=begin, d_end=min(head_len, begin + step),
+                                accumulate=int(begin > 0), **fixed)
+                for begin in range(0, head_len, step)]
+
+    def run(lhs, rhs, out) -> None:
+        for launch in launches:
+            launch(lhs=lhs, rhs=rhs, out=out)
+
+    return run

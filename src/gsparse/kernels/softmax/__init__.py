@@ -1,0 +1,71 @@
+"""Fused edge softmax on CUDA, forward and backward, one warp per row.
+
+The package's modules: :mod:`.task`, :mod:`.schedule`, :mod:`.space`, :mod:`.default`,
+:mod:`.codegen` (with the passes as fixed device code) and :mod:`.plan`. ``norm_by="src"``
+runs the same kernels over the reverse graph, whose CSR positions map to the same edge ids.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...graph import Graph
+from ..memory import allocate
+from .default import default_schedule
+from .plan import build_plan
+from .schedule import SOFTMAX_SCHEDULES, WarpPerRow
+from .space import schedule_space
+from .task import DIRECTIONS, SoftmaxTask, head_lanes
+
+__all__ = [
+    "DIRECTIONS",
+    "SOFTMAX_SCHEDULES",
+    "SoftmaxTask",
+    "WarpPerRow",
+    "default_schedule",
+    "head_lanes",
+    "run_edge_softmax",
+    "run_edge_softmax_backward",
+    "schedule_space",
+]
+
+
+def _rows(g: Graph, norm_by: str) -> Graph:
+    if norm_by not in ("dst", "src"):
+        raise ValueError(f"norm_by must be 'dst' or 'src', got {norm_by!r}")
+    return g if norm_by == "dst" else g.reverse()
+
+
+def _launch(direction: str, g: Graph, values: dict[str, torch.Tensor], out_name: str,
+            out: torch.Tensor, norm_by: str) -> torch.Tensor:
+    rows = _rows(g, norm_by)
+    if out.numel() == 0:
+        return out
+    task = SoftmaxTask(direction, out.dtype, rows.index_dtype, rows.eid is not None,
+                       out.numel() // g.num_edges)
+    schedule = default_schedule(task, None, None)
+    plan = rows.plans.get((task, schedule), lambda: build_plan(rows, task, schedule))
+    plan(**values, **{out_name: out})
+    return out
+
+
+def run_edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst") -> torch.Tensor:
+    """Edge softmax of ``logits`` ``[E, *shape]`` (user edge order) over each destination's
+    (``"dst"``) or source's (``"src"``) edges; returns ``[E, *shape]``, same dtype."""
+    logits = logits.contiguous()
+    out = allocate(tuple(logits.shape), logits.dtype, logits.device)
+    return _launch("forward", g, {"x": logits}, "y", out, norm_by)
+
+
+def run_edge_softmax_backward(g: Graph, y: torch.Tensor, dy: torch.Tensor,
+                              norm_by: str = "dst") -> torch.Tensor:
+    """Gradient of the edge softmax with respect to its logits: ``y * (dy - sum_row(dy * y))``.
+
+    ``y`` is the forward's output and ``dy`` the gradient of ``y``, both ``[E, *shape]``.
+    """
+    if y.shape != dy.shape or y.dtype != dy.dtype:
+        raise ValueError(f"y and dy must have the same shape and dtype, got {tuple(y.shape)} "
+                         f"{y.dtype} and {tuple(dy.shape)} {dy.dtype}")
+    y, dy = y.contiguous(), dy.contiguous()
+    out = allocate(tuple(y.shape), y.dtype, y.device)
+    return _launch("backward", g, {"y": y, "dy": dy}, "dz", out, norm_by)

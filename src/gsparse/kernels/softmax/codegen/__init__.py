@@ -1,0 +1,100 @@
+r"""Edge softmax code generation: (task, schedule) -> a :class:`~gsparse.kernels.source.Program`.
+
+Forward, for each row ``v`` and head ``h``:
+
+.. math::  y_e = \frac{\exp(z_e - m)}{s},\quad m = \max_{e \in v} z_e,\quad
+           s = \sum_{e \in v} \exp(z_e - m)
+
+Backward, from ``y`` and ``dy``:  ``dz_e = y_e (dy_e - \sum_{e' \in v} dy_{e'} y_{e'})``.
+
+The forward pass reads the logits twice: once for the running maximum and rescaled sum
+(the online softmax recurrence; the lanes' partial ``(m, s)`` pairs then merge through
+warp shuffles), once to write the normalised values. Everything accumulates in fp32 (fp64
+for fp64), and no temporary is allocated: the output is the only write. The two passes of
+each direction are fixed device code (``forward_pass.cu``, ``backward_pass.cu``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ...source import (
+    ACCUMULATOR_TYPES,
+    INDEX_TYPES,
+    PRELUDE,
+    SCALAR_TYPES,
+    Program,
+    Signature,
+    device_code,
+    indent,
+)
+from ..schedule import WarpPerRow
+from ..task import SoftmaxTask
+
+__all__ = ["kernel_name", "program", "signature"]
+
+
+def kernel_name(direction: str) -> str:
+    return f"edge_softmax_{direction}"
+
+
+def signature(task: SoftmaxTask) -> Signature:
+    """``edge_softmax_forward(rowptr, eid, x, y, num_rows, num_heads)`` or
+    ``edge_softmax_backward(rowptr, eid, y, dy, dz, num_rows, num_heads)``; ``eid`` is null
+    when CSR positions are edge ids."""
+    scalar = SCALAR_TYPES[task.dtype]
+    if task.direction == "forward":
+        values = [(f"const {scalar}* __restrict__", "x"), (f"{scalar}* __restrict__", "y")]
+    else:
+        values = [(f"const {scalar}* __restrict__", "y"), (f"const {scalar}* __restrict__", "dy"),
+                  (f"{scalar}* __restrict__", "dz")]
+    return Signature(kernel_name(task.direction), [
+        ("const I* __restrict__", "rowptr"), ("const I* __restrict__", "eid"), *values,
+        ("long long", "num_rows"), ("long long", "num_heads"),
+    ])
+
+
+@functools.lru_cache(maxsize=256)
+def program(task: SoftmaxTask, schedule: WarpPerRow) -> Program:
+    """The program of ``task``'s direction under ``schedule``. Pure; no GPU needed."""
+    schedule.validate()
+    passes = device_code(__package__, f"{task.direction}_pass.cu")
+    edge = "(long long)eid[p]" if task.has_eid else "p"
+    rows = schedule.warps_per_block
+    body = f"""\
+using T = {SCALAR_TYPES[task.dtype]};
+using A = {ACCUMULATOR_TYPES[task.dtype]};
+constexpr int HL = {task.lanes};  // lanes per edge, one head each
+constexpr int EL = 32 / HL;  // edges a warp reads at a time
+const A NEG_INF = -A(__int_as_float(0x7f800000));
+const auto edge = [&](long long p) -> long long {{ return {edge}; }};
+const long long row = (long long)blockIdx.x * {rows} + threadIdx.x / 32;
+if (row >= num_rows) return;  // whole warps leave together
+const long long start = rowptr[row];
+const long long end = rowptr[row + 1];
+const int e_lane = (threadIdx.x % 32) / HL;
+// Every lane reaches each shuffle: lanes past the last head walk no edges instead of leaving.
+for (long long h0 = 0; h0 < num_heads; h0 += HL) {{
+    const long long h = h0 + threadIdx.x % HL;
+    const bool active = h < num_heads;
+{indent(passes.rstrip(), 4)}
+}}"""
+    kernel = signature(task)
+    describe = (f"{str(task.dtype).removeprefix('torch.')} {str(task.index_dtype).removeprefix('torch.')}"
+                f"{' eid' if task.has_eid else ''}, {task.lanes} lanes per edge")
+    source = f"""// gsparse edge softmax, {task.direction}: {describe}
+// schedule {schedule}: {schedule.to_json()}
+{PRELUDE}
+using I = {INDEX_TYPES[task.index_dtype]};
+
+// exp in the accumulator's precision (expf for float; never the double routine).
+__device__ __forceinline__ float exp_acc(float x) {{ return expf(x); }}
+__device__ __forceinline__ double exp_acc(double x) {{ return exp(x); }}
+
+{kernel.declaration(bounds=(schedule.threads,))}
+{{
+{indent(body, 4)}
+}}
+"""
+    return Program(source, {kernel.name: kernel},
+                   f"{kernel.name} heads={task.num_heads} | schedule {schedule}")

@@ -1,0 +1,252 @@
+"""What every generated program shares: C type names, shipped device code, kernel
+signatures, and the program object that ties a source to its kernels.
+
+A kernel's parameters are declared once, as a :class:`Signature`: it prints the C
+parameter list into the source and binds launch arguments by name, so a generator and its
+launcher cannot disagree on their order. Scalars are converted to the C type the signature
+declares (a Python int for a ``long long`` parameter becomes an int64), tensors are passed
+as pointers, None as a null pointer, and :data:`OPERAND` marks an argument each call of a
+prepared launch fills in::
+
+    SCALE = Signature("scale", [("const float* __restrict__", "x"), ("float* __restrict__", "out"),
+                                ("long long", "n")])
+    source = f"{SCALE.declaration(bounds=(256,))} {{ ... }}"
+    launch = program.prepare("scale", device, grid, 256, x=OPERAND, out=OPERAND, n=len(x))
+    launch(x=x, out=y)
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from .. import runtime
+
+__all__ = [
+    "ACCUMULATOR_TYPES",
+    "INDEX_TYPES",
+    "OPERAND",
+    "PRELUDE",
+    "SCALAR_TYPES",
+    "KernelLoader",
+    "Launch",
+    "Program",
+    "RUNTIME_LOADER",
+    "Signature",
+    "device_code",
+    "device_index",
+    "elementwise_expr",
+    "identity_expr",
+    "indent",
+]
+
+# C type of a feature element, and of its accumulator (half precision accumulates in fp32).
+SCALAR_TYPES: dict[torch.dtype, str] = {
+    torch.float16: "__half",
+    torch.bfloat16: "__nv_bfloat16",
+    torch.float32: "float",
+    torch.float64: "double",
+}
+ACCUMULATOR_TYPES: dict[torch.dtype, str] = {
+    torch.float16: "float",
+    torch.bfloat16: "float",
+    torch.float32: "float",
+    torch.float64: "double",
+}
+INDEX_TYPES: dict[torch.dtype, str] = {torch.int32: "int", torch.int64: "long long"}
+
+OPERAND = runtime.OPERAND
+
+
+@functools.cache
+def device_code(package: str, name: str) -> str:
+    """The text of ``name``, fixed device code shipped in ``package`` (a ``.cu``/``.cuh``)."""
+    return importlib.resources.files(package).joinpath(name).read_text()
+
+
+# Spliced at the top of every program: storage <-> accumulator conversions, vector access.
+PRELUDE = device_code(__package__, "prelude.cuh")
+
+
+def device_index(device: torch.device) -> int:
+    """The CUDA device index of tensors on ``device`` (always set for a CUDA tensor), or -1
+    for any other device: plans built there only serve loaders that never launch (tests)."""
+    return device.index if device.type == "cuda" else -1
+
+
+def indent(text: str, spaces: int) -> str:
+    """``text`` with every non-empty line indented by ``spaces``."""
+    pad = " " * spaces
+    return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
+
+
+def elementwise_expr(expr: str) -> str:
+    """``a + b`` -> ``a[i] + b[i]``: an algebra table's C expression over element ``i``."""
+    return " ".join(f"{token}[i]" if token in ("a", "b") else token for token in expr.split(" "))
+
+
+def identity_expr(value: float) -> str:
+    """A reducer's identity as an expression of the accumulator type ``A``."""
+    return {
+        0.0: "A(0)",
+        float("-inf"): "A(-__int_as_float(0x7f800000))",
+        float("inf"): "A(__int_as_float(0x7f800000))",
+    }[value]
+
+
+# How a Python value becomes a by-value argument of each scalar C type a signature declares.
+_SCALARS = {"int": runtime.i32, "long long": runtime.i64, "float": runtime.f32, "double": runtime.f64}
+_SCALAR_C_TYPES = {"int": "int32_t", "long long": "int64_t", "float": "float", "double": "double"}
+_WRAP = 100  # columns of a printed parameter list
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A kernel's name and its parameters, ``(C type, name)`` in order.
+
+    Pointer parameters (a ``*`` in their type) take tensors, None or :data:`OPERAND`;
+    scalar parameters take Python numbers (or :class:`~gsparse.runtime.Scalar` of their
+    exact C type), converted to the declared type.
+    """
+
+    name: str
+    params: tuple[tuple[str, str], ...]
+
+    def __init__(self, name: str, params: Sequence[tuple[str, str]]) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "params", tuple((c_type, pname) for c_type, pname in params))
+        names = [pname for _, pname in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"kernel {name!r} declares a parameter twice: {names}")
+        for c_type, pname in self.params:
+            if "*" not in c_type and c_type not in _SCALARS:
+                raise ValueError(f"parameter {pname!r} of {name!r} has type {c_type!r}: a pointer "
+                                 f"or one of {sorted(_SCALARS)}")
+
+    def declaration(self, bounds: tuple[int, ...] | None = None) -> str:
+        """``extern "C" __global__ void [__launch_bounds__(...)]`` and the name with its
+        parameter list, wrapped at 100 columns."""
+        head = 'extern "C" __global__ void'
+        if bounds:
+            head += f" __launch_bounds__({', '.join(map(str, bounds))})"
+        opening = f"{self.name}("
+        lines = [opening]
+        for i, (c_type, pname) in enumerate(self.params):
+            item = f"{c_type} {pname}" + (")" if i == len(self.params) - 1 else ",")
+            if lines[-1] == opening:
+                lines[-1] += item
+            elif len(lines[-1]) + 1 + len(item) > _WRAP:
+                lines.append(" " * len(opening) + item)
+            else:
+                lines[-1] += " " + item
+        if not self.params:
+            lines = [f"{self.name}()"]
+        return head + "\n" + "\n".join(lines)
+
+    def arguments(self, values: Mapping[str, Any]) -> list[Any]:
+        """The launch arguments in parameter order, from ``values`` by name.
+
+        Raises TypeError naming any parameter missing from ``values``, any name the
+        signature does not declare, and a scalar given to a pointer or the reverse.
+        """
+        declared = {pname for _, pname in self.params}
+        if missing := [pname for _, pname in self.params if pname not in values]:
+            raise TypeError(f"kernel {self.name!r}: no value for {missing}")
+        if unknown := sorted(set(values) - declared):
+            raise TypeError(f"kernel {self.name!r} has no parameters {unknown}; it takes "
+                            f"{[pname for _, pname in self.params]}")
+        return [_argument(self.name, c_type, pname, values[pname]) for c_type, pname in self.params]
+
+
+def _argument(kernel: str, c_type: str, name: str, value: Any) -> Any:
+    if "*" in c_type:
+        if value is None or value is OPERAND or isinstance(value, torch.Tensor):
+            return value
+        raise TypeError(f"kernel {kernel!r}: pointer parameter {name!r} ({c_type}) takes a tensor, "
+                        f"None or OPERAND, got {type(value).__name__}")
+    if isinstance(value, runtime.Scalar):
+        if value.c_type != _SCALAR_C_TYPES[c_type]:
+            raise TypeError(f"kernel {kernel!r}: parameter {name!r} is a {c_type}, got a "
+                            f"{value.c_type} scalar")
+        return value
+    if value is OPERAND or value is None or isinstance(value, torch.Tensor):
+        raise TypeError(f"kernel {kernel!r}: scalar parameter {name!r} ({c_type}) takes a number, "
+                        f"got {value!r}")
+    return _SCALARS[c_type](value)
+
+
+class Launch:
+    """A prepared launch whose :data:`OPERAND` parameters each call passes by name."""
+
+    def __init__(self, prepared: Any, operands: tuple[str, ...]) -> None:
+        self._prepared = prepared
+        self._operands = operands
+
+    @property
+    def operands(self) -> tuple[str, ...]:
+        """The parameters each call fills in, in order."""
+        return self._operands
+
+    def __call__(self, **operands: torch.Tensor | None) -> None:
+        if len(operands) != len(self._operands) or any(n not in operands for n in self._operands):
+            raise TypeError(f"this launch takes the operands {list(self._operands)}, "
+                            f"got {sorted(operands)}")
+        self._prepared(*[operands[name] for name in self._operands])
+
+
+class KernelLoader(Protocol):
+    """Turns a program's kernel into something that prepares launches: the runtime on a
+    GPU, a recorder in tests."""
+
+    def kernel(self, program: Program, name: str, device_index: int) -> Any: ...
+
+
+class _RuntimeLoader:
+    """Compiles (through the disk cache) and loads kernels on a CUDA device, once per
+    program, kernel and device: later lookups skip hashing the source."""
+
+    def kernel(self, program: Program, name: str, device_index: int) -> runtime.Kernel:
+        key = (name, device_index)
+        found = program.loaded.get(key)
+        if found is None:
+            found = program.loaded[key] = runtime.get_kernel(
+                program.source, name, context=program.context, device=device_index)
+        return found
+
+
+RUNTIME_LOADER: KernelLoader = _RuntimeLoader()
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """Generated CUDA C++ and the signatures of its kernels.
+
+    Attributes:
+        source: the whole program.
+        kernels: the signature of each ``extern "C"`` kernel, by name.
+        context: what the program computes and how (algorithm and schedule), quoted in
+            compile and launch errors.
+        loaded: kernels loaded so far, by (name, device index); filled by the loader.
+    """
+
+    source: str
+    kernels: Mapping[str, Signature]
+    context: str
+    loaded: dict[tuple[str, int], Any] = field(default_factory=dict, repr=False)
+
+    def prepare(self, name: str, device_index: int, grid: tuple[int, ...] | int, block: int, *,
+                shared_bytes: int = 0, loader: KernelLoader = RUNTIME_LOADER,
+                **arguments: Any) -> Launch:
+        """A launch of kernel ``name`` with every parameter given by name (see
+        :meth:`Signature.arguments`); call it with the :data:`OPERAND` ones."""
+        signature = self.kernels[name]
+        args = signature.arguments(arguments)
+        operands = tuple(pname for (_, pname), arg in zip(signature.params, args) if arg is OPERAND)
+        kernel = loader.kernel(self, name, device_index)
+        prepared = kernel.prepare(grid, block, args, shared_bytes=shared_bytes, context=self.context)
+        return Launch(prepared, operands)

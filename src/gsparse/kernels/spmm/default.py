@@ -1,0 +1,134 @@
+"""The g-SpMM hand rule: a schedule from the task, the graph's statistics and the target,
+with no measurement. The measurements it was fitted to are in docs/performance.md."""
+
+from __future__ import annotations
+
+from ...graph import GraphStats
+from ...target import Target
+from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
+from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
+from .space import (
+    OUTPUT_TILED_FEATURES,
+    column_tile_for,
+    output_tiled_schedule,
+    output_tiled_warps,
+    row_splits_for,
+)
+from .task import SpmmTask
+
+__all__ = ["default_schedule"]
+
+# Up to this many features, the column-tiled and output-tiled skeletons may take over.
+_STAGED_FEATURES = 4
+
+
+def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmSchedule:
+    """The schedule used when none is given.
+
+    Up to 4 features, when every message is a whole ``lhs`` row (copy_lhs, no arg
+    indices), the output-tiled skeleton (:func:`_output_tiled`), unless its staging of
+    ``lhs`` would outweigh the edges. Otherwise, up to 4 features, when ``lhs`` is read,
+    the column-tiled skeleton if its per-tile row pointers stay small next to the edges
+    (at most one per 8 edges): there, gathers from shared memory beat L2's sector rate. It
+    runs half a warp per row, 1,024 threads per block, rows in natural order. Everything
+    else takes the one-pass family's rule (:func:`_row_groups`).
+    """
+    schedule = _row_groups(task, stats, target)
+    if task.lhs_shape is None or task.num_features > _STAGED_FEATURES:
+        return schedule
+    if task.algorithm.message_is_lhs and (tiled := _output_tiled(task, stats, target)):
+        return tiled
+    tile = column_tile_for(task.lhs_len, task.dtype, target)
+    tiles = -(-stats.num_src // tile) if tile else 0
+    if tile and tiles * (stats.num_dst + 1) * 8 <= stats.num_edges:
+        edge_lanes = 16 // schedule.feature_lanes
+        return ColumnTiled(
+            rows_per_block=1024 // (schedule.feature_lanes * edge_lanes),
+            feature_lanes=schedule.feature_lanes, edge_lanes=edge_lanes,
+            vector_width=schedule.vector_width, outputs_per_thread=schedule.outputs_per_thread,
+            degree_sorted=False, column_tile=tile).validate()
+    return schedule
+
+
+def _edge_lanes_for(mean_degree: float, budget: int) -> int:
+    """Enough edge lanes that each walks a handful of edges of an average row."""
+    lanes = 1
+    while lanes < budget and lanes * 4 < mean_degree:
+        lanes *= 2
+    return lanes
+
+
+def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | SplitRows:
+    """The one-pass family's rule.
+
+    - Feature slice: the widest of 128, 64, 32 features whose slice of the dense input
+      fits in three quarters of the L2 cache, so the gathers of one slice hit in L2 while
+      the grid walks it. When not even 32 fit, 128: there is no reuse to protect, and a
+      wide slice reads the column indices fewer times.
+    - Vectors as wide as the data allows (16 bytes); at most 8 feature lanes for 4-byte
+      types and 4 for 2-byte types, and up to two vectors per thread, cover the slice.
+    - A warp owns a row; lanes the slice does not need split the row's edges, which keeps
+      all 32 lanes busy for short feature vectors.
+    - Each lane fetches edges ahead (``nnz_tile``): 4 on long rows with 8 or more
+      features, where gathers are latency bound; 1 when a thread already has two vectors
+      in flight per edge, and for the shortest features, whose gathers are bound by L2
+      sector throughput and gain nothing from more in flight.
+    - Skewed degree distributions (COV > 0.5) walk the rows longest first, except short
+      rows (mean below 128) at up to 4 features, whose gathers are bound by L2 sector
+      throughput rather than by imbalance.
+    - Beyond 4 features, rows far longer than the mean are cut into chunks of the longest
+      length :func:`~.space.row_splits_for` offers (:class:`SplitRows`).
+    """
+    feature_len, element_bytes = task.num_features, task.dtype.itemsize
+    mean_degree = stats.rows.mean
+    vector = widest_vector(feature_len, min(task.vector_ok, VECTOR_BYTES // element_bytes))
+    fits = [w for w in (128, 64, 32)
+            if stats.num_src * w * element_bytes <= target.l2_bytes * 3 // 4]
+    slice_ = min(fits[0] if fits else 128, pow2_at_least(feature_len))
+    vector = min(vector, slice_)
+    feature_lanes = max(1, min(8 if element_bytes >= 4 else 4, slice_ // vector))
+    outputs = min(2, max(1, slice_ // (feature_lanes * vector)))
+    feature_lanes = max(1, min(32, slice_ // (vector * outputs)))
+    edge_lanes = _edge_lanes_for(mean_degree, 32 // feature_lanes)
+    if feature_len <= _STAGED_FEATURES or outputs > 1:
+        nnz = 1
+    else:
+        nnz = 4 if mean_degree >= 128 else 2
+    knobs = dict(
+        rows_per_block=max(1, 256 // (feature_lanes * edge_lanes)),
+        feature_lanes=feature_lanes,
+        edge_lanes=edge_lanes,
+        vector_width=vector,
+        outputs_per_thread=outputs,
+        nnz_tile=nnz,
+        index_tile=False,
+        degree_sorted=stats.rows.cov > 0.5 and (feature_len > _STAGED_FEATURES or mean_degree >= 128),
+    )
+    splits = row_splits_for(mean_degree, stats.rows.max) if feature_len > _STAGED_FEATURES else []
+    if splits:
+        return SplitRows(**knobs, row_split=splits[-1]).validate()
+    return OnePass(**knobs).validate()
+
+
+def _output_tiled(task: SpmmTask, stats: GraphStats, target: Target) -> OutputTiled | None:
+    """The output-tiled schedule for the task, or None where staging would outweigh the edges.
+
+    - Column groups: 4 where ``lhs`` makes 8 or more tiles of half of shared memory, 2 from
+      4 tiles, else 1: more groups stage less per block, but a group of few tiles leaves
+      its blocks unequal.
+    - Warps per block (:func:`~.space.output_tiled_warps`): the first for short rows (mean
+      below 128), the second for long ones.
+    - None when the blocks would stage more than 8 bytes of ``lhs`` per edge: there the
+      one-pass gathers move less (graphs with few edges per source row).
+    """
+    feature_len = task.num_features
+    if feature_len > OUTPUT_TILED_FEATURES:
+        return None
+    lhs_bytes = stats.num_src * feature_len * task.dtype.itemsize
+    tiles = lhs_bytes / (target.shared_bytes_per_block / 2)
+    groups = 4 if tiles >= 8 else 2 if tiles >= 4 else 1
+    if -(-target.sms // groups) * lhs_bytes > 8 * stats.num_edges:
+        return None
+    short_rows, long_rows = output_tiled_warps(task.dtype)
+    warps = short_rows if stats.rows.mean < 128 else long_rows
+    return output_tiled_schedule(feature_len, task.dtype, warps, groups, task.vector_ok)
