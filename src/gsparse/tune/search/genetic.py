@@ -114,8 +114,9 @@ class GeneticSearch(StrategyBase[S]):
         ranked = np.argsort(times, kind="stable")
         elite = [members[i] for i in ranked[: self.elite] if math.isfinite(times[i])]
         need = self.population - len(elite)
-        fastest = times[ranked[0]]
-        fitness = np.where(np.isfinite(times), (fastest / times) ** self.selection_pressure, 0.0)
+        ok = np.isfinite(times)
+        fitness = np.zeros(len(times))
+        fitness[ok] = (times[ok].min() / times[ok]) ** self.selection_pressure
         excluded = self.seen.copy()
         children: list[S] = []
         for _ in range(need * self.screen):
