@@ -126,6 +126,11 @@ def test_the_file_is_in_wal_mode(database):
     assert sqlite3.connect(database.path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def processes():
+    """fork where there is one (fast: no re-import), else spawn."""
+    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+
+
 def _writer(path: str, worker: int, commits: int, start) -> None:
     with TuningDatabase(path) as db:
         start.wait()  # all writers begin together
@@ -136,7 +141,7 @@ def _writer(path: str, worker: int, commits: int, start) -> None:
 def test_several_processes_writing_at_once_lose_nothing(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     TuningDatabase(path).close()
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    context = processes()
     start = context.Barrier(4)
     workers = [context.Process(target=_writer, args=(path, w, 50, start)) for w in range(4)]
     for p in workers:
@@ -225,7 +230,7 @@ def _crash_after_writing_an_old_schema(path: str) -> None:
 
 def test_an_old_file_whose_rows_are_still_in_its_log_is_moved_aside_whole(tmp_path):
     path = tmp_path / "tuning.sqlite"
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    context = processes()
     writer = context.Process(target=_crash_after_writing_an_old_schema, args=(str(path),))
     writer.start()
     writer.join(timeout=60)

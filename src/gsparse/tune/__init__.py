@@ -22,7 +22,7 @@ from .database import (
     TuningKey,
     default_database_path,
 )
-from .interfaces import BuildResult, Builder, CostModel, RunResult, Runner, Schedule, SearchSpace
+from .interfaces import Builder, BuildResult, CostModel, Runner, RunResult, Schedule, SearchSpace
 from .loop import TuneResult, tune
 from .metrics import Evaluation, evaluate, pearson, spearman, top_k_regret
 from .models import DnnCostModel, RankModel

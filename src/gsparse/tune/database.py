@@ -40,11 +40,11 @@ _EXPORT_FORMAT = "gsparse-tuning-database"
 _KEY_FIELDS = ("target", "operator", "graph", "feature_shape", "dtype", "codegen")
 _KEY_COLUMNS = ", ".join(f"{f} TEXT NOT NULL" for f in _KEY_FIELDS)
 _SCHEMA = (
-    f"CREATE TABLE {_BEST} ({_KEY_COLUMNS}, schedule_class TEXT NOT NULL, schedule TEXT NOT NULL, "
-    f"time_ms REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY ({', '.join(_KEY_FIELDS)}))",
-    f"CREATE TABLE {_SAMPLES} (id INTEGER PRIMARY KEY AUTOINCREMENT, {_KEY_COLUMNS}, "
-    f"schedule_class TEXT NOT NULL, schedule TEXT NOT NULL, times_ms TEXT NOT NULL, error TEXT, "
-    f"features TEXT, created REAL NOT NULL)",
+    (f"CREATE TABLE {_BEST} ({_KEY_COLUMNS}, schedule_class TEXT NOT NULL, schedule TEXT NOT NULL, "
+     f"time_ms REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY ({', '.join(_KEY_FIELDS)}))"),
+    (f"CREATE TABLE {_SAMPLES} (id INTEGER PRIMARY KEY AUTOINCREMENT, {_KEY_COLUMNS}, "
+     f"schedule_class TEXT NOT NULL, schedule TEXT NOT NULL, times_ms TEXT NOT NULL, error TEXT, "
+     f"features TEXT, created REAL NOT NULL)"),
     f"CREATE INDEX {_SAMPLES}_key ON {_SAMPLES} ({', '.join(_KEY_FIELDS)})",
 )
 
@@ -208,7 +208,8 @@ class TuningDatabase:
         check_schedule(schedule)
         times = tuple(float(t) for t in times_ms)
         if (error is None) == (not times):
-            raise ValueError(f"give exactly one of times_ms and error; got times_ms={times} and error={error!r}")
+            raise ValueError(f"give exactly one of times_ms and error; got times_ms={times} "
+                             f"and error={error!r}")
         if error is not None and not isinstance(error, str):
             raise TypeError(f"error must be a string, got {type(error).__name__}")
         if not all(math.isfinite(t) and t > 0 for t in times):

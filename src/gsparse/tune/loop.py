@@ -12,7 +12,7 @@ from typing import Any, Generic
 import numpy as np
 
 from .database import Sample, TuningDatabase, TuningKey
-from .interfaces import Builder, RunResult, Runner, S, SearchSpace
+from .interfaces import Builder, Runner, RunResult, S, SearchSpace
 from .search.base import SearchStrategy
 
 

@@ -230,7 +230,8 @@ def mutate(space: SearchSpace[S], schedule: S, rng: np.random.Generator, rate: f
     for knob in values:
         if rng.random() >= rate:
             continue
-        others = [v for v in space.domain(cls, knob) if not (type(v) is type(values[knob]) and v == values[knob])]
+        mine = values[knob]
+        others = [v for v in space.domain(cls, knob) if not (type(v) is type(mine) and v == mine)]
         if others:
             values[knob] = others[int(rng.integers(len(others)))]
     return _construct(space, cls, values)

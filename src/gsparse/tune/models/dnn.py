@@ -98,7 +98,8 @@ class DnnCostModel:
                 segment = torch.from_numpy(np.repeat(np.arange(len(chosen)), [len(c) for c in chosen]))
                 count = torch.bincount(segment).to(torch.float32)
                 y = net(inputs[index]).squeeze(1)
-                loss = torch.mean((_normalise(y, segment, count) - _normalise(target[index], segment, count)) ** 2)
+                error = _normalise(y, segment, count) - _normalise(target[index], segment, count)
+                loss = torch.mean(error * error)
                 optimiser.zero_grad(set_to_none=True)
                 loss.backward()
                 optimiser.step()
@@ -131,7 +132,8 @@ class DnnCostModel:
             raise RuntimeError("the DNN cost model is not trained: nothing to save")
         Path(path).write_text(json.dumps({
             "format": _FORMAT, "version": _VERSION, "params": self.params,
-            "weights": {name: {"shape": list(v.shape), "values": v.ravel().tolist()} for name, v in self.weights.items()},
+            "weights": {name: {"shape": list(v.shape), "values": v.ravel().tolist()}
+                        for name, v in self.weights.items()},
         }))
 
     def load(self, path: str | Path) -> DnnCostModel:

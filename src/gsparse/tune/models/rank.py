@@ -65,7 +65,8 @@ class RankModel:
         if not 2 <= grades <= 31:
             raise ValueError(f"grades must be in [2, 31] (LightGBM's default gains), got {grades}")
         if not 2 <= leaves <= MAX_LEAVES:
-            raise ValueError(f"leaves must be in [2, {MAX_LEAVES}] (the NumPy evaluator's bit masks), got {leaves}")
+            raise ValueError(f"leaves must be in [2, {MAX_LEAVES}] (the NumPy evaluator's bit masks), "
+                             f"got {leaves}")
         for name, value in (("trees", trees), ("max_depth", max_depth),
                             ("min_rows_in_leaf", min_rows_in_leaf), ("truncation", truncation)):
             if value < 1:
