@@ -343,3 +343,22 @@ def test_the_progress_bar_shows_only_on_a_terminal_or_when_asked(tmp_path, capsy
     assert "tuning toy" in run(True, 1)
     monkeypatch.setitem(sys.modules, "tqdm", None)  # without tqdm: one rewritten line
     assert "\rtuning toy: 8/8 measured, best" in run(True, 2)
+
+
+def test_tune_measures_afresh_samples_whose_schedule_no_longer_decodes(tmp_path):
+    @dataclasses.dataclass(frozen=True)
+    class Toy:  # an older Toy, with a knob the current one lacks
+        removed: int = 1
+
+        def to_json(self) -> str:
+            return '{"removed": 1}'
+
+        @classmethod
+        def from_json(cls, text: str):
+            return cls()
+
+    database = TuningDatabase(tmp_path / "t.sqlite")
+    database.commit_sample(KEY, Toy(), times_ms=[0.5])
+    result = tune(SPACE, RandomSampling(SPACE), ParallelBuilder(lambda s: s), SimulatedRunner(toy_time),
+                  database, KEY, budget=4)
+    assert result.reused == () and result.measured == 4

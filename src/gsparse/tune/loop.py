@@ -128,13 +128,17 @@ def _features(featurize: Callable[[Sequence[S]], np.ndarray], schedules: list[S]
 
 
 def _previous(database: TuningDatabase, key: TuningKey, classes: set[type]) -> list[RunResult[Any]]:
-    """The samples of ``key`` whose schedule class is in the space, as results (the last
-    sample of a schedule wins)."""
+    """The samples of ``key`` whose schedule class is in the space and whose JSON still
+    decodes, as results (the last sample of a schedule wins)."""
     names = {c.__name__ for c in classes}
     latest: dict[Any, Sample] = {}
     for sample in database.samples(key):
-        if sample.schedule_class in names:
+        if sample.schedule_class not in names:
+            continue
+        try:
             latest[sample.schedule(classes)] = sample
+        except (ValueError, TypeError):  # knobs this version no longer reads: measure afresh
+            continue
     return [RunResult(s, times_ms=sample.times_ms, error=sample.error) for s, sample in latest.items()]
 
 
