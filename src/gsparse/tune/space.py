@@ -194,12 +194,17 @@ def _coordinate(domain: tuple, value: Any) -> float:
     if value is _MISSING:
         return float("nan")
     for i, v in enumerate(domain):
-        if type(v) is type(value) and v == value:
+        if _same(v, value):
             return i / scale
     try:
         return (bisect.bisect_left(domain, value) - 0.5) / scale
     except TypeError:
         return float("nan")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values, with booleans apart from the numbers 0 and 1."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
 
 
 def index(space: SearchSpace[S] | SpaceIndex[S]) -> SpaceIndex[S]:
@@ -231,7 +236,7 @@ def mutate(space: SearchSpace[S], schedule: S, rng: np.random.Generator, rate: f
         if rng.random() >= rate:
             continue
         mine = values[knob]
-        others = [v for v in space.domain(cls, knob) if not (type(v) is type(mine) and v == mine)]
+        others = [v for v in space.domain(cls, knob) if not _same(v, mine)]
         if others:
             values[knob] = others[int(rng.integers(len(others)))]
     return _construct(space, cls, values)

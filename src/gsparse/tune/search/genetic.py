@@ -3,9 +3,9 @@
 Generation 0 is the cost model's ``population`` best-predicted candidates (random ones
 without a model), after the best schedules already measured. Each later generation keeps
 the ``elite`` fastest members and breeds the rest: two parents drawn by roulette on their
-measured speed ``fitness = (best time / time) ** selection_pressure`` (G-Sparse's Eq. 3,
-``1 / time``, at the default pressure 1; a failure has fitness 0), a
-uniform crossover, then each knob mutated with probability ``mutation_rate``. A child that
+measured speed, ``fitness = (best time / time) ** selection_pressure`` (at the default
+pressure 1, G-Sparse's Eq. 3: ``1 / time``; a failure has fitness 0), a uniform
+crossover, then each knob mutated with probability ``mutation_rate``. A child that
 is invalid, already measured or already bred is moved to the nearest valid candidate that
 is neither (:meth:`SpaceIndex.nearest`), so every proposal is new. With the defaults
 (16, 6, 3 generations) that is at most 16 + 3 * 10 = 46 measurements.
