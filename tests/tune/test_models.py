@@ -147,6 +147,12 @@ def test_relevance_grades_follow_the_rank_within_each_group():
     assert relevance_grades(times, groups, 4).tolist() == [0, 3, 2, 2, 3, 0, 3]
 
 
+def test_training_the_rank_model_without_lightgbm_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "lightgbm", None)
+    with pytest.raises(ImportError, match=r"pip install 'gsparse\[tune\]'"):
+        RankModel().fit(np.ones((4, 2)), np.ones(4), np.zeros(4))
+
+
 def test_the_rank_model_checks_its_knobs_and_its_state():
     with pytest.raises(ValueError, match=r"leaves must be in \[2, 64\]"):
         RankModel(leaves=100)
