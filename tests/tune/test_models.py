@@ -1,0 +1,211 @@
+"""Cost models: the DNN and the rank model learn a synthetic landscape's order on held-out
+graphs; their NumPy inference matches the libraries they were trained with."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import torch
+from landscapes import ranking_corpus
+
+from gsparse.tune import DnnCostModel, RankModel, spearman, top_k_regret
+from gsparse.tune.models import TreeEnsemble, relevance_grades
+from gsparse.tune.models.dnn import signed_log
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """Training graphs and held-out graphs (other seeds: graphs never seen in training)."""
+    return ranking_corpus(120, 200, seed=1), ranking_corpus(30, 200, seed=2)
+
+
+@pytest.fixture(scope="module")
+def dnn(corpus):
+    (x, t, g), _ = corpus
+    model = DnnCostModel(seed=3)
+    model.fit(x, t, g)
+    return model
+
+
+def test_the_dnn_orders_schedules_of_held_out_graphs(dnn, corpus):
+    _, (x, t, g) = corpus
+    predicted = dnn.predict(x)
+    assert spearman(predicted, t, g) > 0.9
+    assert np.median(top_k_regret(predicted, t, g, 5)) < 0.05
+
+
+def test_dnn_training_is_deterministic_for_a_seed(dnn, corpus):
+    (x, t, g), (xt, _, _) = corpus
+    again = DnnCostModel(seed=3)
+    again.fit(x, t, g)
+    np.testing.assert_array_equal(again.predict(xt), dnn.predict(xt))
+    other = DnnCostModel(seed=4)
+    other.fit(x, t, g)
+    assert not np.array_equal(other.predict(xt), dnn.predict(xt))
+
+
+def test_the_dnns_numpy_inference_matches_pytorch(dnn, corpus):
+    _, (x, _, _) = corpus
+    with torch.no_grad():
+        expected = dnn.to_torch()(torch.from_numpy(signed_log(x))).squeeze(1).numpy()
+    np.testing.assert_allclose(dnn.predict(x), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_a_saved_dnn_predicts_the_same(dnn, corpus, tmp_path):
+    _, (x, _, _) = corpus
+    dnn.save(tmp_path / "dnn.json")
+    loaded = DnnCostModel().load(tmp_path / "dnn.json")
+    np.testing.assert_array_equal(loaded.predict(x), dnn.predict(x))
+    assert loaded.params == dnn.params
+
+
+def test_the_dnn_rejects_bad_inputs(dnn):
+    with pytest.raises(RuntimeError, match="not trained"):
+        DnnCostModel().predict(np.zeros((1, 7)))
+    with pytest.raises(ValueError, match=r"shape \[n, 7\].*got \(3, 5\)"):
+        dnn.predict(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match=r"times_ms must have shape \(4,\)"):
+        DnnCostModel().fit(np.zeros((4, 2)), np.ones(3), np.zeros(4))
+    with pytest.raises(ValueError, match="times_ms must be finite and > 0"):
+        DnnCostModel().fit(np.zeros((2, 2)), np.array([1.0, -1.0]), np.zeros(2))
+
+
+@pytest.mark.slow
+def test_the_dnn_trains_on_100k_rows_in_seconds():
+    x, t, g = ranking_corpus(500, 200, seed=5)
+    model = DnnCostModel()
+    start = time.process_time()  # CPU seconds of all threads: other processes' load does not count
+    model.fit(x, t, g)
+    assert time.process_time() - start < 60
+
+
+# -- the rank model -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ranker(corpus):
+    pytest.importorskip("lightgbm")
+    (x, t, g), _ = corpus
+    model = RankModel(seed=3)
+    model.fit(x, t, g)
+    return model
+
+
+def test_the_rank_model_orders_schedules_of_held_out_graphs(ranker, corpus):
+    _, (x, t, g) = corpus
+    predicted = ranker.predict(x)
+    assert spearman(predicted, t, g) > 0.8
+    assert np.median(top_k_regret(predicted, t, g, 5)) < 0.05
+
+
+def test_the_numpy_trees_match_lightgbm(ranker, corpus):
+    _, (x, _, _) = corpus
+    np.testing.assert_allclose(-ranker.predict(x), ranker.booster.predict(x), rtol=0, atol=1e-12)
+    # on the split thresholds themselves, where <= and < differ
+    at = x[:50].copy()
+    splits = ranker.ensemble
+    at[np.arange(len(splits.feature[:50])) % 50, splits.feature[:50]] = splits.threshold[:50]
+    np.testing.assert_allclose(-ranker.predict(at), ranker.booster.predict(at), rtol=0, atol=1e-12)
+
+
+def test_a_saved_rank_model_decides_in_under_a_millisecond_without_lightgbm(ranker, corpus, tmp_path):
+    _, (x, _, _) = corpus
+    path = tmp_path / "rank.json"
+    ranker.save(path)
+    np.save(tmp_path / "x.npy", x[:300])
+    np.save(tmp_path / "expected.npy", ranker.predict(x[:300]))
+    script = textwrap.dedent(f"""
+        import sys, time
+        import numpy as np
+        sys.modules["lightgbm"] = None  # importing it now fails
+        from gsparse.tune.models import RankModel
+        model = RankModel().load({str(path)!r})
+        x = np.load({str(tmp_path / "x.npy")!r})
+        assert np.array_equal(model.predict(x), np.load({str(tmp_path / "expected.npy")!r}))
+        times = []
+        for _ in range(100):
+            start = time.perf_counter()
+            model.predict(x)
+            times.append(time.perf_counter() - start)
+        print(min(times) * 1e3, np.median(times) * 1e3)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    fastest_ms, median_ms = map(float, done.stdout.split())
+    assert fastest_ms < 1.0, (fastest_ms, median_ms)
+
+
+def test_relevance_grades_follow_the_rank_within_each_group():
+    times = np.array([3.0, 1.0, 2.0, 2.0, 5.0, 7.0, 9.0])
+    groups = np.array([0, 0, 0, 0, 1, 1, 2])
+    assert relevance_grades(times, groups, 4).tolist() == [0, 3, 2, 2, 3, 0, 3]
+
+
+def test_training_the_rank_model_without_lightgbm_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "lightgbm", None)
+    with pytest.raises(ImportError, match=r"pip install 'gsparse\[tune\]'"):
+        RankModel().fit(np.ones((4, 2)), np.ones(4), np.zeros(4))
+
+
+def test_the_rank_model_checks_its_knobs_and_its_state():
+    with pytest.raises(ValueError, match=r"leaves must be in \[2, 64\]"):
+        RankModel(leaves=100)
+    with pytest.raises(RuntimeError, match="not trained"):
+        RankModel().predict(np.zeros((1, 3)))
+
+
+# -- the NumPy tree evaluator, against a hand-made LightGBM dump --------------------------
+
+
+def _split(feature, threshold, left, right):
+    return {"split_feature": feature, "threshold": threshold, "decision_type": "<=", "default_left": True,
+            "missing_type": "None", "left_child": left, "right_child": right}
+
+
+def _leaf(value):
+    return {"leaf_value": value}
+
+
+DUMP = {
+    "max_feature_idx": 2,
+    "tree_info": [
+        {"tree_structure": _split(0, 0.5, _split(1, 2.0, _leaf(1.0), _leaf(2.0)),
+                                  _split(2, -1.0, _leaf(3.0), _split(0, 4.0, _leaf(4.0), _leaf(5.0))))},
+        {"tree_structure": _leaf(0.25)},
+        {"tree_structure": _split(2, 0.0, _leaf(-10.0), _leaf(10.0))},
+    ],
+}
+
+
+def _walk(node, row):
+    while "leaf_value" not in node:
+        node = node["left_child"] if row[node["split_feature"]] <= node["threshold"] else node["right_child"]
+    return node["leaf_value"]
+
+
+def test_the_tree_evaluator_walks_every_path_as_lightgbm_does():
+    ensemble = TreeEnsemble.from_lightgbm(DUMP)
+    rng = np.random.default_rng(0)
+    x = rng.choice([-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0], size=(500, 3))
+    expected = [sum(_walk(t["tree_structure"], row) for t in DUMP["tree_info"]) for row in x]
+    np.testing.assert_array_equal(ensemble.predict(x), expected)
+    again = TreeEnsemble.from_dict(ensemble.to_dict())
+    np.testing.assert_array_equal(again.predict(x), expected)
+
+
+def test_the_tree_evaluator_rejects_what_it_does_not_model():
+    ensemble = TreeEnsemble.from_lightgbm(DUMP)
+    with pytest.raises(ValueError, match="features must be finite"):
+        ensemble.predict(np.array([[np.nan, 0.0, 0.0]]))
+    with pytest.raises(ValueError, match=r"shape \[n, 3\]"):
+        ensemble.predict(np.zeros((2, 4)))
+    categorical = {"max_feature_idx": 0, "tree_info": [{"tree_structure": dict(
+        _split(0, 1.0, _leaf(0.0), _leaf(1.0)), decision_type="==")}]}
+    with pytest.raises(ValueError, match="only numerical '<=' splits"):
+        TreeEnsemble.from_lightgbm(categorical)
