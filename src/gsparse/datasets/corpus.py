@@ -187,12 +187,16 @@ def _largest(count: Callable[[int], int], num_edges: int) -> int:
 
 def _lattice(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
     stencil, aspect = p["stencil"], p["aspect"]
+    planar = stencil in (4, 8)
 
-    def shape(k: int) -> tuple[int, ...]:
-        return (k, max(1, round(aspect * k))) if stencil in (4, 8) else (k, k, max(1, round(aspect * k)))
+    def shape(k: int, long_side: int | None = None) -> tuple[int, ...]:
+        long_side = max(1, round(aspect * k)) if long_side is None else long_side
+        return (k, long_side) if planar else (k, k, long_side)
 
+    # The largest box of this aspect, then its long side stretched to the edge budget.
     k = _largest(lambda k: lattice_edge_count(shape(k), stencil), num_edges)
-    return lattice_graph(shape(k), stencil, device=device)
+    long_side = _largest(lambda w: lattice_edge_count(shape(k, w), stencil), num_edges)
+    return lattice_graph(shape(k, long_side), stencil, device=device)
 
 
 def _road(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
@@ -213,22 +217,36 @@ def _bipartite(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.de
 
 def _sampled(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device,
              max_edges: int | None) -> Graph:
-    # The base graph has four times the block's edges, within max_edges.
-    base_edges = 4 * num_edges if max_edges is None else max(min(4 * num_edges, max_edges), num_edges)
-    n, mean = _nodes(base_edges, p["base_mean_degree"])
+    fanout, hops, mean = p["fanout"], p["hops"], p["base_mean_degree"]
+    # Enough base nodes that sampling min(fanout, degree) sources of every node would give
+    # twice the block's edges, and at least four times its edges; within max_edges (else
+    # 16 times the block's edges).
+    base_edges = max(4 * num_edges, math.ceil(2 * num_edges * mean / min(fanout, mean)))
+    base_edges = min(base_edges, 16 * num_edges if max_edges is None else max(max_edges, num_edges))
+    n, mean = _nodes(base_edges, mean)
     if p["base"] == "power_law":
         base = random_graph(n, PowerLaw(mean, 2.5), seed=seed, device=device)
     elif p["base"] == "community":
         base = community_graph(n, LogNormal(mean, 1.0), 4096, 0.8, seed=seed, device=device)
     else:
-        base = rmat_graph(max(1, math.floor(math.log2(n))), max(1, round(mean)), seed=seed, device=device)
+        scale = max(1, math.ceil(math.log2(n)))
+        base = rmat_graph(scale, max(1, base_edges >> scale), seed=seed, device=device)
         base = reorder(base, "random", seed=seed)  # spread the hubs over the id range, as Graph500 does
-    fanout, hops = p["fanout"], p["hops"]
-    # The input block has about seeds * (1 + fanout)^(hops - 1) destinations of fanout sources each.
+    # The input block has at most seeds * (1 + fanout)^(hops - 1) destinations of fanout
+    # sources each; overlap and rows shorter than the fanout make it smaller, so the seed
+    # count is then corrected by the measured edges per seed (aiming at 85% of the target
+    # so that the noise of the next draw stays below it), up to three times.
     reach = fanout * (1 + fanout) ** (hops - 1) if p["layer"] == "input" else fanout
     seeds = max(1, min(base.num_dst, round(num_edges / reach)))
-    blocks = sample_blocks(base, seeds, [fanout] * hops, seed=seed + 2)
-    return (blocks[0] if p["layer"] == "input" else blocks[-1]).graph
+    for attempt in range(4):
+        blocks = sample_blocks(base, seeds, [fanout] * hops, seed=seed + 2 + attempt)
+        block = (blocks[0] if p["layer"] == "input" else blocks[-1]).graph
+        ratio = block.num_edges / num_edges
+        corrected = max(1, min(base.num_dst, round(0.85 * seeds / max(ratio, 1e-9))))
+        if 0.6 <= ratio <= 1.0 or corrected == seeds:
+            break
+        seeds = corrected
+    return block
 
 
 _LOGNORMAL_COV = Range(0.2, 2.5)
