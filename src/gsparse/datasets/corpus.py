@@ -99,7 +99,12 @@ class Family:
 
     def build(self, parameters: Mapping[str, Any], *, seed: int = 0, device: torch.device | str = "cpu",
               max_edges: int | None = None) -> Graph:
-        """The graph of ``parameters`` with about ``min(num_edges, max_edges)`` edges (never more)."""
+        """The graph of ``parameters`` with about ``min(num_edges, max_edges)`` edges.
+
+        Families whose size is discrete (lattices, R-MAT's powers of two, a sampled block's
+        seeds) or random (road deletions, shared hub sources) land near the target; see
+        ``docs/datasets.md`` for each family's rule.
+        """
         missing = [name for name in ("num_edges", "ordering", *self.space) if name not in parameters]
         if missing:
             raise ValueError(f"parameters of family {self.name!r} lack {missing}; draw them with "
@@ -113,9 +118,8 @@ class Family:
 
 
 # ---------------------------------------------------------------------- builders
-# Each maps a target edge count to the family's sizes, never exceeding it by more than
-# rounding, and caps row means at sqrt(num_edges) so that a row's mean length fits the
-# node count even at a thousand edges.
+# Each maps a target edge count to the family's sizes, and caps row means at
+# sqrt(num_edges) so that a row's mean length fits the node count even at a thousand edges.
 
 
 def _nodes(num_edges: int, mean: float) -> tuple[int, float]:
