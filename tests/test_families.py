@@ -156,6 +156,17 @@ def test_rmat_is_skewed_with_graph500_parameters_and_flat_with_equal_quadrants()
     assert flat.row_stats.cov < 0.4
 
 
+def test_rmat_picks_each_quadrant_with_its_probability():
+    g = rmat_graph(12, 64, a=0.5, b=0.2, c=0.1, seed=1)  # d = 0.2
+    dst, src = g.csr_dst.long(), g.col.long()
+    half = 2**11
+    for level_bit in (half, 1):  # the first level and the last
+        bottom, right = (dst & level_bit) > 0, (src & level_bit) > 0
+        assert abs(float(bottom.double().mean()) - 0.3) < 0.005  # c + d
+        assert abs(float(right.double().mean()) - 0.4) < 0.005  # b + d
+        assert abs(float((bottom & right).double().mean()) - 0.2) < 0.005  # d
+
+
 def test_simple_rmat_has_no_self_loops_or_repeated_edges():
     g = rmat_graph(10, 16, simple=True, seed=3)
     keys = _edge_keys(g)

@@ -212,7 +212,10 @@ def _road(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device,
 
 def _bipartite(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
     ratio = p["src_per_dst"]
-    mean = max(1.0, min(p["mean_degree"], math.sqrt(ratio * num_edges)))  # mean <= num_src
+    # A mean of at least src_per_dst keeps num_src <= num_edges (the source features stay
+    # proportional to the edges, as in a sampled block), and at most sqrt(src_per_dst E)
+    # keeps it <= num_src.
+    mean = min(max(p["mean_degree"], ratio, 1.0), math.sqrt(ratio * num_edges))
     num_dst = max(1, round(num_edges / mean))
     num_src = max(1, round(ratio * num_dst))
     law = _degree_law(p["law"], min(num_edges / num_dst, num_src), p)

@@ -56,6 +56,9 @@ def rmat_graph(
     src = torch.zeros(num_edges, dtype=bits, device=device)
     for _ in range(scale):
         u = torch.rand(num_edges, generator=gen, device=device)
+        # Quadrants by u: [0, a) top-left, [a, a+b) top-right, [a+b, a+b+c) bottom-left, the
+        # rest bottom-right. The row bit is u >= a+b; the column bit is 1 in the second and
+        # fourth ranges, the parity of the three thresholds u passes.
         dst.mul_(2).add_(u >= a + b)
-        src.mul_(2).add_(((u >= a) & (u < a + b)) | (u >= a + b + c))
+        src.mul_(2).add_((u >= a) ^ (u >= a + b) ^ (u >= a + b + c))
     return graph_from_pairs(dst.long(), src.long(), n, n, simple=simple)

@@ -87,12 +87,14 @@ def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 
     block = torch.div(row, rows_per_block, rounding_mode="floor")
     num_blocks = -(-num_dst // rows_per_block)
     scale = num_src / num_dst
+    bounds = graph.rowptr.long()[torch.clamp(torch.arange(num_blocks + 1, device=device) * rows_per_block,
+                                             max=num_dst)]
+    count = (bounds[1:] - bounds[:-1]).double()
     # Ids relative to a point near each block keep the sums of squares small, so the
     # variance of a local block does not drown in the rounding of two large terms.
     origin = torch.arange(num_blocks, device=device, dtype=torch.float64) * (rows_per_block * scale)
-    x = col.double() - origin[block]
-    count = torch.zeros(num_blocks, dtype=torch.float64, device=device)
-    count.index_add_(0, block, torch.ones_like(x))
+    source = col.double()
+    x = source - origin[block]
     total = torch.zeros_like(count).index_add_(0, block, x)
     squares = torch.zeros_like(count).index_add_(0, block, x * x)
     empty = count == 0
@@ -104,8 +106,9 @@ def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 
     low = torch.full((num_blocks,), num_src, dtype=torch.int64, device=device).scatter_reduce(
         0, block, col, "amin")
     span = torch.where(empty, nan, (high - low + 1).double() / num_src)
-    position = (row.double() + 0.5) * scale - 0.5
-    near = ((col.double() - position).abs() <= window).double().mean()
+    # Row v sits at source position (v + 1/2) scale - 1/2.
+    offset = source.sub_(row.double().mul_(scale).add_((scale - 1) / 2)).abs_()
+    near = (offset <= window).double().mean()
 
     values = torch.stack([
         rows.mean(), rows.max(), _cov(rows), (rows == 0).double().mean(),
