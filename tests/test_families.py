@@ -262,6 +262,16 @@ def test_orderings_are_permutations_that_keep_the_edge_multiset(ordering, square
     assert torch.equal(back, _edge_keys(g))
 
 
+def test_relabel_and_orderings_reject_bad_arguments():
+    g = random_graph(4, Regular(2), seed=0)
+    with pytest.raises(ValueError, match="dst_order must be a permutation of 0..3"):
+        relabel(g, torch.tensor([0, 1, 1, 3]), torch.arange(4))
+    with pytest.raises(ValueError, match=r"src_order must be a tensor of shape \(4,\), got \(3,\)"):
+        relabel(g, torch.arange(4), torch.arange(3))
+    with pytest.raises(ValueError, match="ordering must be one of"):
+        reorder(g, "bfs")
+
+
 def test_orderings_move_locality_and_row_lengths_the_right_way():
     grid = lattice_graph((60, 60), 4)
     natural = describe_structure(grid).block_spread

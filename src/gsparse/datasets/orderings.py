@@ -156,6 +156,8 @@ def relabel(graph: Graph, dst_order: torch.Tensor, src_order: torch.Tensor) -> G
         if not isinstance(order, torch.Tensor) or order.shape != (size,):
             raise ValueError(f"{name} must be a tensor of shape ({size},), got "
                              f"{tuple(order.shape) if isinstance(order, torch.Tensor) else type(order).__name__}")
+        if size and not torch.equal(torch.sort(order.long()).values, torch.arange(size, device=order.device)):
+            raise ValueError(f"{name} must be a permutation of 0..{size - 1}")
     src_position = torch.empty(graph.num_src, dtype=torch.int64, device=graph.device)
     src_position[src_order.long()] = torch.arange(graph.num_src, device=graph.device)
     rowptr = graph.rowptr.long()
