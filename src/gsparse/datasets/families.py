@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Union
 
 import torch
 
@@ -47,7 +46,7 @@ class Regular:
             raise ValueError(f"Regular.jitter must lie in [0, mean = {self.mean}], got {self.jitter}")
 
 
-DegreeLaw = Union[LogNormal, PowerLaw, Regular]
+DegreeLaw = LogNormal | PowerLaw | Regular
 
 
 def _row_lengths(degree: DegreeLaw, num_rows: int, cap: int, gen: torch.Generator,
