@@ -8,13 +8,27 @@
   Matrix Market (``.mtx``) and edge-list files, found in :func:`data_dirs`
   (``$GSPARSE_DATA_DIR``).
 * :func:`workload` resolves any of those names (or a file path) to a graph.
+* Graph families for training and judging the tuner: degree laws (:func:`random_graph`
+  with :class:`LogNormal`, :class:`PowerLaw`, :class:`Regular`; bipartite with
+  ``num_src``), :func:`community_graph`, :func:`block_model_graph`, :func:`hub_graph`,
+  :func:`rmat_graph`, :func:`lattice_graph`, :func:`road_graph`, :func:`sample_blocks`;
+  node orderings (:func:`reorder`, :func:`node_order`, :func:`relabel`).
+* :data:`FAMILIES` and :func:`corpus`: the families with randomised parameters, as a
+  seeded stream of graphs; :func:`describe_structure`: cheap statistics of any graph.
 
 The benchmark suite and the tuner both draw their graphs from here.
 """
 
+from .corpus import FAMILIES, Choice, Family, Range, corpus
+from .families import DegreeLaw, Regular, block_model_graph, community_graph, hub_graph, random_graph
+from .lattices import STENCILS, lattice_edge_count, lattice_graph, road_graph
+from .orderings import ORDERINGS, node_order, relabel, reorder
 from .presets import PRESETS, SUITES, Preset, preset, scale_for_edges
 from .real import DATA_DIR_ENV, REAL_GRAPHS, Dataset, data_dirs, load_graph, load_npz, real_graph
 from .synthetic import Clustered, LogNormal, PowerLaw, synthetic
+from .rmat import rmat_graph
+from .sampling import SampledBlock, sample_blocks
+from .structure import GraphStructure, describe_structure
 from .workloads import Workload, describe, workload
 
 __all__ = [
@@ -37,4 +51,28 @@ __all__ = [
     "Workload",
     "workload",
     "describe",
+    "Regular",
+    "DegreeLaw",
+    "random_graph",
+    "community_graph",
+    "block_model_graph",
+    "hub_graph",
+    "rmat_graph",
+    "STENCILS",
+    "lattice_graph",
+    "lattice_edge_count",
+    "road_graph",
+    "SampledBlock",
+    "sample_blocks",
+    "ORDERINGS",
+    "node_order",
+    "relabel",
+    "reorder",
+    "GraphStructure",
+    "describe_structure",
+    "Range",
+    "Choice",
+    "Family",
+    "FAMILIES",
+    "corpus",
 ]

@@ -1,0 +1,350 @@
+"""The graph corpus: a registry of families with randomised parameters, and a seeded stream of graphs.
+
+A :class:`Family` is a parameter space (each parameter a :class:`Range` or a
+:class:`Choice`) and a builder that turns parameters and a target edge count into a
+graph. ``FAMILIES[name].draw(rng)`` samples parameters; ``.build(parameters, seed=...)``
+makes the graph. :func:`corpus` yields graphs of any subset of families, spread
+log-uniformly in size, reproducibly for a seed. Train a model on some families and judge
+it on the others: graphs of a family it never saw are the test that matters.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..graph import Graph
+from ._edges import check_int
+from .families import Regular, block_model_graph, community_graph, hub_graph, random_graph
+from .lattices import lattice_edge_count, lattice_graph, road_graph
+from .orderings import ORDERINGS, reorder
+from .rmat import rmat_graph
+from .sampling import sample_blocks
+from .synthetic import LogNormal, PowerLaw
+
+__all__ = ["Range", "Choice", "Family", "FAMILIES", "corpus"]
+
+
+@dataclass(frozen=True)
+class Range:
+    """A real (or, with ``integer``, whole) parameter drawn from ``[low, high]``, log-uniform if ``log``."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+
+    def sample(self, rng: np.random.Generator) -> float | int:
+        if self.log:
+            value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        else:
+            value = rng.uniform(self.low, self.high)
+        return min(max(round(value), int(self.low)), int(self.high)) if self.integer else float(value)
+
+    def __contains__(self, value: Any) -> bool:
+        return self.low <= value <= self.high and (not self.integer or float(value).is_integer())
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A parameter drawn from ``options``, with probabilities ``weights`` (uniform if ``None``)."""
+
+    options: tuple[Any, ...]
+    weights: tuple[float, ...] | None = None
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        p = None if self.weights is None else np.asarray(self.weights) / sum(self.weights)
+        return self.options[int(rng.choice(len(self.options), p=p))]
+
+    def __contains__(self, value: Any) -> bool:
+        return value in self.options
+
+
+# Every family is also drawn under a node ordering; the natural one is the generator's.
+ORDERING = Choice(ORDERINGS, (0.4, 0.2, 0.2, 0.2))
+MIN_EDGES, MAX_EDGES = 1_000, 100_000_000
+
+Builder = Callable[[Mapping[str, Any], int, int, torch.device, "int | None"], Graph]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A graph family: its parameter space and how to build a graph of about ``num_edges`` edges.
+
+    ``builder`` gets ``(parameters, num_edges, seed, device, max_edges)``; every family's
+    space also holds ``ordering`` (one of :data:`~gsparse.datasets.ORDERINGS`), applied
+    after building.
+    """
+
+    name: str
+    description: str
+    space: Mapping[str, Range | Choice]
+    builder: Builder = field(repr=False)
+
+    def draw(self, rng: np.random.Generator, *, num_edges: int | None = None,
+             min_edges: int = MIN_EDGES, max_edges: int = MAX_EDGES) -> dict[str, Any]:
+        """Parameters: ``num_edges`` (given, or log-uniform in ``[min_edges, max_edges]``) and the space's."""
+        if num_edges is None:
+            num_edges = Range(min_edges, max_edges, log=True, integer=True).sample(rng)
+        parameters: dict[str, Any] = {"num_edges": check_int("num_edges", num_edges, 1)}
+        parameters.update((name, dist.sample(rng)) for name, dist in self.space.items())
+        parameters["ordering"] = ORDERING.sample(rng)
+        return parameters
+
+    def build(self, parameters: Mapping[str, Any], *, seed: int = 0, device: torch.device | str = "cpu",
+              max_edges: int | None = None) -> Graph:
+        """The graph of ``parameters`` with about ``min(num_edges, max_edges)`` edges.
+
+        Families whose size is discrete (lattices, R-MAT's powers of two, a sampled block's
+        seeds) or random (road deletions, shared hub sources) land near the target; see
+        ``docs/datasets.md`` for each family's rule.
+        """
+        missing = [name for name in ("num_edges", "ordering", *self.space) if name not in parameters]
+        if missing:
+            raise ValueError(f"parameters of family {self.name!r} lack {missing}; draw them with "
+                             f"FAMILIES[{self.name!r}].draw(rng)")
+        num_edges = check_int("parameters['num_edges']", parameters["num_edges"], 1)
+        if max_edges is not None:
+            num_edges = min(num_edges, check_int("max_edges", max_edges, 1))
+        device = torch.device(device)
+        graph = self.builder(parameters, num_edges, seed, device, max_edges)
+        return reorder(graph, parameters["ordering"], seed=seed + 1)
+
+
+# ---------------------------------------------------------------------- builders
+# Each maps a target edge count to the family's sizes, and caps row means at
+# sqrt(num_edges) so that a row's mean length fits the node count even at a thousand edges.
+
+
+def _nodes(num_edges: int, mean: float) -> tuple[int, float]:
+    """``(n, num_edges / n)``: ``n`` rows of mean about ``mean``, with ``n >= sqrt(num_edges)``."""
+    n = max(math.ceil(math.sqrt(num_edges)), round(num_edges / mean))
+    return n, num_edges / n
+
+
+def _degree_law(law: str, mean: float, p: Mapping[str, Any]) -> LogNormal | PowerLaw | Regular:
+    if law == "lognormal":
+        return LogNormal(mean, p["cov"])
+    if law == "power_law":
+        return PowerLaw(mean, p["exponent"])
+    return Regular(mean, p["jitter"] * mean)
+
+
+def _law_builder(law: str) -> Builder:
+    def build(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+        n, mean = _nodes(num_edges, p["mean_degree"])
+        return random_graph(n, _degree_law(law, mean, p), seed=seed, device=device)
+    return build
+
+
+def _community(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    n, mean = _nodes(num_edges, p["mean_degree"])
+    size = max(1, min(p["community_size"], n // 4))  # at least four communities
+    return community_graph(n, LogNormal(mean, p["cov"]), size, p["inside_probability"], seed=seed, device=device)
+
+
+def _block_model(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    n, _mean = _nodes(num_edges, p["mean_degree"])
+    return block_model_graph(n, num_edges, min(p["num_blocks"], n), size_spread=p["size_spread"],
+                             within_fraction=p["within_fraction"], affinity_spread=p["affinity_spread"],
+                             seed=seed, device=device)
+
+
+def _hubs(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    # Giant rows take at most half the edges; the rest is split between ordinary rows and
+    # the shared sources, ``n (mean + hub_columns * share)``.
+    mean = min(p["mean_degree"], math.sqrt(num_edges / 2))
+    hub_degree = min(p["hub_row_degree"], num_edges // (2 * p["hub_rows"]))
+    per_row = mean + p["hub_columns"] * p["hub_column_share"]
+    n = round((num_edges - p["hub_rows"] * hub_degree) / per_row)
+    if hub_degree > n:  # a giant row reads each node at most once on average: n (per_row + hub_rows) edges
+        n = round(num_edges / (per_row + p["hub_rows"]))
+        hub_degree = n
+    n = max(n, math.ceil(mean), p["hub_rows"])
+    return hub_graph(n, LogNormal(mean, p["cov"]), hub_rows=p["hub_rows"], hub_row_degree=min(hub_degree, n),
+                     hub_columns=min(p["hub_columns"], n), hub_column_share=p["hub_column_share"],
+                     seed=seed, device=device)
+
+
+def _rmat(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    scale = max(1, math.floor(math.log2(max(num_edges / p["edge_factor"], 2))))
+    return rmat_graph(scale, max(1, num_edges >> scale), a=p["a"], b=p["b"], c=p["c"], simple=p["simple"],
+                      seed=seed, device=device)
+
+
+def _largest(count: Callable[[int], int], num_edges: int) -> int:
+    """The largest ``k >= 1`` with ``count(k) <= num_edges`` (1 if none), ``count`` increasing."""
+    lo, hi = 1, 2
+    while count(hi) <= num_edges:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if count(mid) <= num_edges else (lo, mid)
+    return lo
+
+
+def _lattice(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    stencil, aspect = p["stencil"], p["aspect"]
+    planar = stencil in (4, 8)
+
+    def shape(k: int, long_side: int | None = None) -> tuple[int, ...]:
+        long_side = max(1, round(aspect * k)) if long_side is None else long_side
+        return (k, long_side) if planar else (k, k, long_side)
+
+    # The largest box of this aspect, then its long side stretched to the edge budget.
+    k = _largest(lambda k: lattice_edge_count(shape(k), stencil), num_edges)
+    long_side = _largest(lambda w: lattice_edge_count(shape(k, w), stencil), num_edges)
+    return lattice_graph(shape(k, long_side), stencil, device=device)
+
+
+def _road(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    nodes = num_edges / (4 * (1 - p["deletion"]) + 2 * p["shortcuts"])
+    height = max(1, math.floor(math.sqrt(nodes / p["aspect"])))
+    width = max(1, math.floor(nodes / height))
+    return road_graph(height, width, deletion=p["deletion"], shortcuts=p["shortcuts"], seed=seed, device=device)
+
+
+def _bipartite(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    ratio = p["src_per_dst"]
+    # A mean of at least src_per_dst keeps num_src <= num_edges (the source features stay
+    # proportional to the edges, as in a sampled block), and at most sqrt(src_per_dst E)
+    # keeps it <= num_src.
+    mean = min(max(p["mean_degree"], ratio, 1.0), math.sqrt(ratio * num_edges))
+    num_dst = max(1, round(num_edges / mean))
+    num_src = max(1, round(ratio * num_dst))
+    law = _degree_law(p["law"], min(num_edges / num_dst, num_src), p)
+    return random_graph(num_dst, law, num_src=num_src, seed=seed, device=device)
+
+
+def _sampled(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device,
+             max_edges: int | None) -> Graph:
+    fanout, hops, mean = p["fanout"], p["hops"], p["base_mean_degree"]
+    # Enough base nodes that sampling min(fanout, degree) sources of every node would give
+    # twice the block's edges, and at least four times its edges; within max_edges (else
+    # 16 times the block's edges).
+    base_edges = max(4 * num_edges, math.ceil(2 * num_edges * mean / min(fanout, mean)))
+    base_edges = min(base_edges, 16 * num_edges if max_edges is None else max(max_edges, num_edges))
+    n, mean = _nodes(base_edges, mean)
+    if p["base"] == "power_law":
+        base = random_graph(n, PowerLaw(mean, 2.5), seed=seed, device=device)
+    elif p["base"] == "community":
+        base = community_graph(n, LogNormal(mean, 1.0), 4096, 0.8, seed=seed, device=device)
+    else:
+        scale = max(1, math.ceil(math.log2(n)))
+        base = rmat_graph(scale, max(1, base_edges >> scale), seed=seed, device=device)
+        base = reorder(base, "random", seed=seed)  # spread the hubs over the id range, as Graph500 does
+    # The input block has at most seeds * (1 + fanout)^(hops - 1) destinations of fanout
+    # sources each; overlap and rows shorter than the fanout make it smaller, so the seed
+    # count is then corrected by the measured edges per seed (aiming at 85% of the target
+    # so that the noise of the next draw stays below it), up to three times.
+    reach = fanout * (1 + fanout) ** (hops - 1) if p["layer"] == "input" else fanout
+    seeds = max(1, min(base.num_dst, round(num_edges / reach)))
+    for attempt in range(4):
+        blocks = sample_blocks(base, seeds, [fanout] * hops, seed=seed + 2 + attempt)
+        block = (blocks[0] if p["layer"] == "input" else blocks[-1]).graph
+        ratio = block.num_edges / num_edges
+        corrected = max(1, min(base.num_dst, round(0.85 * seeds / max(ratio, 1e-9))))
+        if 0.6 <= ratio <= 1.0 or corrected == seeds:
+            break
+        seeds = corrected
+    return block
+
+
+_LOGNORMAL_COV = Range(0.2, 2.5)
+_POWER_LAW_EXPONENT = Range(2.1, 3.5)
+_REGULAR_JITTER = Range(0.0, 0.5)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family("lognormal", "square, lognormal row lengths, uniform sources",
+           {"mean_degree": Range(2, 512, log=True), "cov": _LOGNORMAL_COV}, _law_builder("lognormal")),
+    Family("power_law", "square, Pareto row lengths (heavy tail), uniform sources",
+           {"mean_degree": Range(2, 256, log=True), "exponent": _POWER_LAW_EXPONENT}, _law_builder("power_law")),
+    Family("regular", "square, near-constant row lengths, uniform sources",
+           {"mean_degree": Range(1, 128, log=True), "jitter": _REGULAR_JITTER}, _law_builder("regular")),
+    Family("community", "square, sources inside the row's community of consecutive ids with probability p",
+           {"mean_degree": Range(4, 512, log=True), "cov": Range(0.2, 2.0),
+            "community_size": Range(64, 65536, log=True, integer=True),
+            "inside_probability": Range(0.3, 0.98)}, _community),
+    Family("block_model", "stochastic block model, unequal blocks, uneven block affinities",
+           {"mean_degree": Range(4, 256, log=True), "num_blocks": Range(2, 1024, log=True, integer=True),
+            "size_spread": Range(0.0, 2.5), "within_fraction": Range(0.3, 0.95),
+            "affinity_spread": Range(0.0, 2.0)}, _block_model),
+    Family("hubs", "short rows, a few giant rows and a few sources read by a large share of rows",
+           {"mean_degree": Range(2, 32, log=True), "cov": Range(0.1, 1.0),
+            "hub_rows": Range(1, 16, log=True, integer=True),
+            "hub_row_degree": Range(1_000, 300_000, log=True, integer=True),
+            "hub_columns": Range(0, 8, integer=True), "hub_column_share": Range(0.05, 0.8)}, _hubs),
+    Family("rmat", "R-MAT / Kronecker (Graph500-like skew), duplicates and self loops kept or removed",
+           {"edge_factor": Range(4, 64, log=True, integer=True), "a": Range(0.45, 0.6),
+            "b": Range(0.1, 0.19), "c": Range(0.1, 0.19), "simple": Choice((False, True))}, _rmat),
+    Family("lattice", "2-D and 3-D lattices, 4/8/6/26-neighbour stencils, elongated boxes",
+           {"stencil": Choice((4, 8, 6, 26)), "aspect": Range(1, 16, log=True)}, _lattice),
+    Family("road", "2-D grid with random road deletions and a few long-range shortcuts",
+           {"deletion": Range(0.05, 0.4), "shortcuts": Range(0.0, 0.02), "aspect": Range(1, 4, log=True)}, _road),
+    Family("bipartite", "num_src != num_dst (tall and wide), any degree law, uniform sources",
+           {"law": Choice(("lognormal", "power_law", "regular")), "src_per_dst": Range(0.01, 100, log=True),
+            "mean_degree": Range(2, 128, log=True), "cov": _LOGNORMAL_COV,
+            "exponent": _POWER_LAW_EXPONENT, "jitter": _REGULAR_JITTER}, _bipartite),
+    Family("sampled", "mini-batch blocks of uniform neighbour sampling from a larger base graph",
+           {"base": Choice(("power_law", "community", "rmat")), "base_mean_degree": Range(8, 64, log=True),
+            "hops": Range(1, 3, integer=True), "fanout": Range(2, 32, log=True, integer=True),
+            "layer": Choice(("input", "output"))}, _sampled),
+)}
+
+
+def corpus(
+    families: Iterable[str] | None = None,
+    count: int = 4,
+    *,
+    seed: int = 0,
+    min_edges: int = MIN_EDGES,
+    max_edges: int = 10_000_000,
+    device: torch.device | str = "cpu",
+) -> Iterator[tuple[str, dict[str, Any], Graph]]:
+    """Yield ``count`` graphs of each family as ``(name, parameters, graph)``, deterministically.
+
+    Sizes are stratified log-uniformly: a family's ``i``-th graph (in a random order)
+    targets ``exp`` of a uniform draw from the ``i``-th of ``count`` equal slices of
+    ``[log min_edges, log max_edges]``. Graphs come round-robin over the families, so a
+    stream cut short still covers them all. A family's graphs depend only on its name,
+    ``seed``, ``count`` and the edge range, not on the other families requested.
+    ``parameters["seed"]`` is the seed the graph was built with:
+    ``FAMILIES[name].build(parameters, seed=parameters["seed"], max_edges=max_edges)``
+    rebuilds it.
+
+    Args:
+        families: names of :data:`FAMILIES`; ``None`` for all.
+        count: graphs per family, ``>= 1``.
+        seed: corpus seed, ``>= 0``.
+        min_edges, max_edges: target edge range, ``1 <= min_edges <= max_edges``.
+        device: where the graphs are built.
+    """
+    names = list(FAMILIES) if families is None else list(families)
+    unknown = [name for name in names if name not in FAMILIES]
+    if unknown or not names:
+        raise ValueError(f"families must be a non-empty selection of {sorted(FAMILIES)}, got {names}")
+    count = check_int("count", count, 1)
+    seed = check_int("seed", seed, 0)
+    min_edges = check_int("min_edges", min_edges, 1)
+    max_edges = check_int("max_edges", max_edges, min_edges)
+    drawn = {}
+    for name in names:
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+        slices = (rng.permutation(count) + rng.uniform(size=count)) / count
+        sizes = np.exp(math.log(min_edges) + slices * (math.log(max_edges) - math.log(min_edges)))
+        drawn[name] = []
+        for size in sizes:
+            parameters = FAMILIES[name].draw(rng, num_edges=min(max_edges, max(min_edges, round(size))))
+            parameters["seed"] = int(rng.integers(0, 2**31))
+            drawn[name].append(parameters)
+    for i in range(count):
+        for name in names:
+            parameters = drawn[name][i]
+            graph = FAMILIES[name].build(parameters, seed=parameters["seed"], device=device, max_edges=max_edges)
+            yield name, dict(parameters), graph
