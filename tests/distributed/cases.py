@@ -99,14 +99,25 @@ SPMM_SHAPES = (((3,), (3,)), ((2, 3), (1, 3)), ((1,), (4,)))
 SDDMM_TARGETS = ("u", "v", "e")
 
 
-def spmm_cases():
+def spmm_cases(full: bool = True):
+    """Every (op, reducer, operand shapes), or (``full=False``) one case per reducer."""
+    if not full:
+        yield from (("mul", "sum", SPMM_SHAPES[1]), ("copy_lhs", "mean", SPMM_SHAPES[0]),
+                    ("add", "max", SPMM_SHAPES[1]), ("div", "min", SPMM_SHAPES[0]))
+        return
     for op in gsparse.algebra.SPMM_OPS:
         for reduce in gsparse.algebra.REDUCERS:
             for shapes in SPMM_SHAPES[:1] if op.startswith("copy") else SPMM_SHAPES:
                 yield op, reduce, shapes
 
 
-def sddmm_cases():
+def sddmm_cases(full: bool = True):
+    """Every (op, lhs target, rhs target) with broadcasting shapes, or (``full=False``) a
+    case per target pair that reads a source node."""
+    if not full:
+        yield from (("dot", "u", "v", ((2, 3), (2, 3))), ("mul", "e", "u", ((2, 3), (1, 3))),
+                    ("add", "u", "u", ((2, 3), (1, 3))), ("div", "u", "e", ((1, 3), (2, 3))))
+        return
     for op in gsparse.algebra.SDDMM_OPS:
         for lt in SDDMM_TARGETS:
             for rt in SDDMM_TARGETS:
@@ -148,12 +159,12 @@ def _run_with_grad(fn, operands, out_grad_seed):
     return out, grad
 
 
-def dist_spmm(group, graph_kind, part_kind, exchange, dtype=torch.float64):
+def dist_spmm(group, graph_kind, part_kind, exchange, dtype, full):
     """Every g-SpMM case on this rank's share: its output rows and the gradients of its
     operands for an output gradient that is this rank's rows of a seeded global one."""
     graph, dg = share(group, graph_kind, part_kind, exchange)
     results = []
-    for i, (op, reduce, shapes) in enumerate(spmm_cases()):
+    for i, (op, reduce, shapes) in enumerate(spmm_cases(full)):
         lhs, rhs = spmm_inputs(graph, op, shapes, 10 * i, dtype)
         x, y = _slice(lhs, dg, "u"), _slice(rhs, dg, "e")
         out = gd.gspmm(dg, op, reduce, x, y)
@@ -163,10 +174,10 @@ def dist_spmm(group, graph_kind, part_kind, exchange, dtype=torch.float64):
     return _numpy(dg.dst_nodes), _numpy(dg.src_nodes), _numpy(dg.edge_ids), results
 
 
-def dist_sddmm(group, graph_kind, part_kind, exchange, dtype=torch.float64):
+def dist_sddmm(group, graph_kind, part_kind, exchange, dtype, full):
     graph, dg = share(group, graph_kind, part_kind, exchange)
     results = []
-    for i, (op, lt, rt, shapes) in enumerate(sddmm_cases()):
+    for i, (op, lt, rt, shapes) in enumerate(sddmm_cases(full)):
         lhs, rhs = sddmm_inputs(graph, op, lt, rt, shapes, 10 * i, dtype)
         x, y = _slice(lhs, dg, lt), _slice(rhs, dg, rt)
         out = gd.gsddmm(dg, op, x, y, lt, rt)
@@ -176,7 +187,7 @@ def dist_sddmm(group, graph_kind, part_kind, exchange, dtype=torch.float64):
     return _numpy(dg.dst_nodes), _numpy(dg.src_nodes), _numpy(dg.edge_ids), results
 
 
-def dist_edge_softmax(group, graph_kind, part_kind, exchange, dtype=torch.float64):
+def dist_edge_softmax(group, graph_kind, part_kind, exchange, dtype):
     graph, dg = share(group, graph_kind, part_kind, exchange)
     results = []
     for i, norm_by in enumerate(("dst", "src")):

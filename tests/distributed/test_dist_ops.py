@@ -40,9 +40,10 @@ LAYOUTS = [
     ("square", "locality"),
 ]
 EXCHANGES = ("overlap", "halo", "allgather")
-# Every layout with the default strategy; every strategy on the two main layouts.
-RUNS = [(g, p, "overlap") for g, p in LAYOUTS] + \
-       [(g, "range", x) for g in ("square", "bipartite") for x in EXCHANGES if x != "overlap"]
+# Every operator case on the two main layouts with every strategy; one case per reducer
+# or target pair on the others, with the default strategy.
+FULL = ("square", "bipartite")
+RUNS = [(g, "range", x) for g in FULL for x in EXCHANGES] + [(g, p, "overlap") for g, p in LAYOUTS[2:]]
 
 
 def _np(t):
@@ -63,13 +64,14 @@ def _reference(fn, operands, grad):
     return out, [t.grad for t in operands]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
-@pytest.mark.parametrize("graph_kind,part_kind,exchange", RUNS)
+@pytest.mark.parametrize("graph_kind,part_kind,exchange,dtype",
+                         [(*run, torch.float32) for run in RUNS] + [("square", "range", "overlap", torch.float64)])
 def test_gspmm_matches_single_process(pool, world_size, graph_kind, part_kind, exchange, dtype):
-    ranks = pool.run(dist_spmm, world_size, graph_kind, part_kind, exchange, dtype)
+    full = graph_kind in FULL
+    ranks = pool.run(dist_spmm, world_size, graph_kind, part_kind, exchange, dtype, full)
     graph = make_graph(graph_kind)
-    for i, (op, reduce, shapes) in enumerate(spmm_cases()):
+    for i, (op, reduce, shapes) in enumerate(spmm_cases(full)):
         lhs, rhs = spmm_inputs(graph, op, shapes, 10 * i, dtype)
         uses = gsparse.algebra.BINARY_OPS[op]
         out, (d_lhs, d_rhs) = _reference(
@@ -92,10 +94,10 @@ def _out_shape(graph, op, shapes):
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("graph_kind,part_kind,exchange", RUNS)
 def test_gsddmm_matches_single_process(pool, world_size, graph_kind, part_kind, exchange):
-    dtype = torch.float32
-    ranks = pool.run(dist_sddmm, world_size, graph_kind, part_kind, exchange, dtype)
+    dtype, full = torch.float32, graph_kind in FULL
+    ranks = pool.run(dist_sddmm, world_size, graph_kind, part_kind, exchange, dtype, full)
     graph = make_graph(graph_kind)
-    for i, (op, lt, rt, shapes) in enumerate(sddmm_cases()):
+    for i, (op, lt, rt, shapes) in enumerate(sddmm_cases(full)):
         lhs, rhs = sddmm_inputs(graph, op, lt, rt, shapes, 10 * i, dtype)
         uses = gsparse.algebra.BINARY_OPS[op]
         probe = gsparse.gsddmm(graph, op, lhs, rhs, lt, rt)
