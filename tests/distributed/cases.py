@@ -23,10 +23,11 @@ def make_graph(kind: str, seed: int = 0) -> gsparse.Graph:
       empty rows and one long row;
     * ``bipartite``: 37 sources, 53 destinations, 260 edges;
     * ``int64``: ``square`` with int64 indices;
-    * ``clustered``: 48 nodes in 4 blocks of 12; rows of the first block read only that
-      block (under a 2- or 4-way range partition rank 0 has no halo), the others read
-      anywhere;
-    * ``blocks``: 48 nodes, edges only inside blocks of 12 (no rank has a halo);
+    * ``clustered``: 48 nodes; rows 0-11 read only nodes 0-11, rows 12-23 only nodes 0-23,
+      the others anywhere (under the ``even`` partition into 2 or 4 parts rank 0 has no
+      halo and the others have one);
+    * ``blocks``: 48 nodes, edges only inside blocks of 12 (under the ``even`` partition
+      into 1, 2 or 4 parts no rank has a halo);
     * ``edgeless``: 20 nodes, no edges.
     """
     gen = torch.Generator().manual_seed(seed)
@@ -50,19 +51,21 @@ def make_graph(kind: str, seed: int = 0) -> gsparse.Graph:
     if kind == "blocks":
         src = block * 12 + src % 12
     elif kind == "clustered":
-        src = torch.where(block == 0, src % 12, src)
+        src = torch.where(block == 0, src % 12, torch.where(block == 1, src % 24, src))
     else:
         raise ValueError(f"unknown graph kind {kind!r}")
     return gsparse.Graph.from_edge_index(torch.stack([src, dst]), n, n)
 
 
 def make_partition(graph: gsparse.Graph, kind: str, parts: int) -> gd.Partition:
-    """``range`` (edge-balanced ranges), ``scattered`` (node v on rank v % parts: every
-    rank's nodes interleave), ``empty`` (the last rank owns nothing when there are 2 or
-    more), ``locality``."""
+    """``range`` (edge-balanced ranges), ``even`` (ranges of equal node counts),
+    ``scattered`` (node v on rank v % parts: every rank's nodes interleave), ``empty``
+    (the last rank owns nothing when there are 2 or more), ``locality``."""
     n = graph.num_dst
     if kind == "range":
         return gd.range_partition(graph.in_degrees(), parts)
+    if kind == "even":
+        return gd.Partition.from_bounds([n * r // parts for r in range(parts + 1)])
     if kind == "scattered":
         return gd.Partition.from_assignment(torch.arange(n) % parts, parts)
     if kind == "empty":
@@ -230,3 +233,73 @@ def dist_errors(group):
     except TypeError as error:
         wrong_graph = str(error)
     return (dg.num_src, dg.num_dst, dg.num_edges), {c: bad_call(c, dg, gd) for c in BAD_CALLS}, wrong_graph
+
+
+# ---------------------------------------------------------------------- structure
+
+
+def dist_structure(group, graph_kind, part_kind):
+    """The share's sizes, halo and plan, and whether its local CSR reads the same global
+    sources as the global graph's edges (checked on the rank)."""
+    graph, dg = share(group, graph_kind, part_kind)
+    src, _ = graph.edges()
+    ext_src, ext_dst = (t.long() for t in dg.edges())
+    global_src = torch.cat([dg.src_nodes, dg.halo_nodes])[ext_src]
+    same_sources = bool((global_src == src.long()[dg.edge_ids]).all())
+    owners = dg.src_partition.owner(dg.halo_nodes)
+    return {
+        "rows": dg.num_dst, "halo": dg.num_halo, "active": dg.plan.active, "same_sources": same_sources,
+        "index_dtype": str(dg.index_dtype), "halo_sorted": bool((owners.diff() >= 0).all()),
+        "recv_counts": dg.plan.recv_counts, "send_counts": dg.plan.send_counts,
+        "halo_owner_counts": torch.bincount(owners, minlength=dg.world_size).tolist(),
+        "mine_not_in_halo": not bool((owners == dg.rank).any()),
+        "report": dg.partition_report().to_dict(),
+    }
+
+
+def dist_from_local_edges(group):
+    """g-SpMM on a share built from this rank's edges alone (int64 ids, int64 local CSR,
+    edges given in reverse order) and on the share of the global graph."""
+    graph = make_graph("square")
+    part = make_partition(graph, "range", torch.distributed.get_world_size(group))
+    rank = torch.distributed.get_rank(group)
+    src, dst = (t.long() for t in graph.edges())
+    mine = torch.nonzero(part.owner(dst) == rank).flatten().flip(0)
+    dg = gd.DistGraph.from_local_edges(src[mine], dst[mine], part, group=group, index_dtype=torch.int64,
+                                       edge_ids=mine)
+    ref = gd.DistGraph.from_global(graph, part, group=group)
+    x = features((graph.num_src, 3), 1)[dg.src_nodes]
+    w = features((graph.num_edges, 1), 2)
+    out = gd.gspmm(dg, "mul", "max", x, w[dg.edge_ids])
+    want = gd.gspmm(ref, "mul", "max", x, w[ref.edge_ids])
+    return str(dg.local.index_dtype), out.numpy(), want.numpy()
+
+
+def dist_adjoint(group):
+    """``<gather(x), y>`` and ``<x, scatter(y)>`` summed over the ranks: equal for adjoints."""
+    from gsparse.distributed import exchange
+
+    _, dg = share(group, "square", "scattered")
+    gen = torch.Generator().manual_seed(dg.rank)
+    x = torch.randn(dg.num_src, 2, generator=gen, dtype=torch.float64)
+    y = torch.randn(dg.num_halo, 2, generator=gen, dtype=torch.float64)
+    sums = torch.stack([(exchange.gather(dg.plan, x) * y).sum(), (x * exchange.scatter(dg.plan, y)).sum()])
+    torch.distributed.all_reduce(sums, group=group)
+    return sums.tolist()
+
+
+def dist_bad_partition(group):
+    graph = make_graph("square")
+    world, rank = torch.distributed.get_world_size(group), torch.distributed.get_rank(group)
+    halves = gd.Partition.from_bounds([0, graph.num_dst // 2, graph.num_dst])
+    errors = []
+    for call in (lambda: gd.DistGraph.from_global(graph, gd.range_partition(graph.in_degrees(), world + 1),
+                                                  group=group),
+                 # every rank passes an edge into a row of the next rank: all of them refuse it
+                 lambda: gd.DistGraph.from_local_edges(torch.tensor([0]), halves.nodes((rank + 1) % world)[-1:],
+                                                       halves, group=group)):
+        try:
+            call()
+        except ValueError as error:
+            errors.append(str(error))
+    return errors

@@ -136,3 +136,12 @@ def dist_train_load(group, spec: str):
     data = dist_train.load(spec, group=group, num_features=8, num_classes=5)
     result = dist_train.train(dist_train.GCN(8, 16, 5), data, epochs=2, warmup=1, group=group)
     return data.graph.partition_report().to_dict(), result
+
+
+def dist_bench(group, graph: str):
+    """The distributed benchmark's document for this job (tiny sizes)."""
+    from gsparse.bench import distributed as bench
+
+    args = bench.parser().parse_args(["--graph", graph, "--hidden", "8", "--features", "6", "--classes", "3",
+                                      "--epochs", "1", "--warmup", "0", "--reps", "1"])
+    return bench.run(args, torch.device("cpu"), group, progress=lambda *_: None)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch.testing import assert_close
 
 import gsparse
-from models import LAYERS, dist_layer, dist_train_load, dist_training, single_layer, single_training
+from models import LAYERS, dist_bench, dist_layer, dist_train_load, dist_training, single_layer, single_training
 from pool import WORLD_SIZES
 
 
@@ -70,3 +72,22 @@ def test_training_script_runs_on_its_own_data(pool):
     assert len(result["losses"]) == 2 and all(loss > 0 for loss in result["losses"])
     assert result["bytes_per_epoch"] > 0 and result["epoch_ms"] > 0
     assert ranks[1][1]["losses"] == result["losses"]  # every rank reports the global loss
+
+
+def test_benchmark_measures_every_strategy_and_writes_a_table(pool, tmp_path):
+    from gsparse.bench import distributed as bench
+
+    docs = [pool.run(dist_bench, w, "papers100m-like@0.00001")[0] for w in (1, 2)]
+    one, two = docs
+    for strategy in bench.STRATEGIES:
+        assert two["layer"][f"{strategy}_ms"] > 0 and two["epoch"][strategy]["epoch_ms"] > 0
+        assert two["operator"][f"{strategy}_bytes"] > 0 and one["operator"][f"{strategy}_bytes"] == 0
+    assert 0 <= two["operator"]["hidden_forward"] <= 1 and "hidden_forward" not in one["operator"]
+    assert "single_ms" in one["layer"] and "single_ms" not in two["layer"]
+    # The naive baseline sends every row, the halo exchange only the rows others read.
+    assert two["operator"]["allgather_bytes"] >= two["operator"]["overlap_bytes"]
+    for d in docs:
+        (tmp_path / f"distributed-w{d['world_size']}.json").write_text(json.dumps(d))
+    table = bench.markdown(bench.collect(tmp_path))
+    rows = [line for line in table.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert len(rows) == 2 and "World size 1 against the single-GPU operators" in table

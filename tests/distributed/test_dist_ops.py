@@ -33,8 +33,8 @@ LAYOUTS = [
     ("square", "range"),
     ("bipartite", "range"),
     ("int64", "scattered"),  # int64 indices; every rank's nodes interleave
-    ("clustered", "range"),  # rank 0 has no halo, the others have
-    ("blocks", "range"),  # no rank has a halo: nothing is exchanged
+    ("clustered", "even"),  # rank 0 has no halo, the others have
+    ("blocks", "even"),  # no rank has a halo: nothing is exchanged
     ("edgeless", "range"),
     ("square", "empty"),  # the last rank owns no rows
     ("square", "locality"),

@@ -213,7 +213,8 @@ class DistGraph:
         """This rank's share of ``graph``, which every rank holds (on any device; only this
         rank's rows are copied to ``device``, by default ``graph.device``). Its edges
         keep the global graph's order (``edge_ids`` increasing) and each row the global
-        CSR order. ``src_partition`` defaults to ``partition`` for a square graph and to
+        CSR order; the local CSR keeps the global one's index dtype unless ``index_dtype``
+        says otherwise. ``src_partition`` defaults to ``partition`` for a square graph and to
         equal ranges of source nodes for a bipartite one. Collective."""
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a gsparse.Graph, got {type(graph).__name__}")
@@ -239,6 +240,7 @@ class DistGraph:
         rowptr = torch.zeros(rows.numel() + 1, dtype=torch.int64, device=graph.device)
         torch.cumsum(graph.in_degrees()[rows].long(), 0, out=rowptr[1:])
         kwargs.setdefault("device", graph.device)
+        kwargs.setdefault("index_dtype", graph.index_dtype)
         return cls.from_local_csr(rowptr, graph.col[positions], partition, src_partition=src_partition,
                                   eid=csr_eid, edge_ids=edge_ids, **kwargs)
 

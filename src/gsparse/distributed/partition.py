@@ -158,20 +158,21 @@ class Partition:
 
 
 def _chunks(array: EdgeArray, chunk_size: int) -> Iterator[np.ndarray]:
-    """``array`` in int64 NumPy chunks of at most ``chunk_size`` entries: a slice at a time
-    of an array or memory map (never the whole of it), or the chunks an iterable yields."""
+    """``array`` in writable int64 NumPy chunks of at most ``chunk_size`` entries: a slice
+    at a time of an array or memory map (never the whole of it), or the chunks an
+    iterable yields."""
     if isinstance(array, torch.Tensor):
         array = array.detach().cpu().numpy()
     if isinstance(array, np.ndarray):
         if array.ndim != 1:
             raise ValueError(f"an edge array must be 1-D, got shape {array.shape}")
         for start in range(0, array.shape[0], chunk_size):
-            yield np.asarray(array[start:start + chunk_size], dtype=np.int64)
+            yield np.array(array[start:start + chunk_size], dtype=np.int64)  # a copy: maps are read-only
         return
     for chunk in array:
         if isinstance(chunk, torch.Tensor):
             chunk = chunk.detach().cpu().numpy()
-        yield np.asarray(chunk, dtype=np.int64).reshape(-1)
+        yield np.array(chunk, dtype=np.int64).reshape(-1)
 
 
 def in_degrees(dst: EdgeArray, num_nodes: int, *, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
@@ -190,14 +191,16 @@ def in_degrees(dst: EdgeArray, num_nodes: int, *, chunk_size: int = DEFAULT_CHUN
 def _balanced_cuts(weight: np.ndarray, num_parts: int) -> np.ndarray:
     """``[num_parts + 1]`` offsets cutting ``weight`` (in order) into contiguous pieces whose
     sums are as close as possible to ``total / num_parts`` each."""
+    if weight.size == 0:
+        return np.zeros(num_parts + 1, dtype=np.int64)
     cum = np.cumsum(weight, dtype=np.float64)
-    total = cum[-1] if cum.size else 0.0
+    total = cum[-1]
     targets = total * np.arange(1, num_parts) / num_parts
     # A cut after position i leaves cum[i] behind it; take the closer of the two cuts
     # around each target.
     after = np.searchsorted(cum, targets, side="left")
     before_sum = np.where(after > 0, cum[np.maximum(after - 1, 0)], 0.0)
-    after_sum = cum[np.minimum(after, cum.size - 1)] if cum.size else np.zeros_like(targets)
+    after_sum = cum[np.minimum(after, cum.size - 1)]
     cuts = np.where(after_sum - targets < targets - before_sum, after + 1, after)
     cuts = np.maximum.accumulate(np.clip(cuts, 0, weight.size))
     return np.concatenate([[0], cuts, [weight.size]]).astype(np.int64)
@@ -324,8 +327,11 @@ def metis_partition(graph: Graph, num_parts: int, *, seed: int = 0) -> Partition
     if num_parts == 1 or graph.num_dst == 0:
         return Partition.from_assignment(np.zeros(graph.num_dst, dtype=np.int64), num_parts, "metis")
     options = pymetis.Options(seed=seed)
-    _, membership = pymetis.part_graph(num_parts, xadj=adj.indptr, adjncy=adj.indices,
-                                       vweights=_row_weights(graph), options=options)
+    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2; older releases take xadj/adjncy
+        graph_arg = {"adjacency": pymetis.CSRAdjacency(adj.indptr, adj.indices)}
+    else:
+        graph_arg = {"xadj": adj.indptr, "adjncy": adj.indices}
+    _, membership = pymetis.part_graph(num_parts, **graph_arg, vweights=_row_weights(graph), options=options)
     return Partition.from_assignment(np.asarray(membership, dtype=np.int64), num_parts, "metis")
 
 
