@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 METHODS = ("auto", "metis", "locality", "range")
-DEFAULT_CHUNK = 1 << 24  # edges per chunk when streaming: 128 MiB of int64 ids per array
+DEFAULT_CHUNK = 1 << 22  # edges per chunk when streaming: about 80 bytes each while in use
 
 # An edge array: a NumPy array (np.memmap included), a 1-D tensor, or an iterable of chunks.
 EdgeArray = Union[np.ndarray, torch.Tensor, Iterable[Any]]
@@ -178,22 +178,32 @@ def _chunks(array: EdgeArray, chunk_size: int) -> Iterator[np.ndarray]:
 def in_degrees(dst: EdgeArray, num_nodes: int, *, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
     """``[num_nodes]`` int64 in-degree of each node, counted chunk by chunk from the
     destinations of the edges (a NumPy array or ``np.memmap``, a tensor, or an iterable of
-    chunks). Memory: 8 bytes per node plus one chunk."""
+    chunks). Memory: 8 bytes per node, plus one chunk and a count over the id range the
+    chunk spans (small when the edges come sorted by destination)."""
     deg = np.zeros(num_nodes, dtype=np.int64)
     for chunk in _chunks(dst, chunk_size):
-        if chunk.size and (chunk.min() < 0 or chunk.max() >= num_nodes):
-            raise ValueError(f"dst has ids outside [0, {num_nodes}): "
-                             f"[{int(chunk.min())}, {int(chunk.max())}] in a chunk")
-        deg += np.bincount(chunk, minlength=num_nodes)
+        if chunk.size == 0:
+            continue
+        lo, hi = int(chunk.min()), int(chunk.max())
+        if lo < 0 or hi >= num_nodes:
+            raise ValueError(f"dst has ids outside [0, {num_nodes}): [{lo}, {hi}] in a chunk")
+        deg[lo:hi + 1] += np.bincount(chunk - lo, minlength=hi - lo + 1)
     return deg
 
 
-def _balanced_cuts(weight: np.ndarray, num_parts: int) -> np.ndarray:
-    """``[num_parts + 1]`` offsets cutting ``weight`` (in order) into contiguous pieces whose
-    sums are as close as possible to ``total / num_parts`` each."""
-    if weight.size == 0:
+def _row_costs(degrees: np.ndarray) -> np.ndarray:
+    """Running sum of ``in-degree + 1`` over the rows, float64, in one new array."""
+    cum = degrees.astype(np.float64)
+    cum += 1.0
+    return np.cumsum(cum, out=cum)
+
+
+def _balanced_cuts(cum: np.ndarray, num_parts: int) -> np.ndarray:
+    """``[num_parts + 1]`` offsets cutting the rows, whose costs have the running sum
+    ``cum``, into contiguous pieces whose costs are as close as possible to
+    ``total / num_parts`` each."""
+    if cum.size == 0:
         return np.zeros(num_parts + 1, dtype=np.int64)
-    cum = np.cumsum(weight, dtype=np.float64)
     total = cum[-1]
     targets = total * np.arange(1, num_parts) / num_parts
     # A cut after position i leaves cum[i] behind it; take the closer of the two cuts
@@ -202,8 +212,8 @@ def _balanced_cuts(weight: np.ndarray, num_parts: int) -> np.ndarray:
     before_sum = np.where(after > 0, cum[np.maximum(after - 1, 0)], 0.0)
     after_sum = cum[np.minimum(after, cum.size - 1)]
     cuts = np.where(after_sum - targets < targets - before_sum, after + 1, after)
-    cuts = np.maximum.accumulate(np.clip(cuts, 0, weight.size))
-    return np.concatenate([[0], cuts, [weight.size]]).astype(np.int64)
+    cuts = np.maximum.accumulate(np.clip(cuts, 0, cum.size))
+    return np.concatenate([[0], cuts, [cum.size]]).astype(np.int64)
 
 
 def range_partition(degrees: Any, num_parts: int) -> Partition:
@@ -215,13 +225,13 @@ def range_partition(degrees: Any, num_parts: int) -> Partition:
             :func:`in_degrees` for edge arrays too large to load, or ``graph.in_degrees()``).
         num_parts: the number of ranks.
 
-    Memory: the degrees and their running sum, 16 bytes per node; no edges.
+    Memory: the running sum of the costs, 8 bytes per node besides the degrees; no edges.
     """
     num_parts = _check_parts(num_parts)
     deg = degrees.detach().cpu().numpy() if isinstance(degrees, torch.Tensor) else np.asarray(degrees)
     if deg.ndim != 1:
         raise ValueError(f"degrees must be 1-D ([num_nodes]), got shape {deg.shape}")
-    return Partition.from_bounds(_balanced_cuts(deg.astype(np.int64) + 1, num_parts), "range")
+    return Partition.from_bounds(_balanced_cuts(_row_costs(deg), num_parts), "range")
 
 
 # ---------------------------------------------------------------------- locality-preserving
@@ -245,6 +255,7 @@ def _symmetric_adjacency(graph: Graph):
 
 
 def _row_weights(graph: Graph) -> np.ndarray:
+    """``in-degree + 1`` of each row: the cost every method balances."""
     return graph.in_degrees().detach().cpu().numpy().astype(np.int64) + 1
 
 
@@ -304,7 +315,7 @@ def locality_partition(graph: Graph, num_parts: int, *, refine_rounds: int = 8, 
     if n == 0:
         return Partition.from_assignment(np.zeros(0, dtype=np.int64), num_parts, "locality")
     order = np.asarray(reverse_cuthill_mckee(adj, symmetric_mode=True), dtype=np.int64)
-    cuts = _balanced_cuts(weight[order], num_parts)
+    cuts = _balanced_cuts(np.cumsum(weight[order], dtype=np.float64), num_parts)
     assignment = np.empty(n, dtype=np.int64)
     assignment[order] = np.repeat(np.arange(num_parts), np.diff(cuts))
     assignment = _refine(adj, assignment, weight.astype(np.float64), num_parts, refine_rounds, imbalance,
@@ -442,8 +453,8 @@ def partition_report(src: EdgeArray | Graph, dst: EdgeArray | None, partition: P
         partition: owners of the destination rows.
         src_partition: owners of the source nodes; defaults to ``partition`` (square graphs).
 
-    Memory: ``ceil(P / 8)`` bytes per source node (which ranks need it) plus one chunk of
-    edges; never the whole edge list.
+    Memory: ``ceil(P / 8)`` bytes per source node (which ranks need it) and about 80
+    bytes per edge of one chunk; never the whole edge list.
     """
     if isinstance(src, Graph):
         src, dst = src.edges()
