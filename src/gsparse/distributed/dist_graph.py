@@ -86,6 +86,68 @@ def _subgraph(local: Graph, keep: torch.Tensor, col: torch.Tensor, num_src: int)
     return graph, edges
 
 
+class _EdgeSet:
+    """One rank's edges over its rows (``local``, sources ``[mine | halo]``) and what the
+    strategies derive from them, built once and shared by every strategy's view
+    (:meth:`DistGraph.with_exchange`) of the graph."""
+
+    def __init__(self, local: Graph, num_src: int, num_halo: int) -> None:
+        self.local, self.num_src, self.num_halo = local, num_src, num_halo
+        self._gathered: Graph | None = None
+
+    @cached_property
+    def inner(self) -> tuple[Graph, torch.Tensor]:
+        col = self.local.col.long()
+        keep = col < self.num_src
+        return _subgraph(self.local, keep, col[keep], self.num_src)
+
+    @cached_property
+    def boundary(self) -> tuple[Graph, torch.Tensor]:
+        col = self.local.col.long()
+        keep = col >= self.num_src
+        return _subgraph(self.local, keep, col[keep] - self.num_src, self.num_halo)
+
+    @cached_property
+    def edge_merge(self) -> torch.Tensor:
+        (_, inner), (_, outer) = self.inner, self.boundary
+        device = self.local.device
+        merge = torch.empty(self.local.num_edges, dtype=torch.int64, device=device)
+        merge[inner] = torch.arange(inner.numel(), device=device)
+        merge[outer] = inner.numel() + torch.arange(outer.numel(), device=device)
+        return merge
+
+    def gathered(self, halo_slot: torch.Tensor, first_slot: int, num_slots: int) -> Graph:
+        """The edges with my source ``i`` at ``first_slot + i`` and halo node ``h`` at
+        ``halo_slot[h]``, among ``num_slots`` sources (built on the first call)."""
+        if self._gathered is None:
+            col = self.local.col.long()
+            mine = col < self.num_src
+            far = halo_slot[(col - self.num_src).clamp(min=0)] if self.num_halo else col
+            self._gathered = Graph.from_csr(self.local.rowptr, torch.where(mine, first_slot + col, far), num_slots,
+                                            eid=self.local.eid).with_index_dtype(self.local.index_dtype)
+        return self._gathered
+
+    @cached_property
+    def self_loops(self) -> tuple[_EdgeSet, torch.Tensor, torch.Tensor]:
+        """``(edges, origin, loop_edge)`` of :class:`DistSelfLoops`; local source ``i`` must be row ``i``."""
+        local, n = self.local, self.local.num_dst
+        src, dst = (t.long() for t in local.edges())
+        # Local source i is row i (same nodes, same order); halo sources are >= n: never loops.
+        is_loop = src == dst
+        kept = torch.nonzero(~is_loop).flatten()
+        nodes = torch.arange(n, device=local.device)
+        edge_index = torch.stack([torch.cat([src[kept], nodes]), torch.cat([dst[kept], nodes])])
+        staged = Graph.from_edge_index(edge_index, local.num_src, n)
+        origin = torch.cat([kept, local.num_edges + nodes])
+        if staged.eid is not None:
+            origin = origin[staged.eid.long()]
+        loops = torch.nonzero(is_loop).flatten()
+        loop_edge = torch.full((n,), -1, dtype=torch.int64, device=local.device)
+        loop_edge.scatter_reduce_(0, src[loops], loops, "amax")
+        looped = Graph.from_csr(staged.rowptr, staged.col, local.num_src).with_index_dtype(local.index_dtype)
+        return _EdgeSet(looped, self.num_src, self.num_halo), origin, loop_edge
+
+
 class DistGraph:
     """One rank's share of a graph partitioned by destination rows (see the module docstring).
 
@@ -101,7 +163,7 @@ class DistGraph:
     baseline: all-gather every rank's source features, then one pass).
     """
 
-    def __init__(self, local: Graph, plan: HaloPlan, *, partition: Partition, src_partition: Partition,
+    def __init__(self, edges: _EdgeSet, plan: HaloPlan, *, partition: Partition, src_partition: Partition,
                  dst_nodes: torch.Tensor, src_nodes: torch.Tensor, halo_nodes: torch.Tensor,
                  halo_index: torch.Tensor, edge_ids: torch.Tensor | None, rows_max: int, rank: int,
                  world_size: int, exchange: str, _internal: bool = False) -> None:
@@ -109,7 +171,7 @@ class DistGraph:
             raise TypeError("DistGraph is built with DistGraph.from_global, from_local_csr or from_local_edges")
         if exchange not in EXCHANGES:
             raise ValueError(f"exchange must be one of {EXCHANGES}, got {exchange!r}")
-        self.local, self.plan = local, plan
+        self._edges, self.plan = edges, plan
         self.partition, self.src_partition = partition, src_partition
         self.dst_nodes, self.src_nodes, self.halo_nodes = dst_nodes, src_nodes, halo_nodes
         self._halo_index = halo_index  # position of each halo node among its owner's source nodes
@@ -182,7 +244,8 @@ class DistGraph:
                               device)
         rows_max = torch.tensor([src_nodes.numel()], device=device)
         dist.all_reduce(rows_max, dist.ReduceOp.MAX, group=group)
-        return cls(local, plan, partition=partition, src_partition=src_partition, dst_nodes=dst_nodes,
+        edges = _EdgeSet(local, src_nodes.numel(), halo_nodes.numel())
+        return cls(edges, plan, partition=partition, src_partition=src_partition, dst_nodes=dst_nodes,
                    src_nodes=src_nodes, halo_nodes=halo_nodes, halo_index=src_partition.local_index(halo_nodes),
                    edge_ids=None if edge_ids is None else edge_ids.to(device), rows_max=int(rows_max),
                    rank=rank, world_size=world, exchange=exchange, _internal=True)
@@ -245,6 +308,11 @@ class DistGraph:
                                   eid=csr_eid, edge_ids=edge_ids, **kwargs)
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def local(self) -> Graph:
+        """My edges as a Graph: CSR over my rows, sources numbered ``[my sources | halo]``."""
+        return self._edges.local
 
     @property
     def group(self) -> Any:
@@ -310,53 +378,40 @@ class DistGraph:
         other.exchange, other._derived = exchange, {}
         return other
 
-    def _with_local(self, local: Graph) -> DistGraph:
+    def _with_edges(self, edges: _EdgeSet) -> DistGraph:
         """Another edge set over the same rows, sources and halo (the plan is shared)."""
-        return DistGraph(local, self.plan, partition=self.partition, src_partition=self.src_partition,
+        return DistGraph(edges, self.plan, partition=self.partition, src_partition=self.src_partition,
                          dst_nodes=self.dst_nodes, src_nodes=self.src_nodes, halo_nodes=self.halo_nodes,
                          halo_index=self._halo_index, edge_ids=None, rows_max=self._rows_max, rank=self.rank,
                          world_size=self.world_size, exchange=self.exchange, _internal=True)
 
     # ------------------------------------------------------------------ derived structures
 
-    @cached_property
+    @property
     def inner(self) -> tuple[Graph, torch.Tensor]:
         """``(graph, edges)``: my edges whose source is mine, and their local edge ids."""
-        col = self.local.col.long()
-        keep = col < self.num_src
-        return _subgraph(self.local, keep, col[keep], self.num_src)
+        return self._edges.inner
 
-    @cached_property
+    @property
     def boundary(self) -> tuple[Graph, torch.Tensor]:
         """``(graph, edges)``: my edges whose source is in the halo (numbered ``0..num_halo-1``),
         and their local edge ids."""
-        col = self.local.col.long()
-        keep = col >= self.num_src
-        return _subgraph(self.local, keep, col[keep] - self.num_src, self.num_halo)
+        return self._edges.boundary
 
-    @cached_property
+    @property
     def edge_merge(self) -> torch.Tensor:
         """``[num_edges]``: where each local edge is in ``cat([inner edges, boundary edges])``."""
-        (_, inner), (_, outer) = self.inner, self.boundary
-        merge = torch.empty(self.num_edges, dtype=torch.int64, device=self.device)
-        merge[inner] = torch.arange(inner.numel(), device=self.device)
-        merge[outer] = inner.numel() + torch.arange(outer.numel(), device=self.device)
-        return merge
+        return self._edges.edge_merge
 
-    @cached_property
+    @property
     def gathered(self) -> Graph:
         """My edges with sources numbered as in the all-gathered feature matrix: rank ``q``'s
         source ``i`` at ``q * rows_max + i`` (for the ``"allgather"`` baseline)."""
-        col = self.local.col.long()
         owners = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
                                          torch.tensor(self.plan.recv_counts, device=self.device),
                                          output_size=self.num_halo)
-        halo_slot = owners * self._rows_max + self._halo_index
-        mine = col < self.num_src
-        gcol = torch.where(mine, self.rank * self._rows_max + col, halo_slot[(col - self.num_src).clamp(min=0)]
-                           if self.num_halo else col)
-        return Graph.from_csr(self.local.rowptr, gcol, self.world_size * self._rows_max,
-                              eid=self.local.eid).with_index_dtype(self.index_dtype)
+        return self._edges.gathered(owners * self._rows_max + self._halo_index, self.rank * self._rows_max,
+                                    self.world_size * self._rows_max)
 
     @property
     def rows_max(self) -> int:
@@ -367,7 +422,7 @@ class DistGraph:
         """This share with its self loops replaced by one loop per row, as ``gsparse.nn``
         builds for GCN and GAT; kept with the graph. Needs a square graph partitioned the
         same way for sources and destinations."""
-        return self.derived("gsparse.nn.self_loops", _build_self_loops)
+        return self.derived("gsparse.nn.self_loops", _dist_self_loops)
 
     def partition_report(self) -> PartitionReport:
         """The partition's report from every rank's share (collective; no global graph needed)."""
@@ -416,23 +471,9 @@ def _exchange_plan(group: Any, rank: int, world: int, src_partition: Partition, 
     return HaloPlan(src_partition.local_index(wanted), send_list, recv_list, num_local, group, bool(active))
 
 
-def _build_self_loops(g: DistGraph) -> DistSelfLoops:
+def _dist_self_loops(g: DistGraph) -> DistSelfLoops:
     if g.src_partition is not g.partition and not torch.equal(g.src_nodes, g.dst_nodes):
         raise ValueError(f"self loops need a square graph with one partition of its nodes, got rank "
                          f"{g.rank} owning {g.num_src} source and {g.num_dst} destination nodes")
-    n, num_edges = g.num_dst, g.num_edges
-    src, dst = (t.long() for t in g.edges())
-    # Local source i is row i (same nodes, same order); halo sources are >= n: never loops.
-    is_loop = src == dst
-    kept = torch.nonzero(~is_loop).flatten()
-    nodes = torch.arange(n, device=g.device)
-    edge_index = torch.stack([torch.cat([src[kept], nodes]), torch.cat([dst[kept], nodes])])
-    staged = Graph.from_edge_index(edge_index, g.local.num_src, n)
-    origin = torch.cat([kept, num_edges + nodes])
-    if staged.eid is not None:
-        origin = origin[staged.eid.long()]
-    loops = torch.nonzero(is_loop).flatten()
-    loop_edge = torch.full((n,), -1, dtype=torch.int64, device=g.device)
-    loop_edge.scatter_reduce_(0, src[loops], loops, "amax")
-    local = Graph.from_csr(staged.rowptr, staged.col, g.local.num_src).with_index_dtype(g.index_dtype)
-    return DistSelfLoops(g._with_local(local), origin, loop_edge)
+    edges, origin, loop_edge = g._edges.self_loops
+    return DistSelfLoops(g._with_edges(edges), origin, loop_edge)

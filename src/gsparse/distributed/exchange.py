@@ -162,7 +162,6 @@ class Pending:
     into autograd so that the halo's gradient joins its own), :meth:`wait` the halo."""
 
     plan: HaloPlan
-    x: torch.Tensor
     source: torch.Tensor
     _recv: torch.Tensor
     _work: Any
@@ -199,7 +198,7 @@ def start_gather(plan: HaloPlan, x: torch.Tensor) -> Pending:
     split = _BackwardSplit() if torch.is_grad_enabled() and x.requires_grad else None
     source = _Join.apply(x, plan, split) if split is not None else x
     send, recv, work = _gather_now(plan, x.detach(), async_op=True)
-    return Pending(plan, x, source, recv, work, send, split)
+    return Pending(plan, source, recv, work, send, split)
 
 
 def gather(plan: HaloPlan, x: torch.Tensor) -> torch.Tensor:

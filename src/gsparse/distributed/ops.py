@@ -195,15 +195,25 @@ def edge_softmax(g: DistGraph, logits: torch.Tensor, norm_by: str = "dst") -> to
     check_features("logits", logits, g, g.num_edges, "edges")
     if norm_by == "dst" or not g.plan.active:
         return _edge_softmax(g.local, logits, norm_by)
+    # As gsparse.edge_softmax: half precision and autocast compute in float32; the
+    # autocast result stays float32.
+    dtype = logits.dtype
+    if torch.is_autocast_enabled(g.device.type) and dtype != torch.float64:
+        dtype = torch.float32
+    z = logits if logits.dtype == torch.float64 else logits.float()
+    with torch.autocast(g.device.type, enabled=False):
+        return _src_softmax(g, z).to(dtype)
+
+
+def _src_softmax(g: DistGraph, z: torch.Tensor) -> torch.Tensor:
     reverse = g.local.reverse()  # rows: [my sources | halo]
     n = g.num_src
     with torch.no_grad():  # the shift cancels in the softmax: a constant for autograd
-        part_max = _gspmm(reverse, "copy_rhs", "max", None, logits.float())
+        part_max = _gspmm(reverse, "copy_rhs", "max", None, z)
         part_max = part_max.masked_fill(~_row_mask(reverse, part_max), float("-inf"))
         top = torch.maximum(part_max[:n], ex.scatter(g.plan, part_max[n:], "amax"))
-        top = torch.cat([top, ex.gather(g.plan, top)]).to(logits.dtype)
-    shifted = _gsddmm(g.local, "sub", logits, top.masked_fill(torch.isinf(top), 0), "e", "u")
-    e = torch.exp(shifted)
+        top = torch.cat([top, ex.gather(g.plan, top)])
+    e = torch.exp(_gsddmm(g.local, "sub", z, top.masked_fill(torch.isinf(top), 0), "e", "u"))
     part_sum = _gspmm(reverse, "copy_rhs", "sum", None, e)
     total = part_sum[:n] + ex.scatter(g.plan, part_sum[n:])
     total = torch.cat([total, ex.gather(g.plan, total)])
