@@ -1,12 +1,13 @@
 """A pool of gloo processes that stay up for the whole test session.
 
 Starting a process that imports torch takes seconds on a small CI machine, so the tests
-do not spawn per test: :class:`Pool` spawns ``size`` workers once (torch.multiprocessing,
-"spawn"), joins them in a gloo process group through a ``file://`` rendezvous in a
+do not spawn per test: :class:`Pool` starts ``size`` workers once and joins them in a gloo process group through a ``file://`` rendezvous in a
 temporary directory (no port to pick), and builds subgroups of the first 1, 2, ... ranks.
 ``pool.run(fn, world_size, *args)`` runs ``fn(group, *args)`` on the first
 ``world_size`` ranks, on the subgroup of exactly those ranks, and returns their results
-in rank order. A worker's exception comes back as an AssertionError with its traceback;
+in rank order. The workers are forked from a ``forkserver`` that imported torch, its
+compiler front end (which the first custom-op call imports) and gsparse once, so that
+starting four costs about one import. A worker's exception comes back as an AssertionError with its traceback;
 a run that does not finish within ``timeout`` seconds (a collective mismatch) fails and
 the pool is restarted for the next test.
 """
@@ -47,7 +48,11 @@ def _worker(rank: int, size: int, init_file: str, tasks, results) -> None:
             results.put((rank, "ok", fn(groups[world_size], *args)))
         except BaseException:  # noqa: BLE001 - the traceback is the test's failure message
             results.put((rank, "error", traceback.format_exc()))
-    dist.destroy_process_group()
+
+
+# Imported once by the fork server, before it forks the workers.
+_PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "scipy.sparse.csgraph", "gsparse", "gsparse.distributed",
+            "cases", "models"]
 
 
 class Pool:
@@ -57,7 +62,8 @@ class Pool:
         self._start()
 
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
         self._dir = tempfile.mkdtemp(prefix="gsparse-dist-")
         init_file = os.path.join(self._dir, "rendezvous")
         self._tasks = [ctx.Queue() for _ in range(self.size)]
@@ -101,8 +107,8 @@ class Pool:
             except (OSError, ValueError):
                 pass
         for p in self._procs:
-            p.join(timeout=5)
+            p.join(timeout=2)
             if p.is_alive():
                 p.terminate()
-                p.join(timeout=5)
+                p.join(timeout=2)
         shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)

@@ -40,10 +40,15 @@ LAYOUTS = [
     ("square", "locality"),
 ]
 EXCHANGES = ("overlap", "halo", "allgather")
-# Every operator case on the two main layouts with every strategy; one case per reducer
-# or target pair on the others, with the default strategy.
+# Every operator case on the two main layouts with the default strategy, which combines
+# partial results per reducer; one case per reducer or target pair elsewhere: the other
+# strategies run the single-process operator once on exchanged features.
 FULL = ("square", "bipartite")
 RUNS = [(g, "range", x) for g in FULL for x in EXCHANGES] + [(g, p, "overlap") for g, p in LAYOUTS[2:]]
+
+
+def _full(graph_kind: str, exchange: str) -> bool:
+    return graph_kind in FULL and exchange == "overlap"
 
 
 def _np(t):
@@ -66,9 +71,10 @@ def _reference(fn, operands, grad):
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("graph_kind,part_kind,exchange,dtype",
-                         [(*run, torch.float32) for run in RUNS] + [("square", "range", "overlap", torch.float64)])
+                         [pytest.param(*run, torch.float32, id="-".join(run)) for run in RUNS] +
+                         [pytest.param("square", "range", "overlap", torch.float64, id="square-range-overlap-fp64")])
 def test_gspmm_matches_single_process(pool, world_size, graph_kind, part_kind, exchange, dtype):
-    full = graph_kind in FULL
+    full = _full(graph_kind, exchange)
     ranks = pool.run(dist_spmm, world_size, graph_kind, part_kind, exchange, dtype, full)
     graph = make_graph(graph_kind)
     for i, (op, reduce, shapes) in enumerate(spmm_cases(full)):
@@ -94,7 +100,7 @@ def _out_shape(graph, op, shapes):
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("graph_kind,part_kind,exchange", RUNS)
 def test_gsddmm_matches_single_process(pool, world_size, graph_kind, part_kind, exchange):
-    dtype, full = torch.float32, graph_kind in FULL
+    dtype, full = torch.float32, _full(graph_kind, exchange)
     ranks = pool.run(dist_sddmm, world_size, graph_kind, part_kind, exchange, dtype, full)
     graph = make_graph(graph_kind)
     for i, (op, lt, rt, shapes) in enumerate(sddmm_cases(full)):
