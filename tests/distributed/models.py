@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from cases import features, make_graph, share
 
 import gsparse
-from cases import features, make_graph, share
 from gsparse.distributed import train as dist_train
 
 IN, OUT = 4, 3

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cases import dist_adjoint, dist_bad_partition, dist_from_local_edges, dist_structure, make_graph, make_partition
 from torch.testing import assert_close
 
-from cases import dist_adjoint, dist_bad_partition, dist_from_local_edges, dist_structure, make_graph, make_partition
 from gsparse import distributed as gd
 
 

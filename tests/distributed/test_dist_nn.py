@@ -6,11 +6,11 @@ import json
 
 import pytest
 import torch
+from models import LAYERS, dist_bench, dist_layer, dist_train_load, dist_training, single_layer, single_training
+from pool import WORLD_SIZES
 from torch.testing import assert_close
 
 import gsparse
-from models import LAYERS, dist_bench, dist_layer, dist_train_load, dist_training, single_layer, single_training
-from pool import WORLD_SIZES
 
 
 class _Probe:
@@ -89,5 +89,5 @@ def test_benchmark_measures_every_strategy_and_writes_a_table(pool, tmp_path):
     for d in docs:
         (tmp_path / f"distributed-w{d['world_size']}.json").write_text(json.dumps(d))
     table = bench.markdown(bench.collect(tmp_path))
-    rows = [line for line in table.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    rows = [line for line in table.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert len(rows) == 2 and "World size 1 against the single-GPU operators" in table

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.testing import assert_close
-
-import gsparse
 from cases import (
     BAD_CALLS,
     bad_call,
@@ -27,6 +24,9 @@ from cases import (
     spmm_inputs,
 )
 from pool import WORLD_SIZES
+from torch.testing import assert_close
+
+import gsparse
 
 # (graph, partition): what each covers is in cases.make_graph / make_partition.
 LAYOUTS = [

@@ -22,9 +22,10 @@ features ``[num_src, *shape]`` (``x[dg.src_nodes]``), destination features
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -256,7 +257,7 @@ class DistGraph:
         """This rank's edges as global ``(src, dst)`` ids, in this rank's edge order; every
         ``dst`` must be owned by this rank. Keyword arguments as :meth:`from_local_csr`.
         Collective."""
-        group, rank, _ = _group_info(kwargs.get("group"))
+        _, rank, _ = _group_info(kwargs.get("group"))
         if src.shape != dst.shape or src.dim() != 1:
             raise ValueError(f"src and dst must be 1-D of one length, got {tuple(src.shape)} and {tuple(dst.shape)}")
         dst = dst.long()

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,7 +46,7 @@ METHODS = ("auto", "metis", "locality", "range")
 DEFAULT_CHUNK = 1 << 22  # edges per chunk when streaming: about 80 bytes each while in use
 
 # An edge array: a NumPy array (np.memmap included), a 1-D tensor, or an iterable of chunks.
-EdgeArray = Union[np.ndarray, torch.Tensor, Iterable[Any]]
+EdgeArray = np.ndarray | torch.Tensor | Iterable[Any]
 
 
 def _check_parts(num_parts: Any) -> int:

@@ -205,7 +205,7 @@ def init(backend: str = "auto") -> tuple[torch.device, Any]:
     cuda = torch.cuda.is_available()
     if backend == "auto":
         backend = "nccl" if cuda else "gloo"
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
