@@ -239,6 +239,10 @@ def scatter(plan: HaloPlan, y: torch.Tensor, reduce: str = "sum") -> torch.Tenso
 
 # ---------------------------------------------------------------------- the naive baseline
 
+# torch 2.13 renamed the tensor forms of these collectives; older releases have the old names.
+_all_gather_tensor = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_tensor = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
 
 class _AllGather(torch.autograd.Function):
     """Every rank's rows, each block padded to ``rows_max``: ``[P * rows_max, *shape]``.
@@ -251,7 +255,7 @@ class _AllGather(torch.autograd.Function):
         padded[:x.shape[0]] = x
         out = x.new_empty((world * rows_max, *x.shape[1:]))
         plan._count((world - 1) * rows_max, padded)
-        dist.all_gather(list(out.chunk(world)), padded, group=plan.group)
+        _all_gather_tensor(out, padded, group=plan.group)
         return out
 
     @staticmethod
@@ -260,13 +264,8 @@ class _AllGather(torch.autograd.Function):
         plan, world, rows_max = ctx.plan, ctx.world, ctx.rows_max
         grad = grad.contiguous()
         plan._count((world - 1) * rows_max, grad)
-        if dist.get_backend(plan.group) == "nccl":
-            mine = grad.new_empty((rows_max, *grad.shape[1:]))
-            dist.reduce_scatter_tensor(mine, grad, group=plan.group)
-        else:  # gloo has no reduce-scatter: route the blocks, then sum them
-            blocks = torch.empty_like(grad)
-            dist.all_to_all_single(blocks, grad, group=plan.group)
-            mine = blocks.view(world, rows_max, *grad.shape[1:]).sum(0)
+        mine = grad.new_empty((rows_max, *grad.shape[1:]))
+        _reduce_scatter_tensor(mine, grad, group=plan.group)
         return mine[:ctx.rows], None, None, None
 
 
