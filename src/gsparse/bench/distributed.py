@@ -170,7 +170,8 @@ def run(args: argparse.Namespace, device: torch.device, group: Any, ddp_group: A
     world = dist.get_world_size(group)
     begin = time.perf_counter()
     data = dt.load(args.graph, group=group, device=device, method=args.partition, num_features=args.features,
-                   num_classes=args.classes, remote_fraction=args.remote_fraction, seed=args.seed)
+                   num_classes=args.classes, remote_fraction=args.remote_fraction, locality=args.locality,
+                   seed=args.seed)
     report = data.graph.partition_report()
     progress(f"{args.graph}: {data.num_nodes} nodes, {data.num_edges} edges, W={world}, "
              f"built in {time.perf_counter() - begin:.1f} s; edge cut {100 * report.cut_fraction:.1f}%")
@@ -178,7 +179,7 @@ def run(args: argparse.Namespace, device: torch.device, group: Any, ddp_group: A
     doc: dict[str, Any] = {
         "format": FORMAT, "environment": _environment(device, world),
         "config": {k: getattr(args, k) for k in ("graph", "partition", "features", "classes", "hidden", "epochs",
-                                                 "warmup", "reps", "remote_fraction", "seed")},
+                                                 "warmup", "reps", "remote_fraction", "locality", "seed")},
         "world_size": world, "num_nodes": data.num_nodes, "num_edges": data.num_edges,
         "partition": report.to_dict(),
     }
@@ -213,7 +214,8 @@ def markdown(docs: list[dict[str, Any]]) -> str:
         return "no results\n"
     env, cfg = docs[0]["environment"], docs[0]["config"]
     base = docs[0]["epoch"]["overlap"]["epoch_ms"]
-    lines = [f"# Distributed GCN ({env.get('gpu') or env['device']}, {env['backend']}): {cfg['graph']}, "
+    locality = f", locality {cfg['locality']}" if cfg.get("locality") else ""
+    lines = [f"# Distributed GCN ({env.get('gpu') or env['device']}, {env['backend']}): {cfg['graph']}{locality}, "
              f"{cfg['partition']} partition, F={cfg['features'] or 'default'}, hidden {cfg['hidden']}", "",
              f"| W | epoch ms | epoch allgather ms | x allgather | scaling vs W={docs[0]['world_size']} "
              f"| epoch MiB | allgather MiB | layer ms | layer allgather ms | aggregation fwd+bwd ms "
@@ -265,6 +267,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=20, help="timed repetitions of the operator and the layer")
     p.add_argument("--remote-fraction", type=float, default=0.1, help="papers100m-like: see the train script")
+    p.add_argument("--locality", type=float, default=0.0, help="presets: see the train script")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench-out", help="directory of distributed-w{W}.json and distributed.md")

@@ -44,6 +44,10 @@ from .synthetic import PAPERS100M, equal_ranges, local_rows
 __all__ = ["GCN", "Data", "load", "train", "main"]
 
 PAPERS = "papers100m-like"
+# Presets with --locality draw that fraction of each row's sources from its own block of
+# nodes: num_nodes / LOCALITY_BLOCKS consecutive ids, so that ranges of up to 64 ranks
+# hold whole blocks whatever the world size.
+LOCALITY_BLOCKS = 64
 
 
 class GCN(nn.Module):
@@ -109,9 +113,15 @@ def _check_same_everywhere(graph, group: Any) -> None:
 
 def load(spec: str, *, group: Any = None, device: torch.device | str = "cpu", method: str = "range",
          num_features: int | None = None, num_classes: int | None = None, remote_fraction: float = 0.1,
-         cov: float = 1.0, exchange: str = "overlap", seed: int = 0) -> Data:
+         cov: float = 1.0, locality: float = 0.0, exchange: str = "overlap", seed: int = 0) -> Data:
     """This rank's share of graph ``spec`` (a preset ``NAME[@SCALE]`` or
-    ``papers100m-like[@SCALE]``) with random features and labels. Collective."""
+    ``papers100m-like[@SCALE]``) with random features and labels. Collective.
+
+    A preset's sources are uniform over all nodes (as in the bench), or with
+    ``locality > 0`` that fraction of them lies in the row's own block of
+    ``num_nodes / LOCALITY_BLOCKS`` nodes (the locality of real graphs, which the uniform
+    stand-ins lack: with uniform sources the halo is nearly every remote node).
+    ``remote_fraction`` and ``cov`` shape ``papers100m-like``."""
     group = dist.group.WORLD if group is None else group
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     device = torch.device(device)
@@ -131,7 +141,15 @@ def load(spec: str, *, group: Any = None, device: torch.device | str = "cpu", me
 
         # Drawn on the rank's own device (a GPU draws products-like in well under a second,
         # a CPU core takes a minute), then checked to be the same graph on every rank.
-        full = datasets.preset(base, scale=scale, seed=seed, device=device)
+        if locality > 0:
+            preset = datasets.PRESETS.get(base)
+            if preset is None:
+                raise ValueError(f"graph must be a preset {sorted(datasets.PRESETS)} or {PAPERS}, got {base!r}")
+            nodes = round(preset.num_nodes * scale)
+            blocks = datasets.Clustered(locality, -(-nodes // LOCALITY_BLOCKS))
+            full = datasets.synthetic(nodes, preset.degree, locality=blocks, seed=seed, device=device)
+        else:
+            full = datasets.preset(base, scale=scale, seed=seed, device=device)
         _check_same_everywhere(full, group)
         n = full.num_dst
         part = _shared_partition(full, world, method, seed, group)
@@ -230,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remote-fraction", type=float, default=0.1,
                         help=f"{PAPERS}: the fraction of edges whose source is drawn over all nodes")
     parser.add_argument("--cov", type=float, default=1.0, help=f"{PAPERS}: COV of the row lengths")
+    parser.add_argument("--locality", type=float, default=0.0,
+                        help="presets: the fraction of each row's sources drawn from its own block of "
+                             f"1/{LOCALITY_BLOCKS} of the nodes (default 0: uniform, as in the bench)")
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the summary to this file (rank 0)")
@@ -242,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     begin = time.perf_counter()
     data = load(args.graph, group=exchange_group, device=device, method=args.partition,
                 num_features=args.features, num_classes=args.classes, remote_fraction=args.remote_fraction,
-                cov=args.cov, exchange=args.exchange, seed=args.seed)
+                cov=args.cov, locality=args.locality, exchange=args.exchange, seed=args.seed)
     report = data.graph.partition_report()
     say(f"{args.graph}: {data.num_nodes} nodes, {data.num_edges} edges on {world} rank(s), built in "
         f"{time.perf_counter() - begin:.1f} s")
@@ -250,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
     model = GCN(data.x.shape[1], args.hidden, data.num_classes).to(device)
     result = train(model, data, epochs=args.epochs, lr=args.lr, warmup=args.warmup, log=say)
-    summary = {"graph": args.graph, "world_size": world, "backend": dist.get_backend(), "exchange": args.exchange,
+    summary = {"graph": args.graph, "locality": args.locality, "world_size": world, "backend": dist.get_backend(), "exchange": args.exchange,
                "hidden": args.hidden, "num_nodes": data.num_nodes, "num_edges": data.num_edges,
                "partition": report.to_dict(), **result}
     say(f"epoch {result['epoch_ms']:.1f} ms (median of {args.epochs}); peak memory per rank "
