@@ -139,7 +139,7 @@ class _Arrive(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, plan: HaloPlan, pending: Pending, split: _BackwardSplit | None):
+    def forward(ctx, x: torch.Tensor, plan: HaloPlan, pending: _Ready, split: _BackwardSplit | None):
         ctx.plan, ctx.split, ctx.num_local = plan, split, x.shape[0]
         return pending.wait()
 

@@ -141,6 +141,10 @@ class Partition:
         position[self._members] = torch.arange(self.num_nodes) - self._starts[self.assignment[self._members]]
         return position
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (broadcast to the ranks) without the caches, which may hold CUDA copies.
+        return {k: getattr(self, k) for k in ("num_nodes", "num_parts", "method", "bounds", "assignment")}
+
     def _on(self, device: torch.device, name: str) -> torch.Tensor:
         # One copy per device, kept: owner() runs on every edge chunk and on the GPU.
         cache = self.__dict__.setdefault("_copies", {})
