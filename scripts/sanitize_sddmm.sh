@@ -19,8 +19,16 @@ import torch
 
 import gsparse
 from gsparse.algebra import BINARY_OPS, SDDMM_OPS, TARGETS
-from gsparse.kernels.sddmm import run_sddmm, schedule_space
+from gsparse.kernels.sddmm import (
+    EdgeTransposed,
+    Row,
+    RowTransposed,
+    run_sddmm,
+    schedule_space,
+    task_for,
+)
 from gsparse.kernels.softmax import run_edge_softmax, run_edge_softmax_backward
+from gsparse.target import Target
 from gsparse.testing.reference import edge_softmax_ref, gsddmm_ref
 
 gen = torch.Generator().manual_seed(0)
@@ -50,7 +58,8 @@ def report(ok: bool, what: str) -> None:
         print("MISMATCH", what)
 
 
-def check_sddmm(name, g, cuda, head_len, dtype, schedule, op=None) -> None:
+def check_sddmm(name, g, cuda, head_len, dtype, pick, op=None) -> None:
+    """One launch of a schedule ``pick`` chooses from the space of a random call's task."""
     op = op or rng.choice(SDDMM_OPS)
     lhs_target, rhs_target = rng.choice(TARGETS), rng.choice(TARGETS)
     binop = BINARY_OPS[op]
@@ -60,34 +69,38 @@ def check_sddmm(name, g, cuda, head_len, dtype, schedule, op=None) -> None:
            if binop.uses_lhs else None)
     rhs = (torch.rand(rows[rhs_target](g), *heads, head_len, dtype=torch.float64) + 0.5
            if binop.uses_rhs else None)
+    lhs_cuda = None if lhs is None else lhs.to("cuda", dtype)
+    rhs_cuda = None if rhs is None else rhs.to("cuda", dtype)
+    task = task_for(cuda, op, lhs_cuda, rhs_cuda, lhs_target, rhs_target, out_shape)
+    candidates = pick(list(schedule_space(task, cuda.stats, Target.of(cuda.device))))
+    if not candidates:
+        return
+    schedule = rng.choice(candidates)
     expected = gsddmm_ref(g, op, lhs, rhs, lhs_target, rhs_target)
-    out = run_sddmm(cuda, op, None if lhs is None else lhs.to("cuda", dtype),
-                    None if rhs is None else rhs.to("cuda", dtype),
-                    lhs_target, rhs_target, out_shape, schedule)
+    out = run_sddmm(cuda, op, lhs_cuda, rhs_cuda, lhs_target, rhs_target, out_shape, schedule)
     tolerance = 2e-2 if dtype == torch.float16 else 1e-4
     report(torch.allclose(out.double().cpu(), expected, rtol=tolerance, atol=tolerance),
            f"{name} {lhs_target}_{op}_{rhs_target} F={head_len} {dtype} {schedule}")
+
+
+def of(*types, sliced=False):
+    return lambda space: [s for s in space if isinstance(s, types) and (s.features_per_launch or not sliced)]
 
 
 for name, g in graphs.items():
     cuda = g.to("cuda")
     for head_len in (1, 3, 8, 40, 130):
         for dtype in (torch.float16, torch.float32, torch.float64):
-            space = schedule_space(g, head_len, dtype)
-            for schedule in rng.sample(space, 3):
-                check_sddmm(name, g, cuda, head_len, dtype, schedule)
+            for _ in range(3):
+                check_sddmm(name, g, cuda, head_len, dtype, lambda space: space)
             # the transposed butterfly only runs for dot: batches past a row's end, empty rows
-            transposed = [s for s in space if s.skeleton == "row_transposed"]
-            for schedule in rng.sample(transposed, min(2, len(transposed))):
-                check_sddmm(name, g, cuda, head_len, dtype, schedule, op="dot")
+            for _ in range(2):
+                check_sddmm(name, g, cuda, head_len, dtype, of(RowTransposed), op="dot")
             # edge ranges that end inside a batch and rows that span ranges, every operator
-            ranged = [s for s in space if s.skeleton == "edge_transposed"]
-            for schedule in rng.sample(ranged, min(2, len(ranged))):
-                check_sddmm(name, g, cuda, head_len, dtype, schedule)
-            # row_transposed over launches of part of a head, the last one partly past it
-            sliced = [s for s in transposed if s.features_per_launch]
-            for schedule in rng.sample(sliced, min(1, len(sliced))):
-                check_sddmm(name, g, cuda, head_len, dtype, schedule)
+            for _ in range(2):
+                check_sddmm(name, g, cuda, head_len, dtype, of(EdgeTransposed))
+            # row skeletons over launches of part of a head, the last one partly past it
+            check_sddmm(name, g, cuda, head_len, dtype, of(Row, RowTransposed, sliced=True))
     for shape in ((), (8, 1), (40,)):
         logits = torch.randn(g.num_edges, *shape, dtype=torch.float64)
         for norm_by in ("dst", "src"):

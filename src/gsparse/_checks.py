@@ -11,6 +11,13 @@ from .algebra import FLOAT_DTYPES
 from .graph import Graph
 
 
+def graph_override(g: Any) -> Any:
+    """The ``__gsparse_function__`` of a graph-like object that is not a :class:`Graph`
+    (a ``gsparse.distributed.DistGraph``), else None. The operators and ``gsparse.nn``
+    hand such a graph their call, as ``override(func, args, kwargs)``."""
+    return None if isinstance(g, Graph) else getattr(g, "__gsparse_function__", None)
+
+
 def check_graph(g: Any) -> Graph:
     if not isinstance(g, Graph):
         raise TypeError(f"g must be a gsparse.Graph, got {type(g).__name__}")

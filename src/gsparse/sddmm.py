@@ -13,6 +13,7 @@ from ._checks import (
     check_features,
     check_graph,
     check_same_dtype,
+    graph_override,
     pad_feature_dims,
 )
 from .algebra import BINARY_OPS, SDDMM_OPS, TARGETS
@@ -69,6 +70,9 @@ def gsddmm(
     gradients of its edges (a g-SpMM on the graph for ``v``, on the reverse graph for
     ``u``), an operand on the edge its own; broadcast dimensions are summed back.
     """
+    override = graph_override(g)
+    if override is not None:
+        return override(gsddmm, (g, op, lhs, rhs, lhs_target, rhs_target), {"schedule": schedule})
     check_graph(g)
     check_choice("op", op, SDDMM_OPS)
     check_choice("lhs_target", lhs_target, TARGETS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops, backends
-from ._checks import check_choice, check_features, check_graph
+from ._checks import check_choice, check_features, check_graph, graph_override
 from .graph import Graph
 
 __all__ = ["edge_softmax"]
@@ -31,6 +31,9 @@ def edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst") -> torch.
     ``dz_e = a_e (da_e - Σ_{e'} a_{e'} da_{e'})`` over the edges ``e'`` sharing ``e``'s
     destination (or source).
     """
+    override = graph_override(g)
+    if override is not None:
+        return override(edge_softmax, (g, logits, norm_by), {})
     check_graph(g)
     check_choice("norm_by", norm_by, ("dst", "src"))
     check_features("logits", logits, g, g.num_edges, "edges")

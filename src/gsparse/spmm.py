@@ -11,6 +11,7 @@ from ._checks import (
     check_features,
     check_graph,
     check_same_dtype,
+    graph_override,
     pad_feature_dims,
 )
 from .algebra import BINARY_OPS, REDUCERS, SPMM_OPS
@@ -55,6 +56,9 @@ def gspmm(
     ``rhs`` a g-SDDMM; for max/min each output element's gradient goes to the operands of
     its winning edge only (the first in CSR order on ties), and empty rows give none.
     """
+    override = graph_override(g)
+    if override is not None:
+        return override(gspmm, (g, op, reduce, lhs, rhs), {"schedule": schedule})
     check_graph(g)
     check_choice("op", op, SPMM_OPS)
     check_choice("reduce", reduce, tuple(REDUCERS))

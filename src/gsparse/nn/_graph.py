@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._checks import graph_override
 from ..graph import Graph
 
 
@@ -45,11 +46,14 @@ def as_graph(graph: Graph | torch.Tensor, num_src: int, num_dst: int) -> Graph:
     """``graph`` itself, or the Graph of a PyG ``edge_index`` ``[2, E]`` with ``num_src``
     sources and ``num_dst`` destinations (the sizes of the layer's node features).
 
+    A graph-like object with ``__gsparse_function__`` (a ``gsparse.distributed.DistGraph``)
+    is returned as is too: the operators hand it their calls.
+
     Raises ValueError when a Graph's node counts differ from the features' row counts.
     """
     if isinstance(graph, torch.Tensor):
         return _EDGE_INDEX_GRAPHS.get(graph, num_src, num_dst)
-    if not isinstance(graph, Graph):
+    if not isinstance(graph, Graph) and graph_override(graph) is None:
         raise TypeError(f"graph must be a gsparse.Graph or an edge_index tensor [2, E], "
                         f"got {type(graph).__name__}")
     if graph.num_src != num_src:
@@ -114,6 +118,9 @@ def _build_self_loops(g: Graph) -> SelfLoops:
 
 def self_loops(g: Graph) -> SelfLoops:
     """``g`` with its self loops replaced by one loop per node; built once per graph."""
+    override = graph_override(g)
+    if override is not None:
+        return override(self_loops, (g,), {})
     return g.layers.get("self_loops", lambda: _build_self_loops(g))
 
 

@@ -76,7 +76,7 @@ class SAGEConv(nn.Module):
         if x_dst is not None:
             num_dst = x_dst.shape[0]
         else:
-            num_dst = graph.num_dst if isinstance(graph, Graph) else x_src.shape[0]
+            num_dst = x_src.shape[0] if isinstance(graph, torch.Tensor) else graph.num_dst
         g = as_graph(graph, x_src.shape[0], num_dst)
         if self.lin is not None:
             x_src = F.relu(self.lin(x_src))

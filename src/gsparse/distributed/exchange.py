@@ -1,0 +1,275 @@
+"""Moving node features between ranks, with autograd: the halo exchange and its adjoint.
+
+A rank's edges read source nodes that other ranks own (its *halo*). :class:`HaloPlan` is
+the fixed plan of one :class:`~gsparse.distributed.DistGraph`: which of my rows each peer
+needs (``send_index``, grouped by peer) and how many rows I receive from each owner
+(``recv_counts``, in the order of my halo). Both directions are one
+``torch.distributed.all_to_all_single`` with uneven splits:
+
+* **gather** (forward): ``halo = x[send_index]`` routed to the ranks that read it;
+* **scatter** (its adjoint, for gradients): halo rows routed back to their owners and
+  summed into them (``index_add`` at ``send_index``).
+
+The backward of a gather is a scatter and vice versa, so that gradients with respect to
+source-node features reach their owners. :func:`start_gather` starts a gather without
+waiting; the operators compute their local edges meanwhile (see
+:mod:`gsparse.distributed.ops`), and in the backward pass the same split holds: the
+halo's gradient is sent back while the local edges' gradients are computed.
+
+Every rank of the group must make the same sequence of exchange calls, as with any
+collective: the operators exchange exactly when the graph needs it on some rank, which
+is a property of the whole graph, never of one rank's share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.autograd.function import once_differentiable
+
+__all__ = ["CommStats", "HaloPlan", "Pending", "start_gather", "gather", "scatter", "allgather"]
+
+
+@dataclass
+class CommStats:
+    """Bytes and messages this rank sent to other ranks, by all exchanges of a graph."""
+
+    bytes_sent: int = 0
+    exchanges: int = 0
+
+    def reset(self) -> None:
+        self.bytes_sent = 0
+        self.exchanges = 0
+
+
+@dataclass(eq=False)
+class HaloPlan:
+    """Who sends what to whom for one rank (see the module docstring).
+
+    Attributes:
+        send_index: ``[S]`` local rows to send, grouped by receiving rank.
+        send_counts: ``[P]`` rows sent to each rank (``sum = S``).
+        recv_counts: ``[P]`` halo rows received from each owner (``sum = num_halo``).
+        num_local: rows of the local feature matrix (source nodes this rank owns).
+        group: the process group.
+        active: whether any rank of the group has a halo; when not, nothing is exchanged.
+        stats: counters of what this plan sent.
+    """
+
+    send_index: torch.Tensor
+    send_counts: list[int]
+    recv_counts: list[int]
+    num_local: int
+    group: Any
+    active: bool
+    stats: CommStats = field(default_factory=CommStats)
+
+    @property
+    def num_halo(self) -> int:
+        return sum(self.recv_counts)
+
+    def _count(self, rows: int, t: torch.Tensor) -> None:
+        self.stats.bytes_sent += rows * math.prod(t.shape[1:]) * t.element_size()
+        self.stats.exchanges += 1
+
+
+def _all_to_all(plan: HaloPlan, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
+                async_op: bool):
+    recv = send.new_empty((sum(recv_counts), *send.shape[1:]))
+    plan._count(sum(send_counts), send)
+    work = dist.all_to_all_single(recv, send.contiguous(), recv_counts, send_counts, group=plan.group,
+                                  async_op=async_op)
+    return recv, work
+
+
+def _gather_now(plan: HaloPlan, x: torch.Tensor, async_op: bool):
+    send = x.index_select(0, plan.send_index)
+    recv, work = _all_to_all(plan, send, plan.send_counts, plan.recv_counts, async_op)
+    return send, recv, work
+
+
+def _scatter_now(plan: HaloPlan, y: torch.Tensor, async_op: bool):
+    return _all_to_all(plan, y.contiguous(), plan.recv_counts, plan.send_counts, async_op)
+
+
+def _add_at_owners(plan: HaloPlan, into: torch.Tensor, recv: torch.Tensor) -> torch.Tensor:
+    return into.index_add(0, plan.send_index, recv.to(into.dtype))
+
+
+@dataclass(eq=False)
+class _BackwardSplit:
+    """Where the gather's backward leaves its scatter in flight for :class:`_Join` to finish."""
+
+    work: Any = None
+    recv: torch.Tensor | None = None
+    send: torch.Tensor | None = None
+
+
+class _Join(torch.autograd.Function):
+    """Identity on the local features. Its backward runs last (it waits on every use of
+    its output, the halo's arrival included) and adds the halo's gradient, whose scatter
+    :class:`_Arrive`'s backward started, to the local edges' gradient."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, plan: HaloPlan, split: _BackwardSplit) -> torch.Tensor:
+        ctx.plan, ctx.split = plan, split
+        return x.view_as(x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        split = ctx.split
+        if split.work is not None:
+            split.work.wait()
+            grad = _add_at_owners(ctx.plan, grad, split.recv)
+            split.work = split.recv = split.send = None
+        return grad, None, None
+
+
+class _Arrive(torch.autograd.Function):
+    """The halo ``x[send_index]`` of the peers, once the gather started on ``x`` arrived.
+
+    Backward: the scatter of the halo's gradient back to its owners. With a
+    :class:`_BackwardSplit` it is only started, and :class:`_Join` finishes it; without,
+    it completes here and returns the gradient of ``x``.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, plan: HaloPlan, pending: _Ready, split: _BackwardSplit | None):
+        ctx.plan, ctx.split, ctx.num_local = plan, split, x.shape[0]
+        return pending.wait()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        plan, split = ctx.plan, ctx.split
+        if split is not None:
+            split.recv, split.work = _scatter_now(plan, grad, async_op=True)
+            split.send = grad  # kept alive until the exchange completes
+            return None, None, None, None
+        recv, _ = _scatter_now(plan, grad, async_op=False)
+        zeros = grad.new_zeros((ctx.num_local, *grad.shape[1:]))
+        return _add_at_owners(plan, zeros, recv), None, None, None
+
+
+@dataclass(eq=False)
+class Pending:
+    """A gather in flight: :attr:`source` is what the local edges should read (``x``, tied
+    into autograd so that the halo's gradient joins its own), :meth:`wait` the halo."""
+
+    plan: HaloPlan
+    source: torch.Tensor
+    _recv: torch.Tensor
+    _work: Any
+    _send: torch.Tensor
+    _split: _BackwardSplit | None
+    _halo: torch.Tensor | None = None
+
+    def wait(self) -> torch.Tensor:
+        """``[num_halo, *shape]`` the halo rows, grouped by owner; differentiable."""
+        if self._halo is None:
+            self._halo = _Arrive.apply(self.source, self.plan, _Ready(self._recv, self._work), self._split)
+            self._send = self._recv = self._work = None
+        return self._halo
+
+
+@dataclass(eq=False)
+class _Ready:
+    recv: torch.Tensor
+    work: Any
+
+    def wait(self) -> torch.Tensor:
+        if self.work is not None:
+            self.work.wait()
+        return self.recv
+
+
+def start_gather(plan: HaloPlan, x: torch.Tensor) -> Pending:
+    """Start sending ``x[send_index]`` ``[num_local, *shape]`` to the peers, and return at once.
+
+    Compute with ``pending.source`` in place of ``x`` meanwhile, then ``pending.wait()``:
+    the backward pass then overlaps in the same way (the halo's gradient is in flight
+    while the gradient of the local part is computed).
+    """
+    split = _BackwardSplit() if torch.is_grad_enabled() and x.requires_grad else None
+    source = _Join.apply(x, plan, split) if split is not None else x
+    send, recv, work = _gather_now(plan, x.detach(), async_op=True)
+    return Pending(plan, source, recv, work, send, split)
+
+
+def gather(plan: HaloPlan, x: torch.Tensor) -> torch.Tensor:
+    """``[num_halo, *shape]``: the halo rows of ``x`` ``[num_local, *shape]``, differentiable
+    (its backward scatters the gradient back to the owners and sums it there)."""
+    _, recv, work = _gather_now(plan, x.detach(), async_op=False)
+    return _Arrive.apply(x, plan, _Ready(recv, work), None)
+
+
+class _Scatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, plan: HaloPlan, reduce: str) -> torch.Tensor:
+        ctx.plan = plan
+        recv, _ = _scatter_now(plan, y, async_op=False)
+        shape = (plan.num_local, *y.shape[1:])
+        if reduce == "sum":
+            return _add_at_owners(plan, y.new_zeros(shape), recv)
+        index = plan.send_index.view(-1, *([1] * (y.dim() - 1))).expand_as(recv)
+        out = y.new_full(shape, float("-inf") if reduce == "amax" else float("inf"))
+        return out.scatter_reduce(0, index, recv, reduce)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        _, recv, _ = _gather_now(ctx.plan, grad, async_op=False)
+        return recv, None, None
+
+
+def scatter(plan: HaloPlan, y: torch.Tensor, reduce: str = "sum") -> torch.Tensor:
+    """``[num_local, *shape]``: each halo row of ``y`` ``[num_halo, *shape]`` sent to its owner
+    and reduced there over the ranks that sent one (``"sum"``, ``"amax"`` or ``"amin"``;
+    rows nobody sent are 0, -inf and +inf). Differentiable for ``"sum"`` (the backward is
+    a gather)."""
+    if reduce != "sum" and torch.is_grad_enabled() and y.requires_grad:
+        raise ValueError(f"scatter with reduce {reduce!r} is not differentiable; detach y")
+    return _Scatter.apply(y, plan, reduce)
+
+
+# ---------------------------------------------------------------------- the naive baseline
+
+# torch 2.13 renamed the tensor forms of these collectives; older releases have the old names.
+_all_gather_tensor = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_tensor = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+class _AllGather(torch.autograd.Function):
+    """Every rank's rows, each block padded to ``rows_max``: ``[P * rows_max, *shape]``.
+    Backward: the sum of every rank's gradient for my block (a reduce-scatter)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, plan: HaloPlan, rows_max: int, world: int) -> torch.Tensor:
+        ctx.plan, ctx.rows_max, ctx.world, ctx.rows = plan, rows_max, world, x.shape[0]
+        padded = x.new_zeros((rows_max, *x.shape[1:]))
+        padded[:x.shape[0]] = x
+        out = x.new_empty((world * rows_max, *x.shape[1:]))
+        plan._count((world - 1) * rows_max, padded)
+        _all_gather_tensor(out, padded, group=plan.group)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        plan, world, rows_max = ctx.plan, ctx.world, ctx.rows_max
+        grad = grad.contiguous()
+        plan._count((world - 1) * rows_max, grad)
+        mine = grad.new_empty((rows_max, *grad.shape[1:]))
+        _reduce_scatter_tensor(mine, grad, group=plan.group)
+        return mine[:ctx.rows], None, None, None
+
+
+def allgather(plan: HaloPlan, x: torch.Tensor, rows_max: int, world: int) -> torch.Tensor:
+    """The naive exchange: all ranks' source features ``[world * rows_max, *shape]``, rank
+    ``q``'s rows at ``q * rows_max``; differentiable (its backward is a reduce-scatter)."""
+    return _AllGather.apply(x, plan, rows_max, world)
