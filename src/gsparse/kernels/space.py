@@ -18,26 +18,31 @@ __all__ = ["Space"]
 
 @dataclass(frozen=True)
 class Space:
-    """The candidates of a space, in a fixed order, without duplicates."""
+    """The candidates of a space, in a fixed order, without duplicates (a
+    :class:`gsparse.tune.SearchSpace`)."""
 
-    candidates: tuple[Schedule, ...]
+    schedules: tuple[Schedule, ...]
 
-    def __init__(self, candidates: Sequence[Schedule]) -> None:
-        object.__setattr__(self, "candidates", tuple(dict.fromkeys(candidates)))
+    def __init__(self, schedules: Sequence[Schedule]) -> None:
+        object.__setattr__(self, "schedules", tuple(dict.fromkeys(schedules)))
 
     def __len__(self) -> int:
-        return len(self.candidates)
+        return len(self.schedules)
 
     def __iter__(self) -> Iterator[Schedule]:
-        return iter(self.candidates)
+        return iter(self.schedules)
 
     def __contains__(self, schedule: object) -> bool:
-        return schedule in self.candidates
+        return schedule in self.schedules
+
+    def candidates(self) -> tuple[Schedule, ...]:
+        """Every schedule of the space, in its fixed order."""
+        return self.schedules
 
     def skeletons(self) -> list[type[Schedule]]:
         """The schedule classes present, in order of first appearance."""
-        return list(dict.fromkeys(type(s) for s in self.candidates))
+        return list(dict.fromkeys(type(s) for s in self.schedules))
 
     def domain(self, cls: type[Schedule], knob: str) -> tuple:
         """The values ``knob`` takes among the candidates of class ``cls``, sorted."""
-        return tuple(sorted({getattr(s, knob) for s in self.candidates if type(s) is cls}))
+        return tuple(sorted({getattr(s, knob) for s in self.schedules if type(s) is cls}))
