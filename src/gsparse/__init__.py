@@ -2,7 +2,8 @@
 
 The public API: :class:`Graph`, :func:`gspmm`, :func:`gsddmm`, :func:`edge_softmax`, and
 DGL's shorthands (``u_mul_e_sum``, ``copy_u_max``, ``u_dot_v``, ...), all differentiable and
-compilable; GNN layers in :mod:`gsparse.nn`. :class:`SpmmSchedule` / :class:`SddmmSchedule`
+compilable; GNN layers in :mod:`gsparse.nn`; the sparse triangular solve :func:`sptrsv` and
+:class:`TriangularSolver`. :class:`SpmmSchedule` / :class:`SddmmSchedule`
 force a kernel schedule on CUDA tensors (``schedule=``) instead of the default rule.
 """
 
@@ -15,6 +16,7 @@ from .kernels.spmm import SpmmSchedule
 from .sddmm import gsddmm
 from .softmax import edge_softmax
 from .spmm import gspmm
+from .sptrsv import TriangularSolver, sptrsv
 
 __version__ = "0.1.0"
 
@@ -29,6 +31,8 @@ __all__ = [
     "gspmm",
     "gsddmm",
     "edge_softmax",
+    "sptrsv",
+    "TriangularSolver",
     "nn",
     "__version__",
     *sorted(_spmm.SHORTHANDS),
