@@ -83,10 +83,11 @@ def _key(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.device, int, int]
     return crow.device, crow.data_ptr(), col.data_ptr()
 
 
-def _dtype_problem(kind: str) -> str:
-    """Why values of a dtype of this kind (``"f"`` float, ``"c"`` complex, ...) are refused."""
+def _dtype_problem(kind: str, itemsize: int) -> str:
+    """Why values of a dtype of this NumPy kind (``"f"``, ``"c"``, ...) and size are refused."""
     if kind == "f":
-        return "half precision is not supported: convert to float32"
+        return ("half precision is not supported: convert to float32" if itemsize < 4 else
+                "extended precision is not supported: convert to float64")
     if kind == "c":
         return "complex values are not supported"
     return "integer and boolean values are not supported: convert to float32 or float64"
@@ -97,7 +98,7 @@ def check_values(name: str, values: torch.Tensor) -> torch.Tensor:
     if values.dtype not in SUPPORTED_DTYPES:
         kind = "f" if values.dtype.is_floating_point else "c" if values.dtype.is_complex else "i"
         raise TypeError(f"{name} must have dtype float32 or float64, got {values.dtype} "
-                        f"({_dtype_problem(kind)})")
+                        f"({_dtype_problem(kind, values.dtype.itemsize)})")
     return values
 
 
@@ -114,7 +115,7 @@ def _as_tensor(name: str, a: Any) -> torch.Tensor:
 def _from_scipy(A: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
     dtype = np.dtype(A.dtype)
     if dtype not in (np.float32, np.float64):
-        raise TypeError(f"A's values must be float32 or float64, got {dtype} ({_dtype_problem(dtype.kind)})")
+        raise TypeError(f"A's values must be float32 or float64, got {dtype} ({_dtype_problem(dtype.kind, dtype.itemsize)})")
     csr = A.tocsr(copy=True)
     csr.sum_duplicates()  # SciPy's meaning of duplicates: they add up (this also sorts rows)
     return (torch.from_numpy(csr.indptr.astype(np.int64)), torch.from_numpy(csr.indices.astype(np.int64)),

@@ -1,4 +1,4 @@
-"""Multi-hierarchy scheduling (AG-SpTRSV §4.4): row groups -> node groups -> warps -> kernels.
+"""Multi-hierarchy scheduling (AG-SpTRSV §4.4): row groups -> node groups -> kernels -> warps.
 
 1. Grouping: each level's row groups are cut into *node groups* of up to ``subwarps`` row
    groups (one per subwarp; row groups of one level are independent, so a warp never
@@ -6,23 +6,7 @@
    (``rg_balance``). Node groups are numbered level by level.
 2. Kernel partitioning: a level with more than ``alpha_level x max_warps`` node groups is a
    kernel of its own; consecutive smaller levels share one. Kernels run in order.
-3. Warp scheduling: the persistent grid has ``num_blocks`` blocks (one per SM) of
-   ``warps_per_block`` warps, warp ``w`` in block ``w // warps_per_block``. In each kernel
-   every warp runs the node groups assigned to it in node-group order; loads (entries)
-   start from zero in each kernel. "In turn" below means the interleaved order
-   block 0 warp 0, block 1 warp 0, ..., block 0 warp 1, ... (consecutive node groups land
-   on different SMs).
-
-   - ``ws_rr``: the kernel's ``t``-th node group goes to the ``t mod W``-th warp in turn.
-   - ``ws_balance``: node groups are dealt in rounds of ``W``; in each round the ``i``-th
-     goes to the ``i``-th least-loaded warp (ties in turn). This is the paper's
-     "least-loaded warp" greedy with loads refreshed once per round rather than per node
-     group, which vectorises.
-   - ``ws_locality``: a node group goes to a warp in the block (SM, hence L1 cache) of one
-     of its parents (the node groups it depends on, any kernel): of the parents' blocks,
-     the one whose least-loaded warp is least loaded; the level's node groups that chose
-     one block are dealt to its warps by increasing load. A node group without parents is
-     dealt like ``ws_balance`` within its level. Loads are refreshed once per level.
+3. Warp scheduling onto the persistent grid: :mod:`.warps`.
 
 Sync elimination (§4.2.2) is decided here too: a kernel whose node groups all lie in one
 level needs no waiting, and a row needs a ready flag only if a row that waits depends on it.
@@ -37,8 +21,9 @@ import numpy as np
 from .analysis import RowGraph, ranges
 from .schedule import SptrsvSchedule
 from .transforms import RowGroups, row_groups
+from .warps import assign_warps
 
-__all__ = ["NodeGroups", "node_groups", "partition", "assign_warps", "SolvePlan", "plan"]
+__all__ = ["NodeGroups", "node_groups", "partition", "SolvePlan", "plan"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,90 +78,6 @@ def partition(level: np.ndarray, alpha_level: float, max_warps: int) -> np.ndarr
     first[1:] = large[1:] | large[:-1]
     level_ptr = np.searchsorted(level, np.arange(len(counts) + 1), side="left")
     return level_ptr[np.append(np.flatnonzero(first), len(counts))].astype(np.int64)
-
-
-def _in_turn(num_blocks: int, warps_per_block: int) -> np.ndarray:
-    """``[W]`` warps in turn: block 0 warp 0, block 1 warp 0, ..., block 0 warp 1, ..."""
-    t = np.arange(num_blocks * warps_per_block, dtype=np.int64)
-    return (t % num_blocks) * warps_per_block + t // num_blocks
-
-
-def _deal(nnz: np.ndarray, load: np.ndarray, turn_rank: np.ndarray, turn: np.ndarray) -> np.ndarray:
-    """Warps for node groups of work ``nnz`` dealt in rounds of W to the least-loaded warps
-    (ties in turn); ``load`` is updated in place."""
-    num_warps = len(load)
-    warp = np.empty(len(nnz), dtype=np.int64)
-    for first in range(0, len(nnz), num_warps):
-        if not load.any():
-            by_load = turn
-        else:
-            by_load = np.lexsort((turn_rank, load))
-        count = min(num_warps, len(nnz) - first)
-        chosen = by_load[:count]
-        warp[first:first + count] = chosen
-        load[chosen] += nnz[first:first + count]
-    return warp
-
-
-def assign_warps(nodes: NodeGroups, parents: tuple[np.ndarray, np.ndarray], kernel_ptr: np.ndarray,
-                 strategy: str, num_blocks: int, warps_per_block: int) -> np.ndarray:
-    """``[q]`` warp of each node group (see the module docstring for the strategies).
-
-    ``parents`` is ``(ptr, ids)``: the node groups each node group depends on.
-    """
-    num_warps = num_blocks * warps_per_block
-    turn = _in_turn(num_blocks, warps_per_block)
-    turn_rank = np.empty_like(turn)
-    turn_rank[turn] = np.arange(num_warps, dtype=np.int64)
-    warp = np.empty(nodes.count, dtype=np.int64)
-    for k in range(len(kernel_ptr) - 1):
-        a, b = int(kernel_ptr[k]), int(kernel_ptr[k + 1])
-        if strategy == "ws_rr" or (strategy == "ws_balance" and b - a <= num_warps):
-            # With every load at zero, a single round of ws_balance is the turn order.
-            warp[a:b] = turn[np.arange(b - a) % num_warps]
-        elif strategy == "ws_balance":
-            warp[a:b] = _deal(nodes.nnz[a:b], np.zeros(num_warps, np.int64), turn_rank, turn)
-        elif strategy == "ws_locality":
-            _locality(nodes, parents, a, b, warp, num_blocks, warps_per_block, turn_rank, turn)
-        else:
-            raise ValueError(f"warp_schedule must be one of 'ws_rr', 'ws_balance', 'ws_locality', "
-                             f"got {strategy!r}")
-    return warp
-
-
-def _locality(nodes: NodeGroups, parents: tuple[np.ndarray, np.ndarray], a: int, b: int,
-              warp: np.ndarray, num_blocks: int, warps_per_block: int,
-              turn_rank: np.ndarray, turn: np.ndarray) -> None:
-    """``ws_locality`` for the kernel of node groups ``[a, b)``, level by level."""
-    parent_ptr, parent_ids = parents
-    load = np.zeros(num_blocks * warps_per_block, dtype=np.int64)
-    level_ptr = a + np.flatnonzero(np.diff(nodes.level[a:b], prepend=-1, append=-1))
-    for lo, hi in zip(level_ptr[:-1].tolist(), level_ptr[1:].tolist()):
-        block_load = load.reshape(num_blocks, warps_per_block)
-        counts = parent_ptr[lo + 1:hi + 1] - parent_ptr[lo:hi]
-        blocks = warp[parent_ids[parent_ptr[lo]:parent_ptr[hi]]] // warps_per_block
-        chosen = np.full(hi - lo, -1, dtype=np.int64)
-        has = counts > 0
-        if has.any():
-            # Least (block's least load, block) over each node group's parent blocks.
-            key = block_load.min(axis=1)[blocks] * num_blocks + blocks
-            firsts = (np.cumsum(counts) - counts)[has]
-            chosen[has] = np.minimum.reduceat(key, firsts) % num_blocks
-        placed = np.empty(hi - lo, dtype=np.int64)
-        free = chosen < 0
-        if free.any():
-            placed[free] = _deal(nodes.nnz[lo:hi][free], load.copy(), turn_rank, turn)
-        if has.any():
-            by_block = np.argsort(chosen[has], kind="stable")
-            block_of = chosen[has][by_block]
-            rank = np.arange(len(block_of)) - np.searchsorted(block_of, block_of, side="left")
-            warps_by_load = np.argsort(block_load, axis=1, kind="stable")
-            local = warps_by_load[block_of, rank % warps_per_block]
-            picked = np.empty(len(block_of), dtype=np.int64)
-            picked[by_block] = block_of * warps_per_block + local
-            placed[has] = picked
-        warp[lo:hi] = placed
-        np.add.at(load, placed, nodes.nnz[lo:hi])
 
 
 def _node_parents(groups: RowGroups, nodes: NodeGroups) -> tuple[np.ndarray, np.ndarray]:
@@ -256,8 +157,8 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
     nodes = node_groups(groups, schedule.subwarps, schedule.grouping)
     kernel_ptr = partition(nodes.level, schedule.alpha_level, max_warps)
     parents = _node_parents(groups, nodes)
-    node_warp = assign_warps(nodes, parents, kernel_ptr, schedule.warp_schedule, num_blocks,
-                             schedule.warps_per_block)
+    node_warp = assign_warps(nodes.level, nodes.nnz, parents, kernel_ptr, schedule.warp_schedule,
+                             num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
     kernel_levels = np.add.reduceat(np.diff(nodes.level, prepend=-1) > 0, kernel_ptr[:-1]) \
         if nodes.count else np.zeros(0, np.int64)

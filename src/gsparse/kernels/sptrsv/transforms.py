@@ -75,7 +75,8 @@ class RowGroups:
         self.row_level = row_level
         self.starts = starts
         self.ptr, self.deps = contract(rows.ptr, rows.deps, starts)
-        self.level = levels(self.ptr, self.deps)
+        # Single-row groups keep their rows' levels; merged ones need them recomputed.
+        self.level = row_level if len(starts) == rows.n + 1 else levels(self.ptr, self.deps)
         self.nnz = np.add.reduceat(rows.row_nnz, starts[:-1]) if rows.n else np.zeros(0, np.int64)
 
     @property
