@@ -78,14 +78,18 @@ def _factor(rows: np.ndarray, cols: np.ndarray, n: int, rng: np.random.Generator
     row_sum = np.bincount(rows, weights=values, minlength=n)
     col_sum = np.bincount(cols, weights=values, minlength=n)
     diagonal = 1.0 + np.maximum(row_sum, col_sum)
-    all_rows = np.concatenate([rows, np.arange(n)])
-    all_cols = np.concatenate([cols, np.arange(n)])
-    all_values = np.concatenate([values, diagonal])
-    # Rows then columns ascending: the CSR arrays can be written down directly.
-    order = np.lexsort((all_cols, all_rows))
+    # Entries are sorted by (row, column) and each row's diagonal comes last: the CSR arrays
+    # can be written down directly (the earlier rows' diagonals shift entry j by its row).
     indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(all_rows, minlength=n), out=indptr[1:])
-    lower = sp.csr_array((all_values[order], all_cols[order], indptr), shape=(n, n))
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    indptr += np.arange(n + 1)
+    data = np.empty(len(key) + n)
+    indices = np.empty(len(key) + n, dtype=np.int64)
+    data[np.arange(len(key)) + rows] = values
+    indices[np.arange(len(key)) + rows] = cols
+    data[indptr[1:] - 1] = diagonal
+    indices[indptr[1:] - 1] = np.arange(n)
+    lower = sp.csr_array((data, indices, indptr), shape=(n, n))
     return _oriented(lower, upper)
 
 
@@ -229,12 +233,14 @@ def rmat(scale: int, edge_factor: int, *, probabilities: tuple[float, float, flo
     rng = np.random.default_rng(seed)
     n, draws = 1 << scale, edge_factor << scale
     a_p, b_p, c_p, _ = probabilities
-    src = np.zeros(draws, dtype=np.int64)
-    dst = np.zeros(draws, dtype=np.int64)
+    index = np.uint64 if scale > 32 else np.uint32
+    src = np.zeros(draws, dtype=index)
+    dst = np.zeros(draws, dtype=index)
     for bit in range(scale):
+        # Quadrants [0, a), [a, a+b), [a+b, a+b+c), [a+b+c, 1) set (src, dst) bits 00, 01, 10, 11.
         r = rng.random(draws, dtype=np.float32)
-        src |= (r >= a_p + b_p).astype(np.int64) << bit
-        dst |= (((r >= a_p) & (r < a_p + b_p)) | (r >= a_p + b_p + c_p)).astype(np.int64) << bit
+        src |= (r >= a_p + b_p).astype(index) << index(bit)
+        dst |= ((r >= a_p) ^ (r >= a_p + b_p) ^ (r >= a_p + b_p + c_p)).astype(index) << index(bit)
     relabel = rng.permutation(n)
     rows, cols = _lower_pairs(relabel[src], relabel[dst])
     return _factor(rows, cols, n, rng, upper)

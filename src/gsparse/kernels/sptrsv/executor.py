@@ -195,11 +195,17 @@ class _Runner:
             head_index, queue_end = head_index[alive], queue_end[alive]
 
     def _deadlock(self, heads: np.ndarray) -> None:
-        head = int(heads[0])
-        lo, hi = self.wait_ptr[head], self.wait_ptr[head + 1]
-        pending = np.flatnonzero(~self.flagged[self.waits_for[lo:hi]])[0] + lo
+        """Raise for a round where no warp may start: name a wait on a row that is solved but
+        never flagged if there is one (the cause), else the first head's first wait."""
+        counts = self.wait_ptr[heads + 1] - self.wait_ptr[heads]
+        entries = ranges(self.wait_ptr[heads], counts)
+        pending = np.flatnonzero(~self.flagged[self.waits_for[entries]])  # indices into entries
+        unflagged = pending[self.done[self.waits_for[entries[pending]]]]
+        index = int(unflagged[0] if unflagged.size else pending[0])
+        entry = int(entries[index])
+        head = int(heads[np.searchsorted(np.cumsum(counts), index, side="right")])
         order = self.plan.order
-        what = "is not solved yet" if not self.done[self.waits_for[pending]] else "writes no ready flag"
+        what = "writes no ready flag" if unflagged.size else "is not solved yet"
         raise ScheduleError(
-            f"deadlock: no warp can start its next node group; row {order[self.waiting_row[pending]]} "
-            f"(node group {head}) waits for row {order[self.waits_for[pending]]}, which {what}")
+            f"deadlock: no warp can start its next node group; row {order[self.waiting_row[entry]]} "
+            f"(node group {head}) waits for row {order[self.waits_for[entry]]}, which {what}")

@@ -8,10 +8,11 @@ warp 1, ..., so that consecutive node groups land on different SMs.
 
 - ``ws_rr``: a kernel's ``t``-th node group goes to the ``t mod W``-th warp in turn.
 - ``ws_balance``: a kernel's node groups are dealt in rounds of ``W``; in each round the
-  ``i``-th goes to the ``i``-th least-loaded warp (ties in turn). This is the paper's
-  "least-loaded warp" greedy with loads refreshed once per round rather than after each
-  node group, which vectorises. (A kernel of at most ``W`` node groups is one round with
-  all loads zero: the turn order.)
+  ``i``-th largest goes to the ``i``-th least-loaded warp (ties: in order, in turn). This
+  is the paper's "least-loaded warp" greedy with loads refreshed once per round rather
+  than after each node group, which vectorises; each warp takes one node group per round,
+  so its node groups stay in order. (A kernel of at most ``W`` node groups is one round
+  with all loads zero: the largest first, in turn.)
 - ``ws_locality``: a node group goes to a warp in the block (SM, hence L1 cache) of one of
   its parents (the node groups it depends on, in any kernel): of the parents' blocks, the
   one whose least-loaded warp is least loaded (ties: the lower block); the level's node
@@ -48,13 +49,16 @@ class _Grid:
         self.turn_rank[self.turn] = t
 
     def deal(self, nnz: np.ndarray, load: np.ndarray) -> np.ndarray:
-        """Warps for node groups of work ``nnz``, dealt in rounds of W to the least-loaded
-        warps (ties in turn); ``load`` is updated in place."""
+        """Warps for node groups of work ``nnz``, dealt in rounds of W: in each round the
+        largest node group goes to the least-loaded warp, the next largest to the next one,
+        and so on (ties: in order, in turn). ``load`` is updated in place."""
         warp = np.empty(len(nnz), dtype=np.int64)
         for first in range(0, len(nnz), self.warps):
-            by_load = self.turn if not load.any() else np.lexsort((self.turn_rank, load))
             count = min(self.warps, len(nnz) - first)
-            chosen = by_load[:count]
+            by_load = self.turn if not load.any() else np.lexsort((self.turn_rank, load))
+            largest_first = np.argsort(-nnz[first:first + count], kind="stable")
+            chosen = np.empty(count, dtype=np.int64)
+            chosen[largest_first] = by_load[:count]
             warp[first:first + count] = chosen
             load[chosen] += nnz[first:first + count]
         return warp
@@ -79,6 +83,11 @@ def assign_warps(level: np.ndarray, nnz: np.ndarray, parents: tuple[np.ndarray, 
     in_kernel = np.arange(q, dtype=np.int64) - kernel_ptr[kernel_of_node]
     warp = grid.turn[in_kernel % grid.warps]
     if strategy == "ws_balance":
+        # A kernel of at most W node groups is one round with zero loads: largest first, in turn.
+        by_size = np.lexsort((np.arange(q), -nnz, kernel_of_node))
+        rank = np.empty(q, dtype=np.int64)
+        rank[by_size] = in_kernel
+        warp = grid.turn[rank % grid.warps]
         for k in np.flatnonzero(np.diff(kernel_ptr) > grid.warps).tolist():
             a, b = int(kernel_ptr[k]), int(kernel_ptr[k + 1])
             warp[a:b] = grid.deal(nnz[a:b], np.zeros(grid.warps, np.int64))
