@@ -18,7 +18,7 @@ import torch
 
 from . import _sptrsv_ops
 from ._ops import direct_call_ok
-from ._triangular import Pattern, check_diagonal, check_values, read_factor
+from ._triangular import check_diagonal, check_values, read_factor
 
 __all__ = ["sptrsv", "TriangularSolver"]
 

@@ -48,9 +48,10 @@ def test_the_row_graph_of_a_lower_and_an_upper_factor():
 def test_levels_follow_the_recurrence_on_both_paths(family, path, monkeypatch):
     if path == "wavefront":
         monkeypatch.setattr(analysis, "_MIN_MEAN_FRONTIER", 0)
-    else:
+    else:  # with long and short dependency lists both met
         monkeypatch.setattr(analysis, "_FREE_ROUNDS", 0)
         monkeypatch.setattr(analysis, "_MIN_MEAN_FRONTIER", 10**9)
+        monkeypatch.setattr(analysis, "_LONG_DEPENDENCY_LIST", 3)
     for upper in (False, True):
         graph = _row_graph(family_factor(family, seed=2, upper=upper), lower=not upper)
         np.testing.assert_array_equal(analysis.levels(graph.ptr, graph.deps), _levels_by_recurrence(graph))

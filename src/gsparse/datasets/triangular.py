@@ -136,7 +136,7 @@ def laplacian(shape: tuple[int, ...], factor: str = "lower", *, seed: int | None
     strides = np.cumprod((1,) + dims[:-1])
     diagonal = np.zeros(n)
     lower_c = []  # per direction: conductance to the lower neighbour (0 on the boundary)
-    for axis, size in enumerate(dims):
+    for axis in range(len(dims)):
         edge_shape = tuple(s + 1 if a == axis else s for a, s in enumerate(dims))
         c = np.ones(edge_shape) if seed is None else 0.5 + rng.random(edge_shape)
         below = c[tuple(coords[a] for a in range(len(dims)))]  # edge to the lower neighbour

@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
-__all__ = ["RowGraph", "ranges", "dependency_graph", "levels", "reorder_by_level", "contract"]
+__all__ = ["RowGraph", "ranges", "dependency_graph", "transpose", "levels", "reorder_by_level", "contract"]
 
 # The wavefront of `levels` costs a dozen NumPy calls per round (tens of microseconds); the
 # in-order pass about a microsecond per node. The wavefront goes on while its rounds have
@@ -28,6 +29,8 @@ __all__ = ["RowGraph", "ranges", "dependency_graph", "levels", "reorder_by_level
 # a DAG with one source starts narrow).
 _MIN_MEAN_FRONTIER = 32
 _FREE_ROUNDS = 256
+# Beyond this many dependencies, a node's maximum is cheaper as one NumPy gather.
+_LONG_DEPENDENCY_LIST = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,6 +101,15 @@ def dependency_graph(crow: np.ndarray, col: np.ndarray, lower: bool) -> RowGraph
     return RowGraph(order=order, ptr=ptr, deps=deps, row_nnz=counts[order].astype(np.int64))
 
 
+def transpose(ptr: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr_t, idx_t)``: the adjacency ``k -> idx[ptr[k]:ptr[k+1]]`` of ``n`` nodes reversed
+    (for each node, the nodes that list it, increasing). SciPy's CSR-to-CSC conversion is
+    a counting sort: three times faster than NumPy's stable argsort at 10M entries."""
+    n = len(ptr) - 1
+    pattern = sp.csr_array((np.ones(len(idx), dtype=np.int8), idx, ptr), shape=(n, n)).tocsc()
+    return pattern.indptr.astype(np.int64, copy=False), pattern.indices.astype(np.int64, copy=False)
+
+
 def levels(ptr: np.ndarray, deps: np.ndarray) -> np.ndarray:
     """``[n]`` int64 level of each node of a DAG whose node ``k`` depends on ``deps[ptr[k]:ptr[k+1]]``
     (all ``< k``; repeats allowed): 0 without dependencies, else ``1 + max(their levels)``.
@@ -113,10 +125,7 @@ def levels(ptr: np.ndarray, deps: np.ndarray) -> np.ndarray:
     n = len(ptr) - 1
     level = np.full(n, -1, dtype=np.int64)
     waiting = np.diff(ptr)
-    by_dep = np.argsort(deps, kind="stable")
-    dependents = np.repeat(np.arange(n, dtype=np.int64), waiting)[by_dep]
-    dependents_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(deps, minlength=n), out=dependents_ptr[1:])
+    dependents_ptr, dependents = transpose(ptr, deps)
     frontier = np.flatnonzero(waiting == 0)
     current = done = 0
     while frontier.size and (current < _FREE_ROUNDS or done >= _MIN_MEAN_FRONTIER * current):
@@ -145,19 +154,34 @@ def levels(ptr: np.ndarray, deps: np.ndarray) -> np.ndarray:
 
 def _finish_in_order(ptr: np.ndarray, deps: np.ndarray, level: np.ndarray, rest: np.ndarray) -> None:
     """Fill ``level[rest]`` (``rest`` increasing; every other level is final) by the
-    recurrence, one node at a time, in chunks so that the Python lists stay small."""
+    recurrence, one node at a time, in chunks so that the Python lists stay small. Nodes
+    with many dependencies (contracted row groups have hundreds) take their maximum with
+    NumPy from ``level``, which is kept in step."""
     values = level.tolist()
     get = values.__getitem__
     chunk = 1 << 20
     for first in range(0, len(rest), chunk):
         nodes = rest[first:first + chunk]
-        lo, hi = int(ptr[nodes[0]]), int(ptr[nodes[-1] + 1])
-        local = deps[lo:hi].tolist()
-        starts = (ptr[nodes] - lo).tolist()
-        ends = (ptr[nodes + 1] - lo).tolist()
-        for node, s, e in zip(nodes.tolist(), starts, ends):
-            values[node] = 1 + max(map(get, local[s:e])) if e > s else 0
-    level[rest] = np.asarray(values, dtype=np.int64)[rest]
+        counts = ptr[nodes + 1] - ptr[nodes]
+        short = counts <= _LONG_DEPENDENCY_LIST
+        # Only the short lists become Python lists, laid end to end.
+        local = deps[ranges(ptr[nodes[short]], counts[short])].tolist()
+        if short.all():
+            offset = 0
+            for node, count in zip(nodes.tolist(), counts.tolist()):
+                values[node] = 1 + max(map(get, local[offset:offset + count])) if count else 0
+                offset += count
+            level[nodes] = np.asarray(values, dtype=np.int64)[nodes]
+            continue
+        offset = 0  # some lists are long: `level` must follow each node for their gathers
+        for node, count, is_short in zip(nodes.tolist(), counts.tolist(), short.tolist()):
+            if is_short:
+                value = 1 + max(map(get, local[offset:offset + count])) if count else 0
+                offset += count
+            else:
+                value = 1 + int(level[deps[ptr[node]:ptr[node + 1]]].max())
+            values[node] = value
+            level[node] = value
 
 
 def reorder_by_level(graph: RowGraph, level: np.ndarray) -> tuple[RowGraph, np.ndarray]:

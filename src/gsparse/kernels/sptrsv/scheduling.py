@@ -102,8 +102,8 @@ class SolvePlan:
     Attributes:
         schedule: the scheme.
         num_blocks: blocks of the persistent grid (one per SM).
-        order: ``[n]`` matrix row of each position.
-        rows: the row graph over positions (dependencies, entries per row).
+        rows: the row graph over positions (dependencies, entries per row; ``rows.order``
+            is the matrix row of each position).
         group_starts: ``[m + 1]`` row-group cuts over positions.
         group_level: ``[m]`` level of each row group after merging.
         group_per_thread: ``[m]`` whether the subwarp's threads solve the group's rows one
@@ -117,7 +117,6 @@ class SolvePlan:
 
     schedule: SptrsvSchedule
     num_blocks: int
-    order: np.ndarray
     rows: RowGraph
     group_starts: np.ndarray
     group_level: np.ndarray
@@ -127,6 +126,11 @@ class SolvePlan:
     kernel_ptr: np.ndarray
     kernel_waits: np.ndarray
     row_flag: np.ndarray
+
+    @property
+    def order(self) -> np.ndarray:
+        """``[n]`` the matrix row of each position."""
+        return self.rows.order
 
     @property
     def num_warps(self) -> int:
@@ -164,9 +168,8 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
         if nodes.count else np.zeros(0, np.int64)
     waits = (kernel_levels > 1) | (not schedule.sync_elimination)
     row_flag = _row_flags(groups, nodes, kernel_ptr, waits, per_thread, schedule.sync_elimination)
-    return SolvePlan(schedule=schedule, num_blocks=num_blocks, order=groups.rows.order,
-                     rows=groups.rows, group_starts=groups.starts, group_level=groups.level,
-                     group_per_thread=per_thread, nodes=nodes, node_warp=node_warp,
+    return SolvePlan(schedule=schedule, num_blocks=num_blocks, rows=groups.rows, group_starts=groups.starts,
+                     group_level=groups.level, group_per_thread=per_thread, nodes=nodes, node_warp=node_warp,
                      kernel_ptr=kernel_ptr, kernel_waits=waits, row_flag=row_flag)
 
 
