@@ -43,15 +43,16 @@ def test_the_row_graph_of_a_lower_and_an_upper_factor():
         _row_graph(hand_factor(), lower=False)
 
 
-@pytest.mark.parametrize("path", ["wavefront", "in order"])
+@pytest.mark.parametrize("path", ["wavefront", "in order", "chain runs"])
 @pytest.mark.parametrize("family", triangular.FAMILIES)
-def test_levels_follow_the_recurrence_on_both_paths(family, path, monkeypatch):
+def test_levels_follow_the_recurrence_on_every_path(family, path, monkeypatch):
     if path == "wavefront":
         monkeypatch.setattr(analysis, "_MIN_MEAN_FRONTIER", 0)
-    else:  # with long and short dependency lists both met
+    else:  # node by node with long and short dependency lists, or by chain runs of >= 2
         monkeypatch.setattr(analysis, "_FREE_ROUNDS", 0)
         monkeypatch.setattr(analysis, "_MIN_MEAN_FRONTIER", 10**9)
         monkeypatch.setattr(analysis, "_LONG_DEPENDENCY_LIST", 3)
+        monkeypatch.setattr(analysis, "_CHAIN_RUN", 10**9 if path == "in order" else 2)
     for upper in (False, True):
         graph = _row_graph(family_factor(family, seed=2, upper=upper), lower=not upper)
         np.testing.assert_array_equal(analysis.levels(graph.ptr, graph.deps), _levels_by_recurrence(graph))
@@ -66,6 +67,17 @@ def test_levels_of_a_laplacian_are_its_antidiagonals():
 def test_levels_of_a_deep_chain_switch_to_the_in_order_pass():
     graph = _row_graph(triangular.banded(5000, 1, 0.0))
     np.testing.assert_array_equal(analysis.levels(graph.ptr, graph.deps), np.arange(5000))
+
+
+def test_chain_runs_take_the_dependencies_before_them():
+    # Rows 0-1 and 2-4 are chains; row 3 also reads row 0; a run of 2 is long enough here.
+    dense = np.eye(5) + np.diag([1.0, 0, 1, 1], -1)
+    dense[3, 0] = dense[4, 0] = 1.0
+    graph = _row_graph(sp.csr_array(dense))
+    level, values = np.array([0, 1, -1, -1, -1]), [0, 1, -1, -1, -1]
+    analysis._chain_run(graph.ptr, graph.deps, level, values, 2, 5)
+    np.testing.assert_array_equal(level, [0, 1, 0, 1, 2])
+    assert values == [0, 1, 0, 1, 2]
 
 
 def test_reordering_by_level_keeps_dependencies_earlier():

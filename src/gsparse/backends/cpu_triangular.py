@@ -1,14 +1,13 @@
 """The CPU triangular solve: MKL's sparse triangular solver where PyTorch ships it, else SciPy.
 
 PyTorch's ``torch.triangular_solve`` on a sparse CSR matrix calls MKL on CPU builds that
-include it (x86-64 wheels). On a 1M-row 2-D Laplacian factor it solves in 22 ms where
-SciPy's ``spsolve_triangular`` takes 140 ms (SciPy copies, rescales and re-sorts the
-matrix on every call before SuperLU's solve), and 0.16 s against 1.3 s with 16
-right-hand sides. Builds without MKL (e.g. aarch64) use SciPy; both give the exact
-floating-point solution up to rounding.
+include it (x86-64 wheels). It is several times faster than SciPy's
+``spsolve_triangular``, which copies, rescales and re-sorts the matrix on every call
+before SuperLU's solve (figures in docs/sptrsv.md). Builds without MKL (e.g. aarch64) use
+SciPy; both give the exact solution up to rounding.
 
-Both take the canonical pattern (columns increasing within rows, no duplicates): MKL
-reads the diagonal from each row's end.
+Both take the canonical pattern (columns increasing within rows, no duplicates): MKL needs
+sorted rows and silently returns a wrong solution for unsorted ones.
 """
 
 from __future__ import annotations

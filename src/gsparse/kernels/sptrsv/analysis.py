@@ -31,6 +31,8 @@ _MIN_MEAN_FRONTIER = 32
 _FREE_ROUNDS = 256
 # Beyond this many dependencies, a node's maximum is cheaper as one NumPy gather.
 _LONG_DEPENDENCY_LIST = 64
+# Chain runs at least this long are solved with one running maximum (see _finish_in_order).
+_CHAIN_RUN = 32
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,11 +155,52 @@ def levels(ptr: np.ndarray, deps: np.ndarray) -> np.ndarray:
 
 
 def _finish_in_order(ptr: np.ndarray, deps: np.ndarray, level: np.ndarray, rest: np.ndarray) -> None:
-    """Fill ``level[rest]`` (``rest`` increasing; every other level is final) by the
-    recurrence, one node at a time, in chunks so that the Python lists stay small. Nodes
-    with many dependencies (contracted row groups have hundreds) take their maximum with
-    NumPy from ``level``, which is kept in step."""
+    """Fill ``level[rest]`` (``rest`` increasing; every other level is final) in index order.
+
+    A *chain run* is a run of consecutive nodes each depending on the one before it (a
+    banded factor is one). Along it levels increase, so a node's dependencies inside the
+    run never beat its predecessor, and ``level(k) = max(level(k-1) + 1, e(k))`` with
+    ``e(k)`` from the dependencies before the run: a running maximum, one NumPy pass per
+    run. Runs of at least ``_CHAIN_RUN`` nodes go that way, the other nodes one at a time.
+    """
     values = level.tolist()
+    counts = ptr[rest + 1] - ptr[rest]
+    owner = np.repeat(np.arange(len(rest), dtype=np.int64), counts)
+    on_predecessor = deps[ranges(ptr[rest], counts)] == rest[owner] - 1
+    chained = np.zeros(len(rest), dtype=bool)
+    chained[owner[on_predecessor]] = True
+    chained[1:] &= np.diff(rest) == 1
+    chained[0] = False
+    starts = np.flatnonzero(~chained)
+    lengths = np.diff(np.append(starts, len(rest)))
+    long_runs = np.flatnonzero(lengths >= _CHAIN_RUN)
+    done = 0
+    for run in long_runs.tolist():
+        a, b = int(starts[run]), int(starts[run] + lengths[run])
+        _one_by_one(ptr, deps, level, values, rest[done:a])
+        _chain_run(ptr, deps, level, values, int(rest[a]), int(rest[b - 1]) + 1)
+        done = b
+    _one_by_one(ptr, deps, level, values, rest[done:])
+
+
+def _chain_run(ptr: np.ndarray, deps: np.ndarray, level: np.ndarray, values: list[int], s: int, e: int) -> None:
+    """Levels of the chain run ``s .. e - 1`` (see :func:`_finish_in_order`)."""
+    index = np.arange(e - s, dtype=np.int64)
+    owner = np.repeat(index, np.diff(ptr[s:e + 1]))
+    dep = deps[ptr[s]:ptr[e]]
+    before = dep < s
+    outside = np.full(e - s, np.iinfo(np.int64).min // 2, dtype=np.int64)
+    outside[0] = 0
+    np.maximum.at(outside, owner[before], level[dep[before]] + 1)
+    level[s:e] = np.maximum.accumulate(outside - index) + index
+    values[s:e] = level[s:e].tolist()
+
+
+def _one_by_one(ptr: np.ndarray, deps: np.ndarray, level: np.ndarray, values: list[int],
+                rest: np.ndarray) -> None:
+    """Levels of ``rest`` one node at a time, in chunks so that the Python lists stay small.
+    Nodes with many dependencies (contracted row groups have hundreds) take their maximum
+    with NumPy from ``level``, which then follows each node."""
     get = values.__getitem__
     chunk = 1 << 20
     for first in range(0, len(rest), chunk):
@@ -166,14 +209,13 @@ def _finish_in_order(ptr: np.ndarray, deps: np.ndarray, level: np.ndarray, rest:
         short = counts <= _LONG_DEPENDENCY_LIST
         # Only the short lists become Python lists, laid end to end.
         local = deps[ranges(ptr[nodes[short]], counts[short])].tolist()
+        offset = 0
         if short.all():
-            offset = 0
             for node, count in zip(nodes.tolist(), counts.tolist()):
                 values[node] = 1 + max(map(get, local[offset:offset + count])) if count else 0
                 offset += count
-            level[nodes] = np.asarray(values, dtype=np.int64)[nodes]
+            level[nodes] = np.asarray([values[node] for node in nodes.tolist()], dtype=np.int64)
             continue
-        offset = 0  # some lists are long: `level` must follow each node for their gathers
         for node, count, is_short in zip(nodes.tolist(), counts.tolist(), short.tolist()):
             if is_short:
                 value = 1 + max(map(get, local[offset:offset + count])) if count else 0
