@@ -1,5 +1,5 @@
-"""Times of the CPU triangular solves per matrix family: MKL (gsparse's CPU path), SciPy's
-``spsolve_triangular`` and the level-set solve in PyTorch ops.
+"""Times of the CPU triangular solves per matrix family: MKL (gsparse's CPU path) and SciPy's
+``spsolve_triangular``.
 
     PYTHONPATH=src python scripts/sptrsv_cpu_solve_times.py --rows 1000000
 
@@ -18,7 +18,7 @@ from scipy.sparse.linalg import spsolve_triangular
 
 from gsparse.backends import cpu_triangular
 from gsparse.datasets import triangular
-from gsparse.kernels.sptrsv.levelset import levelset_plan, levelset_solve
+from gsparse.kernels.sptrsv.analysis import dependency_graph, levels
 
 
 def _best_ms(fn, repeat: int) -> float:
@@ -36,21 +36,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--families", default=",".join(triangular.FAMILIES))
     args = parser.parse_args()
-    print("| family | rows | nnz | levels | k | MKL ms | SciPy ms | level-set ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| family | rows | nnz | levels | right-hand sides | MKL ms | SciPy ms |")
+    print("|---|---|---|---|---|---|---|")
     for family in args.families.split(","):
         matrix = triangular.generate(family, args.rows, seed=0)
         crow = torch.from_numpy(matrix.indptr.astype(np.int64))
         col = torch.from_numpy(matrix.indices.astype(np.int64))
         values = torch.from_numpy(matrix.data)
-        plan = levelset_plan(matrix.indptr, matrix.indices, True, False, torch.device("cpu"))
+        rows = dependency_graph(matrix.indptr, matrix.indices, True)
+        depth = int(levels(rows.ptr, rows.deps).max()) + 1
         for k in (1, 16):
             b = torch.randn(matrix.shape[0], k, dtype=torch.float64)
             mkl = _best_ms(lambda: cpu_triangular.solve(crow, col, values, b, True, False, False), args.repeat)
             scipy = _best_ms(lambda: spsolve_triangular(matrix, b.numpy()), args.repeat)
-            level = _best_ms(lambda: levelset_solve(plan, values, b, False), 1) if plan.num_levels < 20_000 else float("nan")
-            print(f"| {family} | {matrix.shape[0]:,} | {matrix.nnz:,} | {plan.num_levels:,} | {k} | {mkl:.1f} | "
-                  f"{scipy:.1f} | {level:.1f} |", flush=True)
+            print(f"| {family} | {matrix.shape[0]:,} | {matrix.nnz:,} | {depth:,} | {k} | {mkl:.1f} | "
+                  f"{scipy:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

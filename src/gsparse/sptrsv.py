@@ -26,6 +26,9 @@ __all__ = ["sptrsv", "TriangularSolver"]
 class TriangularSolver:
     r"""A sparse triangular factor, validated and analysed once, to solve with many times.
 
+    Validation happens here; the analysis a device needs (on CUDA, the level-set plan) is
+    built at the first solve in each direction and kept with the solver.
+
     Args:
         A: the ``n x n`` factor, one of:
 

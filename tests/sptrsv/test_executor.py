@@ -101,6 +101,21 @@ def test_a_plan_without_waits_reads_too_early():
         _run(system, broken)
 
 
+def test_a_read_from_another_group_of_the_same_kernel_without_waiting_is_caught():
+    # Row groups {0, 1} and {2, 3}; row 3 reads row 0, the first row of the other group, at
+    # its second step: that row is done by then in this order, but nothing made it final.
+    dense = np.eye(4) + np.diag([1.0, 0.0, 1.0], -1)
+    dense[3, 0] = 1.0
+    matrix = sp.csr_array(dense)
+    rows = analysis.dependency_graph(matrix.indptr, matrix.indices, True)
+    plan = scheduling.plan(rows, analysis.levels(rows.ptr, rows.deps), SptrsvSchedule(merge_rows=2), 1, 4)
+    assert plan.num_kernels == 1 and plan.kernel_waits.all()
+    execute(plan, matrix.indptr, matrix.indices, matrix.data, np.ones(4))
+    broken = dataclasses.replace(plan, kernel_waits=np.zeros(1, dtype=bool))
+    with pytest.raises(ScheduleError, match=r"row 3 reads x\[0\] before it is final"):
+        execute(broken, matrix.indptr, matrix.indices, matrix.data, np.ones(4))
+
+
 def test_a_missing_ready_flag_deadlocks():
     system, plan = _waiting_plan()
     broken = dataclasses.replace(plan, row_flag=np.zeros_like(plan.row_flag))

@@ -102,7 +102,7 @@ def execute(plan: SolvePlan, crow: np.ndarray, col: np.ndarray, values: np.ndarr
         if plan.kernel_waits[k]:
             runner.run_waiting(first, last)
         else:
-            runner.run(np.arange(first, last))
+            runner.run(np.arange(first, last), done.copy())
     out = np.empty_like(x)
     out[plan.order] = x
     return out[:, 0] if vector else out
@@ -148,9 +148,10 @@ class _Runner:
         self.waits_for = deps[outside]
         self.waiting_row = row_of_dep[outside]
 
-    def run(self, node_ids: np.ndarray) -> None:
+    def run(self, node_ids: np.ndarray, final: np.ndarray) -> None:
         """Run these node groups together: their row groups in parallel, each group's rows
-        in order (one step per rank inside the groups)."""
+        in order (one step per rank inside the groups). A row may read the rows that were
+        ``final`` when the node groups started, and the rows of its own group before it."""
         plan = self.plan
         rows = self.node_rows[ranges(self.node_row_ptr[node_ids],
                                      self.node_row_ptr[node_ids + 1] - self.node_row_ptr[node_ids])]
@@ -159,16 +160,18 @@ class _Runner:
         rank = rows - plan.group_starts[self.group_of_position[rows]]
         for step in range(int(rank.max()) + 1):
             positions = rows[rank == step]
-            self._read_check(positions)
+            self._read_check(positions, final)
             self.system.solve(positions, self.x, self.rhs, plan.schedule.early_division)
             self.done[positions] = True
             self.flagged[positions] = plan.row_flag[positions]
 
-    def _read_check(self, positions: np.ndarray) -> None:
+    def _read_check(self, positions: np.ndarray, final: np.ndarray) -> None:
         system = self.system
         counts = system.ptr[positions + 1] - system.ptr[positions]
         reads = system.dep[ranges(system.ptr[positions], counts)]
-        early = ~self.done[reads]
+        readers = np.repeat(positions, counts)
+        own_group = self.group_of_position[reads] == self.group_of_position[readers]
+        early = ~(final[reads] | (own_group & self.done[reads]))
         if early.any():
             i = int(np.flatnonzero(early)[0])
             reader = positions[np.searchsorted(np.cumsum(counts), i, side="right")]
@@ -189,7 +192,7 @@ class _Runner:
             blocked = np.bincount(np.repeat(np.arange(len(heads)), counts)[pending], minlength=len(heads)) > 0
             if blocked.all():
                 self._deadlock(heads)
-            self.run(heads[~blocked])
+            self.run(heads[~blocked], self.done.copy())
             head_index = head_index + ~blocked
             alive = head_index < queue_end
             head_index, queue_end = head_index[alive], queue_end[alive]
