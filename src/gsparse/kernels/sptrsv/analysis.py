@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 __all__ = ["RowGraph", "ranges", "dependency_graph", "transpose", "levels", "reorder_by_level", "contract"]
 
@@ -107,6 +106,8 @@ def transpose(ptr: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """``(ptr_t, idx_t)``: the adjacency ``k -> idx[ptr[k]:ptr[k+1]]`` of ``n`` nodes reversed
     (for each node, the nodes that list it, increasing). SciPy's CSR-to-CSC conversion is
     a counting sort: three times faster than NumPy's stable argsort at 10M entries."""
+    import scipy.sparse as sp  # here: `import gsparse` does not load SciPy
+
     n = len(ptr) - 1
     pattern = sp.csr_array((np.ones(len(idx), dtype=np.int8), idx, ptr), shape=(n, n)).tocsc()
     return pattern.indptr.astype(np.int64, copy=False), pattern.indices.astype(np.int64, copy=False)
