@@ -2,7 +2,8 @@
 
 The public API: :class:`Graph`, :func:`gspmm`, :func:`gsddmm`, :func:`edge_softmax`, and
 DGL's shorthands (``u_mul_e_sum``, ``copy_u_max``, ``u_dot_v``, ...), all differentiable and
-compilable; GNN layers in :mod:`gsparse.nn`; graphs to run on in :mod:`gsparse.datasets`.
+compilable; GNN layers in :mod:`gsparse.nn`; the sparse triangular solve :func:`sptrsv` and
+:class:`TriangularSolver`; graphs to run on in :mod:`gsparse.datasets`.
 
 On CUDA tensors a schedule can be forced (``schedule=``) instead of the default rule: one
 of the g-SpMM schedules (:class:`SpmmOnePass`, :class:`SpmmSplitRows`,
@@ -27,10 +28,11 @@ from .kernels.spmm import OnePass as SpmmOnePass
 from .kernels.spmm import OutputTiled as SpmmOutputTiled
 from .kernels.spmm import SplitRows as SpmmSplitRows
 from .kernels.spmm import SpmmSchedule
-from .target import Target
 from .sddmm import gsddmm
 from .softmax import edge_softmax
 from .spmm import gspmm
+from .sptrsv import TriangularSolver, sptrsv
+from .target import Target
 
 __version__ = "0.1.0"
 
@@ -56,6 +58,8 @@ __all__ = [
     "gspmm",
     "gsddmm",
     "edge_softmax",
+    "sptrsv",
+    "TriangularSolver",
     "nn",
     "__version__",
     *sorted(_spmm.SHORTHANDS),

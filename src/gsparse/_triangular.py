@@ -1,0 +1,234 @@
+"""Triangular factors: reading the accepted inputs, validating them, their canonical pattern.
+
+A factor is held as a canonical CSR: each row's columns strictly increasing (sorted, no
+duplicates), int64 indices, on the input's device. Inputs whose rows are not sorted are
+accepted; the permutation from the input's storage order to the canonical one is kept, so
+that values (and their gradients) stay in the user's order. The :class:`Pattern` owns what
+is derived from the structure alone (the level-set plans), and is found again by the
+custom op (``gsparse::sptrsv`` takes tensors, not objects) through its index tensors'
+addresses, as :class:`~gsparse.Graph` is.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+import torch
+
+from .kernels.sptrsv.levelset import LevelSetPlan, levelset_plan
+
+__all__ = ["Pattern", "read_factor", "check_values", "check_diagonal", "SUPPORTED_DTYPES"]
+
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
+
+_LIVE: weakref.WeakValueDictionary[tuple[torch.device, int, int], Pattern] = weakref.WeakValueDictionary()
+
+
+class Pattern:
+    """The canonical, validated pattern of an ``n x n`` triangular factor.
+
+    Attributes:
+        crow: ``[n + 1]`` int64 row offsets.
+        col: ``[nnz]`` int64 columns, increasing within each row.
+        lower: lower (else upper) triangular.
+        order: ``[nnz]`` int64 or None: canonical entry ``p`` is the input's entry
+            ``order[p]`` (None when the input was canonical already).
+    """
+
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool,
+                 order: torch.Tensor | None, register: bool = True) -> None:
+        self.crow, self.col, self.lower, self.order = crow, col, lower, order
+        self._levelset: dict[bool, LevelSetPlan] = {}
+        if register:
+            _LIVE[_key(crow, col)] = self
+
+    @property
+    def n(self) -> int:
+        return self.crow.numel() - 1
+
+    @property
+    def nnz(self) -> int:
+        return self.col.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.crow.device
+
+    @classmethod
+    def find(cls, crow: torch.Tensor, col: torch.Tensor, lower: bool) -> Pattern:
+        """The live pattern over these index tensors, else an unregistered one (empty caches)."""
+        found = _LIVE.get(_key(crow, col))
+        if found is not None and found.lower == lower and found.crow.shape == crow.shape \
+                and found.col.shape == col.shape:
+            return found
+        return cls(crow, col, lower, None, register=False)
+
+    def levelset_plan(self, transpose: bool) -> LevelSetPlan:
+        """The level-set plan of ``A x = b`` (``transpose``: ``A^T x = b``), built on first use."""
+        if transpose not in self._levelset:
+            self._levelset[transpose] = levelset_plan(self.crow.cpu().numpy(), self.col.cpu().numpy(),
+                                                      self.lower, transpose, self.device)
+        return self._levelset[transpose]
+
+    def rows(self) -> torch.Tensor:
+        """``[nnz]`` int64 row of each entry (traceable: its size is the pattern's)."""
+        counts = self.crow[1:] - self.crow[:-1]
+        return torch.repeat_interleave(torch.arange(self.n, device=self.device), counts,
+                                       output_size=self.nnz)
+
+
+def _key(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.device, int, int]:
+    return crow.device, crow.data_ptr(), col.data_ptr()
+
+
+def _dtype_problem(kind: str, itemsize: int) -> str:
+    """Why values of a dtype of this NumPy kind (``"f"``, ``"c"``, ...) and size are refused."""
+    if kind == "f":
+        return ("half precision is not supported: convert to float32" if itemsize < 4 else
+                "extended precision is not supported: convert to float64")
+    if kind == "c":
+        return "complex values are not supported"
+    return "integer and boolean values are not supported: convert to float32 or float64"
+
+
+def check_values(name: str, values: torch.Tensor) -> torch.Tensor:
+    """A floating tensor of a supported dtype."""
+    if values.dtype not in SUPPORTED_DTYPES:
+        kind = "f" if values.dtype.is_floating_point else "c" if values.dtype.is_complex else "i"
+        raise TypeError(f"{name} must have dtype float32 or float64, got {values.dtype} "
+                        f"({_dtype_problem(kind, values.dtype.itemsize)})")
+    return values
+
+
+def _as_tensor(name: str, a: Any) -> torch.Tensor:
+    if isinstance(a, np.ndarray):
+        if a.dtype.kind not in "biufc":
+            raise TypeError(f"{name} must be a numeric array, got dtype {a.dtype}")
+        return torch.from_numpy(np.ascontiguousarray(a))
+    if not isinstance(a, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or a NumPy array, got {type(a).__name__}")
+    return a
+
+
+def _from_scipy(A: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
+    dtype = np.dtype(A.dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"A's values must be float32 or float64, got {dtype} ({_dtype_problem(dtype.kind, dtype.itemsize)})")
+    csr = A.tocsr(copy=True)
+    csr.sum_duplicates()  # SciPy's meaning of duplicates: they add up (this also sorts rows)
+    return (torch.from_numpy(csr.indptr.astype(np.int64)), torch.from_numpy(csr.indices.astype(np.int64)),
+            torch.from_numpy(np.ascontiguousarray(csr.data)), tuple(csr.shape))
+
+
+def _parts(A: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
+    """``(crow, col, values, shape)`` of any accepted input, unchecked."""
+    if isinstance(A, torch.Tensor):
+        if A.layout != torch.sparse_csr:
+            raise TypeError(f"A must be a torch.sparse_csr tensor (or a SciPy sparse matrix, or CSR "
+                            f"arrays (crow, col, values, shape)), got a tensor of layout {A.layout}")
+        if A.dim() != 2:
+            raise ValueError(f"A must be a 2-D matrix, got a sparse CSR tensor of shape {tuple(A.shape)}")
+        return A.crow_indices(), A.col_indices(), A.values(), tuple(A.shape)
+    import scipy.sparse as sp
+
+    if sp.issparse(A):
+        return _from_scipy(A)
+    if isinstance(A, (tuple, list)) and len(A) == 4:
+        crow, col, values, shape = A
+        if not (isinstance(shape, (tuple, list, torch.Size)) and len(shape) == 2
+                and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape)):
+            raise TypeError(f"the shape in A = (crow, col, values, shape) must be a pair of ints, got {shape!r}")
+        return (_as_tensor("crow", crow), _as_tensor("col", col), _as_tensor("values", values),
+                tuple(int(s) for s in shape))
+    raise TypeError("A must be a torch.sparse_csr tensor, a SciPy sparse matrix, or CSR arrays "
+                    f"(crow, col, values, shape); got {type(A).__name__}")
+
+
+def _first(mask: torch.Tensor) -> int:
+    return int(torch.nonzero(mask)[0, 0])
+
+
+def _check_index(name: str, t: torch.Tensor, length: int | None) -> torch.Tensor:
+    if t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{name} must have dtype int32 or int64, got {t.dtype}")
+    if t.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    if length is not None and t.numel() != length:
+        raise ValueError(f"{name} must have {length} entries, got {t.numel()}")
+    return t.long()
+
+
+def read_factor(A: Any, lower: bool) -> tuple[Pattern, torch.Tensor]:
+    """The canonical pattern of ``A`` and its values in the input's storage order.
+
+    Checks everything about ``A`` that does not depend on the values (see
+    :func:`check_diagonal` for those): a square 2-D shape, a supported dtype, CSR indices
+    that are consistent and in range, all on one device, no duplicate entries, and every
+    entry on the diagonal or the ``lower`` (else upper) side of it.
+    """
+    if not isinstance(lower, bool):
+        raise TypeError(f"lower must be a bool, got {type(lower).__name__}")
+    crow, col, values, shape = _parts(A)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"A must be square, got shape {tuple(shape)}")
+    n = shape[0]
+    check_values("A's values", values)
+    crow = _check_index("crow", crow, n + 1)
+    col = _check_index("col", col, None)
+    if values.dim() != 1 or values.numel() != col.numel():
+        raise ValueError(f"values must be 1-D with one entry per column index ({col.numel()}), "
+                         f"got shape {tuple(values.shape)}")
+    if not (crow.device == col.device == values.device):
+        raise ValueError(f"crow, col and values must be on one device, got {crow.device}, "
+                         f"{col.device} and {values.device}")
+    if int(crow[0]) != 0 or int(crow[-1]) != col.numel():
+        raise ValueError(f"crow must start at 0 and end at the number of entries ({col.numel()}), "
+                         f"got {int(crow[0])} and {int(crow[-1])}")
+    steps = crow[1:] - crow[:-1]
+    if bool((steps < 0).any()):
+        i = _first(steps < 0)
+        raise ValueError(f"crow must be non-decreasing: crow[{i + 1}] = {int(crow[i + 1])} < "
+                         f"crow[{i}] = {int(crow[i])}")
+    if col.numel() and bool(((col < 0) | (col >= n)).any()):
+        i = _first((col < 0) | (col >= n))
+        raise ValueError(f"col[{i}] = {int(col[i])} is out of range: A is {n} x {n}")
+    rows = torch.repeat_interleave(torch.arange(n, device=crow.device), steps, output_size=col.numel())
+    key = rows * max(n, 1) + col
+    order = None
+    if col.numel() > 1 and not bool((key[1:] > key[:-1]).all()):
+        order = torch.argsort(key, stable=True)
+        key, rows, col = key[order], rows[order], col[order]
+        repeated = key[1:] == key[:-1]
+        if bool(repeated.any()):
+            i = _first(repeated)
+            raise ValueError(f"A has more than one entry at (row {int(rows[i])}, column {int(col[i])}); "
+                             f"duplicate entries are not supported: sum them first")
+    wrong_side = col > rows if lower else col < rows
+    if bool(wrong_side.any()):
+        i = _first(wrong_side)
+        side, kind = ("above", "lower") if lower else ("below", "upper")
+        raise ValueError(f"A is not {kind} triangular: it has an entry at (row {int(rows[i])}, "
+                         f"column {int(col[i])}), {side} the diagonal")
+    return Pattern(crow.contiguous(), col.contiguous(), lower, order), values
+
+
+def check_diagonal(pattern: Pattern, values: torch.Tensor) -> None:
+    """Every row has a finite, nonzero diagonal entry (``values`` in canonical order)."""
+    rows = pattern.rows()
+    on_diagonal = pattern.col == rows
+    present = torch.zeros(pattern.n, dtype=torch.bool, device=pattern.device)
+    present[rows[on_diagonal]] = True
+    if not bool(present.all()):
+        i = _first(~present)
+        raise ValueError(f"A has no diagonal entry in row {i}; a solve with unit_diagonal=False "
+                         f"divides by it (pass unit_diagonal=True if the diagonal is implicitly 1)")
+    diagonal = torch.empty(pattern.n, dtype=values.dtype, device=values.device)
+    diagonal[rows[on_diagonal]] = values.detach()[on_diagonal]
+    bad = (diagonal == 0) | ~torch.isfinite(diagonal)
+    if bool(bad.any()):
+        i = _first(bad)
+        value = float(diagonal[i])
+        what = "zero (A is singular)" if value == 0 else f"{value} (not finite)"
+        raise ValueError(f"A's diagonal entry in row {i} is {what}")

@@ -1,0 +1,336 @@
+"""Sparse triangular factors for SpTRSV: seeded generators of the benchmark's matrix families.
+
+Each generator returns a SciPy CSR array (``scipy.sparse.csr_array``, float64, rows'
+columns sorted, no duplicates) holding a lower triangular factor, or with ``upper=True``
+its transpose. All are vectorised NumPy: 4M-row factors build in seconds (times per
+family in docs/sptrsv.md).
+
+Families:
+
+- :func:`laplacian`: the 5-point (2-D) and 7-point (3-D) Laplacians with Dirichlet
+  boundaries, optionally with random conductances, as their lower triangle or their
+  IC(0) / ILU(0) factors;
+- :func:`banded`: random entries within a band below the diagonal;
+- :func:`power_law`: the lower triangle of a general sparse matrix whose rows and
+  columns have power-law degrees (Chung-Lu), as AG-SpTRSV builds its synthetic matrices;
+- :func:`rmat`: the lower triangle of an R-MAT graph (Graph500 parameters);
+- :func:`road_grid`: a road-like planar grid with missing streets and a few diagonals;
+- :func:`graph_lower`: the lower triangle of a given graph's adjacency (real graphs).
+
+Except for the Laplacian factors, off-diagonal values are drawn from [1, 2) (as in
+AG-SpTRSV) and the diagonal is ``1 + max(row sum, column sum)`` of the off-diagonal
+magnitudes: the factor and its transpose are strictly row diagonally dominant, so
+``||x||_inf <= ||b||_inf`` for either solve and the solve is well conditioned at any depth.
+The Laplacian factors are conditioned like the Laplacian (IC(0) of an M-matrix exists and
+is positive).
+
+:func:`generate` draws a family's parameters from a seed for a target number of rows;
+:data:`FAMILIES` names the families it knows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..graph import Graph
+
+__all__ = ["laplacian", "banded", "power_law", "rmat", "road_grid", "graph_lower", "generate",
+           "FAMILIES", "LAPLACIAN_FACTORS"]
+
+LAPLACIAN_FACTORS = ("lower", "ic0", "ilu0")
+
+
+def _check_size(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_fraction(name: str, value: Any, low: float = 0.0, high: float = 1.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must lie in [{low}, {high}], got {value}")
+    return float(value)
+
+
+def _oriented(lower: sp.csr_array, upper: bool) -> sp.csr_array:
+    if not upper:
+        return lower
+    out = sp.csr_array(lower.T)
+    out.sort_indices()
+    return out
+
+
+def _factor(rows: np.ndarray, cols: np.ndarray, n: int, rng: np.random.Generator, upper: bool) -> sp.csr_array:
+    """The dominant factor over the strictly lower entries ``(rows > cols)`` (duplicates
+    merged): values in [1, 2), diagonal ``1 + max(row sum, column sum)``."""
+    key = np.sort(rows.astype(np.int64) * n + cols.astype(np.int64))
+    key = key[np.diff(key, prepend=-1) != 0]  # (NumPy's hashing np.unique is slower here)
+    rows, cols = key // n, key % n
+    values = 1.0 + rng.random(len(key))
+    row_sum = np.bincount(rows, weights=values, minlength=n)
+    col_sum = np.bincount(cols, weights=values, minlength=n)
+    diagonal = 1.0 + np.maximum(row_sum, col_sum)
+    # Entries are sorted by (row, column) and each row's diagonal comes last: the CSR arrays
+    # can be written down directly (the earlier rows' diagonals shift entry j by its row).
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    indptr += np.arange(n + 1)
+    data = np.empty(len(key) + n)
+    indices = np.empty(len(key) + n, dtype=np.int64)
+    data[np.arange(len(key)) + rows] = values
+    indices[np.arange(len(key)) + rows] = cols
+    data[indptr[1:] - 1] = diagonal
+    indices[indptr[1:] - 1] = np.arange(n)
+    lower = sp.csr_array((data, indices, indptr), shape=(n, n))
+    return _oriented(lower, upper)
+
+
+def _lower_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Undirected pairs as (larger, smaller) endpoint, self pairs dropped."""
+    keep = a != b
+    a, b = a[keep], b[keep]
+    return np.maximum(a, b), np.minimum(a, b)
+
+
+# ---------------------------------------------------------------------- Laplacians
+
+
+def laplacian(shape: tuple[int, ...], factor: str = "lower", *, seed: int | None = None,
+              upper: bool = False) -> sp.csr_array:
+    """A factor of the 2-D 5-point or 3-D 7-point Laplacian on a ``shape`` grid.
+
+    Node ``(x, y[, z])`` is row ``x + nx * (y + ny * z)``. Each grid edge (and each edge to
+    the Dirichlet boundary) has conductance 1, or a random one in [0.5, 1.5) with ``seed``;
+    the matrix is ``A = sum_edges c (e_i - e_j)(e_i - e_j)^T`` plus the boundary terms on the
+    diagonal: symmetric positive definite, an M-matrix.
+
+    Args:
+        shape: ``(nx, ny)`` or ``(nx, ny, nz)``, each at least 3.
+        factor: ``"lower"``: ``tril(A)``; ``"ic0"``: the incomplete Cholesky factor ``L``
+            (``A ~ L L^T``, same pattern as ``tril(A)``); ``"ilu0"``: ILU(0)'s unit lower
+            factor ``L`` (ones stored on the diagonal; with ``upper`` its ``U``).
+        seed: random conductances when given.
+        upper: return the upper factor: ``triu(A)``, ``L^T`` of IC(0), ``U`` of ILU(0).
+
+    For these stencils IC(0) and ILU(0) make no fill inside the pattern, so the factors
+    follow from the pivots ``d_i = a_ii - sum_{j < i neighbour} a_ij^2 / d_j``, computed one
+    anti-diagonal wavefront at a time (every grid dimension must be at least 3 for this to
+    be exact). A 2000 x 2000 grid (4M rows) builds in a few seconds.
+    """
+    if not isinstance(shape, (tuple, list)) or len(shape) not in (2, 3):
+        raise ValueError(f"shape must be (nx, ny) or (nx, ny, nz), got {shape!r}")
+    dims = tuple(_check_size(f"shape[{i}]", s, 3) for i, s in enumerate(shape))
+    if factor not in LAPLACIAN_FACTORS:
+        raise ValueError(f"factor must be one of {LAPLACIAN_FACTORS}, got {factor!r}")
+    rng = np.random.default_rng(seed)
+    n = math.prod(dims)
+    coords = np.unravel_index(np.arange(n), dims, order="F")
+    strides = np.cumprod((1,) + dims[:-1])
+    diagonal = np.zeros(n)
+    lower_c = []  # per direction: conductance to the lower neighbour (0 on the boundary)
+    for axis in range(len(dims)):
+        edge_shape = tuple(s + 1 if a == axis else s for a, s in enumerate(dims))
+        c = np.ones(edge_shape) if seed is None else 0.5 + rng.random(edge_shape)
+        below = c[tuple(coords[a] for a in range(len(dims)))]  # edge to the lower neighbour
+        above = c[tuple(coords[a] + (a == axis) for a in range(len(dims)))]
+        diagonal += below + above
+        lower_c.append(np.where(coords[axis] > 0, below, 0.0))
+    pivots = diagonal if factor == "lower" else _pivots(diagonal, lower_c, strides, coords)
+    # The factors as (diagonal, divisor of a_ij in column j) over tril(A)'s pattern; ILU(0)'s
+    # U is the transpose of D~ + tril(A, -1).
+    if factor == "lower" or (factor == "ilu0" and upper):
+        diagonal_values, divisor = pivots, None
+    elif factor == "ic0":
+        diagonal_values = divisor = np.sqrt(pivots)
+    else:
+        diagonal_values, divisor = np.ones(n), pivots
+    rows, cols, values = [np.arange(n)], [np.arange(n)], [diagonal_values]
+    for axis in range(len(dims)):
+        i = np.flatnonzero(coords[axis] > 0)
+        j = i - strides[axis]
+        a = -lower_c[axis][i]
+        rows.append(i)
+        cols.append(j)
+        values.append(a if divisor is None else a / divisor[j])
+    lower = sp.csr_array((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+    lower.sort_indices()
+    return _oriented(lower, upper)
+
+
+def _pivots(diagonal: np.ndarray, lower_c: list[np.ndarray], strides: np.ndarray,
+            coords: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``d_i = a_ii - sum_axis c_axis(i)^2 / d_(i - stride_axis)``, wavefront by wavefront."""
+    wave = np.sum(coords, axis=0)
+    order = np.argsort(wave, kind="stable")
+    bounds = np.searchsorted(wave[order], np.arange(wave.max() + 2))
+    pivots = diagonal.copy()
+    for s in range(1, len(bounds) - 1):
+        nodes = order[bounds[s]:bounds[s + 1]]
+        for axis, c in enumerate(lower_c):
+            ci = c[nodes]
+            inner = ci > 0
+            nbr = nodes[inner] - strides[axis]
+            pivots[nodes[inner]] -= ci[inner] ** 2 / pivots[nbr]
+    return pivots
+
+
+# ---------------------------------------------------------------------- random factors
+
+
+def banded(n: int, bandwidth: int, density: float, *, seed: int = 0, upper: bool = False) -> sp.csr_array:
+    """Entries ``(i, i - d)`` for ``1 <= d <= bandwidth``, each present with probability
+    ``density``; row ``i`` also always depends on row ``i - 1`` (a chain: about ``n``
+    levels, the deep end of the matrix set)."""
+    n = _check_size("n", n, 1)
+    bandwidth = _check_size("bandwidth", bandwidth, 1)
+    density = _check_fraction("density", density)
+    rng = np.random.default_rng(seed)
+    rows, cols = [np.arange(1, n)], [np.arange(n - 1)]
+    for d in range(2, min(bandwidth, n - 1) + 1):
+        i = d + np.flatnonzero(rng.random(n - d) < density)
+        rows.append(i)
+        cols.append(i - d)
+    return _factor(np.concatenate(rows), np.concatenate(cols), n, rng, upper)
+
+
+def power_law(n: int, mean_degree: float, exponent: float, *, seed: int = 0,
+              upper: bool = False) -> sp.csr_array:
+    """The lower triangle of a Chung-Lu matrix: ``n * mean_degree`` entry draws whose rows and
+    columns are picked with probability proportional to Pareto weights (density
+    ``~ w^-exponent``, ``exponent > 2``) in random node order; each draw ``(r, c)`` lands at
+    ``(max, min)``, duplicates merge, so rows average a little under ``mean_degree``
+    off-diagonal entries. A few hub columns are read by many rows."""
+    n = _check_size("n", n, 2)
+    mean_degree = _check_fraction("mean_degree", mean_degree, 0.0, float(n))
+    exponent = _check_fraction("exponent", exponent, 2.0 + 1e-9, 10.0)
+    rng = np.random.default_rng(seed)
+    weights = (1.0 - rng.random(n)) ** (-1.0 / (exponent - 1.0))
+    draws = int(round(n * mean_degree))
+    # Each endpoint's count per node is multinomial; shuffling one side pairs them at random.
+    nodes = np.arange(n, dtype=np.int64)
+    a = np.repeat(nodes, rng.multinomial(draws, weights / weights.sum()))
+    b = rng.permutation(np.repeat(nodes, rng.multinomial(draws, weights / weights.sum())))
+    rows, cols = _lower_pairs(a, b)
+    return _factor(rows, cols, n, rng, upper)
+
+
+def rmat(scale: int, edge_factor: int, *, probabilities: tuple[float, float, float, float] = (0.57, 0.19, 0.19, 0.05),
+         seed: int = 0, upper: bool = False) -> sp.csr_array:
+    """The lower triangle of an R-MAT graph with ``2**scale`` nodes and ``edge_factor`` edges
+    per node (Graph500 defaults ``a, b, c, d``), nodes renumbered at random as in Graph500."""
+    scale = _check_size("scale", scale, 1)
+    edge_factor = _check_size("edge_factor", edge_factor, 1)
+    if len(probabilities) != 4 or abs(sum(probabilities) - 1.0) > 1e-9 or min(probabilities) < 0:
+        raise ValueError(f"probabilities must be four non-negative numbers summing to 1, got {probabilities}")
+    rng = np.random.default_rng(seed)
+    n, draws = 1 << scale, edge_factor << scale
+    a_p, b_p, c_p, _ = probabilities
+    index = np.uint64 if scale > 32 else np.uint32
+    src = np.zeros(draws, dtype=index)
+    dst = np.zeros(draws, dtype=index)
+    for bit in range(scale):
+        # Quadrants [0, a), [a, a+b), [a+b, a+b+c), [a+b+c, 1) set (src, dst) bits 00, 01, 10, 11.
+        r = rng.random(draws, dtype=np.float32)
+        src |= (r >= a_p + b_p).astype(index) << index(bit)
+        dst |= ((r >= a_p) ^ (r >= a_p + b_p) ^ (r >= a_p + b_p + c_p)).astype(index) << index(bit)
+    relabel = rng.permutation(n)
+    rows, cols = _lower_pairs(relabel[src], relabel[dst])
+    return _factor(rows, cols, n, rng, upper)
+
+
+def road_grid(nx: int, ny: int, *, keep: float = 0.8, diagonals: float = 0.05, seed: int = 0,
+              upper: bool = False) -> sp.csr_array:
+    """A road-like network: the ``nx x ny`` grid (row-major node order, as road networks
+    sorted by position) with each street kept with probability ``keep`` and a diagonal in
+    each cell with probability ``diagonals``; degrees 2-4, planar, long dependency chains."""
+    nx = _check_size("nx", nx, 2)
+    ny = _check_size("ny", ny, 2)
+    keep = _check_fraction("keep", keep)
+    diagonals = _check_fraction("diagonals", diagonals)
+    rng = np.random.default_rng(seed)
+    node = np.arange(nx * ny).reshape(ny, nx)
+    pairs = [(node[:, 1:], node[:, :-1], keep), (node[1:, :], node[:-1, :], keep),
+             (node[1:, 1:], node[:-1, :-1], diagonals)]
+    rows, cols = [], []
+    for a, b, p in pairs:
+        chosen = rng.random(a.shape) < p
+        rows.append(a[chosen])
+        cols.append(b[chosen])
+    return _factor(np.concatenate(rows), np.concatenate(cols), nx * ny, rng, upper)
+
+
+def graph_lower(graph: Any, *, seed: int = 0, upper: bool = False) -> sp.csr_array:
+    """The lower triangle of a graph's symmetrised adjacency, as a factor.
+
+    Args:
+        graph: a :class:`gsparse.Graph` (square), a square SciPy sparse matrix, or an edge
+            list ``[2, E]`` (NumPy array or torch tensor; nodes ``0 .. max + 1``).
+    """
+    if isinstance(graph, Graph):
+        if graph.num_src != graph.num_dst:
+            raise ValueError(f"graph must be square, got {graph.num_src} sources and {graph.num_dst} destinations")
+        src, dst = (t.cpu().numpy() for t in graph.edges())
+        n = graph.num_src
+    elif sp.issparse(graph):
+        if graph.shape[0] != graph.shape[1]:
+            raise ValueError(f"graph must be a square matrix, got shape {graph.shape}")
+        coo = graph.tocoo()
+        src, dst, n = coo.row, coo.col, graph.shape[0]
+    else:
+        edges = np.asarray(graph.cpu() if hasattr(graph, "cpu") else graph)
+        if edges.ndim != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
+            raise ValueError(f"graph as an edge list must be an integer array [2, E], got {edges.dtype} "
+                             f"of shape {edges.shape}")
+        src, dst = edges
+        n = int(edges.max()) + 1 if edges.size else 0
+    if n == 0:
+        raise ValueError("graph has no nodes")
+    rows, cols = _lower_pairs(np.asarray(src, np.int64), np.asarray(dst, np.int64))
+    return _factor(rows, cols, n, np.random.default_rng(seed), upper)
+
+
+# ---------------------------------------------------------------------- sampling
+
+
+FAMILIES = ("laplacian2d", "laplacian3d", "banded", "power_law", "rmat", "road")
+
+
+def generate(family: str, rows: int, seed: int, *, upper: bool = False) -> sp.csr_array:
+    """A factor of ``family`` with about ``rows`` rows and parameters drawn from ``seed``.
+
+    ``laplacian2d``/``laplacian3d``: grid aspect up to 2:1, one of the three factors, random
+    conductances half of the time; ``banded``: bandwidth 2-64, density 0.05-0.5;
+    ``power_law``: mean degree 2-16, exponent 2.1-3; ``rmat``: ``2**round(log2 rows)``
+    nodes, edge factor 2-8; ``road``: streets kept 0.6-0.95, diagonals 0-0.1.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    rows = _check_size("rows", rows, 27)
+    rng = np.random.default_rng(seed)
+    if family in ("laplacian2d", "laplacian3d"):
+        dims = 2 if family == "laplacian2d" else 3
+        aspect = rng.uniform(1.0, 2.0)
+        side = (rows / aspect) ** (1.0 / dims)
+        shape = (max(3, round(side * aspect)), *(max(3, round(side)) for _ in range(dims - 1)))
+        factor = LAPLACIAN_FACTORS[rng.integers(3)]
+        return laplacian(shape, factor, seed=int(rng.integers(2**31)) if rng.random() < 0.5 else None,
+                         upper=upper)
+    child = int(rng.integers(2**31))
+    if family == "banded":
+        bandwidth = int(round(math.exp(rng.uniform(math.log(2), math.log(64)))))
+        return banded(rows, bandwidth, rng.uniform(0.05, 0.5), seed=child, upper=upper)
+    if family == "power_law":
+        return power_law(rows, rng.uniform(2.0, 16.0), rng.uniform(2.1, 3.0), seed=child, upper=upper)
+    if family == "rmat":
+        return rmat(max(1, round(math.log2(rows))), int(rng.integers(2, 9)), seed=child, upper=upper)
+    side = math.sqrt(rows)
+    return road_grid(max(2, round(side)), max(2, round(side)), keep=rng.uniform(0.6, 0.95),
+                     diagonals=rng.uniform(0.0, 0.1), seed=child, upper=upper)

@@ -1,0 +1,143 @@
+"""The SpTRSV schedule: one AG-SpTRSV *scheme* (code variant, transform, scheduling).
+
+The paper's names, for reference: ``nw`` = :attr:`SptrsvSchedule.warps_per_block`, ``ng`` =
+:attr:`~SptrsvSchedule.subwarps`, ``sw_rnnz``, ``rb`` = :attr:`~SptrsvSchedule.merge_rows`,
+``thresh`` = :attr:`~SptrsvSchedule.merge_thresh`, ``α_level`` =
+:attr:`~SptrsvSchedule.alpha_level`; strategies keep the paper's names (``merge_avg``,
+``rg_balance``, ``ws_locality``, ...). Unbounded thresholds (``sw_rnnz`` and ``α_level``
+= ∞) are ``math.inf``, written ``Infinity`` in JSON (Python's ``json`` reads it back).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..common import schedule_from_json, schedule_to_json
+
+__all__ = ["SptrsvSchedule", "POWERS_OF_TWO", "ALPHA_LEVELS", "MERGE_STRATEGIES", "GROUPINGS",
+           "WARP_SCHEDULES", "sw_rnnz_choices"]
+
+POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
+ALPHA_LEVELS = (0, 2, 4, 8, math.inf)
+MERGE_STRATEGIES = ("merge_fixed", "merge_avg", "merge_thresh")
+GROUPINGS = ("rg_sequential", "rg_balance")
+WARP_SCHEDULES = ("ws_rr", "ws_balance", "ws_locality")
+_WARP = 32
+
+
+def sw_rnnz_choices(subwarps: int) -> tuple[float, ...]:
+    """The paper's ``sw_rnnz`` values for ``subwarps``: 0, ∞ and the powers of two up to the
+    subwarp's width ``32 / subwarps`` (so that a shared row gives each thread an entry)."""
+    width = _WARP // subwarps
+    return (0, *(p for p in POWERS_OF_TWO if p <= width), math.inf)
+
+
+@dataclass(frozen=True)
+class SptrsvSchedule:
+    """One point of the SpTRSV scheme space (a plain value: hashable, JSON round trip).
+
+    Code variant (§4.2):
+        warps_per_block: warps of a block that solve (``nw``); a block is pinned to one SM
+            and the rest of its 1024 threads idle, which caps how many warps run at once.
+        subwarps: subwarps per warp (``ng``, a power of two 1..32); each solves one row group.
+        sw_rnnz: a subwarp's threads share each row of its group (one row at a time, a
+            reduction across the threads) when the group's rows average more than this many
+            entries, else each thread solves rows of its own. 0: always shared; ∞: never.
+        collaborative_read: the warp first copies its row groups' entries into shared memory
+            with coalesced loads (where they fit), then the subwarps solve from there.
+        sync_elimination: kernels whose rows all lie in one level do not wait on
+            dependencies, and rows nobody waits for write no ready flag.
+        early_division: the reciprocal of the diagonal is taken before the wait, and the
+            result is a multiplication by it.
+
+    Transform (§4.3):
+        merge: ``merge_fixed``, ``merge_avg`` or ``merge_thresh``.
+        merge_rows: ``rb``, rows per block of the merge (a power of two 1..32).
+        merge_thresh: ``thresh`` of ``merge_avg`` / ``merge_thresh`` (a power of two 1..32);
+            0 for ``merge_fixed``, which has none.
+        reorder: renumber rows by level before merging.
+
+    Scheduling (§4.4):
+        grouping: ``rg_sequential`` (a level's row groups in row order) or ``rg_balance``
+            (by decreasing entries) when cutting a level into node groups of ``subwarps``.
+        warp_schedule: ``ws_rr``, ``ws_balance`` or ``ws_locality``: which warp of the
+            persistent grid runs each node group.
+        alpha_level: a level with more than ``alpha_level x`` (the GPU's resident warps)
+            node groups runs as a kernel of its own; runs of smaller levels share one. 0:
+            one kernel per level (level-set); ∞: one kernel (fine-grained synchronisation).
+    """
+
+    warps_per_block: int = 32
+    subwarps: int = 1
+    sw_rnnz: float = 0
+    collaborative_read: bool = True
+    sync_elimination: bool = True
+    early_division: bool = True
+    merge: str = "merge_fixed"
+    merge_rows: int = 1
+    merge_thresh: int = 0
+    reorder: bool = False
+    grouping: str = "rg_sequential"
+    warp_schedule: str = "ws_rr"
+    alpha_level: float = math.inf
+
+    @property
+    def subwarp_width(self) -> int:
+        """Threads per subwarp."""
+        return _WARP // self.subwarps
+
+    def problems(self) -> list[str]:
+        """Why this schedule can never run (empty when it is valid)."""
+        found = []
+        for name in ("warps_per_block", "subwarps", "merge_rows"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in POWERS_OF_TWO:
+                found.append(f"{name} must be one of {POWERS_OF_TWO}, got {value!r}")
+        for name in ("collaborative_read", "sync_elimination", "early_division", "reorder"):
+            if not isinstance(getattr(self, name), bool):
+                found.append(f"{name} must be a bool, got {getattr(self, name)!r}")
+        for name, choices in (("merge", MERGE_STRATEGIES), ("grouping", GROUPINGS),
+                              ("warp_schedule", WARP_SCHEDULES)):
+            if getattr(self, name) not in choices:
+                found.append(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        for name in ("sw_rnnz", "alpha_level", "merge_thresh"):
+            if isinstance(getattr(self, name), bool):
+                found.append(f"{name} must be a number, got {getattr(self, name)!r}")
+        if self.alpha_level not in ALPHA_LEVELS:
+            found.append(f"alpha_level must be one of {ALPHA_LEVELS}, got {self.alpha_level!r}")
+        if self.merge == "merge_fixed" and self.merge_thresh != 0:
+            found.append(f"merge_fixed has no threshold: merge_thresh must be 0, got {self.merge_thresh!r}")
+        elif self.merge in ("merge_avg", "merge_thresh") and self.merge_thresh not in POWERS_OF_TWO:
+            found.append(f"{self.merge} needs merge_thresh in {POWERS_OF_TWO}, got {self.merge_thresh!r}")
+        if self.subwarps in POWERS_OF_TWO and self.sw_rnnz not in sw_rnnz_choices(self.subwarps):
+            found.append(f"sw_rnnz must be one of {sw_rnnz_choices(self.subwarps)} with "
+                         f"{self.subwarps} subwarps, got {self.sw_rnnz!r}")
+        return found
+
+    def validate(self) -> SptrsvSchedule:
+        """``self``, or ValueError listing every problem."""
+        if problems := self.problems():
+            raise ValueError(f"invalid SptrsvSchedule {self}: " + "; ".join(problems))
+        return self
+
+    def __str__(self) -> str:
+        merge = f"{self.merge}({self.merge_rows}" + (f",{self.merge_thresh})" if self.merge_thresh else ")")
+        flags = "".join(f"+{name}" for name, on in (("cr", self.collaborative_read),
+                                                     ("se", self.sync_elimination),
+                                                     ("ed", self.early_division),
+                                                     ("reorder", self.reorder)) if on)
+        return (f"nw{self.warps_per_block}.ng{self.subwarps}.sw{_number(self.sw_rnnz)}{flags}."
+                f"{merge}.{self.grouping}.{self.warp_schedule}.a{_number(self.alpha_level)}")
+
+    def to_json(self) -> str:
+        return schedule_to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> SptrsvSchedule:
+        """The schedule written by :meth:`to_json` (see :func:`..common.schedule_from_json`)."""
+        return schedule_from_json(cls, text)
+
+
+def _number(value: float) -> str:
+    return "inf" if value == math.inf else str(int(value))

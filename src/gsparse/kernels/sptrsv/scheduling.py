@@ -1,0 +1,194 @@
+"""Multi-hierarchy scheduling (AG-SpTRSV §4.4): row groups -> node groups -> kernels -> warps.
+
+1. Grouping: each level's row groups are cut into *node groups* of up to ``subwarps`` row
+   groups (one per subwarp; row groups of one level are independent, so a warp never
+   waits on itself), in row order (``rg_sequential``) or by decreasing entries
+   (``rg_balance``). Node groups are numbered level by level.
+2. Kernel partitioning: a level with more than ``alpha_level x max_warps`` node groups is a
+   kernel of its own; consecutive smaller levels share one. Kernels run in order.
+3. Warp scheduling onto the persistent grid: :mod:`.warps`.
+
+Sync elimination (§4.2.2) is decided here too: a kernel whose node groups all lie in one
+level needs no waiting, and a row needs a ready flag only if a row that waits depends on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .analysis import RowGraph, ranges
+from .schedule import SptrsvSchedule
+from .transforms import RowGroups, row_groups
+from .warps import assign_warps
+
+__all__ = ["NodeGroups", "node_groups", "partition", "SolvePlan", "plan"]
+
+
+@dataclass(frozen=True, eq=False)
+class NodeGroups:
+    """Row groups cut into node groups, numbered level by level.
+
+    Attributes:
+        ptr: ``[q + 1]`` offsets into ``members``.
+        members: ``[m]`` row groups of each node group, in subwarp order.
+        level: ``[q]`` level of each node group.
+        nnz: ``[q]`` stored entries of each node group (its warp's work).
+    """
+
+    ptr: np.ndarray
+    members: np.ndarray
+    level: np.ndarray
+    nnz: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.ptr) - 1
+
+
+def node_groups(groups: RowGroups, subwarps: int, grouping: str) -> NodeGroups:
+    """Cut each level's row groups into node groups of up to ``subwarps`` (``rg_sequential``:
+    in row order; ``rg_balance``: by decreasing entries, ties in row order)."""
+    m = groups.count
+    index = np.arange(m, dtype=np.int64)
+    if grouping == "rg_sequential":
+        order = np.lexsort((index, groups.level))
+    elif grouping == "rg_balance":
+        order = np.lexsort((index, -groups.nnz, groups.level))
+    else:
+        raise ValueError(f"grouping must be 'rg_sequential' or 'rg_balance', got {grouping!r}")
+    level = groups.level[order]
+    rank = index - np.searchsorted(level, level, side="left")
+    firsts = np.flatnonzero(rank % subwarps == 0)
+    ptr = np.append(firsts, np.int64(m)).astype(np.int64)
+    nnz = np.add.reduceat(groups.nnz[order], firsts) if m else np.zeros(0, np.int64)
+    return NodeGroups(ptr=ptr, members=order.astype(np.int64), level=level[firsts], nnz=nnz)
+
+
+def partition(level: np.ndarray, alpha_level: float, max_warps: int) -> np.ndarray:
+    """``[K + 1]`` kernel cuts over the node groups (numbered level by level, ``level`` their
+    levels): a level with more than ``alpha_level * max_warps`` node groups is a kernel of its
+    own, consecutive smaller levels share one."""
+    if len(level) == 0:
+        return np.zeros(1, dtype=np.int64)
+    counts = np.bincount(level)
+    large = counts > alpha_level * max_warps
+    first = np.ones(len(counts), dtype=bool)
+    first[1:] = large[1:] | large[:-1]
+    level_ptr = np.searchsorted(level, np.arange(len(counts) + 1), side="left")
+    return level_ptr[np.append(np.flatnonzero(first), len(counts))].astype(np.int64)
+
+
+def _node_parents(groups: RowGroups, nodes: NodeGroups) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr, ids)``: for each node group, the node groups its row groups depend on."""
+    node_of_group = np.empty(groups.count, dtype=np.int64)
+    node_of_group[nodes.members] = np.repeat(np.arange(nodes.count, dtype=np.int64), np.diff(nodes.ptr))
+    per_group = np.diff(groups.ptr)[nodes.members]
+    entries = ranges(groups.ptr[nodes.members], per_group)
+    per_node = np.add.reduceat(per_group, nodes.ptr[:-1]) if nodes.count else np.zeros(0, np.int64)
+    ptr = np.zeros(nodes.count + 1, dtype=np.int64)
+    np.cumsum(per_node, out=ptr[1:])
+    return ptr, node_of_group[groups.deps[entries]]
+
+
+@dataclass(frozen=True, eq=False)
+class SolvePlan:
+    """Everything a persistent-grid SpTRSV kernel needs to know about one scheme on one system.
+
+    Positions are those of the solve order after the scheme's optional reordering; the
+    matrix row solved at position ``k`` is ``order[k]``.
+
+    Attributes:
+        schedule: the scheme.
+        num_blocks: blocks of the persistent grid (one per SM).
+        rows: the row graph over positions (dependencies, entries per row; ``rows.order``
+            is the matrix row of each position).
+        group_starts: ``[m + 1]`` row-group cuts over positions.
+        group_level: ``[m]`` level of each row group after merging.
+        group_per_thread: ``[m]`` whether the subwarp's threads solve the group's rows one
+            each (mean entries per row ``<= sw_rnnz``) rather than sharing each row.
+        nodes: the node groups (:class:`NodeGroups`).
+        node_warp: ``[q]`` warp of each node group, ``block * warps_per_block + warp``.
+        kernel_ptr: ``[K + 1]`` node-group cuts of the kernels, launched in order.
+        kernel_waits: ``[K]`` whether the kernel's rows wait for their dependencies' flags.
+        row_flag: ``[n]`` whether the row at each position writes its ready flag.
+    """
+
+    schedule: SptrsvSchedule
+    num_blocks: int
+    rows: RowGraph
+    group_starts: np.ndarray
+    group_level: np.ndarray
+    group_per_thread: np.ndarray
+    nodes: NodeGroups
+    node_warp: np.ndarray
+    kernel_ptr: np.ndarray
+    kernel_waits: np.ndarray
+    row_flag: np.ndarray
+
+    @property
+    def order(self) -> np.ndarray:
+        """``[n]`` the matrix row of each position."""
+        return self.rows.order
+
+    @property
+    def num_warps(self) -> int:
+        return self.num_blocks * self.schedule.warps_per_block
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.kernel_ptr) - 1
+
+
+def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_blocks: int,
+         max_warps: int) -> SolvePlan:
+    """Transform and schedule one system for one scheme.
+
+    Args:
+        rows: the system's row graph (:func:`.analysis.dependency_graph`), ``row_level`` its
+            levels (:func:`.analysis.levels`); computed once per system, shared by schemes.
+        schedule: the scheme (validated here).
+        num_blocks: blocks of the persistent grid: the GPU's SM count.
+        max_warps: the GPU's resident warps (SMs x resident threads per SM / 32), the unit
+            of ``alpha_level``.
+    """
+    schedule.validate()
+    if num_blocks < 1 or max_warps < 1:
+        raise ValueError(f"num_blocks and max_warps must be >= 1, got {num_blocks} and {max_warps}")
+    groups = row_groups(rows, row_level, schedule.merge, schedule.merge_rows, schedule.merge_thresh,
+                        schedule.reorder)
+    nodes = node_groups(groups, schedule.subwarps, schedule.grouping)
+    kernel_ptr = partition(nodes.level, schedule.alpha_level, max_warps)
+    parents = _node_parents(groups, nodes)
+    node_warp = assign_warps(nodes.level, nodes.nnz, parents, kernel_ptr, schedule.warp_schedule,
+                             num_blocks, schedule.warps_per_block)
+    per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
+    kernel_levels = np.add.reduceat(np.diff(nodes.level, prepend=-1) > 0, kernel_ptr[:-1]) \
+        if nodes.count else np.zeros(0, np.int64)
+    waits = (kernel_levels > 1) | (not schedule.sync_elimination)
+    row_flag = _row_flags(groups, nodes, kernel_ptr, waits, per_thread, schedule.sync_elimination)
+    return SolvePlan(schedule=schedule, num_blocks=num_blocks, rows=groups.rows, group_starts=groups.starts,
+                     group_level=groups.level, group_per_thread=per_thread, nodes=nodes, node_warp=node_warp,
+                     kernel_ptr=kernel_ptr, kernel_waits=waits, row_flag=row_flag)
+
+
+def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, waits: np.ndarray,
+               per_thread: np.ndarray, sync_elimination: bool) -> np.ndarray:
+    """A row writes its flag when a row that waits depends on it: a row of another group in
+    a waiting kernel, or a row of its own group whose threads solve rows one each."""
+    rows = groups.rows
+    if not sync_elimination:
+        return np.ones(rows.n, dtype=bool)
+    group_of_position = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)
+    node_of_group = np.empty(groups.count, dtype=np.int64)
+    node_of_group[nodes.members] = np.repeat(np.arange(nodes.count, dtype=np.int64), np.diff(nodes.ptr))
+    kernel_of_node = np.repeat(np.arange(len(kernel_ptr) - 1, dtype=np.int64), np.diff(kernel_ptr))
+    dependent_group = np.repeat(group_of_position, np.diff(rows.ptr))
+    dep_group = group_of_position[rows.deps]
+    same = dep_group == dependent_group
+    waiting = waits[kernel_of_node[node_of_group[dependent_group]]]
+    needed = np.where(same, per_thread[dependent_group], waiting)
+    flag = np.zeros(rows.n, dtype=bool)
+    flag[rows.deps[needed]] = True
+    return flag

@@ -1,0 +1,214 @@
+r"""Sparse triangular solve: :func:`sptrsv` and :class:`TriangularSolver`.
+
+Solves :math:`\mathrm{op}(A)\, x = b` for a sparse triangular ``A`` (``n x n``) with
+:math:`\mathrm{op}(A) = A` or :math:`A^T`, one right-hand side (``b`` ``[n]``) or many
+(``[n, k]``), in float32 or float64; differentiable in ``b`` and in ``A``'s values. The
+factor is validated once per :class:`TriangularSolver`, which then solves any number of
+times. On the CPU the solve is MKL's (SciPy's where PyTorch has no MKL); on other devices
+the level-set solve of :mod:`gsparse.kernels.sptrsv.levelset`, until generated kernels
+replace it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import _sptrsv_ops
+from ._ops import direct_call_ok
+from ._triangular import check_diagonal, check_values, read_factor
+
+__all__ = ["sptrsv", "TriangularSolver"]
+
+
+class TriangularSolver:
+    r"""A sparse triangular factor, validated and analysed once, to solve with many times.
+
+    Validation happens here; the analysis a device needs (on CUDA, the level-set plan) is
+    built at the first solve in each direction and kept with the solver.
+
+    Args:
+        A: the ``n x n`` factor, one of:
+
+            - a ``torch.sparse_csr`` tensor (its device is the solver's);
+            - a SciPy sparse matrix or array of any format (duplicate entries add up, as in
+              SciPy; the solver is on the CPU);
+            - CSR arrays ``(crow, col, values, shape)``: ``crow`` ``[n + 1]`` and ``col``
+              ``[nnz]`` integer, ``values`` ``[nnz]``, torch tensors or NumPy arrays,
+              ``shape`` ``(n, n)``; as ``torch.sparse_csr_tensor(crow, col, values, shape)``.
+
+            Values are float32 or float64. Rows' columns need not be sorted; an entry may
+            not appear twice in a tensor or arrays.
+        lower: ``A`` is lower triangular (else upper): every entry lies on the diagonal or
+            on that side of it.
+        unit_diagonal: take the diagonal as ones; stored diagonal entries are then not
+            read (and get no gradient) and may be missing. Otherwise every row needs a
+            finite nonzero diagonal entry.
+
+    Raises:
+        TypeError: ``A`` of another kind, values of an unsupported dtype (integer, half,
+            complex), index arrays that are not integers.
+        ValueError: ``A`` not square, not triangular in the asked direction (naming the
+            first entry on the wrong side), with a duplicate entry, a missing, zero or
+            non-finite diagonal entry (naming the row), inconsistent or out-of-range CSR
+            indices, or parts on different devices.
+
+    The values of a tensor or arrays input are used as given (not copied), in their own
+    storage order, so gradients reach them: a ``values`` tensor with ``requires_grad``
+    gets :math:`\partial A_{ij}` per entry. :meth:`update_values` swaps them.
+    """
+
+    def __init__(self, A: Any, lower: bool = True, unit_diagonal: bool = False) -> None:
+        if not isinstance(unit_diagonal, bool):
+            raise TypeError(f"unit_diagonal must be a bool, got {type(unit_diagonal).__name__}")
+        self._pattern, values = read_factor(A, lower)
+        self._unit_diagonal = unit_diagonal
+        self._values = values
+        self._canonical = self._canonical_values(values)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._pattern.n, self._pattern.n)
+
+    @property
+    def nnz(self) -> int:
+        """Stored entries of the factor."""
+        return self._pattern.nnz
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._values.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._pattern.device
+
+    @property
+    def lower(self) -> bool:
+        return self._pattern.lower
+
+    @property
+    def unit_diagonal(self) -> bool:
+        return self._unit_diagonal
+
+    @property
+    def values(self) -> torch.Tensor:
+        """``[nnz]`` the factor's values, in the input's storage order (for a SciPy input:
+        the order of its canonical CSR, rows' columns sorted and duplicates summed)."""
+        return self._values
+
+    def __repr__(self) -> str:
+        kind = ("lower" if self.lower else "upper") + (", unit diagonal" if self.unit_diagonal else "")
+        return (f"TriangularSolver(n={self._pattern.n}, nnz={self.nnz}, {kind}, dtype={self.dtype}, "
+                f"device={self.device})")
+
+    # ------------------------------------------------------------------ solving
+
+    def solve(self, b: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+        r"""``x`` with :math:`A x = b`, or :math:`A^T x = b` with ``transpose``.
+
+        Args:
+            b: ``[n]`` or ``[n, k]``, the factor's dtype and device.
+            transpose: solve with the transposed factor (an upper system for a lower ``A``).
+
+        Returns:
+            ``x``, a new tensor of ``b``'s shape. Differentiable in ``b`` and in the
+            factor's values (see :func:`sptrsv` for the gradients).
+        """
+        if not isinstance(transpose, bool):
+            raise TypeError(f"transpose must be a bool, got {type(transpose).__name__}")
+        self._check_rhs(b)
+        p = self._pattern
+        values = self._current_canonical()
+        if direct_call_ok(values, b):
+            return _sptrsv_ops.solve_now(p.crow, p.col, values, b, p.lower, self._unit_diagonal, transpose)
+        return _sptrsv_ops.sptrsv(p.crow, p.col, values, b, p.lower, self._unit_diagonal, transpose)
+
+    def _check_rhs(self, b: Any) -> None:
+        if not isinstance(b, torch.Tensor):
+            raise TypeError(f"b must be a torch.Tensor, got {type(b).__name__}")
+        check_values("b", b)
+        if b.dtype != self.dtype:
+            raise TypeError(f"b has dtype {b.dtype} but the factor's values are {self.dtype}")
+        if b.device != self.device:
+            raise ValueError(f"b is on {b.device} but the factor is on {self.device}")
+        n = self._pattern.n
+        if b.dim() not in (1, 2) or b.shape[0] != n:
+            raise ValueError(f"b must have shape [n] or [n, k] with n = {n} (A is {n} x {n}), "
+                             f"got {list(b.shape)}")
+
+    # ------------------------------------------------------------------ values
+
+    def update_values(self, values: torch.Tensor | np.ndarray) -> None:
+        """Take new values for the same pattern (e.g. a refactorisation), re-checking the diagonal.
+
+        Args:
+            values: ``[nnz]`` in the order of :attr:`values`, of the factor's dtype and
+                device; a tensor is used as given (gradients reach it).
+        """
+        if isinstance(values, np.ndarray):
+            values = torch.from_numpy(np.ascontiguousarray(values))
+        if not isinstance(values, torch.Tensor):
+            raise TypeError(f"values must be a torch.Tensor or a NumPy array, got {type(values).__name__}")
+        check_values("values", values)
+        if values.dtype != self.dtype:
+            raise TypeError(f"values has dtype {values.dtype} but the factor's values are {self.dtype}")
+        if values.device != self.device:
+            raise ValueError(f"values is on {values.device} but the factor is on {self.device}")
+        if values.shape != (self.nnz,):
+            raise ValueError(f"values must have shape [{self.nnz}] (one per stored entry), "
+                             f"got {list(values.shape)}")
+        canonical = self._canonical_values(values)
+        self._values, self._canonical = values, canonical
+
+    def _canonical_values(self, values: torch.Tensor) -> torch.Tensor:
+        """``values`` in canonical order (no autograd graph: see :meth:`_current_canonical`),
+        after checking the diagonal they give."""
+        order = self._pattern.order
+        with torch.no_grad():
+            canonical = values.detach() if order is None else values.index_select(0, order)
+        if not self._unit_diagonal:
+            check_diagonal(self._pattern, canonical)
+        return canonical
+
+    def _current_canonical(self) -> torch.Tensor:
+        """The canonical values; while autograd records and :attr:`values` requires grad, taken
+        from :attr:`values` in this call, so that each solve's graph reaches them."""
+        if not (torch.is_grad_enabled() and self._values.requires_grad):
+            return self._canonical
+        order = self._pattern.order
+        return self._values if order is None else self._values.index_select(0, order)
+
+
+def sptrsv(A: Any, b: torch.Tensor, lower: bool = True, unit_diagonal: bool = False,
+           transpose: bool = False) -> torch.Tensor:
+    r"""Solve :math:`A x = b` (or :math:`A^T x = b`) for a sparse triangular ``A``.
+
+    Args:
+        A: the ``n x n`` factor: a ``torch.sparse_csr`` tensor, a SciPy sparse matrix, or
+            CSR arrays ``(crow, col, values, shape)`` (see :class:`TriangularSolver`).
+        b: ``[n]`` or ``[n, k]`` right-hand sides, float32 or float64 like ``A``'s values,
+            on ``A``'s device.
+        lower: ``A`` is lower (else upper) triangular.
+        unit_diagonal: the diagonal is ones (stored diagonal entries are not read).
+        transpose: solve with :math:`A^T`.
+
+    Returns:
+        ``x`` of ``b``'s shape.
+
+    Gradients, with :math:`x = \mathrm{op}(A)^{-1} b`:
+
+    - :math:`\partial b = \mathrm{op}(A)^{-T} \partial x` (a solve with the other transpose);
+    - :math:`\partial A_{ij} = -\sum_c \partial b_{ic} x_{jc}` for each stored entry
+      (:math:`-\sum_c \partial b_{jc} x_{ic}` with ``transpose``): :math:`-\partial b\, x^T`
+      sampled at the pattern, summed over the ``k`` right-hand sides; 0 on a unit diagonal.
+
+    Each call validates ``A`` again; to solve repeatedly with one factor, build a
+    :class:`TriangularSolver` once. The errors are :class:`TriangularSolver`'s and
+    :meth:`TriangularSolver.solve`'s.
+    """
+    return TriangularSolver(A, lower=lower, unit_diagonal=unit_diagonal).solve(b, transpose=transpose)

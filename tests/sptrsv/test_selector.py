@@ -1,0 +1,136 @@
+"""The 10 matrix features and the MLP scheme selector."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gsparse.kernels.sptrsv import analysis, selector
+from gsparse.kernels.sptrsv.features import FEATURE_NAMES, matrix_features
+from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.space import reduced_space
+
+from .factors import hand_factor
+
+
+def _features(matrix: sp.sparray, lower: bool = True) -> dict[str, float]:
+    rows = analysis.dependency_graph(matrix.indptr, matrix.indices, lower)
+    return dict(zip(FEATURE_NAMES, matrix_features(rows, analysis.levels(rows.ptr, rows.deps))))
+
+
+def test_features_of_a_small_factor():
+    f = _features(hand_factor())  # row entries [1, 2, 1, 4, 3], levels [0, 1, 0, 2, 3]
+    per_row, per_level = np.array([1, 2, 1, 4, 3]), np.array([2, 2, 4, 3])
+    assert (f["m"], f["nnz"], f["layer_num"]) == (5, 11, 4)
+    assert (f["rnnz"], f["rnnz_max"], f["rnnz_cov"]) == pytest.approx((2.2, 4, per_row.std() / 2.2))
+    assert (f["lnnz"], f["lnnz_max"], f["lnnz_cov"]) == pytest.approx((2.75, 4, per_level.std() / 2.75))
+    # Rows 1, 3 and 4 depend on the row just before them; rows 0 and 2 on none.
+    assert f["dep_dist"] == pytest.approx(3 / 5)
+
+
+def test_dep_dist_measures_the_nearest_dependency_in_solve_order():
+    far = sp.csr_array(np.eye(4) + np.diag([1.0, 1.0], -2))  # rows 2, 3 depend two rows back
+    assert _features(far)["dep_dist"] == pytest.approx((0.5 + 0.5) / 4)
+    # The same factor stored upper and solved bottom up has the same features.
+    mirrored = sp.csr_array(far.toarray()[::-1, ::-1])
+    assert _features(mirrored, lower=False) == pytest.approx(_features(far))
+
+
+def test_features_of_an_empty_factor():
+    assert list(_features(sp.csr_array((0, 0))).values()) == [0.0] * 10
+
+
+def test_expand_makes_every_monomial_of_degree_two():
+    f = torch.arange(1.0, 11.0, dtype=torch.float64).reshape(1, 10)
+    x = selector.expand(f)
+    assert x.shape == (1, 66) and x[0, 0] == 1
+    logged = f.clone()
+    logged[0, [0, 1, 2, 3, 5, 6, 8]] = torch.log1p(logged[0, [0, 1, 2, 3, 5, 6, 8]])
+    torch.testing.assert_close(x[0, 1:11], logged[0])
+    assert x[0, 11] == logged[0, 0] ** 2 and x[0, 12] == logged[0, 0] * logged[0, 1]
+    assert x[0, -1] == logged[0, 9] ** 2
+
+
+def test_satisfactory_means_within_85_percent_of_the_best():
+    times = torch.tensor([[1.0, 1.1, 1.2, float("inf"), float("nan")]])
+    torch.testing.assert_close(selector.satisfactory(times), torch.tensor([[1.0, 1.0, 0.0, 0.0, 0.0]],
+                                                                          dtype=torch.float64))
+
+
+def _task(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Features of random matrices and times of three schemes: scheme 0 wins on deep,
+    row-after-row factors (dep_dist > 0.5), scheme 1 elsewhere, scheme 2 is always 1.5x off."""
+    rng = np.random.default_rng(seed)
+    f = np.zeros((count, 10))
+    f[:, 0] = 10 ** rng.uniform(3, 7, count)
+    f[:, 2] = rng.uniform(2, 10, count)
+    f[:, 1] = f[:, 0] * f[:, 2]
+    f[:, 3] = f[:, 2] * rng.uniform(1, 100, count)
+    f[:, 4] = rng.uniform(0, 3, count)
+    f[:, 8] = 10 ** rng.uniform(1, 5, count)
+    f[:, 5] = f[:, 1] / f[:, 8]
+    f[:, 6] = f[:, 5] * rng.uniform(1, 4, count)
+    f[:, 7] = rng.uniform(0, 2, count)
+    f[:, 9] = rng.random(count)
+    deep = f[:, 9] > 0.5
+    times = np.stack([np.where(deep, 1.0, 2.0), np.where(deep, 2.0, 1.0), np.full(count, 1.5)], axis=1)
+    return f, times
+
+
+SCHEMES = [SptrsvSchedule(), SptrsvSchedule(subwarps=32, sw_rnnz=float("inf")), SptrsvSchedule(warps_per_block=4)]
+
+
+def test_the_selector_learns_and_generalises():
+    model = selector.train(*_task(300, 0), SCHEMES, seed=1)
+    held_out = _task(200, 1)
+    assert selector.within_best(model, *held_out) >= 0.95
+    assert model.select(held_out[0][0]) == SCHEMES[0 if held_out[0][0, 9] > 0.5 else 1]
+    assert model.scores(held_out[0]).shape == (200, 3) and model.scores(held_out[0][0]).shape == (3,)
+
+
+def test_training_is_deterministic_and_the_file_round_trips(tmp_path):
+    features, times = _task(60, 2)
+    first = selector.train(features, times, SCHEMES, epochs=20, seed=3)
+    again = selector.train(features, times, SCHEMES, epochs=20, seed=3)
+    torch.testing.assert_close(first.scores(features), again.scores(features))
+    path = tmp_path / "selector.pt"
+    first.save(path)
+    loaded = selector.SchemeSelector.load(path)
+    assert loaded.schemes == first.schemes
+    torch.testing.assert_close(loaded.scores(features), first.scores(features))
+
+
+def test_selector_errors(tmp_path):
+    features, times = _task(10, 4)
+    with pytest.raises(ValueError, match=r"features must be \[B, 10\], got \(10, 9\)"):
+        selector.train(features[:, :9], times, SCHEMES)
+    with pytest.raises(ValueError, match=r"times must be \[B, S\] = \[10, 3\] \(matrices x schemes\), got \(10, 2\)"):
+        selector.train(features, times[:, :2], SCHEMES)
+    with pytest.raises(ValueError, match="schemes must not be empty"):
+        selector.SchemeSelector([], torch.zeros(66), torch.ones(66))
+    model = selector.train(features, times, SCHEMES, epochs=1)
+    with pytest.raises(ValueError, match=r"features must have 10 values per matrix .* got shape \(9,\)"):
+        model.select(features[0, :9])
+    other = tmp_path / "other.pt"
+    torch.save({"format": "something/1"}, other)
+    with pytest.raises(ValueError, match=r"other.pt is not a gsparse-sptrsv-selector/1 file \(found 'something/1'\)"):
+        selector.SchemeSelector.load(other)
+
+
+def test_selection_over_the_reduced_space_takes_under_5_ms():
+    space = reduced_space()
+    features, times = _task(40, 5)
+    model = selector.train(features, np.tile(times, (1, len(space) // 3)), space, epochs=2)
+    one = features[0]
+    model.select(one)
+    spent = []
+    for _ in range(20):
+        start = time.perf_counter()
+        model.select(one)
+        spent.append(time.perf_counter() - start)
+    assert statistics.median(spent) < 5e-3
