@@ -62,9 +62,9 @@ def test_json_round_trip_keeps_infinities():
     assert '"sw_rnnz": Infinity' in text
     assert SptrsvSchedule.from_json(text) == schedule
     with pytest.raises(ValueError, match=r"unknown SptrsvSchedule knobs \['nw'\]"):
-        SptrsvSchedule.from_json('{"nw": 4}')
+        SptrsvSchedule.from_json('{"skeleton": "sptrsv.scheme", "nw": 4}')
     with pytest.raises(ValueError, match="invalid SptrsvSchedule"):
-        SptrsvSchedule.from_json('{"subwarps": 5}')
+        SptrsvSchedule.from_json('{"skeleton": "sptrsv.scheme", "subwarps": 5}')
 
 
 def test_the_reduced_space_covers_every_strategy_once_per_scheme():

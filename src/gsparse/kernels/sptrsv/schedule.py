@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..common import schedule_from_json, schedule_to_json
+from ..schedule import Schedule
 
 __all__ = ["SptrsvSchedule", "POWERS_OF_TWO", "ALPHA_LEVELS", "MERGE_STRATEGIES", "GROUPINGS",
            "WARP_SCHEDULES", "sw_rnnz_choices"]
@@ -33,8 +33,8 @@ def sw_rnnz_choices(subwarps: int) -> tuple[float, ...]:
     return (0, *(p for p in POWERS_OF_TWO if p <= width), math.inf)
 
 
-@dataclass(frozen=True)
-class SptrsvSchedule:
+@dataclass(frozen=True, kw_only=True)
+class SptrsvSchedule(Schedule):
     """One point of the SpTRSV scheme space (a plain value: hashable, JSON round trip).
 
     Code variant (§4.2):
@@ -68,6 +68,7 @@ class SptrsvSchedule:
             one kernel per level (level-set); ∞: one kernel (fine-grained synchronisation).
     """
 
+    skeleton = "sptrsv.scheme"
     warps_per_block: int = 32
     subwarps: int = 1
     sw_rnnz: float = 0
@@ -115,12 +116,6 @@ class SptrsvSchedule:
                          f"{self.subwarps} subwarps, got {self.sw_rnnz!r}")
         return found
 
-    def validate(self) -> SptrsvSchedule:
-        """``self``, or ValueError listing every problem."""
-        if problems := self.problems():
-            raise ValueError(f"invalid SptrsvSchedule {self}: " + "; ".join(problems))
-        return self
-
     def __str__(self) -> str:
         merge = f"{self.merge}({self.merge_rows}" + (f",{self.merge_thresh})" if self.merge_thresh else ")")
         flags = "".join(f"+{name}" for name, on in (("cr", self.collaborative_read),
@@ -129,14 +124,6 @@ class SptrsvSchedule:
                                                      ("reorder", self.reorder)) if on)
         return (f"nw{self.warps_per_block}.ng{self.subwarps}.sw{_number(self.sw_rnnz)}{flags}."
                 f"{merge}.{self.grouping}.{self.warp_schedule}.a{_number(self.alpha_level)}")
-
-    def to_json(self) -> str:
-        return schedule_to_json(self)
-
-    @classmethod
-    def from_json(cls, text: str) -> SptrsvSchedule:
-        """The schedule written by :meth:`to_json` (see :func:`..common.schedule_from_json`)."""
-        return schedule_from_json(cls, text)
 
 
 def _number(value: float) -> str:
