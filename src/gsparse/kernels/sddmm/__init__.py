@@ -15,7 +15,9 @@ from ...algebra import BINARY_OPS
 from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
+from ..source import RUNTIME_LOADER
 from ..operands import vector_limit
+from . import codegen
 from .default import default_schedule
 from .plan import build_plan
 from .schedule import SDDMM_SCHEDULES, Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
@@ -33,6 +35,7 @@ __all__ = [
     "SddmmTask",
     "chosen_schedule",
     "default_schedule",
+    "load_kernels",
     "run_sddmm",
     "schedule_space",
     "task_for",
@@ -65,6 +68,14 @@ def task_for(g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | No
         full_shape=full_shape, num_heads=num_heads, dtype=operand.dtype, index_dtype=g.index_dtype,
         has_eid=g.eid is not None, vector_ok=vector_limit(head_len, full, operand.dtype),
     )
+
+
+def load_kernels(task: SddmmTask, schedule: SddmmSchedule, device_index: int) -> None:
+    """Compile (through the disk cache) and load the kernels ``schedule`` runs ``task`` with,
+    without launching anything: what a tuner does ahead of measuring, in threads."""
+    program = codegen.program(task.algorithm, schedule)
+    for name in program.kernels:
+        RUNTIME_LOADER.kernel(program, name, device_index)
 
 
 def chosen_schedule(g: Graph, task: SddmmTask) -> SddmmSchedule:

@@ -16,7 +16,9 @@ from ...algebra import BINARY_OPS, REDUCERS
 from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
+from ..source import RUNTIME_LOADER
 from ..operands import vector_limit
+from . import codegen
 from .default import default_schedule
 from .plan import build_plan
 from .schedule import SPMM_SCHEDULES, ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
@@ -34,6 +36,7 @@ __all__ = [
     "SpmmTask",
     "chosen_schedule",
     "default_schedule",
+    "load_kernels",
     "run_spmm",
     "schedule_space",
     "task_for",
@@ -57,6 +60,14 @@ def task_for(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torc
         with_arg=with_arg,
         vector_ok=vector_limit(math.prod(out_shape), full, dtype),
     )
+
+
+def load_kernels(task: SpmmTask, schedule: SpmmSchedule, device_index: int) -> None:
+    """Compile (through the disk cache) and load the kernels ``schedule`` runs ``task`` with,
+    without launching anything: what a tuner does ahead of measuring, in threads."""
+    program = codegen.program(task.algorithm, schedule, task.num_features)
+    for name in program.kernels:
+        RUNTIME_LOADER.kernel(program, name, device_index)
 
 
 def chosen_schedule(g: Graph, task: SpmmTask) -> SpmmSchedule:

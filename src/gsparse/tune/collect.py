@@ -1,0 +1,256 @@
+"""Collect tuning data: every schedule of the space, measured on a corpus of graphs.
+
+    python -m gsparse.tune.collect --out DIR [--families lognormal,rmat,...] [--graphs 24]
+        [--min-edges 1e5] [--max-edges 3e7] [--features 1,4,16,32,64,100,128,256]
+        [--cases spmm:copy_lhs:sum,sddmm:u:dot:v,...] [--dtypes float32,bfloat16]
+        [--budget-s 400] [--seed 0]
+
+For each graph of :func:`gsparse.datasets.corpus` (built on the GPU) and each cell (case,
+feature length, dtype), on fresh random operands: the reference (PyTorch ops, or the
+default schedule where the per-edge messages would not fit), the default schedule, the
+cuSPARSE baseline where one exists, and every schedule of the task's space — each
+checked against the reference, then timed (CUDA events, median of repeats after a
+warm-up). A schedule that fails to compile, launch or match is recorded with its error.
+
+Writes ``DIR/cells.jsonl``: one JSON object per cell with the graph's family, parameters
+and structure, the task, the target, and every measurement, so that features can be
+recomputed offline as they evolve. Stops starting new graphs after ``--budget-s`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import backends, datasets, kernels
+from ..datasets.structure import describe_structure
+from ..graph import Graph
+from ..target import Target
+from .measure import compile_ahead, time_calls
+
+__all__ = ["Case", "CASES", "main"]
+
+_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10, torch.float16: 5e-3, torch.bfloat16: 2e-2}
+# Per-edge message elements the PyTorch-ops reference may hold (E x F), beyond which the
+# default schedule stands in for it.
+_REFERENCE_ELEMENTS = 1 << 30
+
+
+@dataclass(frozen=True)
+class Case:
+    """An operator call measured on each graph: ``spmm:<op>:<reduce>`` (copy_lhs or mul with
+    an edge scalar) or ``sddmm:<lhs target>:<op>:<rhs target>``."""
+
+    name: str
+
+    @property
+    def operator(self) -> str:
+        return self.name.split(":")[0]
+
+    def operands(self, g: Graph, feature_len: int, dtype: torch.dtype,
+                 gen: torch.Generator) -> dict[str, torch.Tensor | None]:
+        """Fresh random operands (never zeros) on the graph's device."""
+        device = g.device
+
+        def randn(rows: int) -> torch.Tensor:
+            return torch.randn(rows, feature_len, generator=gen, device=device).to(dtype)
+
+        parts = self.name.split(":")
+        if self.operator == "spmm":
+            op = parts[1]
+            weights = (torch.rand(g.num_edges, 1, generator=gen, device=device) + 0.5).to(dtype)
+            return {"lhs": randn(g.num_src), "rhs": weights if op == "mul" else None}
+        rows = {"u": g.num_src, "v": g.num_dst, "e": g.num_edges}
+        return {"lhs": randn(rows[parts[1]]), "rhs": randn(rows[parts[3]])}
+
+    def call(self, g: Graph, operands: dict[str, Any], feature_len: int) -> tuple[Any, Callable]:
+        """``(task, run)``: the kernel task of the call and ``run(schedule)`` (None: the
+        default) returning its output."""
+        parts = self.name.split(":")
+        lhs, rhs = operands["lhs"], operands["rhs"]
+        cuda = backends.cuda.BACKEND
+        if self.operator == "spmm":
+            op, reduce = parts[1], parts[2]
+            out_shape = (feature_len,)
+            task = kernels.spmm.task_for(g, op, reduce, lhs, rhs, out_shape)
+            return task, lambda s=None: cuda.spmm(g, op, reduce, lhs, rhs, out_shape, s)
+        lt, op, rt = parts[1], parts[2], parts[3]
+        out_shape = (1,) if op == "dot" else (feature_len,)
+        task = kernels.sddmm.task_for(g, op, lhs, rhs, lt, rt, out_shape)
+        return task, lambda s=None: cuda.sddmm(g, op, lhs, rhs, lt, rt, out_shape, s)
+
+    def reference(self, g: Graph, operands: dict[str, Any], feature_len: int) -> torch.Tensor:
+        """The PyTorch-ops result (the backend CUDA tensors fall back to without kernels)."""
+        parts = self.name.split(":")
+        lhs, rhs = operands["lhs"], operands["rhs"]
+        torch_ops = backends.cpu.BACKEND
+        if self.operator == "spmm":
+            return torch_ops.spmm(g, parts[1], parts[2], lhs, rhs, (feature_len,))
+        out_shape = (1,) if parts[2] == "dot" else (feature_len,)
+        return torch_ops.sddmm(g, parts[2], lhs, rhs, parts[1], parts[3], out_shape)
+
+    def cusparse(self, g: Graph, operands: dict[str, Any]) -> tuple[Callable[[], Any], Callable] | None:
+        """``(call, pick)``: the cuSPARSE call computing the same result, where one exists,
+        and how to read its output in the reference's layout."""
+        parts = self.name.split(":")
+        lhs, rhs = operands["lhs"], operands["rhs"]
+        if self.operator == "spmm" and parts[2] == "sum":
+            values = rhs.flatten() if rhs is not None else torch.ones(g.num_edges, dtype=lhs.dtype,
+                                                                     device=g.device)
+            values = values if g.eid is None else values[g.eid.long()]
+            csr = backends.cpu.unchecked_csr(g.rowptr.long(), g.col.long(), values, (g.num_dst, g.num_src))
+            return (lambda: torch.sparse.mm(csr, lhs)), (lambda out: out)
+        if self.name == "sddmm:u:dot:v":
+            pattern = backends.cpu.unchecked_csr(g.rowptr.long(), g.col.long(),
+                                                 torch.ones(g.num_edges, dtype=lhs.dtype, device=g.device),
+                                                 (g.num_dst, g.num_src))
+            lhs_t = lhs.t()
+
+            def in_edge_order(out: torch.Tensor) -> torch.Tensor:
+                values = out.values()  # CSR order
+                if g.eid is None:
+                    return values.unsqueeze(-1)
+                return torch.empty_like(values).index_copy_(0, g.eid.long(), values).unsqueeze(-1)
+
+            return (lambda: torch.sparse.sampled_addmm(pattern, rhs, lhs_t, beta=0.0)), in_edge_order
+        return None
+
+
+CASES = tuple(Case(name) for name in ("spmm:copy_lhs:sum", "spmm:copy_lhs:mean", "spmm:copy_lhs:max",
+                                      "spmm:mul:sum", "sddmm:u:dot:v", "sddmm:u:add:v"))
+
+
+def _error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    scale = float(ref.double().norm())
+    err = float((out.double() - ref.double()).norm())
+    err = err / scale if scale > 0 else err
+    return err if math.isfinite(err) else math.inf
+
+
+def _measure(run: Callable[[], Any], ref: torch.Tensor, tolerance: float, device: torch.device,
+             budget_s: float, flush_l2: bool, pick: Callable = lambda out: out) -> dict[str, Any]:
+    """Check ``pick(run())`` against ``ref``, then time ``run`` (overwriting the L2 before
+    each call when ``flush_l2``); a failure is recorded, never raised."""
+    try:
+        err = _error(pick(run()), ref)
+        if not err <= tolerance:
+            return {"error": f"relative error {err:.3g} over {tolerance:g}"}
+        timing = time_calls(run, [()], device, budget_s=budget_s, min_repeats=5, warmup=1,
+                            flush_l2=flush_l2)
+        return {"ms": timing.median_ms, "spread": timing.spread}
+    except Exception as error:  # noqa: BLE001 - one candidate's failure is data
+        return {"error": f"{type(error).__name__}: {str(error)[:200]}"}
+
+
+def _task_dict(task: Any) -> dict[str, Any]:
+    fields = asdict(task)
+    return {k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v) for k, v in fields.items()}
+
+
+def collect_cell(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, target: Target,
+                 gen: torch.Generator, budget_s: float = 0.02) -> dict[str, Any]:
+    """Every measurement of one cell (see the module docstring)."""
+    device = g.device
+    operands = case.operands(g, feature_len, dtype, gen)
+    task, run = case.call(g, operands, feature_len)
+    operator = kernels.OPERATORS[case.operator]
+    space = list(operator.schedule_space(task, g.stats, target))
+    default = operator.chosen_schedule(g, task)
+    compile_ahead([lambda s=s: operator.load_kernels(task, s, device.index) for s in space], device)
+    elements = g.num_edges * feature_len
+    ref = (case.reference(g, operands, feature_len) if elements <= _REFERENCE_ELEMENTS
+           else run(None).clone())
+    tolerance = _TOLERANCE[dtype]
+    # Inputs that fit in the L2 would stay there from call to call, as they do not between a
+    # model's layers: overwrite it before each timed call.
+    working_set = 4 * (g.num_edges + g.num_dst) + dtype.itemsize * feature_len * (g.num_src + g.num_dst)
+    flush = working_set < 2 * target.l2_bytes
+    cell: dict[str, Any] = {
+        "case": case.name, "feature_len": feature_len, "dtype": str(dtype).removeprefix("torch."),
+        "task": _task_dict(task), "reference": "torch" if elements <= _REFERENCE_ELEMENTS else "default",
+        "default": {"schedule": default.to_json(), **_measure(run, ref, tolerance, device, budget_s, flush)},
+    }
+    baseline = case.cusparse(g, operands)
+    if baseline is not None:
+        call, pick = baseline
+        cell["cusparse"] = _measure(call, ref, tolerance, device, budget_s, flush, pick)
+    cell["schedules"] = [{"schedule": s.to_json(), **_measure(lambda s=s: run(s), ref, tolerance, device,
+                                                               budget_s, flush)} for s in space]
+    return cell
+
+
+def _feature_lengths(lengths: tuple[int, ...], num_edges: int, cap: int) -> list[int]:
+    """The lengths whose per-edge work (E x F) stays under ``cap`` elements."""
+    return [f for f in lengths if num_edges * f <= cap]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gsparse.tune.collect", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder for cells.jsonl")
+    parser.add_argument("--families", default=",".join(datasets.FAMILIES))
+    parser.add_argument("--graphs", type=int, default=24, help="graphs drawn from the corpus")
+    parser.add_argument("--min-edges", type=float, default=1e5)
+    parser.add_argument("--max-edges", type=float, default=3e7)
+    parser.add_argument("--features", default="1,4,16,32,64,100,128,256")
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--work-cap", type=float, default=2e9, help="most E x F per cell")
+    parser.add_argument("--budget-s", type=float, default=400.0, help="stop starting graphs after this")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("python -m gsparse.tune.collect: needs a CUDA GPU (the schedules are GPU kernels)", file=sys.stderr)
+        return 2
+    families = tuple(f for f in args.families.split(",") if f)
+    if unknown := [f for f in families if f not in datasets.FAMILIES]:
+        print(f"python -m gsparse.tune.collect: unknown families {unknown}; known: {sorted(datasets.FAMILIES)}",
+              file=sys.stderr)
+        return 2
+    cases = [Case(name) for name in args.cases.split(",") if name]
+    lengths = tuple(int(f) for f in args.features.split(","))
+    dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda")
+    target = Target.of(device)
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    started = time.perf_counter()
+    with open(out / "cells.jsonl", "a") as sink:
+        for index, (family, parameters, g) in enumerate(datasets.corpus(
+                families, args.graphs, seed=args.seed, min_edges=int(args.min_edges),
+                max_edges=int(args.max_edges), device=device)):
+            if time.perf_counter() - started > args.budget_s:
+                print(f"budget spent after {index} graphs", flush=True)
+                break
+            structure = describe_structure(g)
+            graph_doc = {"index": index, "family": family, "parameters": parameters,
+                         "structure": structure.as_dict()}
+            for case in cases:
+                for dtype in dtypes:
+                    for feature_len in _feature_lengths(lengths, g.num_edges, int(args.work_cap)):
+                        cell = collect_cell(case, g, feature_len, dtype, target, gen)
+                        sink.write(json.dumps({"graph": graph_doc, "target": target.to_json(), **cell}) + "\n")
+                        sink.flush()
+                        ok = [s["ms"] for s in cell["schedules"] if "ms" in s]
+                        best = min(ok) if ok else math.nan
+                        default_ms = cell["default"].get("ms", math.nan)
+                        print(f"[{time.perf_counter() - started:6.0f} s] graph {index} {family} "
+                              f"E={g.num_edges:,} {case.name} F={feature_len} {cell['dtype']}: "
+                              f"{len(ok)}/{len(cell['schedules'])} ok, best {best:.4g} ms, "
+                              f"default/best {default_ms / best:.2f}", flush=True)
+            del g
+            torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
