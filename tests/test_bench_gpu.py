@@ -65,7 +65,9 @@ def test_every_implementation_runs_and_passes_its_check_on_the_gpu():
 
 
 def test_sweep_times_the_spmm_schedule_space_on_the_gpu():
-    from gsparse.kernels.spmm import schedule_space
+    from gsparse.kernels import spmm
+    from gsparse.target import Target
+    from gsparse.tune.search import FINALISTS
 
     doc = runner.run_suite(_config(ops=("spmm",), workloads=("cora",), feature_lens=(32,), sweep=True),
                            progress=lambda line: None)
@@ -74,8 +76,11 @@ def test_sweep_times_the_spmm_schedule_space_on_the_gpu():
     assert set(by_case) == {"copy_lhs_sum", "u_mul_e_sum", "copy_lhs_mean", "copy_lhs_max"}
     g = datasets.real_graph("cora").graph
     assert swept["sweep"]["status"] == "ok"
-    size = len(schedule_space(g, 32, torch.float32))
+    x = torch.randn(g.num_src, 32, device="cuda")
+    task = spmm.task_for(g.to("cuda"), "copy_lhs", "sum", x, None, (32,))
+    size = len(spmm.schedule_space(task, g.stats, Target.of("cuda")))
     assert swept["sweep"]["screened"] == swept["sweep"]["size"] == size
-    assert swept["sweep"]["timed"] == min(size, runner._FINALISTS)
+    assert swept["sweep"]["timed"] == min(size, FINALISTS)
+    assert swept["sweep"]["default"] == str(spmm.default_schedule(task, g.stats, Target.of("cuda")))
     assert swept["sweep"]["best_ms"] <= swept["results"]["gsparse"]["median_ms"]
     assert unswept["sweep"]["status"] == "unavailable"
