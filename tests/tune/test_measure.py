@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import torch
@@ -59,3 +60,17 @@ def test_compile_ahead_runs_every_call_in_threads_and_ignores_failures() -> None
     compile_ahead([call(i) for i in range(12)], CPU, workers=4)
     assert sorted(ran) == list(range(12))
     assert threading.get_ident() not in threads  # not on the caller's thread
+
+
+@pytest.mark.gpu
+def test_gpu_warmup_lasts_a_tenth_of_a_second_whatever_the_budget():
+    calls = []
+
+    def one_millisecond() -> None:
+        calls.append(time.perf_counter())
+        torch.cuda._sleep(2_000_000)  # about 1 ms of GPU clock cycles
+
+    t = time_calls(one_millisecond, [()], torch.device("cuda"), budget_s=0.001,
+                   min_repeats=3, max_repeats=3)
+    warmup_s = calls[-len(t.times_ms)] - calls[0]
+    assert warmup_s >= 0.1, f"warm-up lasted {warmup_s * 1e3:.1f} ms"
