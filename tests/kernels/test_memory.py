@@ -34,8 +34,7 @@ def test_nested_blocks_each_log_what_they_saw() -> None:
 
 
 def test_a_block_left_by_an_exception_stops_poisoning() -> None:
-    with pytest.raises(RuntimeError):
-        with memory.poisoned() as allocated:
-            raise RuntimeError("a kernel failed")
+    with pytest.raises(RuntimeError), memory.poisoned() as allocated:
+        raise RuntimeError("a kernel failed")
     memory.allocate((2,), torch.float32, torch.device("cpu"))
     assert allocated == []  # the block no longer logs
