@@ -1,8 +1,8 @@
-"""The benchmark suite: timing, baselines and their checks, sweep logic, reports, and the CLI."""
+"""The benchmark suite: input rotation and bandwidth, baselines and their checks, sweeps, reports,
+and the CLI. (Timing calls is tested in tests/tune/test_measure.py.)"""
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import replace
 
@@ -11,12 +11,16 @@ import torch
 
 import gsparse
 import gsparse.cli as cli
-from gsparse import runtime
-from gsparse import datasets
+from gsparse import datasets, kernels, runtime
 from gsparse.bench import baselines, report, runner, timing
 from gsparse.bench.baselines import CASES
 from gsparse.datasets import LogNormal, synthetic
 from gsparse.graph import Graph
+from gsparse.kernels.spmm import OutputTiled
+from gsparse.target import H100, Target
+from gsparse.tune.search import FINALISTS
+
+from recording import RecordingLoader
 
 CPU = torch.device("cpu")
 
@@ -39,7 +43,7 @@ def _cell(case, g: Graph, feature_len: int = 8, sets: int = 2) -> runner._Cell:
     return runner._Cell(case, inputs, samples, refs, baselines.TOLERANCE[torch.float32], CPU, 0.005)
 
 
-# ------------------------------------------------------------------ timing
+# ------------------------------------------------------------------ rotation and bandwidth
 
 
 def test_rotation_spans_the_cache_when_inputs_fit():
@@ -51,25 +55,6 @@ def test_rotation_spans_the_cache_when_inputs_fit():
     with pytest.raises(ValueError, match="working_set_bytes must be >= 0, got -1"):
         timing.rotation_count(-1, CPU)
     assert not timing.needs_flush(1, CPU)  # the CPU never flushes
-
-
-def test_time_calls_cycles_through_every_input_set():
-    seen = []
-    t = timing.time_calls(seen.append, [(0,), (1,), (2,)], CPU, budget_s=0.001, min_repeats=6, max_repeats=6)
-    assert len(t.times_ms) == 6 and t.median_ms >= 0
-    assert set(seen) == {0, 1, 2} and seen[-6:] == [0, 1, 2, 0, 1, 2]
-    with pytest.raises(ValueError, match="input_sets must hold at least one"):
-        timing.time_calls(print, [], CPU)
-    with pytest.raises(ValueError, match="need 1 <= min_repeats <= max_repeats, got 5 and 2"):
-        timing.time_calls(print, [()], CPU, min_repeats=5, max_repeats=2)
-
-
-def test_no_warmup_times_exactly_min_repeats_calls():
-    seen = []
-    t = timing.time_calls(lambda i: seen.append(i), [(0,), (1,)], CPU, warmup=0, min_repeats=3)
-    assert seen == [0, 1, 0] and len(t.times_ms) == 3
-    with pytest.raises(ValueError, match="warmup must be >= 0"):
-        timing.time_calls(print, [()], CPU, warmup=-1)
 
 
 def test_bandwidth_is_measured():
@@ -148,28 +133,33 @@ class _Schedule:
         return json.dumps({"n": self.n})
 
 
-class _FakeScheduleModule:
+class _FakeOperator:
     """Eight schedules; the CPU front end ignores them, so each runs the same default path."""
 
     @staticmethod
-    def schedule_space(g, feature_len, dtype):
+    def schedule_space(task, stats, target):
+        assert target is H100
         return [_Schedule(n) for n in range(8)]
 
     @staticmethod
-    def default_schedule(g, feature_len, dtype, lhs_len=None, lhs_only=False):
-        # Named after the lhs row length the backend passes (g-SpMM's column-tile rule).
-        return _Schedule(0 if lhs_len is None else 100 + lhs_len)
+    def chosen_schedule(g, task):
+        # Named after the task's feature count: the sweep hands over the case's task.
+        return _Schedule(100 + task.num_features)
 
 
-def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best():
+def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best(monkeypatch):
     case = CASES["spmm"][0]
+    monkeypatch.setitem(kernels.OPERATORS, "spmm", _FakeOperator)
+    # the sweep reads the facts of its device; on the CPU there is none, so a fixed one
+    monkeypatch.setattr(Target, "of", staticmethod(lambda device=None: H100))
     cell = _cell(case, _permuted_graph())
     default = runner._measure(cell, case.implementations()[0])
-    result = runner._sweep(cell, _FakeScheduleModule, 8, torch.float32, default)
+    result = runner._sweep(cell, 8, torch.float32, default)
     assert result["status"] == "ok" and result["size"] == result["screened"] == 8
-    assert result["timed"] == runner._FINALISTS == 6
+    assert result["timed"] == FINALISTS == 6
     entries = result["schedules"]
     assert [e["schedule"] for e in entries] == [f"s{n}" for n in range(8)]
+    assert [e["json"] for e in entries] == [json.dumps({"n": n}) for n in range(8)]
     assert all("screen_ms" in e for e in entries)
     finalists = sorted(entries, key=lambda e: e["screen_ms"])[:6]
     assert all("median_ms" in e for e in finalists)
@@ -178,56 +168,65 @@ def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best()
     assert result["best_ms"] == fastest and result["default"] == "s108"
 
 
+def test_a_broken_space_is_reported_not_raised(monkeypatch):
+    class Broken(_FakeOperator):
+        @staticmethod
+        def schedule_space(task, stats, target):
+            raise RuntimeError("no space today")
+
+    monkeypatch.setitem(kernels.OPERATORS, "spmm", Broken)
+    monkeypatch.setattr(Target, "of", staticmethod(lambda device=None: H100))
+    case = CASES["spmm"][0]
+    cell = _cell(case, _permuted_graph())
+    result = runner._sweep(cell, 8, torch.float32, {"status": "ok", "median_ms": 1.0})
+    assert result == {"status": "error", "message": "RuntimeError: no space today"}
+
+
 def test_sweep_is_unavailable_off_the_gpu():
-    module, why = runner._schedule_api(CASES["spmm"][0], CPU)
-    assert module is None and "CPU" in why
-    assert runner._schedule_api(CASES["softmax"][0], CPU)[1] == "softmax/dst has no schedules"
-    assert (runner._schedule_api(CASES["spmm"][1], CPU)[1]
+    assert "CPU" in runner._why_not_swept(CASES["spmm"][0], CPU)
+    assert runner._why_not_swept(CASES["softmax"][0], CPU) == "softmax/dst has no schedules"
+    assert (runner._why_not_swept(CASES["spmm"][1], CPU)
             == "spmm/u_mul_e_sum is swept with sweep_all (--sweep-all) only")
-    module, why = runner._schedule_api(CASES["sddmm"][1], CPU, sweep_all=True)
-    assert module is None and "CPU" in why  # swept with sweep_all, but not off the GPU
+    # swept with sweep_all, but not off the GPU
+    assert "CPU" in runner._why_not_swept(CASES["sddmm"][1], CPU, sweep_all=True)
+    assert runner._why_not_swept(CASES["spmm"][0], torch.device("cuda")) is None
 
 
-_SWEPT = [c for cases in CASES.values() for c in cases if c.schedule_module]
+_SWEPT = [c for cases in CASES.values() for c in cases if c.kernel_task is not None]
 
 
 @pytest.mark.parametrize(("case", "feature_len"),
                          [(c, 32) for c in _SWEPT] + [(c, 1) for c in _SWEPT if c.op == "spmm"],
                          ids=lambda p: p.label if hasattr(p, "label") else str(p))
 def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, feature_len, monkeypatch) -> None:
-    """The sweep names ``default_schedule(g, F, dtype, **case.default_options(F))`` as the
-    default; the front end must launch that very schedule. Checked on a graph of long rows
-    at 32 features, where element-wise g-SDDMM and dot take different defaults, and at 1,
-    where copy_lhs takes the output-tiled skeleton and weighted sums do not."""
+    """The sweep measures the space of ``case.kernel_task(inputs)`` and names the schedule
+    chosen for that task as the default; the front end must run that very task and
+    schedule. Here the schedule is chosen and its plan built ahead, on an H100's facts with
+    a recording loader, in the graph's caches: a call that built another task would find
+    neither, and fail on the CPU, where no Target can be read. Checked on a graph of long
+    rows at 32 features, where element-wise g-SDDMM and dot take different defaults, and at
+    1, where copy_lhs takes the output-tiled skeleton and weighted sums do not."""
     from gsparse import backends
     from gsparse.backends import cuda
-    from recording import RecordingKernel
 
-    launched = []
-    for name in ("gsparse.kernels.spmm", "gsparse.kernels.sddmm"):
-        monkeypatch.setattr(importlib.import_module(name), "_kernel",
-                            lambda algorithm, schedule, device: (launched.append(schedule),
-                                                                 (RecordingKernel(), ""))[1])
-    spmm = importlib.import_module("gsparse.kernels.spmm")
-    monkeypatch.setattr(spmm, "_two_pass_kernels", lambda algorithm, schedule, device: (
-        launched.append(schedule), (RecordingKernel(), RecordingKernel(), ""))[1])
-    monkeypatch.setattr(spmm, "_output_tiled_kernels",
-                        lambda algorithm, schedule, features, device: (
-                            launched.append(schedule),
-                            (RecordingKernel(), RecordingKernel() if schedule.column_groups > 1
-                             else None, ""))[1])
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setitem(backends._BY_DEVICE_TYPE, "cpu", cuda.BACKEND)  # CPU tensors, kernel path
     gen = torch.Generator().manual_seed(0)
     src = torch.randint(0, 600, (300 * 400,), generator=gen)
     g = gsparse.Graph.from_edge_index(torch.stack([src, torch.arange(300).repeat_interleave(400)]), 600, 300)
     inputs = case.make_inputs(g, feature_len, torch.float32, gen)
+    name, task = case.kernel_task(inputs)
+    operator = kernels.OPERATORS[name]
+    default = g.schedules.get(task, lambda: operator.default_schedule(task, g.stats, H100))
+    loader = RecordingLoader()
+    if name == "spmm":
+        g.plans.get((task, default), lambda: operator.build_plan(g, task, default, H100, loader=loader))
+    else:
+        g.plans.get((task, default), lambda: operator.build_plan(g, task, default, loader=loader))
     case.ours(inputs, None)
-    module = importlib.import_module(case.schedule_module)
-    default = module.default_schedule(g, feature_len, torch.float32, **case.default_options(feature_len))
-    assert launched == [default]
+    assert operator.chosen_schedule(g, task) is default  # what the sweep names
+    assert len(g.schedules) == len(g.plans) == 1 and loader.order  # and what ran
     if case.label in ("spmm/copy_lhs_sum", "spmm/copy_lhs_mean") and feature_len == 1:
-        assert default.output_tile
+        assert isinstance(default, OutputTiled)
 
 
 def test_config_names_bad_values():

@@ -93,13 +93,20 @@ def test_row_stats_and_degree_sorted_rows():
     assert g.degree_sorted_rows.tolist() == [2, 0, 1]
 
 
-def test_signature_is_structural_and_stable():
-    ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
-    a, b = Graph.from_edge_index(ei), Graph.from_edge_index(ei.clone())
-    assert a.signature == b.signature == a.with_index_dtype(torch.int64).signature
-    assert a.signature != Graph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 1]])).signature
-    assert a.signature != Graph.from_edge_index(ei, num_src=4).signature
-    assert a.signature != Graph.from_edge_index(ei[:, [1, 0, 2]]).signature  # edge ids differ
+def test_stats_are_the_sizes_and_row_statistics_rules_read():
+    g = Graph.from_edge_index(torch.tensor([[0, 1, 2, 0, 1, 0], [2, 2, 2, 0, 0, 1]]), num_src=4)
+    assert g.stats == gsparse.GraphStats(num_src=4, num_dst=3, num_edges=6, rows=g.row_stats)
+    assert g.stats is g.stats  # computed once
+    empty = Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), num_src=3, num_dst=5)
+    assert empty.stats == gsparse.GraphStats(3, 5, 0, gsparse.RowStats(0.0, 0, 0.0))
+
+
+def test_derived_structures_live_in_their_owners_cache():
+    g = Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]))
+    gsparse.copy_u_sum(g, torch.randn(2, 3))
+    gsparse.edge_softmax(g, torch.randn(2))
+    # the CPU backend keeps its structures apart from the generated kernels' plans
+    assert len(g.cpu) == 2 and len(g.plans) == len(g.schedules) == len(g.layouts) == 0
 
 
 def test_index_dtype_and_to():

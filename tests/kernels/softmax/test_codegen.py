@@ -1,0 +1,79 @@
+"""Edge softmax code generation: sources that read well, and NVRTC builds for sm_80 and
+sm_90 without spills (no GPU needed)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from gsparse.kernels.softmax import SoftmaxTask, WarpPerRow, codegen
+from gsparse.runtime import compile_cuda
+
+from kernels.support import DTYPES, assert_no_spills, needs_nvrtc
+
+
+def _variants() -> list[tuple]:
+    every = list(itertools.product(("forward", "backward"), DTYPES, (torch.int32, torch.int64),
+                                   (False, True), (1, 2, 4, 8, 16, 32)))
+    return every[::7]  # a spread over every axis
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("direction", "dtype", "index_dtype", "has_eid", "lanes"), _variants(),
+                         ids=str)
+def test_kernels_compile_without_spills(arch, direction, dtype, index_dtype, has_eid, lanes) -> None:
+    task = SoftmaxTask(direction, dtype, index_dtype, has_eid, num_heads=lanes)
+    assert task.lanes == lanes
+    schedule = WarpPerRow()
+    program = codegen.program(task, schedule)
+    binary = compile_cuda(program.source, arch=arch, cache=None)
+    assert_no_spills(binary, codegen.kernel_name(direction), schedule.threads)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("warps", [4, 16, 32])
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_every_block_size_of_the_space_compiles_without_spills(direction, warps, arch) -> None:
+    # GAT's case: 8 heads, edge ids, int64 indices
+    task = SoftmaxTask(direction, torch.float32, torch.int64, True, num_heads=8)
+    schedule = WarpPerRow(warps_per_block=warps)
+    binary = compile_cuda(codegen.program(task, schedule).source, arch=arch, cache=None)
+    assert_no_spills(binary, codegen.kernel_name(direction), schedule.threads)
+
+
+def test_generated_source_reads_well() -> None:
+    forward = codegen.program(SoftmaxTask("forward", torch.bfloat16, torch.int64, True, 8), WarpPerRow())
+    assert list(forward.kernels) == [codegen.kernel_name("forward")] == ["edge_softmax_forward"]
+    assert forward.source.startswith(
+        "// gsparse edge softmax, forward: bfloat16 int64 eid, 8 lanes per edge")
+    assert f"// schedule warp_per_row.w8: {WarpPerRow().to_json()}" in forward.source
+    assert "return (long long)eid[p];" in forward.source
+    assert "__launch_bounds__(256)" in forward.source
+    backward = codegen.program(SoftmaxTask("backward", torch.float32, torch.int32, False, 1),
+                               WarpPerRow(warps_per_block=4)).source
+    assert "return p;" in backward and "__launch_bounds__(128)" in backward
+    assert "dz[i] = gs::from_acc<T>(yi * (gs::to_acc(dy[i]) - s));" in backward
+
+
+def test_signatures_name_each_directions_values() -> None:
+    forward = codegen.signature(SoftmaxTask("forward", torch.float32, torch.int32, False, 1))
+    backward = codegen.signature(SoftmaxTask("backward", torch.float32, torch.int32, False, 1))
+    assert [p for _, p in forward.params] == ["rowptr", "eid", "x", "y", "num_rows", "num_heads"]
+    assert [p for _, p in backward.params] == ["rowptr", "eid", "y", "dy", "dz", "num_rows",
+                                               "num_heads"]
+
+
+def test_programs_are_generated_once_per_task_and_schedule() -> None:
+    task = SoftmaxTask("forward", torch.float32, torch.int32, False, 4)
+    assert codegen.program(task, WarpPerRow()) is codegen.program(task, WarpPerRow())
+    assert codegen.program(task, WarpPerRow()) is not codegen.program(task, WarpPerRow(warps_per_block=4))
+
+
+def test_program_refuses_an_invalid_schedule() -> None:
+    with pytest.raises(ValueError, match="warps_per_block must be one of"):
+        codegen.program(SoftmaxTask("forward", torch.float32, torch.int32, False, 4),
+                        WarpPerRow(warps_per_block=3))

@@ -1,0 +1,127 @@
+"""Fused edge softmax kernels on the GPU: forward and backward against the float64
+reference, with every output element poisoned until a kernel writes it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gsparse
+from gsparse.backends import cpu
+from gsparse.kernels import memory
+from gsparse.kernels.softmax import (
+    SoftmaxTask,
+    build_plan,
+    run_edge_softmax,
+    run_edge_softmax_backward,
+    schedule_space,
+)
+from gsparse.target import Target
+from gsparse.testing.reference import edge_softmax_ref
+
+from graphs import named_graph, random_features
+from kernels.support import DTYPES, gpu
+
+pytestmark = gpu
+
+_TOLERANCE = {
+    torch.float16: {"rtol": 2e-3, "atol": 1e-3},
+    torch.bfloat16: {"rtol": 1.6e-2, "atol": 8e-3},
+    torch.float32: {"rtol": 1e-5, "atol": 1e-6},
+    torch.float64: {"rtol": 1e-12, "atol": 1e-13},
+}
+
+
+def _check_forward(g, logits, norm_by) -> None:
+    out = run_edge_softmax(g.to("cuda"), logits.cuda(), norm_by)
+    expected = edge_softmax_ref(g, logits, norm_by)
+    torch.testing.assert_close(out.cpu().double(), expected.to(logits.dtype).double(),
+                               **_TOLERANCE[logits.dtype], msg=lambda m: f"{norm_by}: {m}")
+
+
+def _check_backward(g, logits, norm_by) -> None:
+    x = logits.double().requires_grad_()
+    y64 = cpu.BACKEND.edge_softmax(g, x, norm_by)
+    dy = random_features(tuple(logits.shape), torch.float64, 7)
+    (expected,) = torch.autograd.grad(y64, x, dy)
+    dtype = logits.dtype
+    out = run_edge_softmax_backward(g.to("cuda"), y64.detach().to("cuda", dtype),
+                                    dy.to("cuda", dtype), norm_by)
+    torch.testing.assert_close(out.cpu().double(), expected.to(dtype).double(),
+                               **_TOLERANCE[dtype], msg=lambda m: f"backward {norm_by}: {m}")
+
+
+SHAPES = [(), (8, 1), (3,), (40,)]  # one head, GAT's 8 heads, 3 heads, more heads than lanes
+
+
+@pytest.mark.parametrize("norm_by", ["dst", "src"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["random", "sorted", "int64"])
+def test_forward_and_backward_match_reference(poisoned, kind, dtype, norm_by) -> None:
+    g = named_graph(kind)
+    for i, shape in enumerate(SHAPES):
+        logits = random_features((g.num_edges, *shape), dtype, seed=i)
+        _check_forward(g, logits, norm_by)
+        _check_backward(g, logits, norm_by)
+    assert len(poisoned) == 2 * len(SHAPES)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_large_logits_stay_finite(poisoned, dtype) -> None:
+    # exp(z) overflows for every one of these; exp(z - max) does not.
+    g = named_graph("random")
+    logits = random_features((g.num_edges, 8, 1), dtype, seed=3) * 1e3 + 5e4
+    out = run_edge_softmax(g.to("cuda"), logits.cuda())
+    assert torch.isfinite(out).all()
+    _check_forward(g, logits, "dst")
+    _check_forward(g, -logits, "src")
+
+
+@pytest.mark.parametrize("shape", [(), (8, 1)])
+def test_hundred_thousand_edge_row(poisoned, shape) -> None:
+    g = named_graph("long_row")
+    logits = random_features((g.num_edges, *shape), torch.float32, seed=4)
+    for norm_by in ("dst", "src"):
+        _check_forward(g, logits, norm_by)
+        _check_backward(g, logits, norm_by)
+
+
+def test_graph_without_edges(poisoned) -> None:
+    g = named_graph("empty").to("cuda")
+    assert run_edge_softmax(g, torch.randn(0, 8, 1, device="cuda")).shape == (0, 8, 1)
+    y = torch.randn(0, 8, 1, device="cuda")
+    assert run_edge_softmax_backward(g, y, y, "src").shape == (0, 8, 1)
+
+
+def test_front_end_runs_the_fused_kernel(poisoned) -> None:
+    g = named_graph("random")
+    logits = random_features((g.num_edges, 8, 1), torch.float32, seed=5)
+    cuda = g.to("cuda")
+    out = gsparse.edge_softmax(cuda, logits.cuda())
+    assert len(poisoned) == 1, "the CUDA backend did not run gsparse.kernels.softmax"
+    assert len(cuda.plans) == 1
+    torch.testing.assert_close(out.cpu().double(), edge_softmax_ref(g, logits),
+                               **_TOLERANCE[torch.float32])
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_every_schedule_of_the_space_matches_reference(poisoned, direction) -> None:
+    g = named_graph("random")
+    cuda = g.to("cuda")
+    logits = random_features((g.num_edges, 8), torch.float32, seed=6)
+    x = logits.double().requires_grad_()
+    y64 = cpu.BACKEND.edge_softmax(g, x, "dst")
+    dy = random_features(tuple(logits.shape), torch.float64, 7)
+    (grad,) = torch.autograd.grad(y64, x, dy)
+    task = SoftmaxTask(direction, torch.float32, cuda.index_dtype, cuda.eid is not None, 8)
+    for schedule in schedule_space(task, g.stats, Target.of("cuda")):
+        plan = build_plan(cuda, task, schedule)
+        out = memory.allocate((g.num_edges, 8), torch.float32, cuda.device)
+        if direction == "forward":
+            plan(x=logits.cuda(), y=out)
+            expected = y64.detach()
+        else:
+            plan(y=y64.detach().float().cuda(), dy=dy.float().cuda(), dz=out)
+            expected = grad
+        torch.testing.assert_close(out.cpu().double(), expected, **_TOLERANCE[torch.float32],
+                                   msg=lambda m: f"{direction} {schedule}: {m}")

@@ -1,0 +1,221 @@
+"""g-SpMM code generation: sources that read well, and NVRTC builds of sampled programs for
+sm_80 and sm_90 without spills (no GPU needed)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from gsparse.algebra import REDUCERS
+from gsparse.kernels.operands import Layout
+from gsparse.kernels.source import Program
+from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmAlgorithm, codegen
+from gsparse.kernels.spmm.codegen import column_tiled, one_pass, output_tiled, split_rows
+from gsparse.kernels.spmm.space import one_pass_grid
+from gsparse.runtime import compile_cuda
+
+from kernels.spmm.support import FEATURE_LENGTHS, algorithms
+from kernels.support import assert_no_spills, needs_nvrtc, sample
+
+# --- the one-pass skeleton ------------------------------------------------------------------
+
+
+def _sampled_pairs() -> list[tuple[SpmmAlgorithm, OnePass]]:
+    pairs = []
+    for i, feature_len in enumerate(FEATURE_LENGTHS):
+        for j, schedule in enumerate(sample(one_pass_grid(feature_len, 4), 3, seed=i)):
+            pairs.append((algorithms(seed=10 * i + j, k=1)[0], schedule))
+    return pairs
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("algorithm", "schedule"), _sampled_pairs(), ids=str)
+def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> None:
+    program = codegen.program(algorithm, schedule, schedule.feature_slice)
+    binary = compile_cuda(program.source, arch=arch, cache=None)
+    # __launch_bounds__(threads) keeps registers within what one block needs to launch.
+    assert_no_spills(binary, one_pass.KERNEL, schedule.threads)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_eight_wide_half_vectors_compile_without_spills(dtype) -> None:
+    algorithm = SpmmAlgorithm("mul", "max", Layout.FULL, Layout.FULL, dtype, torch.int32,
+                              has_eid=True, with_arg=True)
+    schedule = OnePass(feature_lanes=8, edge_lanes=4, vector_width=8, nnz_tile=4)
+    binary = compile_cuda(codegen.program(algorithm, schedule, 64).source, arch="sm_90", cache=None)
+    assert binary.resources[one_pass.KERNEL].spill_stores == 0, binary.log
+
+
+def test_generated_source_reads_well() -> None:
+    algorithm = SpmmAlgorithm("mul", "max", Layout.FULL, Layout.SCALAR, torch.float16,
+                              torch.int32, has_eid=True, with_arg=True)
+    schedule = OnePass(feature_lanes=32, vector_width=2, index_tile=True)
+    source = codegen.program(algorithm, schedule, 64).source
+    assert source.startswith("// gsparse g-SpMM: mul.max lhs:full/rhs:scalar float16 int32 eid arg")
+    assert f"// schedule {schedule}: {schedule.to_json()}" in source
+    assert "const A m = a[i] * b[i];" in source
+    assert "__shfl_sync(mask, tile_u, j, G)" in source
+    assert '__launch_bounds__(256)\ngspmm(const I* __restrict__ rowptr,' in source
+
+
+# --- programs: one per (algorithm, schedule), the kernels of its skeleton ---------------------
+
+_COPY = SpmmAlgorithm("copy_lhs", "sum", Layout.FULL, None, torch.float32, torch.int32, has_eid=False)
+
+
+@pytest.mark.parametrize(("schedule", "kernels"), [
+    (OnePass(), {"gspmm"}),
+    (SplitRows(row_split=256), {"gspmm_split", "gspmm_split_merge"}),
+    (ColumnTiled(feature_lanes=1, edge_lanes=32, column_tile=4096), {"gspmm_tiled", "gspmm_merge"}),
+    (OutputTiled(), {"gspmm_output_tiled"}),
+    (OutputTiled(column_groups=2), {"gspmm_output_tiled", "gspmm_output_tiled_merge"}),
+])
+def test_each_skeleton_generates_its_own_kernels(schedule, kernels: set[str]) -> None:
+    program = codegen.program(_COPY, schedule, 1)
+    assert isinstance(program, Program) and set(program.kernels) == kernels
+    for name, signature in program.kernels.items():
+        assert signature.name == name
+        assert f"\n{name}(" in program.source  # declared by its signature
+    # compile and launch errors quote what the program computes and how
+    assert program.context.startswith(f"{_COPY} | schedule {schedule}")
+
+
+def test_programs_are_generated_once_and_shared_across_feature_counts() -> None:
+    assert codegen.program(_COPY, OnePass(), 8) is codegen.program(_COPY, OnePass(), 512)
+    # the output-tiled skeleton resolves every feature loop at compile time
+    tiled = OutputTiled(vector_width=2, outputs_per_thread=2)
+    assert codegen.program(_COPY, tiled, 3) is codegen.program(_COPY, tiled, 3)
+    assert codegen.program(_COPY, tiled, 3) is not codegen.program(_COPY, tiled, 4)
+
+
+def test_program_refuses_invalid_and_foreign_schedules() -> None:
+    with pytest.raises(ValueError, match="feature_lanes must be one of"):
+        codegen.program(_COPY, OnePass(feature_lanes=3), 8)
+    from gsparse.kernels.sddmm import Edge
+
+    with pytest.raises(TypeError, match="must be a g-SpMM schedule, got Edge"):
+        codegen.program(_COPY, Edge(), 8)
+
+
+# --- the column-tiled skeleton ----------------------------------------------------------------
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("algorithm", algorithms(seed=99, k=40), ids=str)
+def test_column_tiled_skeleton_compiles_without_spills(arch, algorithm) -> None:
+    if algorithm.lhs_layout is None:
+        with pytest.raises(ValueError, match="stages lhs; copy_rhs reads none"):
+            codegen.program(algorithm, ColumnTiled(rows_per_block=32, feature_lanes=1,
+                                                   edge_lanes=32, column_tile=8192), 1)
+        return
+    schedule = ColumnTiled(rows_per_block=64, feature_lanes=2, edge_lanes=8,
+                           vector_width=2, column_tile=8192, degree_sorted=True)
+    binary = compile_cuda(codegen.program(algorithm, schedule, 4).source, arch=arch, cache=None)
+    for name in (column_tiled.KERNEL, column_tiled.MERGE):
+        assert binary.resources[name].spill_stores == 0, binary.log
+
+
+def test_column_tiled_source_stages_with_loads_in_flight_and_takes_block_rows() -> None:
+    source = codegen.program(_COPY, ColumnTiled(rows_per_block=64, feature_lanes=1, edge_lanes=16,
+                                                column_tile=4096), 4).source
+    assert "constexpr int AHEAD = 4;" in source and "uint4 v[AHEAD];" in source
+    assert "tile_lhs[i] = tile_src[i];" in source  # elements past the last whole vector
+    assert "constexpr long long TILE = 4096;" in source
+    # chosen at launch
+    assert column_tiled.FIRST_PASS.params[-1] == ("long long", "block_rows")
+    assert "long long block_rows)" in source
+
+
+# --- the split-rows skeleton -----------------------------------------------------------------
+
+
+def _split_pairs() -> list[tuple[SpmmAlgorithm, SplitRows]]:
+    pairs = []
+    splits = (32, 256, 4096, 65536)
+    for i, feature_len in enumerate(FEATURE_LENGTHS):
+        for j, schedule in enumerate(sample(one_pass_grid(feature_len, 4), 2, seed=100 + i)):
+            split = SplitRows(**schedule.knobs(), row_split=splits[(i + j) % 4])
+            pairs.append((algorithms(seed=1000 + 10 * i + j, k=1)[0], split))
+    return pairs
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("algorithm", "schedule"), _split_pairs(), ids=str)
+def test_split_programs_compile_without_spills(arch, algorithm, schedule) -> None:
+    binary = compile_cuda(codegen.program(algorithm, schedule, 8).source, arch=arch, cache=None)
+    assert_no_spills(binary, split_rows.KERNEL, schedule.threads)
+    assert_no_spills(binary, split_rows.MERGE)
+
+
+def test_split_source_reads_well() -> None:
+    algorithm = SpmmAlgorithm("mul", "max", Layout.FULL, Layout.SCALAR, torch.float16,
+                              torch.int64, has_eid=True, with_arg=True)
+    schedule = SplitRows(feature_lanes=8, edge_lanes=4, row_split=1024)
+    source = codegen.program(algorithm, schedule, 8).source
+    assert source.startswith("// gsparse g-SpMM, split rows: mul.max lhs:full/rhs:scalar float16")
+    assert schedule.to_json() in source
+    assert "constexpr long long SPLIT = 1024;" in source
+    assert f'extern "C" __global__ void\n{split_rows.MERGE}(' in source
+
+
+# --- the output-tiled skeleton ---------------------------------------------------------------
+
+
+def _tiled(warps: int = 32, vector: int = 1, outputs: int = 1, groups: int = 1) -> OutputTiled:
+    return OutputTiled(warps_per_block=warps, vector_width=vector, outputs_per_thread=outputs,
+                       column_groups=groups)
+
+
+def _copy_algorithms(seed: int, k: int) -> list[SpmmAlgorithm]:
+    every = [SpmmAlgorithm("copy_lhs", reduce, Layout.FULL, None, dtype, index, has_eid=False)
+             for reduce in REDUCERS
+             for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+             for index in (torch.int32, torch.int64)]
+    return random.Random(seed).sample(every, k)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("algorithm", _copy_algorithms(seed=3, k=12), ids=str)
+def test_output_tiled_skeleton_compiles_without_spills(arch: str, algorithm: SpmmAlgorithm) -> None:
+    # the warps per block the space offers for the dtype (float64: 8 and 16)
+    wide, vector = (16, 2) if algorithm.dtype == torch.float64 else (32, 4)
+    for schedule in (_tiled(wide), _tiled(wide // 2, vector=vector, outputs=2, groups=2)):
+        features = schedule.features_covered - 1 or 1  # a partial last vector too
+        binary = compile_cuda(codegen.program(algorithm, schedule, features).source, arch=arch,
+                              cache=None)
+        assert_no_spills(binary, output_tiled.KERNEL, schedule.threads)
+    assert binary.resources[output_tiled.MERGE].spill_stores == 0
+
+
+def test_output_tiled_source_names_its_schedule_and_copies_asynchronously() -> None:
+    algorithm = SpmmAlgorithm("copy_lhs", "mean", Layout.FULL, None, torch.float32, torch.int32,
+                              has_eid=False)
+    source = codegen.program(algorithm, _tiled(16, vector=2), 2).source
+    assert source.startswith("// gsparse g-SpMM, output-tiled: copy_lhs.mean lhs:full float32 int32")
+    assert _tiled(16, vector=2).to_json() in source
+    assert "__launch_bounds__(512, 1)" in source
+    assert "acc / A(degree)" in source
+    assert "cp.async.bulk.shared::cluster.global" in source  # sm_90: the bulk-copy engine
+    assert "cp.async.cg.shared.global" in source  # sm_80: 16-byte asynchronous copies
+    assert "constexpr int GROUPS = 1;" in source and output_tiled.MERGE not in source
+    grouped = codegen.program(algorithm, _tiled(groups=2), 1).source
+    assert "constexpr int GROUPS = 2;" in grouped and output_tiled.MERGE in grouped
+
+
+def test_output_tiled_generator_refuses_what_the_skeleton_does_not_run() -> None:
+    mul = SpmmAlgorithm("mul", "sum", Layout.FULL, Layout.FULL, torch.float32, torch.int32, True)
+    with pytest.raises(ValueError, match="runs copy_lhs of full-shape features"):
+        codegen.program(mul, _tiled(), 1)
+    with_arg = SpmmAlgorithm("copy_lhs", "max", Layout.FULL, None, torch.float32, torch.int32,
+                             True, with_arg=True)
+    with pytest.raises(ValueError, match="without arg indices"):
+        codegen.program(with_arg, _tiled(), 1)
+    with pytest.raises(ValueError, match="carries 2 features per edge"):
+        codegen.program(_COPY, _tiled(vector=2), 3)

@@ -1,0 +1,152 @@
+"""The g-SpMM hand rule: a schedule from the task, the graph's statistics and the target."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from gsparse.graph import GraphStats, RowStats
+from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, default_schedule
+from gsparse.kernels.spmm.plan import check_schedule
+from gsparse.kernels.spmm.space import row_splits_for
+from gsparse.target import H100
+
+from graphs import named_graph
+from kernels.spmm.support import FEATURE_LENGTHS, task
+
+
+def _stats(mean_degree: float, cov: float, source_rows: int, max_degree: int = 0,
+           rows: int = 1_000) -> GraphStats:
+    return GraphStats(source_rows, rows, round(mean_degree * rows), RowStats(mean_degree, max_degree, cov))
+
+
+def _row_rule(mean_degree: float, cov: float, feature_len: int, vector_ok: int, source_rows: int,
+              dtype: torch.dtype = torch.float32, max_degree: int = 0, target=H100):
+    """The one-pass family's rule alone: a task that reads no lhs (copy_rhs) takes it at
+    every feature length."""
+    return default_schedule(task("copy_rhs", "sum", feature_len, dtype, vector_ok=vector_ok),
+                            _stats(mean_degree, cov, source_rows, max_degree), target)
+
+
+@pytest.mark.parametrize("feature_len", [*FEATURE_LENGTHS, 3, 100, 1000])
+@pytest.mark.parametrize("mean_degree", [0.0, 1.5, 12.0, 492.0, 5000.0])
+@pytest.mark.parametrize("vector_ok", [1, 2, 4])
+def test_default_rule_gives_a_valid_schedule(feature_len, mean_degree, vector_ok) -> None:
+    stats = _stats(mean_degree, 1.6, 232_965, max_degree=int(mean_degree), rows=232_965)
+    for op in ("copy_rhs", "copy_lhs", "mul"):
+        t = task(op, "sum", feature_len, vector_ok=vector_ok)
+        s = default_schedule(t, stats, H100)
+        assert not s.problems()
+        check_schedule(t, s)  # it can run the task
+        assert s.vector_width <= vector_ok and feature_len % s.vector_width == 0
+        assert s.threads >= 128  # enough warps per block to hide latency
+
+
+def test_default_slice_keeps_the_dense_input_in_l2() -> None:
+    # reddit-like: 232,965 source rows of fp32; a 32-feature slice is 29.8 MB.
+    wide = _row_rule(492, 1.6, 512, 4, 232_965)
+    assert wide.feature_slice == 32
+    small_graph = _row_rule(492, 1.6, 512, 4, 2_000)
+    assert small_graph.feature_slice == 128
+    # products-like: no slice fits, so the widest slice reads the indices the fewest times
+    no_reuse = _row_rule(51, 1.9, 512, 4, 2_449_029)
+    assert no_reuse.feature_slice == 128
+
+
+def test_default_slice_follows_the_targets_l2() -> None:
+    large_l2 = dataclasses.replace(H100, l2_bytes=200 << 20)  # 128 features of reddit: 119 MB
+    assert _row_rule(492, 1.6, 512, 4, 232_965, target=large_l2).feature_slice == 128
+    small_l2 = dataclasses.replace(H100, l2_bytes=4 << 20)
+    assert _row_rule(492, 1.6, 512, 4, 2_000, target=small_l2).feature_slice == 128  # no reuse
+    assert _row_rule(492, 1.6, 512, 4, 20_000, target=small_l2).feature_slice == 32
+
+
+def test_default_splits_long_rows_beyond_four_features() -> None:
+    # reddit-like statistics: rows far longer than the mean are cut into the longest chunks
+    # row_splits_for offers (the H100 sweep's winners at 8-512 features).
+    reddit = dict(mean_degree=492, cov=1.63, vector_ok=4, source_rows=232_965, max_degree=40_000)
+    assert row_splits_for(492, 40_000) == [1024, 4096]
+    for feature_len in (8, 32, 512):
+        wide = _row_rule(feature_len=feature_len, **reddit)
+        assert isinstance(wide, SplitRows)
+        assert (wide.row_split, wide.degree_sorted) == (4096, True)
+    assert isinstance(_row_rule(feature_len=4, **reddit), OnePass)
+    # No long rows (or no statistics): nothing to split.
+    assert isinstance(_row_rule(feature_len=32, **{**reddit, "max_degree": 3_000}), OnePass)
+    assert isinstance(_row_rule(492, 1.63, 32, 4, 232_965), OnePass)
+
+
+def test_default_splits_the_rows_of_a_skewed_graph_at_a_length_the_space_offers() -> None:
+    skewed = named_graph("long_row")  # mean 2,550 edges, one row of 100,061
+    chosen = default_schedule(task("copy_lhs", "sum", 64), skewed.stats, H100)
+    assert isinstance(chosen, SplitRows) and chosen.row_split == 4096
+    assert isinstance(default_schedule(task("copy_lhs", "sum", 64), named_graph("random").stats, H100),
+                      OnePass)
+
+
+def test_default_keeps_natural_order_for_short_rows_and_features() -> None:
+    products = dict(mean_degree=51, cov=1.88, vector_ok=4, source_rows=2_449_029, max_degree=20_000)
+    assert not _row_rule(feature_len=2, **products).degree_sorted
+    assert _row_rule(feature_len=8, **products).degree_sorted
+    assert _row_rule(feature_len=2, **{**products, "mean_degree": 492}).degree_sorted
+
+
+def test_default_uses_column_tiles_only_when_their_row_pointers_are_small() -> None:
+    # few tiles: 50,000 sources, 1,000 long rows
+    few = GraphStats(50_000, 1_000, 100_000, RowStats(100.0, 140, 0.1))
+    chosen = default_schedule(task("mul", "sum", 1), few, H100)
+    assert isinstance(chosen, ColumnTiled) and not chosen.problems()
+    assert chosen.threads == 1024 and chosen.group == 16 and not chosen.degree_sorted
+    assert not isinstance(default_schedule(task("copy_rhs", "sum", 1), few, H100), ColumnTiled)
+    assert not isinstance(default_schedule(task("mul", "sum", 16), few, H100), ColumnTiled)  # wide
+    # many tiles x many short rows (products-like): per-tile row pointers would dominate
+    many = GraphStats(200_000, 200_000, 400_000, RowStats(2.0, 12, 0.7))
+    assert not isinstance(default_schedule(task("mul", "sum", 1), many, H100), ColumnTiled)
+
+
+def test_default_vectors_are_as_wide_as_the_data_allows() -> None:
+    g = named_graph("random")
+    assert default_schedule(task("copy_lhs", "sum", 256, torch.bfloat16), g.stats, H100).vector_width == 8
+    assert not default_schedule(task("copy_lhs", "sum", 256), g.stats, H100).problems()
+    assert default_schedule(task("copy_lhs", "sum", 6, vector_ok=4), g.stats, H100).vector_width == 2
+
+
+# --- the output-tiled skeleton --------------------------------------------------------------
+
+
+def _uniform(num_src: int, rows: int, degree: int) -> GraphStats:
+    """``rows`` rows of ``degree`` uniformly random sources each."""
+    return GraphStats(num_src, rows, rows * degree, RowStats(float(degree), degree, 0.0))
+
+
+def _tiled(warps: int, vector: int = 1, outputs: int = 1, groups: int = 1) -> OutputTiled:
+    return OutputTiled(warps_per_block=warps, vector_width=vector, outputs_per_thread=outputs,
+                       column_groups=groups)
+
+
+def test_default_takes_the_output_tiled_skeleton_for_copy_lhs() -> None:
+    # short rows over many sources (products-like proportions): 16 warps, 4 column groups
+    short = _uniform(300_000, 200_000, 60)
+    for features in (1, 2):
+        assert default_schedule(task("copy_lhs", "sum", features), short, H100) == \
+            _tiled(16, vector=features, groups=4)
+    # long rows (reddit-like proportions): 32 warps; lhs of 1.5 tiles: one group
+    long = _uniform(10_000, 1_000, 2_000)
+    assert default_schedule(task("copy_lhs", "sum", 1), long, H100) == _tiled(32, groups=1)
+    assert default_schedule(task("copy_lhs", "mean", 1, torch.float64), long, H100) == _tiled(16, groups=1)
+    assert default_schedule(task("copy_lhs", "sum", 3), long, H100) == _tiled(32, vector=1, outputs=4)
+    # not for weighted messages nor arg indices, nor beyond 4 features
+    assert not isinstance(default_schedule(task("mul", "sum", 1), short, H100), OutputTiled)
+    assert not isinstance(default_schedule(task("copy_lhs", "max", 1, with_arg=True), short, H100),
+                          OutputTiled)
+    assert not isinstance(default_schedule(task("copy_lhs", "sum", 8), long, H100), OutputTiled)
+    # 4 features of 300,000 sources: staging would pass 8 bytes per edge
+    assert not isinstance(default_schedule(task("copy_lhs", "sum", 4), short, H100), OutputTiled)
+
+
+def test_default_leaves_graphs_with_few_edges_per_source_to_the_gathers() -> None:
+    sparse = _uniform(1_000_000, 100_000, 4)  # 132 blocks would stage 132 x 4 MB
+    chosen = default_schedule(task("copy_lhs", "sum", 1), sparse, H100)
+    assert not isinstance(chosen, OutputTiled) and not chosen.problems()

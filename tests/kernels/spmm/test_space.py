@@ -1,0 +1,134 @@
+"""The g-SpMM search space: the one-pass grid, and where the other skeletons join it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gsparse.kernels.space import Space
+from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, schedule_space
+from gsparse.kernels.spmm.plan import check_schedule
+from gsparse.kernels.spmm.space import (
+    column_tile_for,
+    one_pass_grid,
+    output_tiled_schedule,
+    output_tiled_warps,
+    row_splits_for,
+)
+from gsparse.target import A100, H100
+
+from graphs import named_graph
+from kernels.spmm.support import FEATURE_LENGTHS, space, task
+
+
+@pytest.mark.parametrize("feature_len", FEATURE_LENGTHS)
+def test_grid_is_valid_and_covers_every_knob(feature_len: int) -> None:
+    grid = one_pass_grid(feature_len, vector_ok=4)
+    assert grid and all(isinstance(s, OnePass) and not s.problems() for s in grid)
+    assert len(set(grid)) == len(grid)
+    assert {s.degree_sorted for s in grid} == {False, True}
+    assert {s.nnz_tile for s in grid} == {1, 2, 4}
+    if feature_len >= 4:
+        assert {s.vector_width for s in grid} == {1, 4}
+        assert any(s.edge_lanes > 1 for s in grid)
+    if feature_len >= 32:
+        assert any(s.index_tile for s in grid)
+    # No group is more than twice as wide as the features it covers.
+    assert all(s.feature_slice <= max(feature_len, 2) * 2 for s in grid)
+
+
+def test_half_precision_space_moves_16_bytes_per_access() -> None:
+    g = named_graph("random")
+    assert {s.vector_width for s in space(g, 64, torch.float16)} == {1, 8}
+    assert {s.vector_width for s in space(g, 64, torch.bfloat16)} == {1, 8}
+    assert {s.vector_width for s in space(g, 64, torch.float32)} == {1, 4}
+    assert {s.vector_width for s in space(g, 64, torch.float64)} == {1, 2}
+
+
+def test_space_vectors_stay_within_what_the_operands_allow() -> None:
+    g = named_graph("random")
+    assert {s.vector_width for s in space(g, 64, vector_ok=2)} == {1, 2}
+    assert {s.vector_width for s in space(g, 64, vector_ok=1)} == {1}
+
+
+@pytest.mark.parametrize("kind", ["random", "long_row"])
+def test_every_candidate_can_run_its_task(kind) -> None:
+    for op, reduce, features, with_arg in (("copy_lhs", "sum", 1, False),
+                                           ("copy_lhs", "mean", 3, False),
+                                           ("copy_lhs", "max", 4, True),
+                                           ("mul", "max", 2, True),
+                                           ("copy_rhs", "min", 4, False),
+                                           ("div", "sum", 64, False)):
+        t = task(op, reduce, features, with_arg=with_arg)
+        candidates = schedule_space(t, named_graph(kind).stats, H100)
+        assert isinstance(candidates, Space) and len(candidates)
+        for schedule in candidates:
+            check_schedule(t, schedule)
+
+
+def test_space_holds_column_tiled_schedules_for_short_features_that_read_lhs() -> None:
+    g = named_graph("random")
+    tiled = [s for s in space(g, 4, op="mul") if isinstance(s, ColumnTiled)]
+    assert tiled and all(s.threads == 1024 and s.group >= 16 for s in tiled)
+    assert {s.column_tile for s in tiled} == {column_tile_for(4, torch.float32, H100)} == {14 * 1024}
+    assert not any(isinstance(s, ColumnTiled) for s in space(g, 16, op="mul"))
+    # copy_rhs reads no lhs: nothing to stage
+    assert not any(isinstance(s, ColumnTiled) for s in space(g, 4, op="copy_rhs"))
+
+
+def test_column_tiles_are_as_wide_as_shared_memory_allows() -> None:
+    assert column_tile_for(1, torch.float32, H100) == 56 * 1024  # 232,448 bytes / 4
+    assert column_tile_for(1, torch.float16, H100) == 64 * 1024  # 16-bit local indices
+    assert column_tile_for(4, torch.float32, A100) == 10 * 1024
+    assert column_tile_for(64, torch.float64, A100) == 0  # not one tile of 1,024 rows
+
+
+def test_chunk_lengths_swept_only_where_the_longest_row_is_far_longer_than_the_mean() -> None:
+    assert row_splits_for(mean_degree=10.0, max_degree=100_000) == [256, 1024]
+    assert row_splits_for(mean_degree=492.0, max_degree=21_657) == [1024]  # reddit
+    assert row_splits_for(mean_degree=50.0, max_degree=2_000) == []  # longest < 8 chunks
+    assert row_splits_for(mean_degree=5_000.0, max_degree=10 ** 6) == [16384]
+
+
+def test_space_splits_the_degree_sorted_schedules_of_skewed_graphs_only() -> None:
+    skewed = named_graph("long_row")  # mean 2,550 edges, one row of 100,061
+    candidates = space(skewed, 64)
+    split = [s for s in candidates if isinstance(s, SplitRows)]
+    assert {s.row_split for s in split} == {4096}
+    assert all(s.degree_sorted and not s.problems() for s in split)
+    assert len(split) == sum(1 for s in candidates if isinstance(s, OnePass) and s.degree_sorted)
+    assert not any(isinstance(s, SplitRows) for s in space(named_graph("random"), 64))
+
+
+def test_space_holds_output_tiled_schedules_up_to_four_features() -> None:
+    g = named_graph("random")
+    for features, vector, outputs in ((1, 1, 1), (2, 2, 1), (3, 1, 4), (4, 4, 1)):
+        tiled = [s for s in space(g, features) if isinstance(s, OutputTiled)]
+        assert {(s.vector_width, s.outputs_per_thread) for s in tiled} == {(vector, outputs)}
+        assert {(s.warps_per_block, s.column_groups) for s in tiled} == {
+            (warps, groups) for warps in (16, 32) for groups in (1, 2, 4)}
+    assert not any(isinstance(s, OutputTiled) for s in space(g, 8))
+    wide = [s for s in space(g, 4, torch.float64) if isinstance(s, OutputTiled)]
+    assert {s.vector_width for s in wide} == {2} and {s.warps_per_block for s in wide} == {8, 16}
+    # only where each message is a whole lhs row: not for weighted messages nor arg indices
+    assert not any(isinstance(s, OutputTiled) for s in space(g, 2, op="mul"))
+    assert not any(isinstance(s, OutputTiled) for s in space(g, 2, reduce="max", with_arg=True))
+
+
+def test_output_tiled_schedules_cover_every_feature() -> None:
+    assert output_tiled_warps(torch.float32) == (16, 32)
+    assert output_tiled_warps(torch.float64) == (8, 16)
+    assert output_tiled_schedule(3, torch.float32, 16, 2) == OutputTiled(
+        warps_per_block=16, vector_width=1, outputs_per_thread=4, column_groups=2)
+    assert output_tiled_schedule(4, torch.float16, 32, 1, vector_ok=2) == OutputTiled(
+        warps_per_block=32, vector_width=2, outputs_per_thread=2, column_groups=1)
+    for features in range(1, 9):
+        assert output_tiled_schedule(features, torch.float32, 16, 1).features_covered >= features
+
+
+def test_space_domains_name_each_knobs_values() -> None:
+    candidates = schedule_space(task("copy_lhs", "sum", 4), named_graph("random").stats, H100)
+    assert candidates.skeletons() == [OnePass, ColumnTiled, OutputTiled]
+    assert candidates.domain(OnePass, "nnz_tile") == (1, 2, 4)
+    assert candidates.domain(OutputTiled, "column_groups") == (1, 2, 4)
+    assert candidates.domain(SplitRows, "row_split") == ()
