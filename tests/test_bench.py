@@ -17,7 +17,7 @@ from gsparse.bench.baselines import CASES
 from gsparse.datasets import LogNormal, synthetic
 from gsparse.graph import Graph
 from gsparse.kernels.spmm import OutputTiled
-from gsparse.target import H100, Target
+from gsparse.target import H100
 from gsparse.tune.search import FINALISTS
 
 from recording import RecordingLoader
@@ -150,11 +150,9 @@ class _FakeOperator:
 def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best(monkeypatch):
     case = CASES["spmm"][0]
     monkeypatch.setitem(kernels.OPERATORS, "spmm", _FakeOperator)
-    # the sweep reads the facts of its device; on the CPU there is none, so a fixed one
-    monkeypatch.setattr(Target, "of", staticmethod(lambda device=None: H100))
     cell = _cell(case, _permuted_graph())
     default = runner._measure(cell, case.implementations()[0])
-    result = runner._sweep(cell, 8, torch.float32, default)
+    result = runner._sweep(cell, 8, torch.float32, default, H100)
     assert result["status"] == "ok" and result["size"] == result["screened"] == 8
     assert result["timed"] == FINALISTS == 6
     entries = result["schedules"]
@@ -175,10 +173,9 @@ def test_a_broken_space_is_reported_not_raised(monkeypatch):
             raise RuntimeError("no space today")
 
     monkeypatch.setitem(kernels.OPERATORS, "spmm", Broken)
-    monkeypatch.setattr(Target, "of", staticmethod(lambda device=None: H100))
     case = CASES["spmm"][0]
     cell = _cell(case, _permuted_graph())
-    result = runner._sweep(cell, 8, torch.float32, {"status": "ok", "median_ms": 1.0})
+    result = runner._sweep(cell, 8, torch.float32, {"status": "ok", "median_ms": 1.0}, H100)
     assert result == {"status": "error", "message": "RuntimeError: no space today"}
 
 

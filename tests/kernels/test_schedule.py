@@ -12,18 +12,20 @@ from gsparse.kernels.schedule import SCHEDULES, Schedule, one_of, schedule_from_
 from gsparse.kernels.sddmm import Edge, EdgeTransposed, Row, RowTransposed
 from gsparse.kernels.softmax import WarpPerRow
 from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows
+from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
 
 ONE_OF_EACH = [
     OnePass(feature_lanes=8, edge_lanes=4, nnz_tile=2), SplitRows(row_split=1024),
     ColumnTiled(feature_lanes=1, edge_lanes=32, column_tile=4096), OutputTiled(column_groups=2),
     Edge(lanes=8), Row(lanes=4), RowTransposed(lanes=8, edges_per_batch=8),
     EdgeTransposed(lanes=8, edges_per_batch=4), WarpPerRow(warps_per_block=16),
+    SptrsvSchedule(subwarps=4, sw_rnnz=2),
 ]
 
 
 def test_every_skeleton_is_registered_under_its_operator() -> None:
     assert SCHEDULES == {type(s).skeleton: type(s) for s in ONE_OF_EACH}
-    assert all(name.split(".")[0] in ("spmm", "sddmm", "softmax") for name in SCHEDULES)
+    assert all(name.split(".")[0] in ("spmm", "sddmm", "softmax", "sptrsv") for name in SCHEDULES)
     assert gsparse.schedule_from_json is schedule_from_json
 
 

@@ -9,7 +9,7 @@ from gsparse.kernels.sddmm import Edge, Row
 def test_a_space_keeps_the_first_of_each_candidate_in_order() -> None:
     a, b, c = Edge(lanes=8), Row(lanes=4), Edge(lanes=2)
     space = Space([a, b, a, c, b])
-    assert list(space) == [a, b, c] and len(space) == 3 and space.candidates == (a, b, c)
+    assert list(space) == [a, b, c] and len(space) == 3 and space.candidates() == (a, b, c)
     assert a in space and Row(lanes=8) not in space
     assert space == Space([a, b, c]) and hash(space) == hash(Space([a, b, c]))
 

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from landscapes import Other, Toy
+from .landscapes import Other, Toy
 
 from gsparse.tune import TuningDatabase, TuningDatabaseWarning, TuningKey, default_database_path
 from gsparse.tune.database import SCHEMA_VERSION

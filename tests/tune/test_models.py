@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from landscapes import ranking_corpus
+from .landscapes import ranking_corpus
 
 from gsparse.tune import DnnCostModel, RankModel, spearman, top_k_regret
 from gsparse.tune.models import TreeEnsemble, relevance_grades

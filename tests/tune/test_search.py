@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from landscapes import TOY_OPTIMUM, Other, Toy, toy_candidates, toy_time
+from .landscapes import TOY_OPTIMUM, Other, Toy, toy_candidates, toy_time
 
 from gsparse.tune import (
     BuildResult,

@@ -212,7 +212,8 @@ def _why_not_swept(case: Case, device: torch.device, sweep_all: bool = False) ->
     return None
 
 
-def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dict[str, Any]) -> dict[str, Any]:
+def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dict[str, Any],
+           target: Target) -> dict[str, Any]:
     """Time every schedule of the task's space (:func:`~gsparse.tune.search.exhaustive_search`);
     the best of those and of the default path."""
     inputs = cell.sets[0]
@@ -221,7 +222,7 @@ def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dic
         name, task = cell.case.kernel_task(inputs)
         operator = kernels.OPERATORS[name]
         default = operator.chosen_schedule(g, task)
-        space = list(operator.schedule_space(task, g.stats, Target.of(g.device)))
+        space = list(operator.schedule_space(task, g.stats, target))
     except Exception as error:  # noqa: BLE001 - a broken space is reported, not fatal
         return {"status": "error", "message": f"{type(error).__name__}: {error}"}
     impls = {schedule: cell.case.implementations(schedule)[0] for schedule in space}
@@ -337,6 +338,7 @@ def run_suite(
              f"L2-resident gather {bandwidth.gather / 1e9:.1f} GB/s")
     plan = _cell_plan(config)
     total = len(plan) * len(config.workloads)
+    target = Target.of(device) if device.type == "cuda" else None
     gen = torch.Generator(device=device).manual_seed(config.seed)
     sweeping = config.sweep or config.sweep_all
     not_swept = ({case.label: _why_not_swept(case, device, config.sweep_all) for case, _, _ in plan}
@@ -397,7 +399,7 @@ def run_suite(
             cell_doc["results"] = {impl.name: _measure(cell, impl) for impl in case.implementations()}
             if sweeping:
                 why = not_swept[case.label]
-                cell_doc["sweep"] = (_sweep(cell, feature_len, dtype, cell_doc["results"]["gsparse"])
+                cell_doc["sweep"] = (_sweep(cell, feature_len, dtype, cell_doc["results"]["gsparse"], target)
                                      if why is None else {"status": "unavailable", "message": why})
             doc["cells"].append(cell_doc)
             progress(_progress_line(index, total, cell_doc))

@@ -177,7 +177,10 @@ def _argument(kernel: str, c_type: str, name: str, value: Any) -> Any:
     if value is OPERAND or value is None or isinstance(value, torch.Tensor):
         raise TypeError(f"kernel {kernel!r}: scalar parameter {name!r} ({c_type}) takes a number, "
                         f"got {value!r}")
-    return _SCALARS[c_type](value)
+    try:
+        return _SCALARS[c_type](value)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"kernel {kernel!r}: parameter {name!r} ({c_type}): {error}") from None
 
 
 class Launch:

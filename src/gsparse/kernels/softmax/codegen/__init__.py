@@ -54,6 +54,16 @@ def signature(task: SoftmaxTask) -> Signature:
     ])
 
 
+def _min_blocks(schedule: WarpPerRow) -> int:
+    """Blocks per SM the register allocation must allow: enough for 64 registers a thread.
+
+    Given only the block size, ptxas aims at full occupancy (32 registers a thread) and
+    spills the online softmax's running state to get there; half occupancy keeps it in
+    registers, and a row's two passes over its logits need loads in flight more than warps.
+    """
+    return max(1, 1024 // schedule.threads)
+
+
 @functools.lru_cache(maxsize=256)
 def program(task: SoftmaxTask, schedule: WarpPerRow) -> Program:
     """The program of ``task``'s direction under ``schedule``. Pure; no GPU needed."""
@@ -91,7 +101,7 @@ using I = {INDEX_TYPES[task.index_dtype]};
 __device__ __forceinline__ float exp_acc(float x) {{ return expf(x); }}
 __device__ __forceinline__ double exp_acc(double x) {{ return exp(x); }}
 
-{kernel.declaration(bounds=(schedule.threads,))}
+{kernel.declaration(bounds=(schedule.threads, _min_blocks(schedule)))}
 {{
 {indent(body, 4)}
 }}
