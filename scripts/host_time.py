@@ -1,15 +1,19 @@
 """Host time per call of the operators on a tiny graph, where the GPU work is negligible.
 
-Run on a GPU machine from the repository root: ``PYTHONPATH=src python3 scripts/host_time.py``.
-Prints microseconds per call (wall time of 2,000 calls between two synchronisations) for
-gspmm, the CUDA backend's g-SpMM alone, gsddmm, edge_softmax and, for scale,
-torch.sparse.mm on the same CSR and torch.empty; then profiles of the three operators' Python paths.
+Run on a GPU machine from the repository root:
+``PYTHONPATH=src python3 scripts/host_time.py [--rounds 5] [--no-profile]``.
+Prints microseconds per call (wall time of 2,000 calls between two synchronisations; the
+median of ``--rounds`` rounds, each round timing every call in turn) for gspmm, the CUDA
+backend's g-SpMM alone, gsddmm, edge_softmax and, for scale, torch.sparse.mm on the same
+CSR and torch.empty; then profiles of the three operators' Python paths.
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import pstats
+import statistics
 import time
 from collections.abc import Callable
 
@@ -47,8 +51,19 @@ def main() -> None:
         "torch.sparse.mm": lambda: torch.sparse.mm(csr, x),
         "torch.empty": lambda: torch.empty(100, 16, device="cuda"),
     }
-    for name, fn in timings.items():
-        print(f"{name}: {per_call_us(fn):.1f} us per call")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-profile", action="store_true")
+    args = parser.parse_args()
+    rounds: dict[str, list[float]] = {name: [] for name in timings}
+    for _ in range(args.rounds):
+        for name, fn in timings.items():
+            rounds[name].append(per_call_us(fn))
+    for name, values in rounds.items():
+        print(f"{name}: {statistics.median(values):.1f} us per call "
+              f"(median of {args.rounds} rounds, {min(values):.1f}-{max(values):.1f})")
+    if args.no_profile:
+        return
     for name in ("gspmm", "gsddmm", "edge_softmax"):
         print(f"--- profile of 2,000 {name} calls")
         profile = cProfile.Profile()

@@ -75,7 +75,7 @@ def test_gather_probe_sums_each_32_gathered_rows():
 @pytest.mark.skipif(runtime.nvrtc_version() is None, reason="needs NVRTC")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_gather_probe_kernel_compiles_without_spills(arch):
-    binary = runtime.compile_cuda(timing._GATHER_KERNEL, arch=arch, options=("-DFAN_IN=32",), cache=None)
+    binary = runtime.compile_cuda(timing._GATHER_PROGRAM.source, arch=arch, cache=None)
     resources = binary.resources["gather_probe"]
     assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
 

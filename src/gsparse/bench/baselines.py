@@ -38,6 +38,7 @@ import torch
 
 import gsparse
 
+from ..algebra import BINARY_OPS, REDUCERS
 from ..graph import Graph
 from ..kernels import sddmm as sddmm_kernels
 from ..kernels import spmm as spmm_kernels
@@ -51,7 +52,7 @@ def _multihead_case(op: str, rhs_target: str) -> Case:
     """``u_add_v`` or ``u_mul_e`` with ``_HEADS`` heads (GAT-like shapes): node features
     ``[N, heads, F / heads]``, edge weights ``[E, heads, 1]``, against the PyG gather."""
     rhs = "y" if rhs_target == "v" else "w"
-    combine = torch.add if op == "add" else torch.mul
+    combine = BINARY_OPS[op].torch_fn
 
     def reference(i: Inputs, s: Sample) -> torch.Tensor:
         lhs = i.tensors["x"][i.graph.col.long()[s.positions]].double()
@@ -116,12 +117,13 @@ def _scatter(src: torch.Tensor, index: torch.Tensor, size: int, reduce: str = "s
 def _torch_scatter(src: torch.Tensor, index: torch.Tensor, size: int, reduce: str) -> torch.Tensor:
     """``sum``, ``mean`` or ``max`` of ``src``'s rows into ``size`` rows by ``index``, with
     PyTorch ops; rows that receive nothing are 0 (as in DGL and PyG)."""
+    reducer = REDUCERS[reduce]
     out = torch.zeros((size, *src.shape[1:]), dtype=src.dtype, device=src.device)
-    if reduce == "max":
+    if reducer.keeps_arg:
         full_index = index.view(-1, *[1] * (src.dim() - 1)).expand_as(src)
-        return out.scatter_reduce_(0, full_index, src, "amax", include_self=False)
+        return out.scatter_reduce_(0, full_index, src, reducer.scatter_reduce, include_self=False)
     out.index_add_(0, index, src)
-    if reduce == "mean":
+    if reducer.divides_by_degree:
         count = torch.bincount(index, minlength=size).clamp_(min=1)
         out /= count.view(-1, *[1] * (src.dim() - 1)).to(src.dtype)
     return out
@@ -364,7 +366,8 @@ def _spmm_case(name: str, weighted: bool, swept_by_default: bool, reduce: str = 
         return gsparse.gspmm(i.graph, "copy_lhs", reduce, i.tensors["x"], schedule=schedule)
 
     pyg = Impl("pyg", _pyg_spmm_prepare(weighted, reduce), _pyg_spmm, _rows_of)
-    if reduce == "sum":
+    # cuSPARSE multiplies: it computes sums only
+    if not REDUCERS[reduce].keeps_arg and not REDUCERS[reduce].divides_by_degree:
         baselines = (Impl("cusparse", _cusparse_spmm_prepare(weighted), torch.sparse.mm, _rows_of), pyg)
     else:
         baselines = (pyg,)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ..backends.cpu import unchecked_csr
+from ..kernels.source import Program, Signature
 from ..tune.measure import time_calls
 
 __all__ = [
@@ -73,10 +74,10 @@ def rotation_count(working_set_bytes: int, device: torch.device) -> int:
 _GATHER_ROW_BYTES = 128
 # Rows summed into each output row by the probe: its writes are 1/32 of its reads.
 _GATHER_FAN_IN = 32
-_GATHER_KERNEL = r"""
-extern "C" __global__ void __launch_bounds__(256)
-gather_probe(const float4* __restrict__ table, const int* __restrict__ index,
-             float4* __restrict__ out, long long outputs) {
+_GATHER = Signature("gather_probe", [("const float4* __restrict__", "table"),
+                                     ("const int* __restrict__", "index"),
+                                     ("float4* __restrict__", "out"), ("long long", "outputs")])
+_GATHER_BODY = r"""
     // Eight lanes move one 128-byte row as float4s, so a warp gathers four rows per load;
     // each group of eight lanes sums FAN_IN / 4 rows, then the four groups meet by shuffles.
     const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32;
@@ -97,8 +98,10 @@ gather_probe(const float4* __restrict__ table, const int* __restrict__ index,
         sum.w += __shfl_xor_sync(0xffffffffu, sum.w, offset);
     }
     if (group == 0) out[warp * 8 + part] = sum;
-}
 """
+_GATHER_PROGRAM = Program(
+    f"constexpr int FAN_IN = {_GATHER_FAN_IN};\n\n{_GATHER.declaration(bounds=(256,))}\n{{{_GATHER_BODY}}}\n",
+    {"gather_probe": _GATHER}, "bandwidth probe")
 
 
 def _gather_probe(table: torch.Tensor, index: torch.Tensor) -> Callable[[], Any]:
@@ -116,14 +119,11 @@ def _gather_probe(table: torch.Tensor, index: torch.Tensor) -> Callable[[], Any]
         rowptr = torch.arange(0, index.numel() + 1, _GATHER_FAN_IN, dtype=torch.int64)
         pattern = unchecked_csr(rowptr, index.long(), torch.ones(index.numel()), (outputs, table.shape[0]))
         return lambda: torch.sparse.mm(pattern, table)
-    from .. import runtime
-
-    kernel = runtime.get_kernel(_GATHER_KERNEL, "gather_probe", options=(f"-DFAN_IN={_GATHER_FAN_IN}",),
-                                context="bandwidth probe", device=table.device)
     out = torch.empty(outputs, table.shape[1], device=table.device)
     warps_per_block = 8
-    launch = kernel.prepare(-(-outputs // warps_per_block), 32 * warps_per_block,
-                            [table, index, out, runtime.i64(outputs)], context="bandwidth probe")
+    launch = _GATHER_PROGRAM.prepare("gather_probe", table.device.index, -(-outputs // warps_per_block),
+                                     32 * warps_per_block, table=table, index=index, out=out,
+                                     outputs=outputs)
 
     def gather() -> torch.Tensor:
         launch()

@@ -91,19 +91,22 @@ def gspmm(g: DistGraph, op: str, reduce: str, lhs: torch.Tensor | None = None,
         return _gspmm(graph, op, reduce, x, rhs)
     pending = ex.start_gather(g.plan, lhs)
     (inner, inner_edges), (outer, outer_edges) = g.inner, g.boundary
-    part = "sum" if reduce == "mean" else reduce
+    reducer = REDUCERS[reduce]
+    # The two halves' sums are added before a mean divides by the whole row's degree.
+    part = "sum" if reducer.divides_by_degree else reduce
     rhs_in = None if rhs is None else rhs[inner_edges]
     rhs_out = None if rhs is None else rhs[outer_edges]
     z_in = _gspmm(inner, op, part, pending.source, rhs_in)
     z_out = _gspmm(outer, op, part, pending.wait(), rhs_out)
-    if reduce in ("sum", "mean"):
+    if not reducer.keeps_arg:
         z = z_in + z_out
-        if reduce == "mean":
+        if reducer.divides_by_degree:
             deg = g.in_degrees().clamp(min=1).to(z.dtype)
             z = z / deg.view(-1, *([1] * (z.dim() - 1)))
         return z
     has_in, has_out = _row_mask(inner, z_in), _row_mask(outer, z_out)
-    better = z_out > z_in if reduce == "max" else z_out < z_in  # ties: the inner edge wins
+    # ties: the inner edge wins
+    better = z_out > z_in if reducer.selects_by == ">" else z_out < z_in
     take_out = has_out & (~has_in | better)
     return torch.where(take_out, z_out, z_in)
 

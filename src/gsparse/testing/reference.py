@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..algebra import BINARY_OPS
 from ..graph import Graph
 
 _BINARY = {
@@ -47,8 +48,8 @@ def _feature_shape(x: np.ndarray | None, y: np.ndarray | None) -> tuple[int, ...
 
 def gspmm_ref(g: Graph, op: str, reduce: str, lhs=None, rhs=None) -> torch.Tensor:
     """float64 g-SpMM on the CPU (DGL semantics); returns a float64 tensor."""
-    x = _f64(lhs) if op != "copy_rhs" else None
-    y = _f64(rhs) if op != "copy_lhs" else None
+    x = _f64(lhs) if BINARY_OPS[op].uses_lhs else None
+    y = _f64(rhs) if BINARY_OPS[op].uses_rhs else None
     shape = _feature_shape(x, y)
     src, dst = _edge_list(g)
     out = np.zeros((g.num_dst, *shape))
@@ -70,10 +71,11 @@ def gspmm_ref(g: Graph, op: str, reduce: str, lhs=None, rhs=None) -> torch.Tenso
 
 def gsddmm_ref(g: Graph, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: str = "v") -> torch.Tensor:
     """float64 g-SDDMM on the CPU (DGL semantics, 1-D operands as ``[rows, 1]``)."""
-    x = _f64(lhs) if op != "copy_rhs" else None
-    y = _f64(rhs) if op != "copy_lhs" else None
+    x = _f64(lhs) if BINARY_OPS[op].uses_lhs else None
+    y = _f64(rhs) if BINARY_OPS[op].uses_rhs else None
     flat = all(a is None or a.ndim == 1 for a in (x, y))
-    if op == "dot":
+    dot = BINARY_OPS[op].reduces_last_dim
+    if dot:
         x, y = (a[:, None] if a.ndim == 1 else a for a in (x, y))
     src, dst = _edge_list(g)
     rows = []
@@ -82,14 +84,14 @@ def gsddmm_ref(g: Graph, op: str, lhs, rhs, lhs_target: str = "u", rhs_target: s
         a = None if x is None else x[pick[lhs_target]]
         b = None if y is None else y[pick[rhs_target]]
         rows.append(np.asarray(_BINARY[op](a, b)))
-    if op == "dot":
+    if dot:
         shape = (*np.broadcast_shapes(x.shape[1:-1], y.shape[1:-1]), 1)
     else:
         shape = _feature_shape(x, y)
     out = np.zeros((g.num_edges, *shape))
     for e, r in enumerate(rows):
         out[e] = np.broadcast_to(r, shape)
-    if op == "dot" and flat:
+    if dot and flat:
         out = out[:, 0]
     return torch.from_numpy(out)
 

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from .. import backends, datasets, kernels
+from ..algebra import BINARY_OPS, REDUCERS
 from ..datasets.structure import describe_structure
 from ..graph import Graph
 from ..target import Target
@@ -68,7 +69,7 @@ class Case:
         if self.operator == "spmm":
             op = parts[1]
             weights = (torch.rand(g.num_edges, 1, generator=gen, device=device) + 0.5).to(dtype)
-            return {"lhs": randn(g.num_src), "rhs": weights if op == "mul" else None}
+            return {"lhs": randn(g.num_src), "rhs": weights if BINARY_OPS[op].uses_rhs else None}
         rows = {"u": g.num_src, "v": g.num_dst, "e": g.num_edges}
         return {"lhs": randn(rows[parts[1]]), "rhs": randn(rows[parts[3]])}
 
@@ -84,7 +85,7 @@ class Case:
             task = kernels.spmm.task_for(g, op, reduce, lhs, rhs, out_shape)
             return task, lambda s=None: cuda.spmm(g, op, reduce, lhs, rhs, out_shape, s)
         lt, op, rt = parts[1], parts[2], parts[3]
-        out_shape = (1,) if op == "dot" else (feature_len,)
+        out_shape = (1,) if BINARY_OPS[op].reduces_last_dim else (feature_len,)
         task = kernels.sddmm.task_for(g, op, lhs, rhs, lt, rt, out_shape)
         return task, lambda s=None: cuda.sddmm(g, op, lhs, rhs, lt, rt, out_shape, s)
 
@@ -95,7 +96,7 @@ class Case:
         torch_ops = backends.cpu.BACKEND
         if self.operator == "spmm":
             return torch_ops.spmm(g, parts[1], parts[2], lhs, rhs, (feature_len,))
-        out_shape = (1,) if parts[2] == "dot" else (feature_len,)
+        out_shape = (1,) if BINARY_OPS[parts[2]].reduces_last_dim else (feature_len,)
         return torch_ops.sddmm(g, parts[2], lhs, rhs, parts[1], parts[3], out_shape)
 
     def cusparse(self, g: Graph, operands: dict[str, Any]) -> tuple[Callable[[], Any], Callable] | None:
@@ -103,7 +104,9 @@ class Case:
         and how to read its output in the reference's layout."""
         parts = self.name.split(":")
         lhs, rhs = operands["lhs"], operands["rhs"]
-        if self.operator == "spmm" and parts[2] == "sum":
+        # cuSPARSE multiplies: it computes a sum of lhs, or of lhs scaled by an edge weight
+        reducer = REDUCERS.get(parts[2]) if self.operator == "spmm" else None
+        if reducer is not None and not reducer.keeps_arg and not reducer.divides_by_degree:
             values = rhs.flatten() if rhs is not None else torch.ones(g.num_edges, dtype=lhs.dtype,
                                                                      device=g.device)
             values = values if g.eid is None else values[g.eid.long()]
