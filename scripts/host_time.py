@@ -36,7 +36,7 @@ def per_call_us(fn: Callable[[], object], calls: int = 2000) -> float:
 
 def main() -> None:
     gen = torch.Generator().manual_seed(0)
-    g = gsparse.Graph.from_edge_index(torch.randint(0, 100, (2, 1000), generator=gen), 100, 100).to("cuda")
+    g = gsparse.Graph.from_edge_index(torch.randint(0, 100, (2, 1000), generator=gen), num_nodes=100).to("cuda")
     x = torch.randn(100, 16, device="cuda")
     logits = torch.randn(g.num_edges, 8, device="cuda")
     with torch.sparse.check_sparse_tensor_invariants(False):

@@ -39,16 +39,16 @@ def graphs() -> dict[str, gsparse.Graph]:
     dst[dst % 4 == 0] = 2  # one long row; rows divisible by 4 other than 0 stay empty
     long_dst = torch.cat([torch.full((3000,), 1), torch.randint(0, 5, (50,), generator=gen)])
     return {
-        "bipartite": gsparse.Graph.from_edge_index(torch.stack([src, dst]), 37, 53),
-        "int64": gsparse.Graph.from_edge_index(torch.stack([src, dst]), 37, 53)
+        "bipartite": gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=37, num_dst=53),
+        "int64": gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=37, num_dst=53)
         .with_index_dtype(torch.int64),
         "long_row": gsparse.Graph.from_edge_index(
-            torch.stack([torch.randint(0, 11, (3050,), generator=gen), long_dst]), 11, 5),
-        "no_edges": gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.long), 4, 6),
+            torch.stack([torch.randint(0, 11, (3050,), generator=gen), long_dst]), num_src=11, num_dst=5),
+        "no_edges": gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.long), num_src=4, num_dst=6),
         # 2,500 sources: three 1,024-row column tiles, the last one partial
         "wide": gsparse.Graph.from_edge_index(torch.stack([
             torch.randint(0, 2_500, (5_000,), generator=gen),
-            torch.randint(0, 70, (5_000,), generator=gen)]), 2_500, 70),
+            torch.randint(0, 70, (5_000,), generator=gen)]), num_src=2_500, num_dst=70),
     }
 
 

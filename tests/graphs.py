@@ -39,7 +39,7 @@ def edge_lists(draw, max_nodes: int = 12, max_edges: int = 60, square: bool | No
 @st.composite
 def graphs(draw, **kwargs) -> gsparse.Graph:
     edge_index, num_src, num_dst = draw(edge_lists(**kwargs))
-    return gsparse.Graph.from_edge_index(edge_index, num_src, num_dst)
+    return gsparse.Graph.from_edge_index(edge_index, num_src=num_src, num_dst=num_dst)
 
 
 def random_features(shape, dtype, seed: int, *, away_from_zero: bool = False) -> torch.Tensor:
@@ -65,14 +65,14 @@ def named_graph(kind: str, seed: int = 0) -> gsparse.Graph:
         dst = torch.cat([torch.full((100_000,), 3), torch.randint(0, 40, (2_000,), generator=gen)])
         dst[dst % 7 == 5] = 6
         src = torch.randint(0, 500, (dst.numel(),), generator=gen)
-        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 500, 40)
+        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=500, num_dst=40)
     if kind == "empty":
-        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 7, 9)
+        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), num_src=7, num_dst=9)
     num_src, num_dst, num_edges = (150, 230, 3_000) if kind != "square" else (200, 200, 3_000)
     dst = torch.randint(0, num_dst, (num_edges,), generator=gen)
     dst[dst % 5 == 0] = 1  # a longer row, and every other row divisible by 5 empty
     src = torch.randint(0, num_src, (num_edges,), generator=gen)
     if kind == "sorted":
         dst = dst.sort().values
-    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src, num_dst)
+    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=num_src, num_dst=num_dst)
     return g.with_index_dtype(torch.int64) if kind == "int64" else g

@@ -24,7 +24,7 @@ def _graph(name: str) -> gsparse.Graph:
         "square": ([0, 1, 2, 3, 3, 1, 0], [1, 2, 0, 3, 1, 0, 2], 5, 5),
     }
     src, dst, num_src, num_dst = edges[name]
-    return gsparse.Graph.from_edge_index(torch.tensor([src, dst]), num_src, num_dst)
+    return gsparse.Graph.from_edge_index(torch.tensor([src, dst]), num_src=num_src, num_dst=num_dst)
 
 
 GRAPHS = ["bipartite", "square"]
@@ -126,7 +126,7 @@ def test_sddmm_and_softmax_second_derivatives():
 def test_spmm_winners_ties_go_to_the_first_edge_in_csr_order():
     # Destination 0 receives edges 2, 0, 3 (CSR order follows edge ids within a row) with
     # equal messages from sources 1, 2, 0; destination 1 has none; destination 2 one edge.
-    g = gsparse.Graph.from_edge_index(torch.tensor([[2, 0, 1, 0], [0, 2, 0, 0]]), 3, 3)
+    g = gsparse.Graph.from_edge_index(torch.tensor([[2, 0, 1, 0], [0, 2, 0, 0]]), num_nodes=3)
     x = torch.tensor([[5.0, 1.0], [5.0, 2.0], [5.0, 3.0]])
     out, arg_u, arg_e = cpu.BACKEND.spmm(g, "copy_lhs", "max", x, None, (2,), with_arg=True)
     torch.testing.assert_close(out, torch.tensor([[5.0, 3.0], [0.0, 0.0], [5.0, 1.0]]))
@@ -158,7 +158,7 @@ def test_with_arg_needs_max_or_min():
 
 
 def test_max_gradient_goes_to_the_winning_edge_only():
-    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 1, 2], [0, 0, 0]]), 3, 2)
+    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 1, 2], [0, 0, 0]]), num_src=3, num_dst=2)
     x = torch.tensor([[1.0], [4.0], [2.0]], requires_grad=True)
     gsparse.gspmm(g, "copy_lhs", "max", x).sum().backward()
     assert x.grad.flatten().tolist() == [0.0, 1.0, 0.0]
@@ -231,7 +231,7 @@ def test_operators_find_the_graph_and_its_caches(recorder):
 
 
 def test_outputs_never_alias_inputs():
-    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), 2, 2)
+    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
     w = torch.randn(2, 3)
     out = gsparse.gsddmm(g, "copy_lhs", w, None, "e", "v")
     assert out.data_ptr() != w.data_ptr()

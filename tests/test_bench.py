@@ -30,7 +30,7 @@ def _permuted_graph() -> Graph:
     gen = torch.Generator().manual_seed(0)
     src = torch.randint(0, 300, (3_000,), generator=gen)
     dst = torch.randint(1, 400, (3_000,), generator=gen)
-    g = Graph.from_edge_index(torch.stack([src, dst]), 300, 400)
+    g = Graph.from_edge_index(torch.stack([src, dst]), num_src=300, num_dst=400)
     assert g.eid is not None and int(g.in_degrees()[0]) == 0
     return g
 
@@ -209,7 +209,7 @@ def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, feature_len, 
     monkeypatch.setitem(backends._BY_DEVICE_TYPE, "cpu", cuda.BACKEND)  # CPU tensors, kernel path
     gen = torch.Generator().manual_seed(0)
     src = torch.randint(0, 600, (300 * 400,), generator=gen)
-    g = gsparse.Graph.from_edge_index(torch.stack([src, torch.arange(300).repeat_interleave(400)]), 600, 300)
+    g = gsparse.Graph.from_edge_index(torch.stack([src, torch.arange(300).repeat_interleave(400)]), num_src=600, num_dst=300)
     inputs = case.make_inputs(g, feature_len, torch.float32, gen)
     name, task = case.kernel_task(inputs)
     operator = kernels.OPERATORS[name]

@@ -13,7 +13,7 @@ N = 50
 
 def _graph(seed: int = 0) -> gsparse.Graph:
     ei = torch.randint(0, N - 3, (2, 300), generator=torch.Generator().manual_seed(seed))
-    return gsparse.Graph.from_edge_index(ei, N, N)
+    return gsparse.Graph.from_edge_index(ei, num_nodes=N)
 
 
 class TwoLayer(torch.nn.Module):

@@ -24,7 +24,7 @@ def counted(monkeypatch):
 
 def _graph():
     gen = torch.Generator().manual_seed(0)
-    return gsparse.Graph.from_edge_index(torch.randint(0, 20, (2, 80), generator=gen), 20, 20)
+    return gsparse.Graph.from_edge_index(torch.randint(0, 20, (2, 80), generator=gen), num_nodes=20)
 
 
 def _call_all(g, x, e):
@@ -89,7 +89,7 @@ def test_cpu_endpoint_dot_products_run_as_sampled_products(monkeypatch):
     monkeypatch.setattr(torch.sparse, "sampled_addmm",
                         lambda a, m1, m2, **kw: calls.append(m1.shape) or real(a, m1, m2, **kw))
     pairs = torch.randperm(400, generator=torch.Generator().manual_seed(0))[:80]
-    g = gsparse.Graph.from_edge_index(torch.stack([pairs % 20, pairs // 20]), 20, 20)  # no repeats
+    g = gsparse.Graph.from_edge_index(torch.stack([pairs % 20, pairs // 20]), num_nodes=20)  # no repeats
     x = torch.randn(20, 3, 4)
     gsparse.gsddmm(g, "dot", x, x, "v", "u")
     assert calls == [(20, 4)] * 3  # one per head
@@ -100,7 +100,7 @@ def test_cpu_endpoint_dot_products_run_as_sampled_products(monkeypatch):
 
 def test_dot_products_of_patterns_denser_than_the_matrix_take_the_gather_path(sampled):
     # two edges between the only pair: sampled_addmm fails on more entries than elements
-    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 0], [0, 0]]), 1, 1)
+    g = gsparse.Graph.from_edge_index(torch.tensor([[0, 0], [0, 0]]), num_nodes=1)
     x, y = torch.randn(1, 3), torch.randn(1, 3)
     out = gsparse.gsddmm(g, "dot", x, y, "u", "v")
     torch.testing.assert_close(out, (x * y).sum(1, keepdim=True).expand(2, 1))
@@ -130,7 +130,7 @@ def test_sampled_dot_products_hold_with_repeated_edges(sampled, seed):
     num_edges = int(torch.randint(1, num_dst * num_src + 1, (), generator=gen))
     edges = torch.stack([torch.randint(0, num_src, (num_edges,), generator=gen),
                          torch.randint(0, num_dst, (num_edges,), generator=gen)])
-    g = gsparse.Graph.from_edge_index(edges, num_src, num_dst)
+    g = gsparse.Graph.from_edge_index(edges, num_src=num_src, num_dst=num_dst)
     x = torch.randn(num_src, 2, 5, generator=gen, dtype=torch.float64)
     y = torch.randn(num_dst, 2, 5, generator=gen, dtype=torch.float64)
     out = gsparse.gsddmm(g, "dot", x, y, "u", "v")

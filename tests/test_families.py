@@ -286,7 +286,7 @@ def test_orderings_move_locality_and_row_lengths_the_right_way():
 def test_rcm_orders_each_component_contiguously():
     # Two disjoint paths, interleaved ids: 0-2-4-6 and 1-3-5, plus the isolated node 7.
     edges = torch.tensor([[0, 2, 2, 4, 4, 6, 1, 3, 3, 5], [2, 0, 4, 2, 6, 4, 3, 1, 5, 3]])
-    g = Graph.from_edge_index(edges, 8, 8)
+    g = Graph.from_edge_index(edges, num_nodes=8)
     order = node_order(g, "rcm")[0].tolist()
     # Cuthill-McKee from each component's lowest-degree node, then reversed.
     assert order == [7, 5, 3, 1, 6, 4, 2, 0]

@@ -25,7 +25,7 @@ def dense_adjacency(g: Graph) -> torch.Tensor:
 @given(edges=edge_lists())
 def test_from_edge_index_keeps_every_edge_in_user_order(edges):
     edge_index, num_src, num_dst = edges
-    g = Graph.from_edge_index(edge_index, num_src, num_dst)
+    g = Graph.from_edge_index(edge_index, num_src=num_src, num_dst=num_dst)
     assert (g.num_src, g.num_dst, g.num_edges) == (num_src, num_dst, edge_index.shape[1])
     src, dst = g.edges()
     assert torch.equal(src.long(), edge_index[0]) and torch.equal(dst.long(), edge_index[1])
@@ -42,7 +42,8 @@ def test_from_edge_index_keeps_every_edge_in_user_order(edges):
 @settings(max_examples=100, deadline=None)
 @given(edges=edge_lists())
 def test_reverse_is_the_transpose_with_the_same_edge_ids(edges):
-    g = Graph.from_edge_index(*edges)
+    edge_index, num_src, num_dst = edges
+    g = Graph.from_edge_index(edge_index, num_src=num_src, num_dst=num_dst)
     r = g.reverse()
     assert (r.num_src, r.num_dst, r.num_edges) == (g.num_dst, g.num_src, g.num_edges)
     rsrc, rdst = r.edges()
@@ -172,3 +173,19 @@ def test_coalesce_merges_duplicates():
 def test_bad_graph_inputs_are_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_from_edge_index_is_square_by_default_as_in_pyg_and_dgl():
+    edge_index = torch.tensor([[0, 1, 5], [1, 2, 0]])
+    g = Graph.from_edge_index(edge_index)
+    assert (g.num_src, g.num_dst) == (6, 6)  # the largest index of either row, plus one
+    g = Graph.from_edge_index(edge_index, 9)  # PyG's num_nodes, positional
+    assert (g.num_src, g.num_dst) == (9, 9)
+    g = Graph.from_edge_index(edge_index, num_src=6, num_dst=3)
+    assert (g.num_src, g.num_dst) == (6, 3)
+    g = Graph.from_edge_index(edge_index, num_dst=4)  # the other count from its own row
+    assert (g.num_src, g.num_dst) == (6, 4)
+    with pytest.raises(ValueError, match="give num_nodes .* or num_src / num_dst"):
+        Graph.from_edge_index(edge_index, 6, num_src=6)
+    with pytest.raises(ValueError, match=r"edge_index\[0\]\[2\] = 5 is out of range"):
+        Graph.from_edge_index(edge_index, 4)

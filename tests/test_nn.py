@@ -60,7 +60,7 @@ def _unit_weights(ei: torch.Tensor) -> torch.Tensor:
                                     {"normalize": False}, {"bias": False}], ids=str)
 def test_gcn_matches_pyg(kwargs, as_graph):
     ei = _edge_index(1)
-    graph = gsparse.Graph.from_edge_index(ei, N, N) if as_graph else ei
+    graph = gsparse.Graph.from_edge_index(ei, num_nodes=N) if as_graph else ei
     _compare(gnn.GCNConv(F_IN, F_OUT, **kwargs), pyg_nn.GCNConv(F_IN, F_OUT, **kwargs), (graph,),
              (ei, _unit_weights(ei)))
 
@@ -93,7 +93,7 @@ def test_gcn_improved_when_every_node_has_a_loop():
 def test_gat_matches_pyg(kwargs):
     ei = _edge_index(4)
     _compare(gnn.GATConv(F_IN, F_OUT, **kwargs), pyg_nn.GATConv(F_IN, F_OUT, **kwargs),
-             (gsparse.Graph.from_edge_index(ei, N, N),), (ei,))
+             (gsparse.Graph.from_edge_index(ei, num_nodes=N),), (ei,))
 
 
 def test_gat_attention_dropout_only_in_training():
@@ -123,7 +123,7 @@ def test_sage_on_a_bipartite_graph_matches_pyg():
     ours, theirs = gnn.SAGEConv((F_IN, 5), F_OUT), pyg_nn.SAGEConv((F_IN, 5), F_OUT)
     ours.load_state_dict(theirs.state_dict())
     x_src, x_dst = _features(9, 30), _features(10, 10, 5)
-    out = ours((x_src, x_dst), gsparse.Graph.from_edge_index(ei, 30, 10))
+    out = ours((x_src, x_dst), gsparse.Graph.from_edge_index(ei, num_src=30, num_dst=10))
     torch.testing.assert_close(out, theirs((x_src, x_dst), ei), rtol=1e-5, atol=1e-5)
 
 
@@ -160,7 +160,7 @@ def test_reset_parameters_initialises_like_pyg():
 
 
 def test_layers_reject_bad_inputs():
-    g = gsparse.Graph.from_edge_index(_edge_index(13), N, N)
+    g = gsparse.Graph.from_edge_index(_edge_index(13), num_nodes=N)
     with pytest.raises(ValueError, match=r"x must have shape \[num_nodes, 12\], got \(40, 7\)"):
         gnn.GCNConv(F_IN, F_OUT)(torch.randn(N, 7), g)
     with pytest.raises(ValueError, match="the source-node features have 39 rows but the graph has 40"):
@@ -173,7 +173,7 @@ def test_layers_reject_bad_inputs():
         gnn.SAGEConv(F_IN, F_OUT, aggr="lstm")
     with pytest.raises(ValueError, match="add_self_loops=True needs normalize=True"):
         gnn.GCNConv(F_IN, F_OUT, add_self_loops=True, normalize=False)
-    bipartite = gsparse.Graph.from_edge_index(torch.tensor([[0, 1], [0, 0]]), 2, 1)
+    bipartite = gsparse.Graph.from_edge_index(torch.tensor([[0, 1], [0, 0]]), num_src=2, num_dst=1)
     with pytest.raises(ValueError, match="self loops need a square graph, got 2 source and 1 destination"):
         gnn._graph.self_loops(bipartite)
 
@@ -191,7 +191,7 @@ def test_gpu_layers_match_pyg(make):
     ours.load_state_dict(theirs.state_dict())
     x = _features(15).cuda().requires_grad_()
     x2 = x.detach().clone().requires_grad_()
-    out_ours, out_theirs = ours(x, gsparse.Graph.from_edge_index(ei, N, N)), theirs(x2, ei)
+    out_ours, out_theirs = ours(x, gsparse.Graph.from_edge_index(ei, num_nodes=N)), theirs(x2, ei)
     torch.testing.assert_close(out_ours, out_theirs, rtol=1e-4, atol=1e-4)
     out_ours.square().sum().backward()
     out_theirs.square().sum().backward()

@@ -110,7 +110,7 @@ def test_edge_features_follow_user_edge_order(g, seed):
     """Shuffling the edge list together with the edge features changes nothing per edge."""
     src, dst = g.edges()
     perm = torch.randperm(g.num_edges, generator=torch.Generator().manual_seed(seed))
-    shuffled = gsparse.Graph.from_edge_index(torch.stack([src[perm], dst[perm]]), g.num_src, g.num_dst)
+    shuffled = gsparse.Graph.from_edge_index(torch.stack([src[perm], dst[perm]]), num_src=g.num_src, num_dst=g.num_dst)
     x = random_features((g.num_src, 3), torch.float64, seed)
     w = random_features((g.num_edges, 3), torch.float64, seed + 1)
     torch.testing.assert_close(gsparse.u_mul_e_sum(shuffled, x, w[perm]), gsparse.u_mul_e_sum(g, x, w))

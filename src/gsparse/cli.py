@@ -52,7 +52,7 @@ def example(device: str) -> int:
     gen = torch.Generator().manual_seed(0)
     num_nodes, num_edges, features = 2_000, 20_000, 64
     edge_index = torch.randint(num_nodes, (2, num_edges), generator=gen)
-    g = gsparse.Graph.from_edge_index(edge_index, num_nodes, num_nodes).to(device)
+    g = gsparse.Graph.from_edge_index(edge_index, num_nodes=num_nodes).to(device)
     x = torch.randn(num_nodes, features, generator=gen).to(device)
     w = torch.rand(num_edges, generator=gen).to(device)
     print(g)

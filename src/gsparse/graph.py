@@ -187,18 +187,30 @@ class Graph:
     def from_edge_index(
         cls,
         edge_index: torch.Tensor,
+        num_nodes: int | None = None,
+        *,
         num_src: int | None = None,
         num_dst: int | None = None,
     ) -> Graph:
         """Graph from a ``[2, E]`` edge list (PyG convention: row 0 sources, row 1 destinations).
 
-        Edge ``i`` keeps id ``i``. ``num_src``/``num_dst`` default to one more than the
-        largest index seen (0 with no edges).
+        Square by default, as in PyG and DGL: ``num_nodes`` nodes, or one more than the
+        largest index in either row (0 with no edges). A bipartite graph is built only when
+        ``num_src`` and/or ``num_dst`` are given (each defaults to one more than the largest
+        index of its own row). Edge ``i`` keeps id ``i``.
         """
         edge_index = check_index_tensor("edge_index", edge_index, 2)
         if edge_index.shape[0] != 2:
             raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
         src, dst = edge_index[0], edge_index[1]
+        if num_nodes is not None and (num_src is not None or num_dst is not None):
+            raise ValueError(f"give num_nodes (a square graph) or num_src / num_dst (a bipartite "
+                             f"one), not both: got num_nodes={num_nodes}, num_src={num_src}, "
+                             f"num_dst={num_dst}")
+        if num_src is None and num_dst is None:
+            if num_nodes is None:
+                num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+            num_src = num_dst = check_count("num_nodes", num_nodes)
         return cls._from_coo(src, dst, num_src, num_dst, "edge_index[0]", "edge_index[1]")
 
     @classmethod

@@ -31,12 +31,12 @@ def make_graph(kind: str, seed: int = 0) -> gsparse.Graph:
     """
     gen = torch.Generator().manual_seed(seed)
     if kind == "edgeless":
-        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), 20, 20)
+        return gsparse.Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), num_nodes=20)
     if kind == "bipartite":
         src = torch.randint(0, 37, (260,), generator=gen)
         dst = torch.randint(0, 53, (260,), generator=gen)
         dst[dst % 7 == 3] = 5
-        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 37, 53)
+        return gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=37, num_dst=53)
     n, e = 48, 300
     dst = torch.randint(0, n, (e,), generator=gen)
     src = torch.randint(0, n, (e,), generator=gen)
@@ -44,7 +44,7 @@ def make_graph(kind: str, seed: int = 0) -> gsparse.Graph:
         dst[dst % 9 == 4] = 7  # a long row, and empty rows
         src[::17] = dst[::17]  # self loops
         src[1::23], dst[1::23] = src[0::23][: src[1::23].numel()], dst[0::23][: dst[1::23].numel()]  # duplicates
-        g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), n, n)
+        g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)
         return g.with_index_dtype(torch.int64) if kind == "int64" else g
     block = dst // 12
     if kind == "blocks":
@@ -53,7 +53,7 @@ def make_graph(kind: str, seed: int = 0) -> gsparse.Graph:
         src = torch.where(block == 0, src % 12, torch.where(block == 1, src % 24, src))
     else:
         raise ValueError(f"unknown graph kind {kind!r}")
-    return gsparse.Graph.from_edge_index(torch.stack([src, dst]), n, n)
+    return gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_nodes=n)
 
 
 def make_partition(graph: gsparse.Graph, kind: str, parts: int) -> gd.Partition:

@@ -139,7 +139,7 @@ def test_bad_inputs_raise_the_single_process_errors(pool, world_size):
     for rank, (counts, errors, wrong_graph) in enumerate(pool.run(dist_errors, world_size)):
         num_src, num_dst, num_edges = counts
         edges = torch.zeros(2, num_edges, dtype=torch.int64)
-        single = gsparse.Graph.from_edge_index(edges, num_src, num_dst)
+        single = gsparse.Graph.from_edge_index(edges, num_src=num_src, num_dst=num_dst)
         for call in BAD_CALLS:
             assert errors[call] is not None, f"rank {rank}: {call} raised nothing"
             assert errors[call] == bad_call(call, single, gsparse), \

@@ -14,7 +14,7 @@ EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 3), (2, 2), (4, 1)]
 
 
 def _graph(edges=EDGES, num_src=6, num_dst=6) -> gsparse.Graph:
-    return gsparse.Graph.from_edge_index(torch.tensor(edges).T.reshape(2, -1), num_src, num_dst)
+    return gsparse.Graph.from_edge_index(torch.tensor(edges).T.reshape(2, -1), num_src=num_src, num_dst=num_dst)
 
 
 def _planted(clusters: int = 4, size: int = 30, seed: int = 0) -> tuple[gsparse.Graph, torch.Tensor]:
@@ -27,7 +27,7 @@ def _planted(clusters: int = 4, size: int = 30, seed: int = 0) -> tuple[gsparse.
     across = torch.randint(0, n, (n // 10,), generator=gen)
     src, dst = torch.cat([src, across]), torch.cat([dst, torch.randint(0, n, (n // 10,), generator=gen)])
     perm = torch.randperm(n, generator=gen)
-    return gsparse.Graph.from_edge_index(torch.stack([perm[src], perm[dst]]), n, n), cluster[torch.argsort(perm)]
+    return gsparse.Graph.from_edge_index(torch.stack([perm[src], perm[dst]]), num_nodes=n), cluster[torch.argsort(perm)]
 
 
 def test_range_report_counts_cut_halo_and_imbalance_by_hand():

@@ -136,7 +136,7 @@ def test_the_lower_triangle_of_a_graph_from_any_form():
     edges = np.array([[0, 1, 2, 3, 3], [1, 2, 0, 1, 3]])
     from_edges = triangular.graph_lower(edges, seed=1)
     from_scipy = triangular.graph_lower(sp.coo_array((np.ones(5), (edges[0], edges[1])), shape=(4, 4)), seed=1)
-    from_graph = triangular.graph_lower(gsparse.Graph.from_edge_index(torch.from_numpy(edges), 4, 4), seed=1)
+    from_graph = triangular.graph_lower(gsparse.Graph.from_edge_index(torch.from_numpy(edges), num_nodes=4), seed=1)
     for other in (from_scipy, from_graph):
         np.testing.assert_array_equal(other.toarray(), from_edges.toarray())
     pattern = (from_edges.toarray() != 0).astype(int)
@@ -158,7 +158,7 @@ def test_the_lower_triangle_of_a_graph_from_any_form():
     (lambda: triangular.graph_lower(sp.csr_array((2, 3))), ValueError, r"graph must be a square matrix, got shape \(2, 3\)"),
     (lambda: triangular.graph_lower(np.zeros((3, 2), dtype=np.int64)), ValueError,
      r"graph as an edge list must be an integer array \[2, E\], got int64 of shape \(3, 2\)"),
-    (lambda: triangular.graph_lower(gsparse.Graph.from_edge_index(torch.tensor([[0], [1]]), 1, 2)), ValueError,
+    (lambda: triangular.graph_lower(gsparse.Graph.from_edge_index(torch.tensor([[0], [1]]), num_src=1, num_dst=2)), ValueError,
      r"graph must be square, got 1 sources and 2 destinations"),
     (lambda: triangular.generate("grid", 100, 0), ValueError, r"family must be one of"),
     (lambda: triangular.generate("banded", 10, 0), ValueError, r"rows must be >= 27, got 10"),

@@ -125,7 +125,7 @@ def load_npz(path: str | os.PathLike[str]) -> Dataset:
         num_nodes = int(edge_index.max()) + 1 if edge_index.size else 0
     if edge_index.size and edge_index.max() >= num_nodes:
         raise ValueError(f"{path}: 'edge_index' holds node ids >= num_nodes = {num_nodes}")
-    graph = Graph.from_edge_index(torch.from_numpy(edge_index.astype(np.int64)), num_nodes, num_nodes)
+    graph = Graph.from_edge_index(torch.from_numpy(edge_index.astype(np.int64)), num_nodes=num_nodes)
 
     labels = None
     if "y" in arrays:

@@ -138,7 +138,7 @@ class _EdgeSet:
         kept = torch.nonzero(~is_loop).flatten()
         nodes = torch.arange(n, device=local.device)
         edge_index = torch.stack([torch.cat([src[kept], nodes]), torch.cat([dst[kept], nodes])])
-        staged = Graph.from_edge_index(edge_index, local.num_src, n)
+        staged = Graph.from_edge_index(edge_index, num_src=local.num_src, num_dst=n)
         origin = torch.cat([kept, local.num_edges + nodes])
         if staged.eid is not None:
             origin = origin[staged.eid.long()]

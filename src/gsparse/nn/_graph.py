@@ -33,7 +33,7 @@ class _EdgeIndexGraphs:
             if ref() is edge_index and version == edge_index._version and \
                     (cached_src, cached_dst) == (num_src, num_dst):
                 return graph
-        graph = Graph.from_edge_index(edge_index, num_src, num_dst)
+        graph = Graph.from_edge_index(edge_index, num_src=num_src, num_dst=num_dst)
         ref = weakref.ref(edge_index, lambda _, k=key: self._entries.pop(k, None))
         self._entries[key] = (ref, edge_index._version, num_src, num_dst, graph)
         return graph
@@ -105,7 +105,7 @@ def _build_self_loops(g: Graph) -> SelfLoops:
     kept = torch.nonzero(~is_loop).flatten()
     nodes = torch.arange(n, device=g.device)
     edge_index = torch.stack([torch.cat([src[kept], nodes]), torch.cat([dst[kept], nodes])])
-    staged = Graph.from_edge_index(edge_index, n, n)
+    staged = Graph.from_edge_index(edge_index, num_nodes=n)
     origin = torch.cat([kept, g.num_edges + nodes])
     if staged.eid is not None:
         origin = origin[staged.eid.long()]

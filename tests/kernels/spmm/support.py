@@ -91,7 +91,7 @@ def skewed_graph(split: int, seed: int = 0) -> gsparse.Graph:
     src = torch.randint(0, 150, (dst.numel(),), generator=gen)
     order = torch.randperm(dst.numel(), generator=gen)
     edge_index = torch.stack([src[order], dst[order]])
-    return gsparse.Graph.from_edge_index(edge_index, 150, lengths.numel())
+    return gsparse.Graph.from_edge_index(edge_index, num_src=150, num_dst=lengths.numel())
 
 
 def wide_graph() -> gsparse.Graph:
@@ -100,7 +100,7 @@ def wide_graph() -> gsparse.Graph:
     src = torch.randint(0, 3_000, (20_000,), generator=gen)
     dst = torch.randint(0, 230, (20_000,), generator=gen)
     dst[dst % 5 == 0] = 1
-    return gsparse.Graph.from_edge_index(torch.stack([src, dst]), 3_000, 230)
+    return gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=3_000, num_dst=230)
 
 
 def output_tiled_graphs() -> dict[str, gsparse.Graph]:
@@ -113,11 +113,11 @@ def output_tiled_graphs() -> dict[str, gsparse.Graph]:
         "empty": named_graph("empty"),
         # 3,000 sources (several tiles under a small shared memory), a 5,000-edge row
         "hub": gsparse.Graph.from_edge_index(torch.stack([
-            torch.randint(0, 3_000, (hub_dst.numel(),), generator=gen), hub_dst]), 3_000, 300),
+            torch.randint(0, 3_000, (hub_dst.numel(),), generator=gen), hub_dst]), num_src=3_000, num_dst=300),
         # most rows empty: row ranges are cut by edges, then capped by rows
         "sparse_rows": gsparse.Graph.from_edge_index(torch.stack([
             torch.randint(0, 40, (200,), generator=gen),
-            torch.randint(0, 20, (200,), generator=gen) * 500]), 40, 10_000),
+            torch.randint(0, 20, (200,), generator=gen) * 500]), num_src=40, num_dst=10_000),
     }
 
 

@@ -232,7 +232,7 @@ def test_column_tiled_skeleton_over_several_row_blocks(poisoned) -> None:
     gen = torch.Generator().manual_seed(8)
     src = torch.randint(0, 3_000, (60_000,), generator=gen)
     dst = torch.randint(0, 5_000, (60_000,), generator=gen)
-    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), 3_000, 5_000)
+    g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=3_000, num_dst=5_000)
     lhs = random_features((g.num_src, 2), torch.float32, seed=8)
     schedule = ColumnTiled(rows_per_block=64, feature_lanes=1, edge_lanes=16, vector_width=2,
                            column_tile=1024)

@@ -190,7 +190,7 @@ def test_column_tiles_group_every_edge_by_tile_and_row(index_dtype) -> None:
 
 def test_local_indices_use_all_sixteen_bits() -> None:
     src = torch.tensor([65535, 40000, 3, 70000])
-    g = gsparse.Graph.from_edge_index(torch.stack([src, torch.zeros(4, dtype=torch.long)]), 70001, 1)
+    g = gsparse.Graph.from_edge_index(torch.stack([src, torch.zeros(4, dtype=torch.long)]), num_src=70001, num_dst=1)
     tiles = column_tiles(g, 65536)
     assert tiles.tiles == 2 and tiles.local_col.dtype == torch.int16
     assert (tiles.local_col.long() % 65536).tolist() == \
@@ -268,7 +268,7 @@ def test_work_list_cuts_only_rows_longer_than_the_split(index_dtype, degree_sort
     split = 1024
     lengths = torch.tensor([0, split, split + 1, 0, 100_000, 1, 2 * split])
     dst = torch.repeat_interleave(torch.arange(7), lengths)
-    g = gsparse.Graph.from_edge_index(torch.stack([dst % 13, dst]), 13, 7)
+    g = gsparse.Graph.from_edge_index(torch.stack([dst % 13, dst]), num_src=13, num_dst=7)
     g = g.with_index_dtype(index_dtype)
     work = work_list(g, split, degree_sorted)
     parts = (work.row, work.start, work.split_row, work.split_first)
