@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -33,6 +34,18 @@ def hand_factor() -> sp.csr_array:
     return sp.csr_array(dense)
 
 
+def unit_factor(matrix: sp.sparray) -> sp.csr_array:
+    """``matrix`` with its off-diagonal entries scaled so that every row and column sums to
+    at most 1/2 in magnitude: a unit-diagonal solve with it, or with its transpose, stays
+    well conditioned at any depth (the families' values in [1, 2) would grow like 2^depth)."""
+    csr = sp.csr_array(matrix, dtype=np.float64)
+    off = csr - sp.diags(csr.diagonal())
+    sums = max(abs(off).sum(axis=0).max(initial=0.0), abs(off).sum(axis=1).max(initial=0.0))
+    scaled = sp.csr_array(off * (0.5 / sums) + sp.diags(csr.diagonal())) if sums else csr
+    scaled.sort_indices()
+    return scaled
+
+
 def torch_csr(matrix: sp.sparray, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     csr = sp.csr_array(matrix)
     with torch.sparse.check_sparse_tensor_invariants(True), warnings.catch_warnings():
@@ -51,7 +64,10 @@ def dense_system(matrix: sp.sparray, unit_diagonal: bool, transpose: bool) -> np
 
 
 def relative_residual(dense: np.ndarray, x: torch.Tensor, b: torch.Tensor) -> float:
-    """``||A x - b|| / (||A|| ||x|| + ||b||)`` in the infinity norms, worst column."""
+    """``||A x - b|| / (||A|| ||x|| + ||b||)`` in the infinity norms, worst column; infinite
+    when ``x`` holds a NaN or an infinity (which the norms would otherwise pass over)."""
+    if not bool(torch.isfinite(x).all()):
+        return math.inf
     x64 = x.detach().double().numpy().reshape(len(dense), -1)
     b64 = b.detach().double().numpy().reshape(len(dense), -1)
     norm_a = np.abs(dense).sum(axis=1).max() if dense.size else 0.0
