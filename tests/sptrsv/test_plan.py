@@ -100,32 +100,11 @@ def test_sampled_schemes_solve_every_family_under_the_kernel_model(family, lower
     np.testing.assert_allclose(x.double().numpy(), expected, rtol=tolerance, atol=tolerance)
 
 
-def _edge_factors() -> dict[str, tuple[sp.csr_array, bool]]:
-    """(matrix, unit diagonal) of the sanitizer's edge cases."""
-    n = 70
-    dense_row = sp.lil_array((n, n))
-    dense_row.setdiag(3.0)
-    dense_row[n - 1, :] = 1.0
-    dense_row[n - 1, n - 1] = 80.0
-    empty_rows = sp.lil_array((n, n))
-    empty_rows.setdiag(2.0)
-    empty_rows[np.arange(10, n, 2), np.arange(0, n - 10, 2)] = 1.0
-    no_diagonal = sp.csr_array(sp.tril(sp.random(n, n, density=0.1, random_state=4), k=-1))
-    return {
-        "one dense row": (sp.csr_array(dense_row), False),
-        "empty off-diagonal rows": (sp.csr_array(empty_rows), False),
-        "diagonal only": (sp.csr_array(sp.diags(np.arange(1.0, n + 1))), False),
-        "n = 1": (sp.csr_array(np.array([[4.0]])), False),
-        "unit, no stored diagonal": (no_diagonal, True),
-        "unit, no entries": (sp.csr_array((n, n)), True),
-    }
-
-
-@pytest.mark.parametrize("name", list(_edge_factors()))
+@pytest.mark.parametrize("name", list(triangular.edge_cases()))
 @pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("schedule", random.Random(2).sample(SPACE, 3), ids=str)
 def test_edge_case_factors_under_the_kernel_model(name, transpose, schedule):
-    matrix, unit = _edge_factors()[name]
+    matrix, unit = triangular.edge_cases()[name]
     for k, index_dtype in ((1, torch.int64), (16, None)):
         x, expected, _ = _solve_with_model(matrix, True, unit, transpose, k, torch.float64, schedule, index_dtype)
         np.testing.assert_allclose(x.numpy(), expected.reshape(x.shape), rtol=1e-12, atol=1e-12)

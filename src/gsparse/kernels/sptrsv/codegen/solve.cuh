@@ -303,7 +303,7 @@ __device__ __forceinline__ void run(const System& sys, const I* __restrict__ seg
     const I node_last = seg_start[lo + 1];
     const int sub = lane / W;
     const int sub_lane = lane % W;
-    const unsigned mask = W == 32 ? FULL_MASK : ((1u << W) - 1u) << (sub * W);
+    const unsigned mask = (FULL_MASK >> (32 - W)) << (sub * W);  // this subwarp's lanes
     I* s_col = nullptr;
     T* s_val = nullptr;
     if constexpr (STAGE) {
