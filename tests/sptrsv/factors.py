@@ -63,17 +63,27 @@ def dense_system(matrix: sp.sparray, unit_diagonal: bool, transpose: bool) -> np
     return dense.T if transpose else dense
 
 
-def relative_residual(dense: np.ndarray, x: torch.Tensor, b: torch.Tensor) -> float:
-    """``||A x - b|| / (||A|| ||x|| + ||b||)`` in the infinity norms, worst column; infinite
-    when ``x`` holds a NaN or an infinity (which the norms would otherwise pass over)."""
+def sparse_system(matrix: sp.sparray, unit_diagonal: bool, transpose: bool) -> sp.csr_array:
+    """:func:`dense_system` as a sparse matrix, for factors too large to densify."""
+    csr = sp.csr_array(matrix, dtype=np.float64)
+    if unit_diagonal:
+        csr = sp.csr_array(csr - sp.diags_array(csr.diagonal()) + sp.eye_array(csr.shape[0]))
+    return sp.csr_array(csr.T) if transpose else csr
+
+
+def relative_residual(system: np.ndarray | sp.sparray, x: torch.Tensor, b: torch.Tensor) -> float:
+    """``||A x - b|| / (||A|| ||x|| + ||b||)`` in the infinity norms, worst column, for the
+    system's matrix dense or sparse; infinite when ``x`` holds a NaN or an infinity (which
+    the norms would otherwise pass over)."""
     if not bool(torch.isfinite(x).all()):
         return math.inf
-    x64 = x.detach().double().numpy().reshape(len(dense), -1)
-    b64 = b.detach().double().numpy().reshape(len(dense), -1)
-    norm_a = np.abs(dense).sum(axis=1).max() if dense.size else 0.0
+    n = system.shape[0]
+    x64 = x.detach().double().numpy().reshape(n, -1)
+    b64 = b.detach().double().numpy().reshape(n, -1)
+    norm_a = float(np.asarray(abs(system).sum(axis=1)).max(initial=0.0))
     worst = 0.0
     for c in range(x64.shape[1]):
-        r = np.abs(dense @ x64[:, c] - b64[:, c]).max(initial=0.0)
+        r = np.abs(system @ x64[:, c] - b64[:, c]).max(initial=0.0)
         denominator = norm_a * np.abs(x64[:, c]).max(initial=0.0) + np.abs(b64[:, c]).max(initial=0.0)
         worst = max(worst, r / denominator if denominator else r)
     return worst
