@@ -38,7 +38,11 @@ def solve_now(crow: Tensor, col: Tensor, values: Tensor, b: Tensor, lower: bool,
     if b.device.type == "cpu":
         return cpu_triangular.solve(crow, col, values.contiguous(), b.contiguous(), lower,
                                     unit_diagonal, transpose)
-    plan = Pattern.find(crow, col, lower).levelset_plan(transpose)
+    pattern = Pattern.find(crow, col, lower)
+    if b.device.type == "cuda":
+        return pattern.device_plans.solve(values, b, unit_diagonal, transpose)
+    # Devices without generated kernels: the level-set solve in PyTorch ops.
+    plan = pattern.levelset_plan(transpose)
     return levelset_solve(plan, values, b.contiguous(), unit_diagonal)
 
 

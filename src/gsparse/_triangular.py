@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .kernels.sptrsv import FactorPlans
 from .kernels.sptrsv.levelset import LevelSetPlan, levelset_plan
 
 __all__ = ["Pattern", "read_factor", "check_values", "check_diagonal", "SUPPORTED_DTYPES"]
@@ -41,6 +42,7 @@ class Pattern:
                  order: torch.Tensor | None, register: bool = True) -> None:
         self.crow, self.col, self.lower, self.order = crow, col, lower, order
         self._levelset: dict[bool, LevelSetPlan] = {}
+        self._device_plans: FactorPlans | None = None
         if register:
             _LIVE[_key(crow, col)] = self
 
@@ -64,6 +66,14 @@ class Pattern:
                 and found.col.shape == col.shape:
             return found
         return cls(crow, col, lower, None, register=False)
+
+    @property
+    def device_plans(self) -> FactorPlans:
+        """The analyses, chosen schemes and launch plans of the generated CUDA kernels,
+        made on first use."""
+        if self._device_plans is None:
+            self._device_plans = FactorPlans(self.crow, self.col, self.lower)
+        return self._device_plans
 
     def levelset_plan(self, transpose: bool) -> LevelSetPlan:
         """The level-set plan of ``A x = b`` (``transpose``: ``A^T x = b``), built on first use."""

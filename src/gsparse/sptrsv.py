@@ -4,9 +4,10 @@ Solves :math:`\mathrm{op}(A)\, x = b` for a sparse triangular ``A`` (``n x n``) 
 :math:`\mathrm{op}(A) = A` or :math:`A^T`, one right-hand side (``b`` ``[n]``) or many
 (``[n, k]``), in float32 or float64; differentiable in ``b`` and in ``A``'s values. The
 factor is validated once per :class:`TriangularSolver`, which then solves any number of
-times. On the CPU the solve is MKL's (SciPy's where PyTorch has no MKL); on other devices
-the level-set solve of :mod:`gsparse.kernels.sptrsv.levelset`, until generated kernels
-replace it.
+times. On the CPU the solve is MKL's (SciPy's where PyTorch has no MKL); on CUDA, the
+generated AG-SpTRSV kernels of :mod:`gsparse.kernels.sptrsv`; on other devices, the
+level-set solve in PyTorch ops (:mod:`gsparse.kernels.sptrsv.levelset`, also the CUDA
+benchmark's baseline).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from . import _sptrsv_ops
 from ._ops import direct_call_ok
 from ._triangular import check_diagonal, check_values, read_factor
+from .kernels.sptrsv.schedule import SptrsvSchedule
 
 __all__ = ["sptrsv", "TriangularSolver"]
 
@@ -26,8 +28,10 @@ __all__ = ["sptrsv", "TriangularSolver"]
 class TriangularSolver:
     r"""A sparse triangular factor, validated and analysed once, to solve with many times.
 
-    Validation happens here; the analysis a device needs (on CUDA, the level-set plan) is
-    built at the first solve in each direction and kept with the solver.
+    Validation happens here; the analysis a device needs (on CUDA: the dependency graph
+    and levels, the scheme's schedule, the compiled kernel and its launches) is built at the
+    first solve in each direction (and per number of right-hand sides) and kept with the
+    solver.
 
     Args:
         A: the ``n x n`` factor, one of:
@@ -46,24 +50,34 @@ class TriangularSolver:
         unit_diagonal: take the diagonal as ones; stored diagonal entries are then not
             read (and get no gradient) and may be missing. Otherwise every row needs a
             finite nonzero diagonal entry.
+        schedule: on CUDA, the AG-SpTRSV scheme every solve runs (for tuning and
+            benchmarks); None: the one chosen for the factor and the solve
+            (:func:`gsparse.kernels.sptrsv.default_schedule`). Ignored on other devices.
 
     Raises:
         TypeError: ``A`` of another kind, values of an unsupported dtype (integer, half,
-            complex), index arrays that are not integers.
+            complex), index arrays that are not integers, a ``schedule`` that is not a
+            :class:`~gsparse.kernels.sptrsv.SptrsvSchedule`.
         ValueError: ``A`` not square, not triangular in the asked direction (naming the
             first entry on the wrong side), with a duplicate entry, a missing, zero or
             non-finite diagonal entry (naming the row), inconsistent or out-of-range CSR
-            indices, or parts on different devices.
+            indices, parts on different devices, or an invalid ``schedule``.
 
     The values of a tensor or arrays input are used as given (not copied), in their own
     storage order, so gradients reach them: a ``values`` tensor with ``requires_grad``
     gets :math:`\partial A_{ij}` per entry. :meth:`update_values` swaps them.
     """
 
-    def __init__(self, A: Any, lower: bool = True, unit_diagonal: bool = False) -> None:
+    def __init__(self, A: Any, lower: bool = True, unit_diagonal: bool = False,
+                 schedule: SptrsvSchedule | None = None) -> None:
         if not isinstance(unit_diagonal, bool):
             raise TypeError(f"unit_diagonal must be a bool, got {type(unit_diagonal).__name__}")
+        if schedule is not None:
+            if not isinstance(schedule, SptrsvSchedule):
+                raise TypeError(f"schedule must be a SptrsvSchedule or None, got {type(schedule).__name__}")
+            schedule.validate()
         self._pattern, values = read_factor(A, lower)
+        self._pattern.device_plans.schedule = schedule
         self._unit_diagonal = unit_diagonal
         self._values = values
         self._canonical = self._canonical_values(values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -33,6 +34,18 @@ def hand_factor() -> sp.csr_array:
     return sp.csr_array(dense)
 
 
+def unit_factor(matrix: sp.sparray) -> sp.csr_array:
+    """``matrix`` with its off-diagonal entries scaled so that every row and column sums to
+    at most 1/2 in magnitude: a unit-diagonal solve with it, or with its transpose, stays
+    well conditioned at any depth (the families' values in [1, 2) would grow like 2^depth)."""
+    csr = sp.csr_array(matrix, dtype=np.float64)
+    off = csr - sp.diags(csr.diagonal())
+    sums = max(abs(off).sum(axis=0).max(initial=0.0), abs(off).sum(axis=1).max(initial=0.0))
+    scaled = sp.csr_array(off * (0.5 / sums) + sp.diags(csr.diagonal())) if sums else csr
+    scaled.sort_indices()
+    return scaled
+
+
 def torch_csr(matrix: sp.sparray, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     csr = sp.csr_array(matrix)
     with torch.sparse.check_sparse_tensor_invariants(True), warnings.catch_warnings():
@@ -50,14 +63,27 @@ def dense_system(matrix: sp.sparray, unit_diagonal: bool, transpose: bool) -> np
     return dense.T if transpose else dense
 
 
-def relative_residual(dense: np.ndarray, x: torch.Tensor, b: torch.Tensor) -> float:
-    """``||A x - b|| / (||A|| ||x|| + ||b||)`` in the infinity norms, worst column."""
-    x64 = x.detach().double().numpy().reshape(len(dense), -1)
-    b64 = b.detach().double().numpy().reshape(len(dense), -1)
-    norm_a = np.abs(dense).sum(axis=1).max() if dense.size else 0.0
+def sparse_system(matrix: sp.sparray, unit_diagonal: bool, transpose: bool) -> sp.csr_array:
+    """:func:`dense_system` as a sparse matrix, for factors too large to densify."""
+    csr = sp.csr_array(matrix, dtype=np.float64)
+    if unit_diagonal:
+        csr = sp.csr_array(csr - sp.diags_array(csr.diagonal()) + sp.eye_array(csr.shape[0]))
+    return sp.csr_array(csr.T) if transpose else csr
+
+
+def relative_residual(system: np.ndarray | sp.sparray, x: torch.Tensor, b: torch.Tensor) -> float:
+    """``||A x - b|| / (||A|| ||x|| + ||b||)`` in the infinity norms, worst column, for the
+    system's matrix dense or sparse; infinite when ``x`` holds a NaN or an infinity (which
+    the norms would otherwise pass over)."""
+    if not bool(torch.isfinite(x).all()):
+        return math.inf
+    n = system.shape[0]
+    x64 = x.detach().double().numpy().reshape(n, -1)
+    b64 = b.detach().double().numpy().reshape(n, -1)
+    norm_a = float(np.asarray(abs(system).sum(axis=1)).max(initial=0.0))
     worst = 0.0
     for c in range(x64.shape[1]):
-        r = np.abs(dense @ x64[:, c] - b64[:, c]).max(initial=0.0)
+        r = np.abs(system @ x64[:, c] - b64[:, c]).max(initial=0.0)
         denominator = norm_a * np.abs(x64[:, c]).max(initial=0.0) + np.abs(b64[:, c]).max(initial=0.0)
         worst = max(worst, r / denominator if denominator else r)
     return worst

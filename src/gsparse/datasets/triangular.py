@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from ..graph import Graph
 
 __all__ = ["laplacian", "banded", "power_law", "rmat", "road_grid", "graph_lower", "generate",
-           "FAMILIES", "LAPLACIAN_FACTORS"]
+           "edge_cases", "FAMILIES", "LAPLACIAN_FACTORS"]
 
 LAPLACIAN_FACTORS = ("lower", "ic0", "ilu0")
 
@@ -295,6 +295,37 @@ def graph_lower(graph: Any, *, seed: int = 0, upper: bool = False) -> sp.csr_arr
         raise ValueError("graph has no nodes")
     rows, cols = _lower_pairs(np.asarray(src, np.int64), np.asarray(dst, np.int64))
     return _factor(rows, cols, n, np.random.default_rng(seed), upper)
+
+
+# ---------------------------------------------------------------------- edge cases
+
+
+def edge_cases(n: int = 70, seed: int = 0) -> dict[str, tuple[sp.csr_array, bool]]:
+    """Small lower factors whose shapes break kernels with a wrong bound, by name, each with
+    whether to solve it with a unit diagonal: one dense row (the last, ``n`` entries), rows
+    without off-diagonal entries between rows with one, a diagonal-only factor, a 1 x 1
+    factor, a unit-diagonal factor storing no diagonal, and one storing no entry at all.
+    All are row and column diagonally dominant (solved either way, well conditioned)."""
+    n = _check_size("n", n, 2)
+    rng = np.random.default_rng(seed)
+    dense_row = sp.lil_array((n, n))
+    dense_row.setdiag(3.0)
+    dense_row[n - 1, :] = 1.0
+    dense_row[n - 1, n - 1] = float(n + 10)
+    every_other = np.arange(10 % n, n, 2)
+    empty_rows = sp.lil_array((n, n))
+    empty_rows.setdiag(2.0)
+    empty_rows[every_other, every_other - 10 % n] = 1.0
+    strict = sp.tril(sp.random_array((n, n), density=0.1, rng=rng), k=-1)
+    strict = strict * (0.5 / max(1.0, abs(strict).sum(axis=0).max(), abs(strict).sum(axis=1).max()))
+    return {
+        "one dense row": (sp.csr_array(dense_row), False),
+        "empty off-diagonal rows": (sp.csr_array(empty_rows), False),
+        "diagonal only": (sp.csr_array(sp.diags_array(np.arange(1.0, n + 1))), False),
+        "n = 1": (sp.csr_array(np.array([[4.0]])), False),
+        "unit, no stored diagonal": (sp.csr_array(strict), True),
+        "unit, no entries": (sp.csr_array((n, n)), True),
+    }
 
 
 # ---------------------------------------------------------------------- sampling

@@ -1,2 +1,122 @@
-"""Sparse triangular solve (AG-SpTRSV): analysis, transforms, scheduling, scheme space,
-the CPU oracle of a scheduled solve, the level-set baseline and the scheme selector."""
+"""Sparse triangular solve (AG-SpTRSV) on CUDA: the analysis, transforms, scheduling, scheme
+space and selector, the generated kernel and its plans, the CPU oracle of a scheduled solve,
+and the level-set baseline.
+
+The package's modules, each with one job: :mod:`.analysis` (row graph, levels),
+:mod:`.transforms` (row groups), :mod:`.scheduling` and :mod:`.warps` (node groups, kernel
+partitions, warps: a :class:`~.scheduling.SolvePlan`), :mod:`.executor` (the oracle),
+:mod:`.task` (what a solve computes), :mod:`.schedule` (the scheme), :mod:`.space` (what is
+worth measuring), :mod:`.default` (the hand rule), :mod:`.features` and :mod:`.selector`
+(the MLP), :mod:`.codegen` (the CUDA source), :mod:`.plan` (launches), :mod:`.levelset`
+(the solve in PyTorch ops, the benchmark's baseline).
+
+:class:`FactorPlans` is what one factor keeps of all this: a
+:class:`~gsparse.TriangularSolver` holds one, and its CUDA solves go through it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...target import Target
+from ..memory import allocate
+from ..source import RUNTIME_LOADER, KernelLoader
+from .default import default_schedule
+from .plan import SptrsvPlan, SystemAnalysis, analyse
+from .schedule import SptrsvSchedule
+from .task import SptrsvTask, index_dtype_for
+
+__all__ = ["FactorPlans", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "default_schedule"]
+
+
+class FactorPlans:
+    """The device-side state of one triangular factor, built on demand and kept:
+
+    - per direction (``transpose``), the system's analysis (:func:`.plan.analyse`);
+    - per task, the scheme a solve runs when none is forced (:func:`.default.default_schedule`
+      on the system's features and the device's :class:`~gsparse.target.Target`);
+    - per (task, scheme), the plan (:class:`.plan.SptrsvPlan`).
+
+    New values for the same pattern reuse all of it: values are an operand of each solve.
+
+    Args:
+        crow, col: the canonical CSR of ``A`` (int64, on the solver's device).
+        lower: ``A`` is lower triangular.
+
+    Attributes:
+        schedule: a scheme every solve runs instead of the chosen one (None: choose).
+        loader: what compiles and loads the kernels (a recorder in tests).
+        target: the GPU plans are made for (None: that of ``b``'s device, at each solve).
+        index_dtype: the plans' index type (None: int32 unless the factor's size needs int64).
+    """
+
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool) -> None:
+        self._crow, self._col, self._lower = crow, col, lower
+        self.schedule: SptrsvSchedule | None = None
+        self.loader: KernelLoader = RUNTIME_LOADER
+        self.target: Target | None = None
+        self.index_dtype: torch.dtype | None = None
+        self._host: tuple | None = None
+        self._analyses: dict[bool, SystemAnalysis] = {}
+        self._chosen: dict[SptrsvTask, SptrsvSchedule] = {}
+        self._plans: dict[tuple[SptrsvTask, SptrsvSchedule], SptrsvPlan] = {}
+
+    @property
+    def n(self) -> int:
+        return self._crow.numel() - 1
+
+    @property
+    def nnz(self) -> int:
+        return self._col.numel()
+
+    def analysis(self, transpose: bool) -> SystemAnalysis:
+        """The system of ``A x = b`` (``A^T x = b`` with ``transpose``), analysed once."""
+        if transpose not in self._analyses:
+            if self._host is None:
+                self._host = (self._crow.cpu().numpy(), self._col.cpu().numpy())
+            self._analyses[transpose] = analyse(*self._host, self._lower, transpose)
+        return self._analyses[transpose]
+
+    def task(self, dtype: torch.dtype, unit_diagonal: bool, transpose: bool, num_rhs: int,
+             index_dtype: torch.dtype | None = None) -> SptrsvTask:
+        """The task of a solve; indices ``index_dtype``, else :attr:`index_dtype`, else int32
+        unless the factor's size needs int64."""
+        index_dtype = index_dtype or self.index_dtype or index_dtype_for(self.n, self.nnz)
+        return SptrsvTask(dtype=dtype, index_dtype=index_dtype,
+                          lower=self._lower, unit_diagonal=unit_diagonal, transpose=transpose,
+                          num_rhs=num_rhs)
+
+    def chosen_schedule(self, task: SptrsvTask, target: Target) -> SptrsvSchedule:
+        """The forced scheme, else the hand rule's for ``task`` on ``target`` (kept per task)."""
+        if self.schedule is not None:
+            return self.schedule
+        if task not in self._chosen:
+            self._chosen[task] = default_schedule(self.analysis(task.transpose).features, task, target)
+        return self._chosen[task]
+
+    def build_plan(self, task: SptrsvTask, schedule: SptrsvSchedule, target: Target) -> SptrsvPlan:
+        """A new plan of ``task`` under ``schedule`` (not kept: :meth:`solve` keeps its own)."""
+        return SptrsvPlan(self.analysis(task.transpose), task, schedule, target, self._crow.device,
+                          self.loader)
+
+    def solve(self, values: torch.Tensor, b: torch.Tensor, unit_diagonal: bool, transpose: bool,
+              schedule: SptrsvSchedule | None = None) -> torch.Tensor:
+        """``x`` with ``op(A) x = b`` on ``b``'s CUDA device, with the generated kernel.
+
+        Args:
+            values: ``[nnz]`` ``A``'s values in canonical order.
+            b: ``[n]`` or ``[n, k]``, ``values``' dtype.
+            unit_diagonal, transpose: as :func:`gsparse.sptrsv`.
+            schedule: the scheme to run (default: :attr:`schedule` if set, else the chosen one).
+        """
+        if b.numel() == 0:
+            return allocate(tuple(b.shape), b.dtype, b.device)
+        b = b.contiguous()
+        task = self.task(values.dtype, unit_diagonal, transpose, 1 if b.dim() == 1 else b.shape[1])
+        target = self.target or Target.of(b.device)
+        if schedule is None:
+            schedule = self.chosen_schedule(task, target)
+        key = (task, schedule)
+        if key not in self._plans:
+            self._plans[key] = self.build_plan(task, schedule, target)
+        return self._plans[key](values.contiguous(), b)

@@ -1,0 +1,107 @@
+"""Run sampled SpTRSV schemes on small edge-case factors and check every result against SciPy.
+
+Meant to run under compute-sanitizer (scripts/sanitize_sptrsv.sh): every code variant of
+the reduced space (its 12: warps, subwarps, row paths, with and without reordering), plus
+schemes with the code optimisations switched off, is launched on the factors of
+:func:`gsparse.datasets.triangular.edge_cases` (a dense row, rows without off-diagonal
+entries, diagonal only, n = 1, a unit diagonal stored nowhere, no entries at all) and a
+small member of each family, in float32 and float64, with 1 and 16 right-hand sides,
+lower, upper and transposed, int32 and int64 indices; outputs start poisoned (NaN), so an
+element never written fails the check.
+
+    PYTHONPATH=src python scripts/sptrsv_selfcheck.py [--seed 0]
+
+Prints one line per failure and closes with "N passed, M failed"; exits 1 on a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from scipy.sparse.linalg import spsolve_triangular
+
+from gsparse import TriangularSolver
+from gsparse.datasets import triangular
+from gsparse.kernels.memory import poisoned
+from gsparse.kernels.sptrsv.codegen import CodeVariant
+from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.space import reduced_space
+
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
+
+
+def factors() -> dict[str, tuple[sp.csr_array, bool]]:
+    found = dict(triangular.edge_cases())
+    for family in triangular.FAMILIES:
+        found[family] = (triangular.generate(family, 200, seed=7), False)
+    return found
+
+
+def schedules(rng: random.Random) -> list[SptrsvSchedule]:
+    """One scheme per code variant of the reduced space (a random one of it), and two with
+    the collaborative read, sync elimination and early division switched off."""
+    by_variant: dict[CodeVariant, list[SptrsvSchedule]] = {}
+    for schedule in reduced_space():
+        by_variant.setdefault(CodeVariant.of(schedule), []).append(schedule)
+    picked = [rng.choice(group) for group in by_variant.values()]
+    for schedule in rng.sample(picked, 2):
+        picked.append(SptrsvSchedule(**{**schedule.knobs(), "collaborative_read": False,
+                                        "sync_elimination": False, "early_division": False}))
+    return picked
+
+
+def check(matrix: sp.csr_array, lower: bool, unit: bool, transpose: bool, k: int, dtype: torch.dtype,
+          index_dtype: torch.dtype, schedule: SptrsvSchedule) -> str | None:
+    """None when the GPU solve matches SciPy, else what went wrong."""
+    csr = sp.csr_array(matrix if lower else matrix.T)
+    csr.sort_indices()
+    arrays = (torch.from_numpy(csr.indptr.astype(np.int64)).cuda(),
+              torch.from_numpy(csr.indices.astype(np.int64)).cuda(),
+              torch.from_numpy(csr.data).to(device="cuda", dtype=dtype), csr.shape)
+    solver = TriangularSolver(arrays, lower=lower, unit_diagonal=unit, schedule=schedule)
+    solver._pattern.device_plans.index_dtype = index_dtype
+    gen = torch.Generator().manual_seed(k)
+    b = torch.randn((csr.shape[0], k), generator=gen, dtype=torch.float64)[:, 0 if k == 1 else slice(None)]
+    with poisoned():
+        x = solver.solve(b.to(device="cuda", dtype=dtype), transpose=transpose)
+    torch.cuda.synchronize()
+    system, system_lower = (sp.csr_array(csr.T), not lower) if transpose else (csr, lower)
+    want = spsolve_triangular(sp.csr_array(system, dtype=np.float64), b.numpy(), lower=system_lower,
+                              unit_diagonal=unit)
+    got = x.double().cpu().numpy()
+    if not np.isfinite(got).all():
+        return f"{int((~np.isfinite(got)).sum())} elements of x never written"
+    error = np.abs(got - want).max(initial=0.0) / max(1.0, np.abs(want).max(initial=0.0))
+    return None if error <= TOLERANCE[dtype] else f"relative error {error:.2e}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    passed = failed = 0
+    for name, (matrix, unit) in factors().items():
+        for schedule in schedules(rng):
+            lower, transpose = rng.random() < 0.5, rng.random() < 0.5
+            for k, dtype, index_dtype in ((1, torch.float64, torch.int32), (16, torch.float32, torch.int64),
+                                          (rng.choice([1, 3, 16]), rng.choice([torch.float32, torch.float64]),
+                                           rng.choice([torch.int32, torch.int64]))):
+                problem = check(matrix, lower, unit, transpose, k, dtype, index_dtype, schedule)
+                if problem is None:
+                    passed += 1
+                    continue
+                failed += 1
+                print(f"FAIL {name} lower={lower} unit={unit} transpose={transpose} k={k} {dtype} "
+                      f"{index_dtype} {schedule}: {problem}", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

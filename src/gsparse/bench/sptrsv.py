@@ -1,0 +1,307 @@
+r"""The SpTRSV benchmark: gsparse's generated kernels against cuSPARSE, the level-set solve in
+PyTorch ops and SciPy on the CPU, over a set of triangular factors.
+
+    python -m gsparse.bench.sptrsv --matrices laplacian2d:1000000,banded:4000000 --rhs 1,16 --out DIR
+
+Implementations, each solving ``L x = b`` (``L^T x = b`` with ``--transpose``) for the
+lower factor ``L``:
+
+- ``gsparse``: the generated AG-SpTRSV kernel under the hand rule's scheme (the MLP's with
+  ``--selector FILE``, a fixed one with ``--schedule JSON``). Its preprocessing is reported
+  by phase: ``analysis`` (dependency graph, levels, features), ``selection``, ``codegen``
+  (source generation, NVRTC compile and module load; cold unless ``--kernel-cache`` points
+  at a warm cache) and ``plan`` (transform, scheduling, arrays to the device).
+- ``cusparse``: cuSPARSE SpSM through CuPy's bindings (:mod:`.cusparse_triangular`), the
+  analysis timed apart from the solve; needs CuPy.
+- ``cusparse_per_call``: ``torch.triangular_solve`` on a CUDA sparse CSR tensor, which runs
+  cuSPARSE's SpSV/SpSM analysis and solve on every call (what CuPy's
+  ``spsolve_triangular`` does too).
+- ``levelset``: the level-set solve in PyTorch ops (:mod:`gsparse.kernels.sptrsv.levelset`),
+  its plan (levels on the host) as preprocessing.
+- ``scipy``: ``scipy.sparse.linalg.spsolve_triangular`` on the CPU.
+
+Every output is checked against a float64 SciPy solution before it is timed: relative
+error ``max|x - x_ref| / max|x_ref|`` at most 1e-10 (float64) or 1e-4 (float32); a failed
+check records the error instead of a time. GPU times are CUDA-event medians after warm-up
+(:func:`gsparse.tune.measure.time_calls`). Throughput follows AG-SpTRSV:
+GFLOP/s = ``(2 nnz + n) k / t``. ``total_20_ms`` is preprocessing plus 20 solves.
+
+Writes ``sptrsv.json`` (every measurement) and ``sptrsv.md`` (a table) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..backends.cpu import unchecked_csr
+from ..datasets import triangular
+from ..kernels.sptrsv import FactorPlans
+from ..kernels.sptrsv.codegen import KERNEL, program
+from ..kernels.sptrsv.levelset import levelset_plan, levelset_solve
+from ..kernels.sptrsv.schedule import SptrsvSchedule
+from ..kernels.source import RUNTIME_LOADER
+from ..target import Target
+from ..tune.measure import time_calls
+from . import cusparse_triangular
+
+__all__ = ["FORMAT", "gflops", "load_matrix", "bench_matrix", "markdown", "main"]
+
+FORMAT = "gsparse-bench-sptrsv/1"
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
+SOLVES = 20  # total_20_ms: preprocessing plus this many solves
+_DEFAULT_MATRICES = "laplacian2d:1000000,laplacian3d:1000000,banded:1000000,power_law:1000000,rmat:1000000,road:1000000"
+
+
+def gflops(n: int, nnz: int, k: int, ms: float) -> float:
+    """AG-SpTRSV's throughput: ``(2 nnz + n) k`` floating-point operations in ``ms``."""
+    return (2 * nnz + n) * k / (ms * 1e6)
+
+
+def load_matrix(spec: str) -> tuple[str, Any]:
+    """``(name, lower factor)`` for ``FAMILY[:ROWS[:SEED]]`` (a family of
+    :data:`gsparse.datasets.triangular.FAMILIES`, 1M rows and seed 0 by default) or a
+    ``.npz`` file of a square SciPy sparse matrix (its lower triangle, as a factor)."""
+    import scipy.sparse as sp
+
+    if spec.endswith(".npz"):
+        return Path(spec).stem, triangular.graph_lower(sp.load_npz(spec))
+    family, *rest = spec.split(":")
+    rows = int(rest[0]) if rest else 1_000_000
+    seed = int(rest[1]) if len(rest) > 1 else 0
+    return f"{family}:{rows}", triangular.generate(family, rows, seed)
+
+
+def _error(x: torch.Tensor, reference: np.ndarray) -> float:
+    got = x.detach().double().cpu().numpy().reshape(reference.shape)
+    if not np.isfinite(got).all():
+        return float("inf")
+    scale = max(float(np.abs(reference).max(initial=0.0)), 1e-300)
+    return float(np.abs(got - reference).max(initial=0.0)) / scale
+
+
+def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: torch.dtype,
+             device: torch.device, budget_s: float, cheap: bool = True) -> dict[str, Any]:
+    """Check ``solve()`` against the reference, then time it; a failure is recorded, not raised."""
+    try:
+        error = _error(solve(), reference)
+        if not error <= TOLERANCE[dtype]:
+            return {"status": "wrong", "error": f"relative error {error:.3e} > {TOLERANCE[dtype]:g}"}
+        if cheap:
+            timing = time_calls(lambda: solve(), [()], device, budget_s=budget_s)
+        else:  # one call is long already: three more, no warm-up beyond the check
+            timing = time_calls(lambda: solve(), [()], device, budget_s=budget_s, min_repeats=3, warmup=0)
+        return {"status": "ok", "median_ms": timing.median_ms, "spread": timing.spread,
+                "repeats": len(timing.times_ms), "relative_error": error}
+    except Exception as exc:  # noqa: BLE001 - a failing implementation is data in the record
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    out = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return out, (time.perf_counter() - start) * 1e3
+
+
+def _gsparse(crow, col, values, b, k, transpose, device, schedule, selector) -> tuple[Callable, dict]:
+    """gsparse's solve and its preprocessing phases (ms)."""
+    plans = FactorPlans(crow, col, True)
+    target = Target.of(device)
+
+    def analyse():
+        analysis = plans.analysis(transpose)
+        _ = analysis.features  # computed once, on first use: part of the analysis
+        return analysis
+
+    analysis, analysis_ms = _host_ms(analyse, device)
+    task = plans.task(values.dtype, False, transpose, k)
+    if schedule is None:
+        choose = (lambda: selector.select(analysis.features)) if selector is not None \
+            else (lambda: plans.chosen_schedule(task, target))
+        schedule, selection_ms = _host_ms(choose, device)
+    else:
+        selection_ms = 0.0
+    _, codegen_ms = _host_ms(lambda: RUNTIME_LOADER.kernel(program(task.algorithm, schedule), KERNEL,
+                                                           device.index), device)
+    plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)
+    phases = {"analysis": analysis_ms, "selection": selection_ms, "codegen": codegen_ms, "plan": plan_ms}
+    return (lambda: plan(values, b)), {"schedule": schedule.to_json(), "launches": plan.num_launches,
+                                       "preprocess_ms": phases}
+
+
+def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: bool, device: torch.device,
+                 budget_s: float, schedule: SptrsvSchedule | None = None, selector: Any = None,
+                 levelset_max_levels: int = 20_000) -> dict[str, Any]:
+    """Every implementation on one factor, ``k`` right-hand sides, one dtype: a record. The
+    level-set solve is skipped on factors deeper than ``levelset_max_levels``."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import spsolve_triangular
+
+    n, nnz = matrix.shape[0], matrix.nnz
+    system = sp.csr_array(matrix.T) if transpose else matrix
+    gen = torch.Generator().manual_seed(0)
+    b_cpu = torch.randn((n, k), generator=gen, dtype=torch.float64)[:, 0 if k == 1 else slice(None)].to(dtype)
+    reference = spsolve_triangular(system, b_cpu.double().numpy(), lower=not transpose)
+    crow = torch.from_numpy(matrix.indptr.astype(np.int64)).to(device)
+    col = torch.from_numpy(matrix.indices.astype(np.int64)).to(device)
+    values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
+    b = b_cpu.to(device).contiguous()
+    results: dict[str, Any] = {}
+
+    try:
+        solve, extra = _gsparse(crow, col, values, b, k, transpose, device, schedule, selector)
+        results["gsparse"] = {**_measure(solve, reference, dtype, device, budget_s), **extra}
+    except Exception as exc:  # noqa: BLE001
+        results["gsparse"] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+    if cusparse_triangular.available():
+        try:
+            spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, transpose, k)
+            analysis = time_calls(spsm.analyse, [()], device, budget_s=budget_s, min_repeats=3)
+            spsm.analyse()
+            spsm.load(b)
+
+            def cusparse_solve() -> torch.Tensor:
+                spsm.solve()
+                return spsm.result(k == 1)
+
+            record = _measure(cusparse_solve, reference, dtype, device, budget_s)
+            results["cusparse"] = {**record, "preprocess_ms": {"analysis": analysis.median_ms}}
+        except Exception as exc:  # noqa: BLE001
+            results["cusparse"] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    else:
+        results["cusparse"] = {"status": "skipped", "error": "CuPy with cuSPARSE SpSM is not installed"}
+
+    csr = unchecked_csr(crow, col, values, (n, n))
+    rhs = b.unsqueeze(1) if k == 1 else b
+    results["cusparse_per_call"] = _measure(
+        lambda: torch.triangular_solve(rhs, csr, upper=False, transpose=transpose).solution.reshape(b.shape),
+        reference, dtype, device, budget_s)
+
+    plan, levelset_ms = _host_ms(lambda: levelset_plan(matrix.indptr, matrix.indices, True, transpose, device),
+                                 device)
+    if plan.num_levels <= levelset_max_levels:
+        record = _measure(lambda: levelset_solve(plan, values, b, False), reference, dtype, device, budget_s,
+                          cheap=plan.num_levels < 1_000)
+    else:  # a few launches per level: a deep factor takes seconds per solve
+        record = {"status": "skipped", "error": f"{plan.num_levels} levels > {levelset_max_levels}"}
+    results["levelset"] = {**record, "preprocess_ms": {"analysis": levelset_ms}, "levels": plan.num_levels}
+
+    scipy_matrix = system.astype(np.float32 if dtype == torch.float32 else np.float64)
+    b_host = b_cpu.numpy()
+    results["scipy"] = _measure(
+        lambda: torch.from_numpy(np.asarray(spsolve_triangular(scipy_matrix, b_host, lower=not transpose))),
+        reference, dtype, torch.device("cpu"), budget_s, cheap=False)
+
+    for entry in results.values():
+        if entry.get("status") == "ok":
+            entry["gflops"] = gflops(n, nnz, k, entry["median_ms"])
+            prep = sum(entry.get("preprocess_ms", {}).values())
+            entry["total_20_ms"] = prep + SOLVES * entry["median_ms"]
+    return {"matrix": name, "n": n, "nnz": nnz, "k": k, "dtype": str(dtype).removeprefix("torch."),
+            "transpose": transpose, "levels": results["levelset"].get("levels"), "results": results}
+
+
+def _ms(entry: dict[str, Any], key: str = "median_ms") -> str:
+    return f"{entry[key]:.3f}" if entry.get("status") == "ok" and key in entry else entry.get("status", "-")
+
+
+def _ratio(num: dict[str, Any], den: dict[str, Any], key: str) -> str:
+    if num.get("status") == "ok" and den.get("status") == "ok":
+        return f"{num[key] / den[key]:.2f}x"
+    return "-"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """One row per (matrix, k, dtype): solve times, cuSPARSE over gsparse (solve, and
+    preprocessing plus 20 solves), preprocessing, the other baselines, GFLOP/s."""
+    lines = [f"# SpTRSV benchmark on {doc['environment']['device']}", "",
+             "| matrix | n | nnz | levels | k | dtype | gsparse ms | cuSPARSE ms | cuSPARSE / gsparse | "
+             "gsparse prep ms | cuSPARSE analysis ms | total@20 cuSPARSE / gsparse | per-call cuSPARSE ms | "
+             "level-set ms | SciPy ms | gsparse GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["records"]:
+        ours, cus = r["results"]["gsparse"], r["results"]["cusparse"]
+        prep = f"{sum(ours['preprocess_ms'].values()):.1f}" if "preprocess_ms" in ours else "-"
+        analysis = f"{cus['preprocess_ms']['analysis']:.3f}" if "preprocess_ms" in cus else "-"
+        lines.append(
+            f"| {r['matrix']}{'ᵀ' if r['transpose'] else ''} | {r['n']:,} | {r['nnz']:,} | {r['levels'] or '-'} | "
+            f"{r['k']} | {r['dtype']} | {_ms(ours)} | {_ms(cus)} | {_ratio(cus, ours, 'median_ms')} | {prep} | "
+            f"{analysis} | {_ratio(cus, ours, 'total_20_ms')} | {_ms(r['results']['cusparse_per_call'])} | "
+            f"{_ms(r['results']['levelset'])} | {_ms(r['results']['scipy'])} | {_ms(ours, 'gflops')} |")
+    failures = [(r["matrix"], r["k"], r["dtype"], name, e["error"]) for r in doc["records"]
+                for name, e in r["results"].items() if e.get("status") in ("failed", "wrong")]
+    if failures:
+        lines += ["", "## Failures", ""] + [f"- {m} k={k} {d} {name}: {err}" for m, k, d, name, err in failures]
+    return "\n".join(lines) + "\n"
+
+
+def _environment(device: torch.device) -> dict[str, Any]:
+    env = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+           "torch": torch.__version__, "python": platform.python_version(),
+           "cusparse_spsm": cusparse_triangular.available()}
+    if device.type == "cuda":
+        env["target"] = Target.of(device).to_json()
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matrices", default=_DEFAULT_MATRICES,
+                        help="comma-separated FAMILY[:ROWS[:SEED]] or .npz files (default: every family at 1M rows)")
+    parser.add_argument("--rhs", default="1,16", help="comma-separated numbers of right-hand sides")
+    parser.add_argument("--dtypes", default="float64,float32")
+    parser.add_argument("--transpose", action="store_true", help="solve with L^T")
+    parser.add_argument("--budget", type=float, default=0.5, help="seconds of timed calls per measurement")
+    parser.add_argument("--schedule", help="a SptrsvSchedule as JSON, run instead of the chosen one")
+    parser.add_argument("--selector", help="a trained SchemeSelector file: select with the MLP")
+    parser.add_argument("--levelset-max-levels", type=int, default=20_000,
+                        help="skip the level-set baseline on deeper factors (it launches per level)")
+    parser.add_argument("--kernel-cache", help="the kernel cache directory (default: a new empty one)")
+    parser.add_argument("--out", required=True, help="directory for sptrsv.json and sptrsv.md")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        parser.error("the SpTRSV benchmark needs a CUDA GPU")
+    os.environ["GSPARSE_CACHE_DIR"] = args.kernel_cache or tempfile.mkdtemp(prefix="gsparse-sptrsv-cache-")
+    device = torch.device("cuda", torch.cuda.current_device())
+    schedule = SptrsvSchedule.from_json(args.schedule) if args.schedule else None
+    selector = None
+    if args.selector:
+        from ..kernels.sptrsv.selector import SchemeSelector
+
+        selector = SchemeSelector.load(args.selector)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"format": FORMAT, "environment": _environment(device), "records": []}
+    for spec in args.matrices.split(","):
+        name, matrix = load_matrix(spec)
+        for dtype_name in args.dtypes.split(","):
+            for k in (int(v) for v in args.rhs.split(",")):
+                record = bench_matrix(name, matrix, k, getattr(torch, dtype_name), args.transpose, device,
+                                      args.budget, schedule, selector, args.levelset_max_levels)
+                doc["records"].append(record)
+                print(json.dumps({key: record[key] for key in ("matrix", "k", "dtype")}
+                                 | {impl: e.get("median_ms", e.get("status")) for impl, e in record["results"].items()}),
+                      flush=True)
+                (out / "sptrsv.json").write_text(json.dumps(doc, indent=1))
+                (out / "sptrsv.md").write_text(markdown(doc))
+    print(markdown(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

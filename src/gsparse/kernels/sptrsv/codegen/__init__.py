@@ -1,0 +1,180 @@
+"""SpTRSV code generation: (algorithm, code variant) -> a :class:`~gsparse.kernels.source.Program`.
+
+Pure: no GPU needed. The solve is fixed device code (``solve.cuh``) written against a
+handful of compile-time constants; the generator prints those constants (types, the
+number of right-hand sides, the code variant's knobs) and the kernel's signature, and the
+code's ``if constexpr`` branches keep only the variant's paths. A scheme's transform and
+scheduling knobs (merge, grouping, warp schedule, ``alpha_level``) do not change the code,
+only the plan's arrays: :class:`CodeVariant` is the part of a
+:class:`~..schedule.SptrsvSchedule` the source depends on, so the 1,680 schemes of the
+reduced space share a dozen programs per algorithm.
+
+How ``k`` right-hand sides map onto threads (``x`` and ``b`` are ``[n, k]`` row-major):
+
+- a row shared by a subwarp of ``W`` lanes: ``CL = min(W, pow2 >= k)`` column lanes read
+  consecutive right-hand sides of each dependency (coalesced), and the ``W / CL`` entry
+  lanes split the row's entries, merged by shuffles; each lane keeps ``CPL`` columns (at
+  most 4 in float32, 2 in float64) and wider ``k`` takes several passes over the row;
+- a row per thread: the thread walks the row once per ``KC`` columns (at most 8 in
+  float32, 4 in float64).
+
+For ``k = 1`` this is the paper's collaborative (warp/subwarp per row) and per-thread row
+processing.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from ...operands import pow2_at_least
+from ...source import ACCUMULATOR_TYPES, INDEX_TYPES, PRELUDE, SCALAR_TYPES, Program, Signature, device_code
+from ..schedule import SptrsvSchedule
+from ..task import SptrsvAlgorithm
+
+__all__ = ["KERNEL", "STAGE_MIN", "CodeVariant", "generate", "program", "signature"]
+
+KERNEL = "sptrsv"
+# A node group's entries are staged in shared memory only if there are at least this many:
+# one per lane of the warp, below which a coalesced read has nothing to coalesce.
+STAGE_MIN = 32
+# Bytes of accumulators a lane keeps per pass, over a shared row and over a row of its own
+# (4 and 8 float32 columns, 2 and 4 float64): what fits in the 64 registers of a 1,024-thread
+# block with the rest of the kernel, without spilling.
+_SHARED_COLUMN_BYTES = 16
+_THREAD_COLUMN_BYTES = 32
+_WARP = 32
+
+
+@dataclass(frozen=True)
+class CodeVariant:
+    """The knobs of a scheme that change the generated code.
+
+    Attributes:
+        warps_per_block: ``nw``; the block has ``32 nw`` threads.
+        subwarps: ``ng``; a subwarp has ``32 / ng`` lanes.
+        shared_rows, per_thread_rows: which row-processing paths exist (``sw_rnnz`` = 0:
+            only shared rows; ∞: only rows per thread; otherwise both, chosen per row group
+            by the plan).
+        stage: the collaborative read (needs the row groups' rows to be consecutive CSR
+            rows, so never with ``reorder``).
+        eliminate: sync elimination (rows write flags only where the plan says so).
+        early_division: the diagonal's reciprocal is taken before the waits.
+        reorder: rows are solved in a stored order rather than by index.
+    """
+
+    warps_per_block: int
+    subwarps: int
+    shared_rows: bool
+    per_thread_rows: bool
+    stage: bool
+    eliminate: bool
+    early_division: bool
+    reorder: bool
+
+    @classmethod
+    def of(cls, schedule: SptrsvSchedule) -> CodeVariant:
+        return cls(
+            warps_per_block=schedule.warps_per_block,
+            subwarps=schedule.subwarps,
+            shared_rows=schedule.sw_rnnz != math.inf,
+            per_thread_rows=schedule.sw_rnnz != 0,
+            stage=schedule.collaborative_read and not schedule.reorder,
+            eliminate=schedule.sync_elimination,
+            early_division=schedule.early_division,
+            reorder=schedule.reorder,
+        )
+
+    @property
+    def threads(self) -> int:
+        return _WARP * self.warps_per_block
+
+    @property
+    def subwarp_width(self) -> int:
+        return _WARP // self.subwarps
+
+
+def signature(algorithm: SptrsvAlgorithm) -> Signature:
+    """``sptrsv(...)``: the system's CSR, the plan's arrays (null where the variant reads
+    none), the right-hand sides and solution, the ready flags and this solve's epoch, this
+    launch's partition, ``n`` and the shared-memory buffer's entries per warp."""
+    scalar = SCALAR_TYPES[algorithm.dtype]
+    index = "const I* __restrict__"
+    return Signature(KERNEL, [
+        (index, "crow"), (index, "col"), (f"const {scalar}* __restrict__", "val"),
+        (index, "order"), (index, "position"),
+        (index, "seg_warp"), (index, "seg_start"), (index, "node_ptr"), (index, "slot_group"),
+        (index, "group_start"), ("const unsigned char* __restrict__", "group_per_thread"),
+        ("const unsigned char* __restrict__", "row_flag"),
+        (f"const {scalar}* __restrict__", "b"), (f"{scalar}*", "x"),
+        ("unsigned*", "flags"), ("const unsigned* __restrict__", "epoch"), (index, "part"),
+        (INDEX_TYPES[algorithm.index_dtype], "n"), ("int", "stage_capacity"),
+    ])
+
+
+def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
+    k = algorithm.num_rhs
+    width = variant.subwarp_width
+    column_lanes = min(width, pow2_at_least(k))
+    size = algorithm.dtype.itemsize
+    shared_columns = min(_SHARED_COLUMN_BYTES // size, -(-k // column_lanes))
+    thread_columns = min(_THREAD_COLUMN_BYTES // size, k)
+    flags = (("LOWER", algorithm.lower, "the system is lower triangular (else upper)"),
+             ("UNIT", algorithm.unit_diagonal, "the diagonal is ones; stored ones are skipped"),
+             ("SHARED_ROWS", variant.shared_rows, "row groups whose rows a subwarp shares"),
+             ("PER_THREAD_ROWS", variant.per_thread_rows, "row groups solved a row per thread"),
+             ("STAGE", variant.stage, "collaborative read into shared memory"),
+             ("ELIMINATE", variant.eliminate, "sync elimination: flags only where the plan says"),
+             ("EARLY_DIVISION", variant.early_division, "reciprocal of the diagonal before the waits"),
+             ("REORDER", variant.reorder, "positions map to rows through `order`"))
+    lines = [
+        f"using T = {SCALAR_TYPES[algorithm.dtype]};",
+        f"using A = {ACCUMULATOR_TYPES[algorithm.dtype]};",
+        f"using I = {INDEX_TYPES[algorithm.index_dtype]};",
+        f"constexpr int NW = {variant.warps_per_block};  // warps per block",
+        f"constexpr int W = {width};  // lanes per subwarp",
+        f"constexpr int K = {k};  // right-hand sides",
+        f"constexpr int CL = {column_lanes};  // column lanes of a shared row",
+        f"constexpr int CPL = {shared_columns};  // columns per lane per pass over a shared row",
+        f"constexpr int KC = {thread_columns};  // columns per pass over a row of one thread",
+        f"constexpr int STAGE_MIN = {STAGE_MIN};  // fewest entries worth a collaborative read",
+        *(f"constexpr bool {name} = {'true' if on else 'false'};  // {why}" for name, on, why in flags),
+    ]
+    return "\n".join(lines)
+
+
+def generate(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> Program:
+    """The program of the kernel ``sptrsv`` for ``algorithm`` under ``variant``."""
+    kernel = signature(algorithm)
+    source = f"""// gsparse SpTRSV (AG-SpTRSV): {algorithm}
+// code variant: {variant}
+{PRELUDE}
+namespace cfg {{
+{_constants(algorithm, variant)}
+}}  // namespace cfg
+using cfg::A;
+using cfg::I;
+using cfg::T;
+
+{device_code(__package__, "solve.cuh")}
+{kernel.declaration(bounds=(variant.threads, 1))}
+{{
+    const gs::sptrsv::System sys{{crow, col, val, order, position, row_flag, b, x, flags, *epoch, n}};
+    gs::sptrsv::run(sys, seg_warp, seg_start, node_ptr, slot_group, group_start, group_per_thread, part,
+                    stage_capacity);
+}}
+"""
+    return Program(source, {KERNEL: kernel}, f"sptrsv {algorithm} | {variant}")
+
+
+def program(algorithm: SptrsvAlgorithm, schedule: SptrsvSchedule) -> Program:
+    """The program that runs ``algorithm`` under ``schedule`` (validated first), generated
+    once per algorithm and code variant."""
+    schedule.validate()
+    return _program(algorithm, CodeVariant.of(schedule))
+
+
+@functools.lru_cache(maxsize=512)
+def _program(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> Program:
+    return generate(algorithm, variant)

@@ -1,0 +1,335 @@
+// The AG-SpTRSV solve (gsparse.kernels.sptrsv.codegen): fixed device code, specialised by the
+// constants of namespace cfg that the generator prints above it (types T, A, I and the code
+// variant's knobs).
+//
+// The system is T x = b, T an n x n triangular CSR (crow, col, val) with sorted rows, b and x
+// [n, K] row-major. Rows are solved in *positions*: position k solves row row_at(k), and the
+// plan cuts the positions into row groups (runs of consecutive positions), gathers row groups
+// into node groups (up to one per subwarp, all of one level) and lists each warp's node groups
+// in order, one list per kernel launch (a partition of alpha_level):
+//
+//   part = [seg_lo, seg_hi, waits]    this launch's segments and whether its rows wait
+//   seg_warp[s], seg_start[s..s+1]    segment s: warp seg_warp[s] runs node groups
+//                                     seg_start[s] .. seg_start[s+1] - 1 (warps ascending)
+//   node_ptr[q..q+1]                  node group q's slots; slot i goes to subwarp i
+//   slot_group[i]                     the row group of a slot
+//   group_start[g..g+1]               row group g's positions
+//   group_per_thread[g]               whether g's rows go one per thread (else shared by a subwarp)
+//   row_flag[k]                       whether position k's row writes its ready flag
+//
+// Dependencies across row groups are waited on through ready flags: row r is final once
+// flags[r] == epoch (an acquire load); its solver writes x, then the flag with a release
+// store. The epoch changes every solve, so flags never need clearing between solves. The grid
+// is persistent and never larger than what the GPU holds at once (the plan sizes it), so a
+// spinning warp never waits on a block that has not started.
+
+namespace gs {
+namespace sptrsv {
+
+using namespace cfg;
+
+constexpr unsigned FULL_MASK = 0xffffffffu;
+constexpr int EL = W / CL;  // lanes that share a row's entries (shared rows)
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void store_release(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+
+// What every row solve reads; one per thread.
+struct System {
+    const I* __restrict__ crow;
+    const I* __restrict__ col;
+    const T* __restrict__ val;
+    const I* __restrict__ order;     // position -> row (REORDER only)
+    const I* __restrict__ position;  // row -> position (REORDER only)
+    const unsigned char* __restrict__ row_flag;  // ELIMINATE only
+    const T* __restrict__ b;
+    T* x;  // read back for dependencies while being written: neither const nor restrict
+    unsigned* flags;
+    unsigned epoch;
+    I n;
+
+    __device__ __forceinline__ I row_at(I k) const {
+        if constexpr (REORDER) return order[k];
+        else if constexpr (LOWER) return k;
+        else return n - 1 - k;
+    }
+
+    __device__ __forceinline__ I position_of(I row) const {
+        if constexpr (REORDER) return position[row];
+        else if constexpr (LOWER) return row;
+        else return n - 1 - row;
+    }
+
+    __device__ __forceinline__ void wait_ready(I row) const {
+        while (load_acquire(flags + row) != epoch) {
+        }
+    }
+
+    __device__ __forceinline__ bool writes_flag(I k) const {
+        if constexpr (ELIMINATE) return row_flag[k] != 0;
+        else return true;
+    }
+
+    // Narrows [s, e) to the row's off-diagonal entries and returns its diagonal (1 when unit).
+    // Rows are sorted, so a stored diagonal is the last entry of a lower row, the first of an
+    // upper one; without unit_diagonal the front end guarantees it is there.
+    __device__ __forceinline__ A diagonal(I r, I& s, I& e) const {
+        if constexpr (UNIT) {
+            if constexpr (LOWER) {
+                if (e > s && col[e - 1] == r) --e;
+            } else {
+                if (e > s && col[s] == r) ++s;
+            }
+            return A(1);
+        } else if constexpr (LOWER) {
+            return gs::to_acc(val[--e]);
+        } else {
+            return gs::to_acc(val[s++]);
+        }
+    }
+};
+
+// x_r from the residual b_r - sum_j T_rj x_j: times the reciprocal taken before the waits
+// (early division), or divided now.
+__device__ __forceinline__ A finish(A residual, A diag, A inverse) {
+    if constexpr (UNIT) return residual;
+    else if constexpr (EARLY_DIVISION) return residual * inverse;
+    else return residual / diag;
+}
+
+__device__ __forceinline__ A early_inverse(A diag) {
+    if constexpr (EARLY_DIVISION && !UNIT) return A(1) / diag;
+    else return A(0);
+}
+
+// Where a node group's entries are read: from the warp's shared-memory buffer after a
+// collaborative read (entry p at buffer[p + shift]), else from global memory.
+struct Entries {
+    const I* s_col;
+    const T* s_val;
+    I shift;
+    bool staged;
+
+    __device__ __forceinline__ I col(const System& sys, I p) const {
+        if constexpr (STAGE) {
+            if (staged) return s_col[p + shift];
+        }
+        return sys.col[p];
+    }
+
+    __device__ __forceinline__ A val(const System& sys, I p) const {
+        if constexpr (STAGE) {
+            if (staged) return gs::to_acc(s_val[p + shift]);
+        }
+        return gs::to_acc(sys.val[p]);
+    }
+};
+
+// A subwarp solves the row group's rows in order, each row shared by its W lanes: CL column
+// lanes (right-hand sides c, c + CL, ...) times EL entry lanes (every EL-th entry), the entry
+// lanes' partial sums merged by shuffles. A dependency inside the group was solved by this
+// subwarp before (the __syncwarp after each row makes it visible); one outside it is waited on
+// when the launch waits.
+__device__ __forceinline__ void shared_rows(const System& sys, const Entries& in, I first, I last,
+                                            bool waits, int lane, unsigned mask) {
+    const int cl = lane % CL;
+    const int el = lane / CL;
+    for (I k = first; k < last; ++k) {
+        const I r = sys.row_at(k);
+        I s = sys.crow[r];
+        I e = sys.crow[r + 1];
+        const A diag = sys.diagonal(r, s, e);
+        const A inverse = early_inverse(diag);
+        for (int c0 = 0; c0 < K; c0 += CL * CPL) {
+            A acc[CPL];
+#pragma unroll
+            for (int i = 0; i < CPL; ++i) acc[i] = A(0);
+#pragma unroll(CPL > 1 ? 1 : 4)
+            for (I p = s + el; p < e; p += EL) {
+                const I j = in.col(sys, p);
+                const A v = in.val(sys, p);
+                if (c0 == 0 && waits && sys.position_of(j) < first) sys.wait_ready(j);
+#pragma unroll
+                for (int i = 0; i < CPL; ++i) {
+                    const int c = c0 + cl + i * CL;
+                    if (c < K) acc[i] += v * gs::to_acc(sys.x[(long long)j * K + c]);
+                }
+            }
+#pragma unroll
+            for (int offset = CL; offset < W; offset *= 2) {
+#pragma unroll
+                for (int i = 0; i < CPL; ++i) acc[i] += __shfl_xor_sync(mask, acc[i], offset, W);
+            }
+            if (el == 0) {
+#pragma unroll
+                for (int i = 0; i < CPL; ++i) {
+                    const int c = c0 + cl + i * CL;
+                    if (c < K) {
+                        const long long o = (long long)r * K + c;
+                        sys.x[o] = gs::from_acc<T>(finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
+                    }
+                }
+            }
+        }
+        __syncwarp(mask);
+        if (lane == 0 && sys.writes_flag(k)) {
+            __threadfence();  // the other lanes' x, ordered by the __syncwarp, before the flag
+            store_release(sys.flags + r, sys.epoch);
+        }
+    }
+}
+
+// Each lane of the subwarp solves rows of the group on its own (positions first + lane,
+// first + lane + W, ...), all K right-hand sides, KC at a time. Rows of the group depend on
+// each other, so a lane waits on every dependency inside the group (the plan flags them) and
+// on those outside it when the launch waits.
+__device__ __forceinline__ void per_thread_rows(const System& sys, const Entries& in, I first, I last,
+                                                bool waits, int lane) {
+    for (I k = first + lane; k < last; k += W) {
+        const I r = sys.row_at(k);
+        I s = sys.crow[r];
+        I e = sys.crow[r + 1];
+        const A diag = sys.diagonal(r, s, e);
+        const A inverse = early_inverse(diag);
+        for (int c0 = 0; c0 < K; c0 += KC) {
+            A acc[KC];
+#pragma unroll
+            for (int i = 0; i < KC; ++i) acc[i] = A(0);
+            // Unrolled walks keep several entries' loads in flight; with many columns per
+            // entry there are enough already, and the registers are better spent on them.
+#pragma unroll(KC > 2 ? 1 : 4)
+            for (I p = s; p < e; ++p) {
+                const I j = in.col(sys, p);
+                const A v = in.val(sys, p);
+                if (c0 == 0 && (waits || sys.position_of(j) >= first)) sys.wait_ready(j);
+#pragma unroll
+                for (int i = 0; i < KC; ++i) {
+                    if (c0 + i < K) acc[i] += v * gs::to_acc(sys.x[(long long)j * K + c0 + i]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < KC; ++i) {
+                if (c0 + i < K) {
+                    const long long o = (long long)r * K + c0 + i;
+                    sys.x[o] = gs::from_acc<T>(finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
+                }
+            }
+        }
+        if (sys.writes_flag(k)) store_release(sys.flags + r, sys.epoch);
+    }
+}
+
+// The CSR entries of row group g's rows: without reordering they are consecutive rows, so
+// one run [crow[lo], crow[hi + 1]).
+__device__ __forceinline__ void group_entries(const System& sys, I first, I last, I& begin, I& count) {
+    const I lo = LOWER ? first : sys.n - last;
+    const I hi = LOWER ? last - 1 : sys.n - 1 - first;
+    begin = sys.crow[lo];
+    count = sys.crow[hi + 1] - begin;
+}
+
+
+// The collaborative read: the warp copies the entries of its node group's row groups into
+// its shared-memory buffer with coalesced loads, member after member, when they fit and are
+// enough to be worth it (STAGE_MIN); then each subwarp reads its group's entries from there.
+__device__ __forceinline__ Entries stage(const System& sys, const I* __restrict__ slot_group,
+                                         const I* __restrict__ group_start, I s0, int count, int lane,
+                                         int sub, int capacity, I* s_col, T* s_val) {
+    I begin = 0;
+    I size = 0;
+    if (lane < count) {
+        const I g = slot_group[s0 + lane];
+        group_entries(sys, group_start[g], group_start[g + 1], begin, size);
+    }
+    I end = size;  // inclusive prefix sum of the members' sizes
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+        const I before = __shfl_up_sync(FULL_MASK, end, offset);
+        if (lane >= offset) end += before;
+    }
+    const I total = __shfl_sync(FULL_MASK, end, 31);
+    Entries in{s_col, s_val, 0, false};
+    if (total < STAGE_MIN || total > capacity) return in;
+    for (int i = 0; i < count; ++i) {
+        const I from = __shfl_sync(FULL_MASK, begin, i);
+        const I length = __shfl_sync(FULL_MASK, size, i);
+        const I to = __shfl_sync(FULL_MASK, end, i) - length;
+#pragma unroll 1
+        for (I t = lane; t < length; t += 32) {
+            s_col[to + t] = sys.col[from + t];
+            s_val[to + t] = sys.val[from + t];
+        }
+    }
+    __syncwarp();
+    in.staged = true;
+    in.shift = __shfl_sync(FULL_MASK, end - size - begin, sub < count ? sub : 0);
+    return in;
+}
+
+__device__ __forceinline__ bool rows_per_thread(const unsigned char* __restrict__ group_per_thread, I g) {
+    if constexpr (!SHARED_ROWS) return true;
+    else if constexpr (!PER_THREAD_ROWS) return false;
+    else return group_per_thread[g] != 0;
+}
+
+// One launch: each warp finds its segment of this partition (a binary search over the warps
+// that have work in it) and runs its node groups in order, subwarp i on slot i.
+__device__ __forceinline__ void run(const System& sys, const I* __restrict__ seg_warp,
+                                    const I* __restrict__ seg_start, const I* __restrict__ node_ptr,
+                                    const I* __restrict__ slot_group, const I* __restrict__ group_start,
+                                    const unsigned char* __restrict__ group_per_thread,
+                                    const I* __restrict__ part, int capacity) {
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    const I w = (I)blockIdx.x * NW + warp;
+    const I seg_hi = part[1];
+    const bool waits = part[2] != 0;
+    I lo = part[0];
+    I hi = seg_hi;
+    while (lo < hi) {
+        const I mid = lo + (hi - lo) / 2;
+        if (seg_warp[mid] < w) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == seg_hi || seg_warp[lo] != w) return;  // no work in this launch: the whole warp leaves
+    const I node_first = seg_start[lo];
+    const I node_last = seg_start[lo + 1];
+    const int sub = lane / W;
+    const int sub_lane = lane % W;
+    const unsigned mask = (FULL_MASK >> (32 - W)) << (sub * W);  // this subwarp's lanes
+    I* s_col = nullptr;
+    T* s_val = nullptr;
+    if constexpr (STAGE) {
+        extern __shared__ __align__(16) unsigned char stage_buffer[];
+        s_val = reinterpret_cast<T*>(stage_buffer) + (long long)warp * capacity;
+        s_col = reinterpret_cast<I*>(stage_buffer + sizeof(T) * NW * (long long)capacity) +
+                (long long)warp * capacity;
+    }
+    for (I q = node_first; q < node_last; ++q) {
+        const I s0 = node_ptr[q];
+        const int count = (int)(node_ptr[q + 1] - s0);
+        Entries in{s_col, s_val, 0, false};
+        if constexpr (STAGE) in = stage(sys, slot_group, group_start, s0, count, lane, sub, capacity, s_col, s_val);
+        if (sub < count) {
+            const I g = slot_group[s0 + sub];
+            const I first = group_start[g];
+            const I last = group_start[g + 1];
+            if (rows_per_thread(group_per_thread, g)) per_thread_rows(sys, in, first, last, waits, sub_lane);
+            else shared_rows(sys, in, first, last, waits, sub_lane, mask);
+        }
+        // The buffer is refilled for the next node group only once every subwarp is done with
+        // it; without staging, subwarps run ahead (node groups of one level are independent,
+        // and a later level's rows wait on the flags of earlier ones).
+        if constexpr (STAGE) __syncwarp();
+    }
+}
+
+}  // namespace sptrsv
+}  // namespace gs

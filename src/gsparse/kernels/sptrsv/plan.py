@@ -1,0 +1,240 @@
+"""Launch plans of the SpTRSV kernel: for one factor, direction, task and scheme, the system's
+arrays and the scheme's schedule on the device, the kernel loaded, one launch per kernel
+partition.
+
+A factor is analysed once per direction (:class:`SystemAnalysis`: the system's CSR, its row
+graph in solve order, levels, features); a transposed solve gets the CSR of ``A^T`` once,
+with the index of each of its entries among ``A``'s, so the kernel always walks rows. A
+plan (:class:`SptrsvPlan`) then runs the scheme's transform and scheduling
+(:func:`.scheduling.plan`) and lays the result out for the kernel (see ``solve.cuh``):
+each launch is one partition of ``alpha_level``, run in order on PyTorch's current stream.
+
+The persistent grid is one block per SM (``Target.sms``), which the GPU always holds at
+once (:func:`co_resident_blocks`): a warp spinning on a ready flag never waits for a block
+that has not started. The ready flags live with the plan and carry an epoch that changes
+with every solve, so they are cleared only once every :data:`EPOCHS` solves. Solves of one
+plan are meant to run one after another on one stream (as PyTorch's current stream orders
+them): two solves in flight at once on different streams would share the flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from ...target import Target
+from ..memory import allocate
+from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
+from .analysis import RowGraph, dependency_graph, levels, ranges
+from .codegen import KERNEL, CodeVariant, program
+from .features import matrix_features
+from .levelset import transposed_pattern
+from .schedule import SptrsvSchedule
+from .scheduling import SolvePlan, plan
+from .task import SptrsvTask
+
+__all__ = ["EPOCHS", "SystemAnalysis", "SptrsvPlan", "analyse", "co_resident_blocks", "stage_capacity"]
+
+# Solves between two clearings of the ready flags (the epochs 1..EPOCHS are a device array;
+# each solve passes a view of the next one).
+EPOCHS = 1024
+# The collaborative read's buffers take at most this much shared memory per block (the
+# default dynamic limit: no opt-in, and the L1 cache keeps the rest), at most this many
+# entries per warp.
+_STAGE_BLOCK_BYTES = 48 * 1024
+_STAGE_MAX_ENTRIES = 1024
+
+
+@dataclass(frozen=True, eq=False)
+class SystemAnalysis:
+    """The system of one solve direction, ``T = A`` or ``T = A^T``, analysed on the host.
+
+    Attributes:
+        lower: ``T`` is lower triangular.
+        crow, col: ``T``'s CSR (int64, rows' columns increasing).
+        value_index: ``[nnz]`` int64, the index among ``A``'s values of each of ``T``'s
+            entries; None when ``T = A``.
+        rows: ``T``'s row graph in solve order; ``row_level`` its levels.
+    """
+
+    lower: bool
+    crow: np.ndarray
+    col: np.ndarray
+    value_index: np.ndarray | None
+    rows: RowGraph
+    row_level: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.crow) - 1
+
+    @property
+    def nnz(self) -> int:
+        return len(self.col)
+
+    @cached_property
+    def features(self) -> np.ndarray:
+        """The 10 matrix features of :mod:`.features`, computed on first use."""
+        return matrix_features(self.rows, self.row_level)
+
+
+def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> SystemAnalysis:
+    """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) for the canonical
+    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper."""
+    crow = np.ascontiguousarray(crow, dtype=np.int64)
+    col = np.ascontiguousarray(col, dtype=np.int64)
+    value_index = None
+    if transpose:
+        crow, col, value_index = transposed_pattern(crow, col)
+        lower = not lower
+    rows = dependency_graph(crow, col, lower)
+    return SystemAnalysis(lower, crow, col, value_index, rows, levels(rows.ptr, rows.deps))
+
+
+def co_resident_blocks(target: Target, warps_per_block: int, shared_bytes: int) -> int:
+    """The number of blocks of the solve kernel that ``target`` is sure to hold at once.
+
+    Per SM, the least of: its warp slots, ``warps_per_sm // warps_per_block``; its shared
+    memory, at least ``shared_bytes_per_block // shared_bytes`` (an SM has at least what
+    one block may opt in to); and its registers, of which the kernel's
+    ``__launch_bounds__(threads, 1)`` guarantees one block's worth and no more is known
+    before the kernel is compiled. Times the SMs: ``target.sms`` whenever one block fits.
+    """
+    by_warps = target.warps_per_sm // warps_per_block
+    by_shared = target.shared_bytes_per_block // shared_bytes if shared_bytes else by_warps
+    return target.sms * min(by_warps, by_shared, 1)
+
+
+def stage_capacity(task: SptrsvTask, warps_per_block: int) -> int:
+    """Entries per warp of the collaborative read's buffer: a multiple of 32, all warps'
+    buffers within 48 KiB, at most 1,024."""
+    entry = task.dtype.itemsize + task.index_dtype.itemsize
+    return min(_STAGE_MAX_ENTRIES, _STAGE_BLOCK_BYTES // (warps_per_block * entry)) // 32 * 32
+
+
+def _schedule_arrays(solve: SolvePlan) -> dict[str, np.ndarray]:
+    """The plan's node groups renumbered by (kernel, warp, order) and the per-launch tables
+    of ``solve.cuh``: ``seg_warp``, ``seg_start``, ``node_ptr``, ``slot_group`` and
+    ``parts`` (``[K, 3]``: segment range and whether the launch waits)."""
+    nodes = solve.nodes
+    q = nodes.count
+    kernels = solve.num_kernels
+    kernel_of_node = np.repeat(np.arange(kernels, dtype=np.int64), np.diff(solve.kernel_ptr))
+    perm = np.lexsort((np.arange(q, dtype=np.int64), solve.node_warp, kernel_of_node))
+    counts = np.diff(nodes.ptr)[perm]
+    node_ptr = np.zeros(q + 1, dtype=np.int64)
+    np.cumsum(counts, out=node_ptr[1:])
+    warp = solve.node_warp[perm]
+    key = kernel_of_node[perm] * solve.num_warps + warp
+    seg_first = np.flatnonzero(np.diff(key, prepend=-1))
+    bounds = np.searchsorted(kernel_of_node[perm][seg_first], np.arange(kernels + 1), side="left")
+    parts = np.stack([bounds[:-1], bounds[1:], solve.kernel_waits.astype(np.int64)], axis=1)
+    return {
+        "seg_warp": warp[seg_first],
+        "seg_start": np.append(seg_first, q),
+        "node_ptr": node_ptr,
+        "slot_group": nodes.members[ranges(nodes.ptr[perm], counts)],
+        "parts": parts,
+    }
+
+
+class SptrsvPlan:
+    """The launches of one scheme for one task on one factor's system; call it with
+    ``A``'s values (canonical order, ``[nnz]``) and ``b`` (``[n]`` or ``[n, k]``,
+    contiguous) to get ``x``.
+
+    Args:
+        analysis: the system (from :func:`analyse` for the task's direction).
+        task: the solve; its ``system_lower`` must be the analysis's orientation.
+        schedule: the scheme (validated here).
+        target: the GPU: SMs (the grid), resident warps (``alpha_level``'s unit).
+        device: where the arrays go (a CPU device serves loaders that never launch).
+        loader: compiles and loads the kernel (a recorder in tests).
+    """
+
+    def __init__(self, analysis: SystemAnalysis, task: SptrsvTask, schedule: SptrsvSchedule,
+                 target: Target, device: torch.device, loader: KernelLoader = RUNTIME_LOADER) -> None:
+        schedule.validate()
+        if task.system_lower != analysis.lower:
+            raise ValueError(f"task {task} solves a {'lower' if task.system_lower else 'upper'} system, "
+                             f"but the analysis is of a {'lower' if analysis.lower else 'upper'} one")
+        self.task, self.schedule, self.target = task, schedule, target
+        self.n = analysis.n
+        variant = CodeVariant.of(schedule)
+        self.solve_plan = plan(analysis.rows, analysis.row_level, schedule, target.sms, target.resident_warps)
+        arrays = _schedule_arrays(self.solve_plan)
+        index = task.index_dtype
+
+        def put(a: np.ndarray | None, dtype: torch.dtype = index) -> torch.Tensor | None:
+            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+
+        solve = self.solve_plan
+        order = position = None
+        if schedule.reorder:
+            order = solve.order
+            position = np.empty_like(order)
+            position[order] = np.arange(self.n, dtype=np.int64)
+        both_paths = variant.shared_rows and variant.per_thread_rows
+        self._parts = put(arrays["parts"])
+        self._value_index = put(analysis.value_index, torch.int64)
+        self._flags = torch.zeros(self.n, dtype=torch.int32, device=device)
+        self._epochs = torch.arange(1, EPOCHS + 1, dtype=torch.int32, device=device)
+        self._solves = 0
+        self._gathered: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        capacity = stage_capacity(task, schedule.warps_per_block) if variant.stage else 0
+        shared_bytes = capacity * schedule.warps_per_block * (task.dtype.itemsize + index.itemsize)
+        grid = target.sms
+        if grid > co_resident_blocks(target, schedule.warps_per_block, shared_bytes):
+            raise ValueError(f"a grid of {grid} blocks of {variant.threads} threads with {shared_bytes} "
+                             f"bytes of shared memory is not co-resident on {target.name}")
+        code = program(task.algorithm, schedule)
+        self._launch = code.prepare(
+            KERNEL, device_index(device), grid, variant.threads, shared_bytes=shared_bytes, loader=loader,
+            crow=put(analysis.crow), col=put(analysis.col), order=put(order), position=put(position),
+            seg_warp=put(arrays["seg_warp"]), seg_start=put(arrays["seg_start"]),
+            node_ptr=put(arrays["node_ptr"]), slot_group=put(arrays["slot_group"]),
+            group_start=put(solve.group_starts),
+            group_per_thread=put(solve.group_per_thread, torch.uint8) if both_paths else None,
+            row_flag=put(solve.row_flag, torch.uint8) if schedule.sync_elimination else None,
+            flags=self._flags, n=self.n, stage_capacity=capacity,
+            val=OPERAND, b=OPERAND, x=OPERAND, epoch=OPERAND, part=OPERAND)
+
+    @property
+    def num_launches(self) -> int:
+        """Kernel launches per solve: the partitions of ``alpha_level``."""
+        return self.solve_plan.num_kernels
+
+    def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values``."""
+        x = allocate(tuple(b.shape), b.dtype, b.device)
+        if self.n == 0:
+            return x
+        val = self._system_values(values)
+        epoch = self._next_epoch()
+        for p in range(self.num_launches):
+            self._launch(val=val, b=b, x=x, epoch=epoch, part=self._parts[p])
+        return x
+
+    def _next_epoch(self) -> torch.Tensor:
+        """A view of this solve's epoch; every :data:`EPOCHS` solves the flags are cleared
+        first (on the stream, before the solve's launches)."""
+        slot = self._solves % EPOCHS
+        if slot == 0 and self._solves:
+            self._flags.zero_()
+        self._solves += 1
+        return self._epochs[slot:slot + 1]
+
+    def _system_values(self, values: torch.Tensor) -> torch.Tensor:
+        """``T``'s values: ``A``'s, or for ``A^T`` gathered once per values tensor and version
+        (the tensor is kept, so its storage cannot be reused by another while cached)."""
+        if self._value_index is None:
+            return values
+        cached = self._gathered
+        if cached is not None and cached[0] is values and cached[1] == values._version:
+            return cached[2]
+        gathered = values.index_select(0, self._value_index)
+        self._gathered = (values, values._version, gathered)
+        return gathered

@@ -1,0 +1,64 @@
+"""The SpTRSV benchmark: matrix specs, throughput, records with every output checked, the
+Markdown table; on the CPU (gsparse's kernels recorded as failed there) and on a GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from gsparse.bench import sptrsv as bench
+from gsparse.datasets import triangular
+
+
+def test_gflops_counts_two_flops_per_entry_and_one_per_row_and_rhs():
+    assert bench.gflops(n=1_000, nnz=4_000, k=16, ms=1.0) == pytest.approx((2 * 4_000 + 1_000) * 16 / 1e6)
+
+
+def test_matrix_specs_name_a_family_size_and_seed():
+    name, matrix = bench.load_matrix("road:400:3")
+    assert name == "road:400" and matrix.shape == triangular.generate("road", 400, 3).shape
+    with pytest.raises(ValueError, match="family must be one of"):
+        bench.load_matrix("nope:100")
+
+
+def test_a_cpu_run_checks_and_times_every_baseline_it_can():
+    _, matrix = bench.load_matrix("laplacian2d:400")
+    record = bench.bench_matrix("laplacian2d:400", matrix, 3, torch.float64, False, torch.device("cpu"), 0.01)
+    results = record["results"]
+    for name in ("scipy", "levelset", "cusparse_per_call"):
+        assert results[name]["status"] == "ok", results[name]
+        assert results[name]["relative_error"] <= 1e-10 and results[name]["gflops"] > 0
+    assert results["gsparse"]["status"] == "failed" and "CUDA GPU" in results["gsparse"]["error"]
+    assert results["levelset"]["total_20_ms"] >= 20 * results["levelset"]["median_ms"]
+    assert record["levels"] == results["levelset"]["levels"] > 1
+    doc = {"environment": {"device": "cpu"}, "records": [record]}
+    table = bench.markdown(doc)
+    assert "| laplacian2d:400 | " in table and "## Failures" in table
+    json.dumps(doc)  # the record is plain data
+
+
+def test_a_wrong_result_is_recorded_not_timed():
+    reference = torch.ones(5, dtype=torch.float64).numpy()
+    record = bench._measure(lambda: torch.zeros(5, dtype=torch.float64), reference, torch.float64,
+                            torch.device("cpu"), 0.01)
+    assert record["status"] == "wrong" and "relative error" in record["error"]
+    nan = bench._measure(lambda: torch.full((5,), float("nan"), dtype=torch.float64), reference,
+                         torch.float64, torch.device("cpu"), 0.01)
+    assert nan["status"] == "wrong"
+
+
+@pytest.mark.gpu
+def test_the_benchmark_runs_on_a_gpu(tmp_path):
+    assert bench.main(["--matrices", "laplacian2d:3000,banded:3000", "--rhs", "1,16", "--budget", "0.05",
+                       "--out", str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "sptrsv.json").read_text())
+    assert len(doc["records"]) == 2 * 2 * 2
+    for record in doc["records"]:
+        ours = record["results"]["gsparse"]
+        assert ours["status"] == "ok", ours
+        assert set(ours["preprocess_ms"]) == {"analysis", "selection", "codegen", "plan"}
+        assert record["results"]["cusparse_per_call"]["status"] == "ok"
+        assert record["results"]["cusparse"]["status"] in ("ok", "skipped")
+    assert (tmp_path / "sptrsv.md").read_text().startswith("# SpTRSV benchmark on ")

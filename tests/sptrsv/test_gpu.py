@@ -1,0 +1,201 @@
+"""The generated SpTRSV kernels on a GPU, against SciPy: every matrix family with sampled
+schemes in float32 and float64, a vector and 16 right-hand sides, lower, upper and
+transposed, unit and stored diagonals; poisoned outputs (every element must be written);
+edge-case factors; int64 indices; repeated solves across the flags' epochs; new values;
+gradcheck in ``b`` and the values."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from scipy.sparse.linalg import spsolve_triangular
+
+import gsparse
+from gsparse import TriangularSolver
+from gsparse.datasets import triangular
+from gsparse.kernels.memory import poisoned
+from gsparse.kernels.sptrsv import plan as plan_module
+from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.space import reduced_space
+
+from .factors import family_factor, hand_factor, relative_residual, sparse_system, unit_factor
+
+pytestmark = pytest.mark.gpu
+
+SPACE = reduced_space()
+RESIDUAL = {torch.float64: 1e-14, torch.float32: 1e-6}
+CLOSE = {torch.float64: 1e-10, torch.float32: 1e-4}
+# A larger member of each family: thousands of node groups over every warp of the grid.
+LARGE_ROWS = 40_000
+
+
+def _arrays(matrix: sp.sparray, dtype: torch.dtype, device: str = "cuda"):
+    csr = sp.csr_array(matrix)
+    csr.sort_indices()
+    return (torch.from_numpy(csr.indptr.astype(np.int64)).to(device),
+            torch.from_numpy(csr.indices.astype(np.int64)).to(device),
+            torch.from_numpy(csr.data).to(device=device, dtype=dtype), csr.shape)
+
+
+def _rhs(n: int, k: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    b = torch.randn((n, k), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return (b[:, 0] if k == 1 else b).to(dtype)
+
+
+def _scipy(matrix: sp.sparray, lower: bool, unit: bool, transpose: bool, b: torch.Tensor) -> np.ndarray:
+    csr = sp.csr_array(matrix, dtype=np.float64)
+    if transpose:
+        csr, lower = sp.csr_array(csr.T), not lower
+    return spsolve_triangular(csr, b.double().numpy(), lower=lower, unit_diagonal=unit)
+
+
+def _check(matrix, lower, unit, transpose, k, dtype, schedule=None, seed=0) -> None:
+    """Solve on the GPU under ``schedule`` with poisoned outputs; check the issue's relative
+    residual and the match with SciPy (normwise: the largest difference over the largest
+    element)."""
+    b = _rhs(matrix.shape[0], k, dtype, seed)
+    solver = TriangularSolver(_arrays(matrix, dtype), lower=lower, unit_diagonal=unit, schedule=schedule)
+    with poisoned():
+        x = solver.solve(b.cuda(), transpose=transpose)
+    torch.cuda.synchronize()
+    assert x.shape == b.shape and x.dtype == dtype and x.device.type == "cuda"
+    x = x.cpu()
+    assert bool(torch.isfinite(x).all()), "an element of x was never written (still NaN)"
+    assert relative_residual(sparse_system(matrix, unit, transpose), x, b) <= RESIDUAL[dtype]
+    want = _scipy(matrix, lower, unit, transpose, b)
+    error = np.abs(x.double().numpy() - want).max() / max(np.abs(want).max(), 1e-300)
+    assert error <= CLOSE[dtype], f"max |x - x_scipy| / max |x_scipy| = {error:.3e}"
+
+
+def _cases(count: int, seed: int) -> list[tuple]:
+    """(family, lower, unit, transpose, k, dtype, schedule): each family in turn; orientation,
+    transpose, unit diagonal, k in {1, 16} and dtype cycling so that every combination of
+    two of them appears; schemes drawn from the reduced space, a third of them with a code
+    optimisation switched off."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        schedule = rng.choice(SPACE)
+        if rng.random() < 0.33:
+            schedule = SptrsvSchedule(**{**schedule.knobs(), "collaborative_read": rng.random() < 0.5,
+                                         "sync_elimination": rng.random() < 0.5,
+                                         "early_division": rng.random() < 0.5})
+        bits = [(i >> j) & 1 for j in range(5)]
+        cases.append((triangular.FAMILIES[i % len(triangular.FAMILIES)], bool(bits[0]), bool(bits[1]),
+                      bool(bits[2]), 16 if bits[3] else 1, torch.float64 if bits[4] else torch.float32,
+                      schedule))
+    return cases
+
+
+@pytest.mark.parametrize("family, lower, unit, transpose, k, dtype, schedule", _cases(96, seed=0),
+                         ids=lambda v: str(v))
+def test_sampled_schemes_match_scipy(family, lower, unit, transpose, k, dtype, schedule):
+    matrix = family_factor(family, seed=5, upper=not lower)
+    _check(unit_factor(matrix) if unit else matrix, lower, unit, transpose, k, dtype, schedule)
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("k", [1, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_default_schemes_of_larger_factors_match_scipy(family, k, dtype):
+    matrix = triangular.generate(family, LARGE_ROWS, seed=1)
+    for transpose in (False, True):
+        _check(matrix, True, False, transpose, k, dtype)
+
+
+@pytest.mark.parametrize("schedule", random.Random(3).sample(SPACE, 8), ids=str)
+def test_sampled_schemes_of_a_larger_factor_match_scipy(schedule):
+    matrix = triangular.generate("power_law", LARGE_ROWS, seed=2)
+    _check(matrix, True, False, False, 1, torch.float64, schedule)
+    _check(matrix, True, False, True, 16, torch.float32, schedule)
+
+
+@pytest.mark.parametrize("name", list(triangular.edge_cases()))
+@pytest.mark.parametrize("schedule", [None, *random.Random(4).sample(SPACE, 3)], ids=str)
+def test_edge_case_factors(name, schedule):
+    matrix, unit = triangular.edge_cases()[name]
+    for transpose, k in ((False, 1), (True, 16)):
+        _check(matrix, True, unit, transpose, k, torch.float64, schedule)
+
+
+@pytest.mark.parametrize("schedule", random.Random(5).sample(SPACE, 4), ids=str)
+def test_int64_indices(schedule):
+    matrix = family_factor("rmat")
+    solver = TriangularSolver(_arrays(matrix, torch.float64), schedule=schedule)
+    solver._pattern.device_plans.index_dtype = torch.int64
+    b = _rhs(matrix.shape[0], 16, torch.float64)
+    with poisoned():
+        x = solver.solve(b.cuda()).cpu()
+    assert next(iter(solver._pattern.device_plans._plans))[0].index_dtype == torch.int64
+    np.testing.assert_allclose(x.numpy(), _scipy(matrix, True, False, False, b), rtol=1e-10, atol=1e-10)
+
+
+def test_repeated_solves_across_epochs_and_new_values(monkeypatch):
+    monkeypatch.setattr(plan_module, "EPOCHS", 3)  # the flags are cleared every third solve
+    matrix = family_factor("laplacian2d")
+    solver = TriangularSolver(_arrays(matrix, torch.float64), schedule=SPACE[4])
+    for i in range(8):
+        scale = 1.0 + i
+        if i:
+            solver.update_values(solver.values * (scale / i))
+        b = _rhs(matrix.shape[0], 1, torch.float64, seed=i)
+        x = solver.solve(b.cuda()).cpu()
+        want = _scipy(matrix * scale, True, False, False, b)
+        np.testing.assert_allclose(x.numpy(), want, rtol=1e-10, atol=1e-10)
+    assert len(solver._pattern.device_plans._plans) == 1
+
+
+def test_a_solve_with_several_kernel_partitions():
+    matrix = family_factor("laplacian3d")
+    schedule = SptrsvSchedule(warps_per_block=4, subwarps=4, sw_rnnz=2, alpha_level=0)
+    _check(matrix, True, False, False, 16, torch.float64, schedule)
+    _check(matrix, True, False, True, 1, torch.float32, SptrsvSchedule(alpha_level=2))
+
+
+def test_sptrsv_on_cuda_uses_the_generated_kernels():
+    matrix = family_factor("road")
+    crow, col, values, shape = _arrays(matrix, torch.float64)
+    b = _rhs(matrix.shape[0], 3, torch.float64).cuda()
+    x = gsparse.sptrsv((crow, col, values, shape), b)
+    np.testing.assert_allclose(x.cpu().numpy(), _scipy(matrix, True, False, False, b.cpu()), rtol=1e-10,
+                               atol=1e-10)
+    solver = TriangularSolver((crow, col, values, shape))
+    solver.solve(b)
+    assert len(solver._pattern.device_plans._plans) == 1  # not the level-set plans
+    assert not solver._pattern._levelset
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("schedule", [None, SptrsvSchedule(subwarps=32, sw_rnnz=float("inf"), merge_rows=4)],
+                         ids=["default", "per-thread rows"])
+def test_gradcheck_on_the_gpu(lower, unit_diagonal, transpose, schedule):
+    matrix = hand_factor() if lower else sp.csr_array(hand_factor().T)
+    crow, col, values, shape = _arrays(matrix, torch.float64)
+    values.requires_grad_()
+    b = _rhs(5, 3, torch.float64, seed=1).cuda().requires_grad_()
+
+    def solve(v, rhs):
+        return TriangularSolver((crow, col, v, shape), lower=lower, unit_diagonal=unit_diagonal,
+                                schedule=schedule).solve(rhs, transpose=transpose)
+
+    assert torch.autograd.gradcheck(solve, (values, b))
+
+
+def test_gradients_on_the_gpu_match_the_cpu():
+    matrix = family_factor("power_law")
+    grads = {}
+    for device in ("cpu", "cuda"):
+        crow, col, values, shape = _arrays(matrix, torch.float64, device)
+        values.requires_grad_()
+        b = _rhs(matrix.shape[0], 16, torch.float64).to(device).requires_grad_()
+        x = gsparse.sptrsv((crow, col, values, shape), b)
+        (x * torch.linspace(-1, 1, x.numel(), dtype=x.dtype, device=device).reshape(x.shape)).sum().backward()
+        grads[device] = (values.grad.cpu(), b.grad.cpu())
+    for cpu, gpu in zip(grads["cpu"], grads["cuda"]):
+        torch.testing.assert_close(gpu, cpu, rtol=1e-10, atol=1e-12)

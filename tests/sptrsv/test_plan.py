@@ -1,0 +1,269 @@
+"""SpTRSV launch plans on the CPU: recorded launches (geometry, arguments, one per partition,
+epochs), the kernel model run on them against SciPy for every family and sampled schemes,
+edge-case factors, int64 indices, transposed values, plan reuse, and the hand rule."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from scipy.sparse.linalg import spsolve_triangular
+
+from gsparse.datasets import triangular
+from gsparse.kernels.memory import poisoned
+from gsparse.kernels.sptrsv import FactorPlans, default_schedule, plan as plan_module
+from gsparse.kernels.sptrsv.codegen import KERNEL, CodeVariant
+from gsparse.kernels.sptrsv.plan import co_resident_blocks, stage_capacity
+from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.space import reduced_space
+from gsparse.target import A100, H100
+
+from . import kernel_model
+from .factors import dense_system, family_factor, relative_residual, unit_factor
+from .loader import RecordingLoader
+
+SPACE = reduced_space()
+RESIDUAL = {torch.float64: 1e-14, torch.float32: 1e-6}
+
+
+def _factor_plans(matrix: sp.sparray, lower: bool, target=H100) -> tuple[FactorPlans, RecordingLoader]:
+    csr = sp.csr_array(matrix)
+    csr.sort_indices()
+    plans = FactorPlans(torch.from_numpy(csr.indptr.astype(np.int64)),
+                        torch.from_numpy(csr.indices.astype(np.int64)), lower)
+    loader = RecordingLoader()
+    plans.loader, plans.target = loader, target
+    return plans, loader
+
+
+def _rhs(n: int, k: int, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    b = torch.randn((n, k), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return (b[:, 0] if k == 1 else b).to(dtype)
+
+
+def _expected(matrix: sp.sparray, lower: bool, unit: bool, transpose: bool, b: torch.Tensor) -> np.ndarray:
+    csr = sp.csr_array(matrix, dtype=np.float64)
+    if transpose:
+        csr, lower = sp.csr_array(csr.T), not lower
+    return spsolve_triangular(csr, b.double().numpy(), lower=lower, unit_diagonal=unit)
+
+
+def _solve_with_model(matrix, lower, unit, transpose, k, dtype, schedule, index_dtype=None, seed=0):
+    """Solve through FactorPlans with recorded launches, run them through the kernel model,
+    and return (x, expected, plan)."""
+    plans, loader = _factor_plans(matrix, lower)
+    plans.index_dtype = index_dtype
+    values = torch.from_numpy(sp.csr_array(matrix).data).to(dtype)
+    b = _rhs(matrix.shape[0], k, dtype, seed)
+    task = plans.task(dtype, unit, transpose, k)
+    with poisoned():
+        x = plans.solve(values, b, unit, transpose, schedule)
+        plan = plans._plans[(task, schedule)]
+        program = loader.lookups[-1][0]
+        kernel_model.run(task.algorithm, CodeVariant.of(schedule), program, loader.launches)
+    return x, _expected(matrix, lower, unit, transpose, b), plan
+
+
+def _cases(count: int, seed: int) -> list[tuple]:
+    """(family, lower, unit, transpose, k, dtype, schedule), sampled so that every family,
+    orientation, flag, k in {1, 3, 16} and dtype appears, with schemes of the reduced space
+    and their code-variant flags switched off now and then."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        schedule = rng.choice(SPACE)
+        if rng.random() < 0.3:
+            schedule = SptrsvSchedule(**{**schedule.knobs(), "collaborative_read": rng.random() < 0.5,
+                                         "sync_elimination": rng.random() < 0.5,
+                                         "early_division": rng.random() < 0.5})
+        cases.append((triangular.FAMILIES[i % len(triangular.FAMILIES)], rng.random() < 0.5,
+                      rng.random() < 0.3, rng.random() < 0.5, rng.choice([1, 3, 16]),
+                      rng.choice([torch.float32, torch.float64]), schedule))
+    return cases
+
+
+@pytest.mark.parametrize("family, lower, unit, transpose, k, dtype, schedule", _cases(48, seed=1),
+                         ids=lambda v: str(v) if not isinstance(v, SptrsvSchedule) else "")
+def test_sampled_schemes_solve_every_family_under_the_kernel_model(family, lower, unit, transpose, k, dtype,
+                                                                   schedule):
+    matrix = family_factor(family, seed=3, upper=not lower)
+    if unit:
+        matrix = unit_factor(matrix)
+    x, expected, _ = _solve_with_model(matrix, lower, unit, transpose, k, dtype, schedule)
+    b = _rhs(matrix.shape[0], k, dtype)
+    assert relative_residual(dense_system(matrix, unit, transpose), x, b) <= RESIDUAL[dtype]
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-11
+    np.testing.assert_allclose(x.double().numpy(), expected, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("name", list(triangular.edge_cases()))
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("schedule", random.Random(2).sample(SPACE, 3), ids=str)
+def test_edge_case_factors_under_the_kernel_model(name, transpose, schedule):
+    matrix, unit = triangular.edge_cases()[name]
+    for k, index_dtype in ((1, torch.int64), (16, None)):
+        x, expected, _ = _solve_with_model(matrix, True, unit, transpose, k, torch.float64, schedule, index_dtype)
+        np.testing.assert_allclose(x.numpy(), expected.reshape(x.shape), rtol=1e-12, atol=1e-12)
+
+
+def test_int64_plans_pass_int64_arrays_and_scalars():
+    matrix = family_factor("power_law")
+    _, _, plan = _solve_with_model(matrix, True, False, False, 1, torch.float64, SPACE[0], torch.int64)
+    assert plan.task.index_dtype == torch.int64
+    assert plan._parts.dtype == torch.int64
+
+
+def test_an_empty_factor_launches_nothing():
+    plans, loader = _factor_plans(sp.csr_array((0, 0)), True)
+    x = plans.solve(torch.zeros(0, dtype=torch.float64), torch.zeros(0, 4, dtype=torch.float64), False, False)
+    assert x.shape == (0, 4) and not loader.launches
+
+
+def test_launch_geometry_and_arguments():
+    matrix = family_factor("laplacian2d")
+    plans, loader = _factor_plans(matrix, True, target=A100)
+    schedule = SptrsvSchedule(warps_per_block=4, subwarps=4, sw_rnnz=2, alpha_level=0)
+    values = torch.from_numpy(matrix.data)
+    b = _rhs(matrix.shape[0], 16, torch.float64)
+    x = plans.solve(values, b, False, False, schedule)
+    plan = next(iter(plans._plans.values()))
+    assert len(loader.launches) == plan.num_launches == plan.solve_plan.num_kernels > 1
+    for p, (grid, block, shared_bytes, _) in enumerate(loader.launches):
+        named = _named(loader, p)
+        assert grid == A100.sms and block == 128
+        assert shared_bytes == stage_capacity(plan.task, 4) * 4 * (8 + 4) <= 48 * 1024
+        assert named["b"] is b and named["x"] is x and named["val"] is values
+        assert named["part"].tolist() == plan._parts[p].tolist()
+        assert named["part"][2] == int(plan.solve_plan.kernel_waits[p])
+        assert named["epoch"].item() == 1
+        assert named["row_flag"] is not None and named["order"] is None  # sync elimination, no reorder
+    assert loader.kernel_stub.prepared == 1  # one prepared launch serves every partition
+
+
+def _named(loader: RecordingLoader, launch: int = -1) -> dict:
+    names = [name for _, name in loader.lookups[-1][0].kernels[KERNEL].params]
+    return dict(zip(names, loader.launches[launch][3]))
+
+
+def test_epochs_advance_per_solve_and_flags_are_cleared_when_they_wrap(monkeypatch):
+    monkeypatch.setattr(plan_module, "EPOCHS", 3)
+    matrix = family_factor("banded")
+    plans, loader = _factor_plans(matrix, True)
+    values, b = torch.from_numpy(matrix.data), _rhs(matrix.shape[0], 1, torch.float64)
+    plan = plans.build_plan(plans.task(torch.float64, False, False, 1), SPACE[0], H100)
+    seen = []
+    for _ in range(7):
+        plan._flags.fill_(5)  # as a solve would leave them
+        plan(values, b)
+        seen.append((_named(loader)["epoch"].item(), bool((plan._flags == 0).all())))
+    assert seen == [(1, False), (2, False), (3, False), (1, True), (2, False), (3, False), (1, True)]
+
+
+def test_transposed_values_are_gathered_once_per_tensor_and_version():
+    matrix = family_factor("rmat")
+    plans, loader = _factor_plans(matrix, True)
+    values = torch.from_numpy(matrix.data.copy())
+    b = _rhs(matrix.shape[0], 1, torch.float64)
+    plans.solve(values, b, False, True)
+    first = _named(loader)["val"]
+    plans.solve(values, b, False, True)
+    assert _named(loader)["val"] is first
+    values.mul_(2)
+    plans.solve(values, b, False, True)
+    changed = _named(loader)["val"]
+    assert changed is not first
+    transposed = sp.csr_array(matrix.T)
+    transposed.sort_indices()
+    np.testing.assert_array_equal(changed.numpy(), 2 * transposed.data)
+
+
+def test_plans_are_built_once_per_task_and_scheme_and_values_are_operands():
+    matrix = family_factor("road")
+    plans, loader = _factor_plans(matrix, True)
+    b = _rhs(matrix.shape[0], 1, torch.float64)
+    for scale in (1.0, 2.0, 3.0):
+        plans.solve(torch.from_numpy(matrix.data * scale), b, False, False)
+    assert loader.kernel_stub.prepared == 1 and len(plans._plans) == 1
+    plans.solve(torch.from_numpy(matrix.data), _rhs(matrix.shape[0], 4, torch.float64), False, False)
+    plans.solve(torch.from_numpy(matrix.data), b, False, True)
+    assert loader.kernel_stub.prepared == 3 and len(plans._analyses) == 2
+
+
+def test_a_forced_schedule_replaces_the_chosen_one():
+    matrix = family_factor("power_law")
+    plans, _ = _factor_plans(matrix, True)
+    task = plans.task(torch.float64, False, False, 1)
+    forced = SPACE[-1]
+    assert plans.chosen_schedule(task, H100) != forced
+    plans.schedule = forced
+    assert plans.chosen_schedule(task, H100) == forced
+
+
+def test_a_plan_refuses_a_task_of_the_other_orientation():
+    plans, _ = _factor_plans(family_factor("banded"), True)
+    analysis = plans.analysis(False)
+    task = plans.task(torch.float64, False, True, 1)
+    with pytest.raises(ValueError, match="solves a upper system, but the analysis is of a lower one"):
+        plan_module.SptrsvPlan(analysis, task, SPACE[0], H100, torch.device("cpu"), RecordingLoader())
+
+
+def test_the_kernel_model_catches_a_missing_flag_and_a_lost_segment():
+    matrix = family_factor("laplacian2d")
+    schedule = SptrsvSchedule(subwarps=32, sw_rnnz=math.inf, merge="merge_fixed", merge_rows=4)
+    plans, loader = _factor_plans(matrix, True)
+    task = plans.task(torch.float64, False, False, 1)
+    plans.build_plan(task, schedule, H100)(torch.from_numpy(matrix.data), _rhs(matrix.shape[0], 1, torch.float64))
+    program, named = loader.lookups[-1][0], _named(loader)
+    kernel_model.run(task.algorithm, CodeVariant.of(schedule), program, loader.launches[-1:])
+    named["row_flag"].zero_()
+    with pytest.raises(kernel_model.KernelFault, match="writes no flag|was flagged"):
+        kernel_model.run(task.algorithm, CodeVariant.of(schedule), program, loader.launches[-1:])
+    named["row_flag"].fill_(1)
+    named["seg_warp"][0] = 10**6
+    with pytest.raises(kernel_model.KernelFault, match="not in the grid"):
+        kernel_model.run(task.algorithm, CodeVariant.of(schedule), program, loader.launches[-1:])
+
+
+@pytest.mark.parametrize("target", [H100, A100], ids=lambda t: t.arch)
+@pytest.mark.parametrize("warps", [1, 4, 32])
+def test_one_block_per_sm_is_always_co_resident(target, warps):
+    assert co_resident_blocks(target, warps, 48 * 1024) == target.sms
+    assert co_resident_blocks(target, warps, 0) == target.sms
+
+
+def test_co_residency_counts_what_does_not_fit():
+    assert co_resident_blocks(H100, 32, H100.shared_bytes_per_block + 1) == 0
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("k", [1, 16])
+def test_the_hand_rule_picks_a_scheme_of_the_reduced_space(family, k):
+    plans, _ = _factor_plans(family_factor(family), True)
+    task = plans.task(torch.float64, False, False, k)
+    schedule = default_schedule(plans.analysis(False).features, task, H100)
+    assert schedule in SPACE
+
+
+def test_the_hand_rule_merges_chains_and_splits_few_levels():
+    chain = sp.csr_array(sp.diags([np.ones(299), np.full(300, 4.0)], [-1, 0]))
+    plans, _ = _factor_plans(chain, True)
+    task = plans.task(torch.float64, False, False, 1)
+    chained = default_schedule(plans.analysis(False).features, task, H100)
+    assert (chained.merge_rows, chained.warps_per_block, chained.alpha_level) == (32, 4, math.inf)
+    plans, _ = _factor_plans(sp.csr_array(sp.diags(np.arange(1.0, 301))), True)
+    flat = default_schedule(plans.analysis(False).features, task, H100)
+    assert (flat.merge_rows, flat.alpha_level) == (1, 0)
+
+
+def test_dense_system_helper_agrees_with_the_expected_solution():
+    """The SciPy reference used above, checked against a dense solve once."""
+    matrix = family_factor("banded")
+    b = _rhs(matrix.shape[0], 3, torch.float64)
+    for transpose in (False, True):
+        dense = dense_system(matrix, False, transpose)
+        np.testing.assert_allclose(_expected(matrix, True, False, transpose, b),
+                                   np.linalg.solve(dense, b.numpy()), rtol=1e-10)
