@@ -10,7 +10,7 @@ import torch
 from gsparse.graph import GraphStats, RowStats
 from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, default_schedule
 from gsparse.kernels.spmm.plan import check_schedule
-from gsparse.kernels.spmm.space import row_splits_for
+from gsparse.kernels.spmm.shapes import row_splits_for
 from gsparse.target import H100
 
 from graphs import named_graph

@@ -328,3 +328,16 @@ def test_split_plan_without_long_rows_launches_no_merge() -> None:
          lhs=torch.randn(g.num_src, 8), out=torch.empty(g.num_dst, 8))
     assert loader.order == [split_rows.KERNEL] and loader.loaded == [split_rows.KERNEL]
     assert loader.only(split_rows.KERNEL).args["num_chunks"] == 0
+
+
+def test_a_column_tile_index_past_two_to_the_31_is_refused_before_it_is_built() -> None:
+    # 70,000 sources in tiles of 1,024 make 69 tiles; with 40 M rows the index would need
+    # 2.8 G entries: the plan refuses it (it used to crash building the index on a GPU)
+    rows = 40_000_000
+    g = gsparse.Graph.from_csr(torch.zeros(rows + 1, dtype=torch.int32),
+                               torch.zeros(0, dtype=torch.int32), num_src=70_000)
+    task = SpmmTask("copy_lhs", "sum", (1,), None, (1,), torch.float32, torch.int32, False, False, 1)
+    schedule = ColumnTiled(rows_per_block=64, feature_lanes=1, edge_lanes=16, column_tile=1024)
+    with pytest.raises(ValueError, match="indexes the edges by .tile, row.: 2760000001 entries"):
+        build_plan(g, task, schedule, H100, loader=RecordingLoader())
+    assert len(g.layouts) == 0

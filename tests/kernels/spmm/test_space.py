@@ -6,15 +6,24 @@ import pytest
 import torch
 
 from gsparse.kernels.space import Space
-from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, schedule_space
+from gsparse.graph import GraphStats, RowStats
+from gsparse.kernels.spmm import (
+    ColumnTiled,
+    OnePass,
+    OutputTiled,
+    SplitRows,
+    SpmmTask,
+    default_schedule,
+    schedule_space,
+)
 from gsparse.kernels.spmm.plan import check_schedule
-from gsparse.kernels.spmm.space import (
+from gsparse.kernels.spmm.shapes import (
     column_tile_for,
-    one_pass_grid,
     output_tiled_schedule,
     output_tiled_warps,
     row_splits_for,
 )
+from gsparse.kernels.spmm.space import one_pass_grid
 from gsparse.target import A100, H100
 
 from graphs import named_graph
@@ -132,3 +141,24 @@ def test_space_domains_name_each_knobs_values() -> None:
     assert candidates.domain(OnePass, "nnz_tile") == (1, 2, 4)
     assert candidates.domain(OutputTiled, "column_groups") == (1, 2, 4)
     assert candidates.domain(SplitRows, "row_split") == ()
+
+
+def test_the_hand_rules_pick_is_always_in_the_space() -> None:
+    # a graph of very short rows, where the rule's thread per row beats any warp-wide group
+    stats = GraphStats(11_000_000, 11_000_000, 12_000_000, RowStats(1.07, 2, 0.23))
+    for feature_len in (1, 16, 100):
+        task = SpmmTask("mul", "sum", (feature_len,), (1,), (feature_len,), torch.float32,
+                        torch.int32, False, False, 4 if feature_len % 4 == 0 else 1)
+        space = schedule_space(task, stats, H100)
+        assert default_schedule(task, stats, H100) in space
+    # and the short rows' own edge-lane counts are in the one-pass grid
+    assert any(s.edge_lanes == 1 and s.feature_lanes == 1 for s in one_pass_grid(1, 4, 1.07))
+    assert not any(s.edge_lanes == 1 and s.feature_lanes == 1 for s in one_pass_grid(1, 4))
+
+
+def test_column_tiles_whose_index_outweighs_the_edges_are_pruned() -> None:
+    task = SpmmTask("copy_lhs", "sum", (1,), None, (1,), torch.float32, torch.int32, False, False, 1)
+    sparse = GraphStats(11_000_000, 11_000_000, 12_000_000, RowStats(1.07, 2, 0.23))
+    dense = GraphStats(200_000, 200_000, 20_000_000, RowStats(100.0, 400, 0.5))
+    assert not any(isinstance(s, ColumnTiled) for s in schedule_space(task, sparse, H100))
+    assert any(isinstance(s, ColumnTiled) for s in schedule_space(task, dense, H100))

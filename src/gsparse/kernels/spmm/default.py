@@ -7,9 +7,10 @@ from ...graph import GraphStats
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
 from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
-from .space import (
+from .shapes import (
     OUTPUT_TILED_FEATURES,
     column_tile_for,
+    edge_lanes_for,
     output_tiled_schedule,
     output_tiled_warps,
     row_splits_for,
@@ -50,14 +51,6 @@ def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmS
     return schedule
 
 
-def _edge_lanes_for(mean_degree: float, budget: int) -> int:
-    """Enough edge lanes that each walks a handful of edges of an average row."""
-    lanes = 1
-    while lanes < budget and lanes * 4 < mean_degree:
-        lanes *= 2
-    return lanes
-
-
 def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | SplitRows:
     """The one-pass family's rule.
 
@@ -77,7 +70,7 @@ def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | 
       rows (mean below 128) at up to 4 features, whose gathers are bound by L2 sector
       throughput rather than by imbalance.
     - Beyond 4 features, rows far longer than the mean are cut into chunks of the longest
-      length :func:`~.space.row_splits_for` offers (:class:`SplitRows`).
+      length :func:`~.shapes.row_splits_for` offers (:class:`SplitRows`).
     """
     feature_len, element_bytes = task.num_features, task.dtype.itemsize
     mean_degree = stats.rows.mean
@@ -89,7 +82,7 @@ def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | 
     feature_lanes = max(1, min(8 if element_bytes >= 4 else 4, slice_ // vector))
     outputs = min(2, max(1, slice_ // (feature_lanes * vector)))
     feature_lanes = max(1, min(32, slice_ // (vector * outputs)))
-    edge_lanes = _edge_lanes_for(mean_degree, 32 // feature_lanes)
+    edge_lanes = edge_lanes_for(mean_degree, 32 // feature_lanes)
     if feature_len <= _STAGED_FEATURES or outputs > 1:
         nnz = 1
     else:
@@ -116,7 +109,7 @@ def _output_tiled(task: SpmmTask, stats: GraphStats, target: Target) -> OutputTi
     - Column groups: 4 where ``lhs`` makes 8 or more tiles of half of shared memory, 2 from
       4 tiles, else 1: more groups stage less per block, but a group of few tiles leaves
       its blocks unequal.
-    - Warps per block (:func:`~.space.output_tiled_warps`): the first for short rows (mean
+    - Warps per block (:func:`~.shapes.output_tiled_warps`): the first for short rows (mean
       below 128), the second for long ones.
     - None when the blocks would stage more than 8 bytes of ``lhs`` per edge: there the
       one-pass gathers move less (graphs with few edges per source row).

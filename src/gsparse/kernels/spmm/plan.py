@@ -21,6 +21,7 @@ from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from . import codegen
 from .codegen import column_tiled, one_pass, output_tiled, split_rows
 from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
+from .shapes import MAX_TILE_ROWS, tile_rows
 from .structures import column_tiles, output_tiles, work_list
 from .task import SpmmAlgorithm, SpmmTask
 
@@ -132,6 +133,12 @@ def _column_tiled(g: Graph, task: SpmmTask, schedule: ColumnTiled, target: Targe
         raise ValueError(
             f"schedule {schedule} stages {schedule.column_tile} rows of {task.lhs_len} "
             f"{task.dtype} features ({shared_bytes} bytes); a block may use {limit}")
+    index = tile_rows(g.num_src, g.num_dst, schedule.column_tile)
+    if index > MAX_TILE_ROWS:
+        raise ValueError(
+            f"schedule {schedule} indexes the edges by (tile, row): {index} entries for "
+            f"{g.num_src} sources in tiles of {schedule.column_tile} and {g.num_dst} rows, more "
+            f"than {MAX_TILE_ROWS}; use a wider column_tile or another skeleton")
     tiles = column_tiles(g, schedule.column_tile)
     slices = -(-task.num_features // schedule.feature_slice)
     block_rows = _tiled_block_rows(g.num_dst, tiles.tiles * slices, target.sms)

@@ -1,0 +1,81 @@
+"""Sizes the g-SpMM hand rule and space share: edge lanes for a row length, chunk lengths
+for long rows, column tiles and their index, the output-tiled schedules."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...target import Target
+from ..operands import VECTOR_BYTES, pow2_at_least
+from .schedule import OutputTiled
+
+__all__ = ["MAX_TILE_ROWS", "OUTPUT_TILED_FEATURES", "TILE_ROWS_PER_EDGE", "column_tile_for",
+           "edge_lanes_for", "output_tiled_schedule", "output_tiled_warps", "row_splits_for",
+           "tile_rows"]
+
+# The most features the space and the default rule offer the output-tiled skeleton (wider
+# ones stage too much of lhs per edge; any count runs when forced).
+OUTPUT_TILED_FEATURES = 4
+# A column-tiled plan indexes its edges by (tile, row): beyond this many entries the index
+# outweighs the edges it indexes, and past 2**31 it is more than one allocation can count.
+TILE_ROWS_PER_EDGE = 16
+MAX_TILE_ROWS = 2**31 - 1
+
+
+def edge_lanes_for(mean_degree: float, budget: int) -> int:
+    """Enough edge lanes (at most ``budget``) that each walks a handful of edges of an
+    average row."""
+    lanes = 1
+    while lanes < budget and lanes * 4 < mean_degree:
+        lanes *= 2
+    return lanes
+
+
+def row_splits_for(mean_degree: float, max_degree: int) -> list[int]:
+    """Chunk lengths worth measuring on a graph with these row statistics (often none).
+
+    Of 256, 1024, 4096 and 16384 edges, the two shortest that cut the longest row into more
+    than 8 chunks and are at least the mean row, so that only the rare long rows pay for
+    partial results and a merge.
+    """
+    fits = [s for s in (256, 1024, 4096, 16384) if mean_degree <= s and 8 * s < max_degree]
+    return fits[:2]
+
+
+# A column-tiled plan indexes its edges by (tile, row): beyond this many entries the index
+# outweighs the edges it indexes, and past 2**31 it is more than one allocation can count.
+_TILE_ROWS_PER_EDGE = 16
+MAX_TILE_ROWS = 2**31 - 1
+
+
+def tile_rows(num_src: int, num_dst: int, tile: int) -> int:
+    """Entries of the column-tiled skeleton's (tile, row) index for tiles of ``tile`` rows."""
+    return -(-num_src // tile) * num_dst + 1
+
+
+def column_tile_for(lhs_len: int, dtype: torch.dtype, target: Target) -> int:
+    """The widest column tile (a multiple of 1024 rows of ``lhs``) a block's shared memory
+    holds for rows of ``lhs_len`` elements, or 0."""
+    rows = target.shared_bytes_per_block // max(1, lhs_len * dtype.itemsize)
+    return min(65536, rows // 1024 * 1024)
+
+
+def output_tiled_warps(dtype: torch.dtype) -> tuple[int, int]:
+    """Warps per block worth running for ``dtype``: 16 and 32 (8 and 16 for float64, whose
+    wider registers would spill at 1,024 threads). The default takes the first for short
+    rows, the second for long ones."""
+    return (8, 16) if dtype == torch.float64 else (16, 32)
+
+
+def output_tiled_schedule(num_features: int, dtype: torch.dtype, warps: int, column_groups: int,
+                          vector_ok: int = 8) -> OutputTiled:
+    """The output-tiled schedule of ``warps`` warps and ``column_groups`` groups for
+    ``num_features`` features: vectors as wide as 16 bytes, ``vector_ok`` and the
+    feature count allow, and enough of them (a power of two) to cover every feature."""
+    widest = min(vector_ok, VECTOR_BYTES // dtype.itemsize)
+    vector = max(v for v in (1, 2, 4) if v <= widest and num_features % v == 0)
+    return OutputTiled(warps_per_block=warps, vector_width=vector,
+                       outputs_per_thread=pow2_at_least(math.ceil(num_features / vector)),
+                       column_groups=column_groups)
