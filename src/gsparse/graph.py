@@ -101,6 +101,7 @@ class Graph:
         self.layouts: DerivedCache = DerivedCache("edge layouts the g-SpMM skeletons walk")
         self.cpu: DerivedCache = DerivedCache("structures of the PyTorch-ops backend")
         self.layers: DerivedCache = DerivedCache("structures of the gsparse.nn layers")
+        self.tuning: DerivedCache = DerivedCache("the graph's signature and structure for the tuner")
         if _register:  # the newest graph over these tensors is the one the custom ops find
             _LIVE[_live_key(rowptr, col)] = self
 

@@ -14,23 +14,60 @@ tuning. Operators, features and the real builder and runner live with the kernel
 package knows schedules only as frozen dataclasses with a JSON round trip.
 """
 
-from .builder import ParallelBuilder
-from .database import (
-    BestRecord,
-    Sample,
-    TuningDatabase,
-    TuningDatabaseWarning,
-    TuningKey,
-    default_database_path,
-)
-from .interfaces import Builder, BuildResult, CostModel, Runner, RunResult, Schedule, SearchSpace
-from .loop import TuneResult, tune
-from .measure import Timing, compile_ahead, time_calls
-from .metrics import Evaluation, evaluate, pearson, spearman, top_k_regret
-from .models import DnnCostModel, RankModel
-from .search import GeneticSearch, RandomSampling, Scorer, SearchStrategy, exhaustive_search, model_scorer
-from .simulated import SimulatedRunner
-from .space import CandidateSpace, SpaceIndex, crossover, mutate, repair, sample
+# Names load their module on first use: importing gsparse (whose CUDA backend asks
+# gsparse.tune.select for schedules) must not pay for SciPy's statistics or the models.
+_EXPORTS = {
+    "BestRecord": ".database",
+    "BuildResult": ".interfaces",
+    "Builder": ".interfaces",
+    "CandidateSpace": ".space",
+    "CostModel": ".interfaces",
+    "DnnCostModel": ".models",
+    "Evaluation": ".metrics",
+    "GeneticSearch": ".search",
+    "ParallelBuilder": ".builder",
+    "RandomSampling": ".search",
+    "RankModel": ".models",
+    "RunResult": ".interfaces",
+    "Runner": ".interfaces",
+    "Sample": ".database",
+    "Schedule": ".interfaces",
+    "Scorer": ".search",
+    "SearchSpace": ".interfaces",
+    "SearchStrategy": ".search",
+    "SimulatedRunner": ".simulated",
+    "SpaceIndex": ".space",
+    "Timing": ".measure",
+    "TuneResult": ".loop",
+    "TuningDatabase": ".database",
+    "TuningDatabaseWarning": ".database",
+    "TuningKey": ".database",
+    "compile_ahead": ".measure",
+    "crossover": ".space",
+    "default_database_path": ".database",
+    "evaluate": ".metrics",
+    "exhaustive_search": ".search",
+    "model_scorer": ".search",
+    "mutate": ".space",
+    "pearson": ".metrics",
+    "repair": ".space",
+    "sample": ".space",
+    "spearman": ".metrics",
+    "time_calls": ".measure",
+    "top_k_regret": ".metrics",
+    "tune": ".loop",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'gsparse.tune' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BestRecord",

@@ -8,6 +8,7 @@ source) and :mod:`.plan` (launches).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -93,6 +94,7 @@ def run_sddmm(
     rhs_target: str,
     out_shape: tuple[int, ...],
     schedule: SddmmSchedule | None = None,
+    choose: Callable[[Graph, SddmmTask, Callable], SddmmSchedule] | None = None,
 ) -> torch.Tensor:
     """g-SDDMM with a generated kernel; operands as the front end hands them to backends.
 
@@ -100,6 +102,10 @@ def run_sddmm(
     user edge order) and the rank of ``out_shape``; for ``dot``, ``out_shape`` ends in 1
     and the operands' last dimension is the one reduced. Returns ``[num_edges, *out_shape]``
     in user edge order.
+
+    Without a forced ``schedule``, ``choose(g, task, call)`` picks one (the hand rule by
+    default; the tuner passes its own), where ``call(schedule)`` runs this call with a
+    forced schedule and returns its output.
 
     Raises TypeError for a forced ``schedule`` of another operator, ValueError when it is
     invalid or cannot run this task (see :func:`~.plan.check_schedule`).
@@ -120,8 +126,11 @@ def run_sddmm(
     if task.num_heads * task.head_len > _MAX_INT32:
         raise ValueError(f"{task.num_heads * task.head_len} features per edge; generated kernels "
                          f"index the features of one row with 32-bit integers (at most {_MAX_INT32})")
-    if schedule is None:
+    if schedule is None and choose is None:
         schedule = chosen_schedule(g, task)
+    elif schedule is None:
+        schedule = choose(g, task, lambda forced: run_sddmm(g, op, lhs, rhs, lhs_target, rhs_target,
+                                                             out_shape, forced))
     plan = g.plans.get((task, schedule), lambda: build_plan(g, task, schedule))
     plan(lhs=lhs, rhs=rhs, out=out)
     return out

@@ -9,6 +9,7 @@ and :mod:`.output_tiling` (graph layouts the skeletons walk), :mod:`.plan` (laun
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -85,12 +86,17 @@ def run_spmm(
     out_shape: tuple[int, ...],
     schedule: SpmmSchedule | None = None,
     with_arg: bool = False,
+    choose: Callable[[Graph, SpmmTask, Callable], SpmmSchedule] | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """g-SpMM with a generated kernel; operands as the front end hands them to backends.
 
     ``lhs`` ``[num_src, *lhs_shape]`` and ``rhs`` ``[num_edges, *rhs_shape]`` (user edge
     order) have the rank of ``out_shape``. Returns ``[num_dst, *out_shape]``, and with
     ``with_arg`` (max/min) also ``arg_u`` and ``arg_e`` (int64, same shape, -1 in empty rows).
+
+    Without a forced ``schedule``, ``choose(g, task, call)`` picks one (the hand rule by
+    default; the tuner passes its own), where ``call(schedule)`` runs this call with a
+    forced schedule and returns its output.
 
     Raises TypeError for a forced ``schedule`` of another operator, ValueError when it is
     invalid, cannot run this task, or needs wider vectors than the operands' alignment
@@ -114,8 +120,14 @@ def run_spmm(
     if g.num_dst == 0 or out.numel() == 0:
         return (out, arg_u, arg_e) if with_arg else out
     task = task_for(g, op, reduce, lhs, rhs, out_shape, with_arg)
-    if schedule is None:
+    if schedule is None and choose is None:
         schedule = chosen_schedule(g, task)
+    elif schedule is None:
+        def call(forced: SpmmSchedule) -> torch.Tensor:
+            result = run_spmm(g, op, reduce, lhs, rhs, out_shape, forced, with_arg)
+            return result[0] if with_arg else result
+
+        schedule = choose(g, task, call)
     plan = g.plans.get((task, schedule),
                        lambda: build_plan(g, task, schedule, Target.of(g.device)))
     plan(lhs=lhs, rhs=rhs, out=out, arg_u=arg_u, arg_e=arg_e)

@@ -1,0 +1,187 @@
+"""The schedule of a call that forces none: a tuning record, else the policy's choice.
+
+A record of the tuning database for the call's key always wins. Without one, the policy
+decides (set for the process with :func:`set_policy`, or for a block with :func:`policy`):
+
+- ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space and
+  its first choice runs. No measurement; the only device work is the graph's signature and
+  structure statistics, computed once per graph.
+- ``"tune"``: search now on the call's real inputs (genetic search seeded by the model, a
+  budget of :data:`TUNE_BUDGET` measurements, every one checked against the hand rule's
+  output), record every sample in the database and run the best.
+- ``"default"``: the hand rule.
+
+A choice is made once per graph and task; a new record or policy takes effect on the next
+call (the choices are keyed by a generation that both bump).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from importlib import resources
+from typing import Any
+
+import torch
+
+from .. import kernels
+from ..datasets.structure import describe_structure
+from ..graph import Graph
+from ..target import Target
+from .builder import ParallelBuilder
+from .database import TuningDatabase, TuningKey
+from .features import featurize
+from .models import RankModel
+from .runner import CallRunner
+from .search import GeneticSearch, RandomSampling, model_scorer
+
+__all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "get_policy", "policy", "set_policy",
+           "tuning_key"]
+
+POLICIES = ("model", "tune", "default")
+# The generated kernels' version: a record made by another version never matches.
+CODEGEN_VERSION = "2026-11-25"
+# Measurements a "tune" call makes at most (the model's first choices, then its search).
+TUNE_BUDGET = 16
+# Operators with a shipped model: gsparse/tune/models/<operator>-rank.json.
+_MODELLED = ("spmm", "sddmm")
+
+
+class _State:
+    """The process's policy and the generation that invalidates earlier choices."""
+
+    policy = "model"
+    generation = 0
+
+
+def set_policy(name: str) -> None:
+    """Set the policy of calls that force no schedule (see the module docstring)."""
+    if name not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {name!r}")
+    _State.policy = name
+    _State.generation += 1
+
+
+def get_policy() -> str:
+    return _State.policy
+
+
+@contextlib.contextmanager
+def policy(name: str) -> Iterator[None]:
+    """Use policy ``name`` within the block."""
+    previous = get_policy()
+    set_policy(name)
+    try:
+        yield
+    finally:
+        set_policy(previous)
+
+
+def graph_signature(g: Graph) -> str:
+    """A digest of ``g``'s sizes and of 4,096 entries of each of its CSR arrays spread over
+    them: cheap (one transfer), the same on every device and index type."""
+
+    def compute() -> str:
+        picks = []
+        for array in (g.rowptr, g.col, g.eid):
+            if array is not None and array.numel():
+                where = torch.linspace(0, array.numel() - 1, min(array.numel(), 4096), device=array.device)
+                picks.append(array[where.long()].long())
+        sample = torch.cat(picks).cpu().numpy().tobytes() if picks else b""
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(f"{g.num_src}:{g.num_dst}:{g.num_edges}:{g.eid is not None}".encode())
+        digest.update(sample)
+        return digest.hexdigest()
+
+    return g.tuning.get("signature", compute)
+
+
+def _structure(g: Graph):
+    return g.tuning.get("structure", lambda: describe_structure(g))
+
+
+def tuning_key(operator: str, g: Graph, task: Any, target: Target) -> TuningKey:
+    """The database key of ``task`` on ``g`` and ``target``."""
+    shape = task.out_shape if operator == "spmm" else (task.num_heads, task.head_len)
+    return TuningKey(
+        target=f"{target.name}|{target.arch}|{target.sms}",
+        operator=f"{operator}:{task.algorithm}|v{task.vector_ok}",
+        graph=graph_signature(g), feature_shape=json.dumps(list(shape)),
+        dtype=str(task.dtype).removeprefix("torch."), codegen=CODEGEN_VERSION)
+
+
+@functools.lru_cache(maxsize=None)
+def _model(operator: str) -> RankModel | None:
+    """The shipped rank model of ``operator`` (None where none ships)."""
+    if operator not in _MODELLED:
+        return None
+    path = resources.files(__package__).joinpath("models", f"{operator}-rank.json")
+    return RankModel().load(path) if path.is_file() else None
+
+
+@functools.lru_cache(maxsize=1)
+def _database() -> TuningDatabase | None:
+    """The tuning database, where one exists (a "tune" call creates it)."""
+    from .database import default_database_path
+
+    return TuningDatabase() if default_database_path().is_file() else None
+
+
+def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor],
+           target: Target | None = None) -> Any:
+    """The schedule of ``task`` on ``g`` (a :data:`kernels.OPERATORS` name) for ``target``
+    (the graph's GPU by default), once per graph, task and generation. ``call(schedule)``
+    runs the operator on the real inputs: the "tune" policy measures candidates with it."""
+    key = (task, _State.policy, _State.generation)
+    return g.schedules.get(key, lambda: _decide(operator, g, task, call, target or Target.of(g.device)))
+
+
+def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor], target: Target) -> Any:
+    ops = kernels.OPERATORS[operator]
+    if _State.policy == "default" or operator not in _MODELLED:
+        return ops.default_schedule(task, g.stats, target)
+    key = tuning_key(operator, g, task, target)
+    database = _database()
+    if database is not None and (record := database.get_best(key)) is not None:
+        from ..kernels.schedule import schedule_from_json
+
+        try:
+            return schedule_from_json(record.schedule_json)
+        except ValueError:  # a record this version cannot read: decide afresh
+            pass
+    space = ops.schedule_space(task, g.stats, target)
+    model = _model(operator)
+    structure = _structure(g)
+    if _State.policy == "model":
+        if model is None:
+            return ops.default_schedule(task, g.stats, target)
+        candidates = space.candidates()
+        costs = model.predict(featurize(task, structure, target, candidates))
+        return candidates[int(costs.argmin())]
+    return _tune_now(operator, g, task, call, target, key, space, model, structure)
+
+
+def _tune_now(operator, g, task, call, target, key, space, model, structure) -> Any:
+    from .loop import tune
+
+    ops = kernels.OPERATORS[operator]
+    default = ops.default_schedule(task, g.stats, target)
+    reference = call(default).clone()
+    device = g.device
+
+    def features(schedules):
+        return featurize(task, structure, target, schedules)
+
+    strategy = (GeneticSearch(space, scorer=model_scorer(model, features)) if model is not None
+                else RandomSampling(space))
+    builder = ParallelBuilder(lambda s: ops.load_kernels(task, s, device.index))
+    working_set = structure.num_edges * 8 + structure.num_src * task.dtype.itemsize * 64
+    runner = CallRunner(call, reference, device, flush_l2=working_set < 2 * target.l2_bytes)
+    database = TuningDatabase()
+    _database.cache_clear()
+    result = tune(space, strategy, builder, runner, database, key, TUNE_BUDGET, featurize=features)
+    _State.generation += 1  # other graphs' choices may now find this record
+    return result.best if result.best is not None else default

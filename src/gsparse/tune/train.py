@@ -1,0 +1,161 @@
+"""Train and judge the cost models on collected cells, holding out whole graph families.
+
+    python -m gsparse.tune.train CELLS.jsonl [...] --held-out community,rmat,road,sampled
+        [--out DIR] [--model dnn|rank|both]
+
+Reads the cells :mod:`gsparse.tune.collect` wrote, recomputes every schedule's features
+(:func:`~gsparse.tune.features.featurize`), trains one model per operator on the cells of
+the training families and reports, on the held-out families: Pearson (log time, within each
+cell), mean within-cell Spearman, and the regret of the model's top-1 and top-5 picks
+(their best measured time over the cell's best, minus 1), next to the hand rule's regret.
+With ``--out`` the models trained on every family are written there, ready to ship.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..datasets.structure import GraphStructure
+from ..kernels import sddmm, spmm
+from ..kernels.schedule import schedule_from_json
+from ..target import Target
+from .features import featurize
+from .metrics import pearson, spearman, top_k_regret
+from .models import DnnCostModel, RankModel
+
+__all__ = ["Cell", "load_cells", "main"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured cell: its family, task, graph structure, target, and every schedule that
+    ran (with its median time), the hand rule's and cuSPARSE's times."""
+
+    operator: str
+    family: str
+    task: object
+    structure: GraphStructure
+    target: Target
+    schedules: tuple
+    times_ms: np.ndarray
+    default_ms: float
+    default_schedule: object
+    cusparse_ms: float
+
+    @property
+    def best_ms(self) -> float:
+        return float(min(self.times_ms.min(), self.default_ms))
+
+
+def _task(operator: str, fields: dict):
+    fields = dict(fields)
+    for key in ("dtype", "index_dtype"):
+        fields[key] = getattr(torch, fields[key])
+    for key in ("lhs_shape", "rhs_shape", "out_shape", "full_shape"):
+        if fields.get(key) is not None:
+            fields[key] = tuple(fields[key])
+    return (spmm.SpmmTask if operator == "spmm" else sddmm.SddmmTask)(**fields)
+
+
+def load_cells(paths: Iterable[str | Path]) -> list[Cell]:
+    """Every cell of the collected files that has at least two schedules that ran."""
+    cells = []
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            doc = json.loads(line)
+            operator = doc["case"].split(":")[0]
+            ran = [(schedule_from_json(s["schedule"]), s["ms"]) for s in doc["schedules"] if "ms" in s]
+            if len(ran) < 2 or "ms" not in doc["default"]:
+                continue
+            structure = {k: v for k, v in doc["graph"]["structure"].items()}
+            cells.append(Cell(
+                operator=operator, family=doc["graph"]["family"], task=_task(operator, doc["task"]),
+                structure=GraphStructure(**structure), target=Target(**doc["target"]),
+                schedules=tuple(s for s, _ in ran), times_ms=np.array([t for _, t in ran]),
+                default_ms=doc["default"]["ms"], default_schedule=schedule_from_json(doc["default"]["schedule"]),
+                cusparse_ms=doc.get("cusparse", {}).get("ms", math.nan),
+            ))
+    return cells
+
+
+def _matrix(cells: list[Cell]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    features = [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]
+    groups = np.concatenate([np.full(len(c.schedules), i) for i, c in enumerate(cells)])
+    return np.concatenate(features), np.concatenate([c.times_ms for c in cells]), groups
+
+
+def make_model(kind: str):
+    return DnnCostModel(epochs=60) if kind == "dnn" else RankModel(trees=200)
+
+
+def judge(model, cells: list[Cell]) -> dict[str, float]:
+    """The model's quality on ``cells`` (see the module docstring)."""
+    x, t, g = _matrix(cells)
+    predicted = model.predict(x)
+    regret1 = top_k_regret(predicted, t, g, 1)
+    regret5 = top_k_regret(predicted, t, g, 5)
+    picks = [c.times_ms[int(np.argmin(predicted[g == i]))] for i, c in enumerate(cells)]
+    within = [p / c.best_ms for p, c in zip(picks, cells)]
+    default = [c.default_ms / c.best_ms for c in cells]
+    return {
+        "cells": len(cells),
+        "pearson_log_within_cell": pearson(predicted, t, g),
+        "spearman_within_cell": spearman(predicted, t, g),
+        "top1_regret_median": float(np.median(regret1)), "top1_regret_max": float(regret1.max()),
+        "top5_regret_median": float(np.median(regret5)), "top5_regret_max": float(regret5.max()),
+        "pick_within_10pct": float(np.mean(np.array(within) <= 1.10)),
+        "pick_within_25pct": float(np.mean(np.array(within) <= 1.25)),
+        "pick_over_best_geomean": float(np.exp(np.mean(np.log(within)))),
+        "default_over_best_geomean": float(np.exp(np.mean(np.log(default)))),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gsparse.tune.train", description=__doc__.splitlines()[0])
+    parser.add_argument("cells", nargs="+", help="cells.jsonl files from gsparse.tune.collect")
+    parser.add_argument("--held-out", default="community,rmat,road,sampled",
+                        help="families judged but never trained on")
+    parser.add_argument("--model", choices=("dnn", "rank", "both"), default="both")
+    parser.add_argument("--out", help="write the models trained on every family here")
+    args = parser.parse_args(argv)
+    cells = load_cells(args.cells)
+    held_out = set(args.held_out.split(","))
+    kinds = ("dnn", "rank") if args.model == "both" else (args.model,)
+    report = {}
+    for operator in ("spmm", "sddmm"):
+        mine = [c for c in cells if c.operator == operator]
+        train = [c for c in mine if c.family not in held_out]
+        test = [c for c in mine if c.family in held_out]
+        if not train or not test:
+            print(f"{operator}: {len(train)} training and {len(test)} held-out cells; skipped")
+            continue
+        x, t, g = _matrix(train)
+        for kind in kinds:
+            model = make_model(kind)
+            model.fit(x, t, g)
+            report[f"{operator}/{kind}"] = judge(model, test)
+            print(f"{operator} {kind}: trained on {len(train)} cells of "
+                  f"{sorted({c.family for c in train})}, judged on {len(test)} held-out cells of "
+                  f"{sorted(held_out)}:")
+            for name, value in report[f"{operator}/{kind}"].items():
+                print(f"    {name}: {value:.4g}" if isinstance(value, float) else f"    {name}: {value}")
+            if args.out:
+                everything = _matrix(mine)
+                final = make_model(kind)
+                final.fit(*everything)
+                Path(args.out).mkdir(parents=True, exist_ok=True)
+                final.save(Path(args.out) / f"{operator}-{kind}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

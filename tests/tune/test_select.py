@@ -1,0 +1,117 @@
+"""Choosing the schedule of a call that forces none: records, policies, the shipped models."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from gsparse.kernels import sddmm, spmm
+from gsparse.target import H100
+from gsparse.tune import select
+from gsparse.tune.database import TuningDatabase
+
+from graphs import named_graph
+
+
+@pytest.fixture(autouse=True)
+def _fresh_database(tmp_path, monkeypatch):
+    """Each test starts with no tuning database and the default policy."""
+    monkeypatch.setenv("GSPARSE_TUNING_DB", str(tmp_path / "tuning.sqlite"))
+    select._database.cache_clear()
+    yield
+    select.set_policy("model")
+    select._database.cache_clear()
+
+
+def _spmm_task(g, feature_len=32):
+    x = torch.randn(g.num_src, feature_len)
+    return spmm.task_for(g, "copy_lhs", "sum", x, None, (feature_len,))
+
+
+def _never_called(schedule):
+    raise AssertionError("a policy without measurement ran the operator")
+
+
+def test_policies_are_checked_and_restored():
+    with pytest.raises(ValueError, match=r"policy must be one of \('model', 'tune', 'default'\), got 'fast'"):
+        select.set_policy("fast")
+    before = select._State.generation
+    with select.policy("default"):
+        assert select.get_policy() == "default"
+    assert select.get_policy() == "model" and select._State.generation == before + 2
+
+
+def test_the_graph_signature_is_cheap_stable_and_tells_graphs_apart():
+    g = named_graph("random")
+    assert select.graph_signature(g) == select.graph_signature(named_graph("random"))
+    assert select.graph_signature(g.with_index_dtype(torch.int64)) == select.graph_signature(g)
+    assert select.graph_signature(named_graph("random", seed=1)) != select.graph_signature(g)
+    assert select.graph_signature(g) == g.tuning.get("signature", lambda: "rebuilt")  # kept
+
+
+def test_the_default_policy_runs_the_hand_rule():
+    g = named_graph("random")
+    task = _spmm_task(g)
+    with select.policy("default"):
+        chosen = select.choose("spmm", g, task, _never_called, H100)
+    assert chosen == spmm.default_schedule(task, g.stats, H100)
+
+
+@pytest.mark.parametrize("operator", ["spmm", "sddmm"])
+def test_the_model_policy_picks_from_the_space_in_milliseconds(operator):
+    g = named_graph("long_row")
+    x = torch.randn(g.num_src, 64)
+    if operator == "spmm":
+        task = spmm.task_for(g, "copy_lhs", "sum", x, None, (64,))
+        space = spmm.schedule_space(task, g.stats, H100)
+    else:
+        task = sddmm.task_for(g, "dot", x, torch.randn(g.num_dst, 64), "u", "v", (1,))
+        space = sddmm.schedule_space(task, g.stats, H100)
+    chosen = select.choose(operator, g, task, _never_called, H100)
+    assert chosen in space
+    # Decided once per graph, task and generation; a new graph of the same kind decides
+    # again from its statistics, which the first decision has already paid for.
+    assert select.choose(operator, g, task, _never_called, H100) is chosen
+    select._decide(operator, g, task, _never_called, H100)  # warm: model loaded
+    times = []
+    for _ in range(20):
+        start = time.perf_counter()
+        select._decide(operator, g, task, _never_called, H100)
+        times.append(time.perf_counter() - start)
+    # the fastest of 20 (a shared CI core adds waits, never speed): ~1 ms on a quiet core
+    assert min(times) < 5e-3
+
+
+def test_a_tuning_record_wins_over_the_policy():
+    g = named_graph("random")
+    task = _spmm_task(g)
+    recorded = spmm.OnePass(rows_per_block=2, feature_lanes=8, edge_lanes=4, vector_width=4, nnz_tile=2)
+    with TuningDatabase() as database:
+        database.commit_sample(select.tuning_key("spmm", g, task, H100), recorded, times_ms=(0.5,))
+    select._database.cache_clear()
+    for name in ("model", "tune"):
+        with select.policy(name):
+            assert select.choose("spmm", g, task, _never_called, H100) == recorded
+    with select.policy("default"):  # the hand rule on request, records or not
+        assert select.choose("spmm", g, task, _never_called, H100) == spmm.default_schedule(task, g.stats, H100)
+
+
+def test_the_key_names_the_target_the_operator_the_graph_and_the_codegen_version():
+    g = named_graph("random")
+    key = select.tuning_key("spmm", g, _spmm_task(g), H100)
+    assert key.target == f"{H100.name}|sm_90|132" and key.codegen == select.CODEGEN_VERSION
+    assert key.operator.startswith("spmm:copy_lhs.sum lhs:full float32 int32") and key.feature_shape == "[32]"
+    assert key.graph == select.graph_signature(g) and key.dtype == "float32"
+
+
+def test_a_record_this_version_cannot_read_is_decided_afresh():
+    g = named_graph("random")
+    task = _spmm_task(g)
+    invalid = spmm.OnePass(rows_per_block=2, feature_lanes=8, edge_lanes=8)  # a 64-thread group
+    with TuningDatabase() as database:
+        database.commit_sample(select.tuning_key("spmm", g, task, H100), invalid, times_ms=(0.5,))
+    select._database.cache_clear()
+    chosen = select.choose("spmm", g, task, _never_called, H100)
+    assert chosen != invalid and chosen in spmm.schedule_space(task, g.stats, H100)
