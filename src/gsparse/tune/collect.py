@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from ..algebra import BINARY_OPS, REDUCERS
 from ..datasets.structure import describe_structure
 from ..graph import Graph
 from ..target import Target
+from . import select
 from .measure import compile_ahead, time_calls
 
 __all__ = ["Case", "CASES", "main"]
@@ -161,11 +163,27 @@ def _task_dict(task: Any) -> dict[str, Any]:
     return {k: (str(v).removeprefix("torch.") if isinstance(v, torch.dtype) else v) for k, v in fields.items()}
 
 
+def _tune_policy(case: Case, g: Graph, operands: dict[str, Any], feature_len: int) -> dict[str, Any]:
+    """The "tune" policy on a fresh copy of ``g`` (no earlier choice or plan) with a fresh
+    database: its choice and its wall time, compilation of programs not compiled yet in
+    this process included."""
+    fresh = Graph.from_csr(g.rowptr, g.col, g.num_src, g.eid)
+    task, run = case.call(fresh, operands, feature_len)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    with select.policy("tune"):
+        chosen = select.choose(case.operator, fresh, task, run)
+    torch.cuda.synchronize()
+    return {"schedule": chosen.to_json(), "seconds": time.perf_counter() - started}
+
+
 def collect_cell(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, target: Target,
-                 gen: torch.Generator, budget_s: float = 0.02) -> dict[str, Any]:
-    """Every measurement of one cell (see the module docstring)."""
+                 gen: torch.Generator, budget_s: float = 0.02, tune: bool = False) -> dict[str, Any]:
+    """Every measurement of one cell (see the module docstring); with ``tune``, also the
+    "tune" policy's choice and time, before anything else compiles this cell's programs."""
     device = g.device
     operands = case.operands(g, feature_len, dtype, gen)
+    tuned = _tune_policy(case, g, operands, feature_len) if tune else None
     task, run = case.call(g, operands, feature_len)
     operator = kernels.OPERATORS[case.operator]
     space = list(operator.schedule_space(task, g.stats, target))
@@ -190,6 +208,8 @@ def collect_cell(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, tar
         cell["cusparse"] = _measure(call, ref, tolerance, device, budget_s, flush, pick)
     cell["schedules"] = [{"schedule": s.to_json(), **_measure(lambda s=s: run(s), ref, tolerance, device,
                                                                budget_s, flush)} for s in space]
+    if tuned is not None:
+        cell["tune"] = tuned
     return cell
 
 
@@ -214,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-cap", type=float, default=2e9, help="most E x F per cell")
     parser.add_argument("--budget-s", type=float, default=400.0, help="stop starting graphs after this")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tune", action="store_true",
+                        help="also run the tune policy on each cell (a fresh tuning database in --out)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("python -m gsparse.tune.collect: needs a CUDA GPU (the schedules are GPU kernels)", file=sys.stderr)
@@ -228,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.tune:
+        os.environ["GSPARSE_TUNING_DB"] = str(out / "tuning.sqlite")
     device = torch.device("cuda")
     target = Target.of(device)
     gen = torch.Generator(device=device).manual_seed(args.seed)
@@ -249,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 cells = [cells[i] for i in sorted(picks[: args.cells_per_graph].tolist())]
             for case, dtype, feature_len in cells:
                 try:
-                    cell = collect_cell(case, g, feature_len, dtype, target, gen)
+                    cell = collect_cell(case, g, feature_len, dtype, target, gen, tune=args.tune)
                 except Exception as error:  # noqa: BLE001 - a cell that cannot be set up is reported
                     print(f"graph {index} {family} {case.name} F={feature_len}: {type(error).__name__}: "
                           f"{str(error)[:200]}", flush=True)
