@@ -74,3 +74,19 @@ def test_gpu_warmup_lasts_a_tenth_of_a_second_whatever_the_budget():
                    min_repeats=3, max_repeats=3)
     warmup_s = calls[-len(t.times_ms)] - calls[0]
     assert warmup_s >= 0.1, f"warm-up lasted {warmup_s * 1e3:.1f} ms"
+
+
+@pytest.mark.gpu
+def test_hide_host_times_the_device_work_alone():
+    device = torch.device("cuda")
+    x = torch.randn(1 << 16, device=device)
+
+    def slow_host_fast_kernel() -> None:
+        time.sleep(0.001)  # 1 ms of host work before a kernel of a few microseconds
+        x.mul_(1.0)
+
+    hidden = time_calls(slow_host_fast_kernel, [()], device, min_repeats=9, max_repeats=9, warmup=0,
+                        hide_host=True)
+    shown = time_calls(slow_host_fast_kernel, [()], device, min_repeats=9, max_repeats=9, warmup=0)
+    assert hidden.median_ms < 0.1, hidden.times_ms
+    assert shown.median_ms > 0.9, shown.times_ms

@@ -11,6 +11,7 @@ from gsparse.kernels import sddmm, spmm
 from gsparse.target import H100
 from gsparse.tune import select
 from gsparse.tune.database import TuningDatabase
+from gsparse.tune.interfaces import BuildResult
 
 from graphs import named_graph
 
@@ -115,3 +116,45 @@ def test_a_record_this_version_cannot_read_is_decided_afresh():
     select._database.cache_clear()
     chosen = select.choose("spmm", g, task, _never_called, H100)
     assert chosen != invalid and chosen in spmm.schedule_space(task, g.stats, H100)
+
+
+@pytest.mark.parametrize("size", [1, 2, 4096, 123_718_280, 2**40 + 3])
+def test_signature_samples_stay_in_bounds_on_huge_arrays(size):
+    # float32 positions rounded 123,718,279 up to 123,718,280: one past the end of the
+    # column array of a 124M-edge graph (a device-side assert on the H100).
+    where = select._spread(size, 4096, torch.device("cpu"))
+    assert where.dtype == torch.int64
+    assert len(where) == min(size, 4096)
+    assert where[0] == 0 and where[-1] == size - 1
+    assert bool((where[1:] >= where[:-1]).all())
+
+
+def test_tune_measures_the_hand_rule_first_and_never_returns_anything_slower(monkeypatch):
+    # On the CPU the "kernels" are stand-ins: building is a no-op and a call sleeps, the
+    # hand rule's pick for 0.2 ms and every other schedule for 2 ms.
+    g = named_graph("random")
+    x = torch.randn(g.num_src, 32)
+    task = spmm.task_for(g, "copy_lhs", "sum", x, None, (32,))
+    default = spmm.default_schedule(task, g.stats, H100)
+    out = torch.zeros(g.num_dst, 32).index_add_(0, g.csr_dst.long(), x[g.col.long()])
+    measured = []
+
+    def call(schedule):
+        measured.append(schedule)
+        time.sleep(0.0002 if schedule == default else 0.002)
+        return out
+
+    monkeypatch.setattr(select, "ParallelBuilder", lambda build: _NoBuild())
+    with select.policy("tune"):
+        chosen = select.choose("spmm", g, task, call, H100)
+    assert chosen == default
+    assert measured[1] == default  # after the reference call, the hand rule is timed first
+    assert len(set(measured)) == select.TUNE_BUDGET + 1  # the hand rule, then the budget
+    with TuningDatabase() as database:
+        samples = database.samples(select.tuning_key("spmm", g, task, H100))
+    assert len(samples) == select.TUNE_BUDGET + 1
+
+
+class _NoBuild:
+    def build(self, schedules):
+        return [BuildResult(s) for s in schedules]

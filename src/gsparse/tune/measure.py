@@ -28,6 +28,9 @@ __all__ = ["Timing", "compile_ahead", "time_calls"]
 # reference computed on the CPU) a GPU takes tens of milliseconds of back-to-back calls to
 # come back to full speed.
 _MIN_GPU_WARMUP_S = 0.1
+# GPU clock cycles per second that a spin-wait of ``hide_host`` assumes: above the boost
+# clock of the GPUs we target, so that a wait lasts at least as long as intended.
+_WAIT_CYCLES_PER_S = 2.1e9
 
 
 def compile_ahead(first_calls: Sequence[Callable[[], Any]], device: torch.device,
@@ -86,6 +89,7 @@ def time_calls(
     max_repeats: int = 200,
     warmup: int = 1,
     flush_l2: bool = False,
+    hide_host: bool = False,
 ) -> Timing:
     """Median-ready per-call times of ``fn(*input_sets[i % k])``.
 
@@ -102,6 +106,11 @@ def time_calls(
             inputs (to check its result) and only wants a quick ranking.
         flush_l2: on a CUDA device, overwrite a buffer twice the L2 size before each timed
             call, outside its events: for inputs so small that even the rotated sets fit in L2.
+        hide_host: on a CUDA device, keep the device waiting while the host enqueues the
+            timed calls, so that each call's events hold its device work alone. Without it a
+            call whose host side is slower than its kernels is timed at its launch rate
+            (tens of microseconds of Python, noisy from call to call). For ranking schedules
+            of one operator, whose host costs are alike.
 
     Returns:
         A :class:`Timing` with one entry per timed call.
@@ -133,6 +142,8 @@ def time_calls(
                    if flush_l2 else None)
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(repeats)]
+        if hide_host:
+            _wait_while_enqueued(fn, input_sets[0], scratch, repeats, device)
         for i, (begin, end) in enumerate(events):
             if scratch is not None:
                 scratch.fill_(i & 0xFF)
@@ -147,3 +158,18 @@ def time_calls(
         fn(*input_sets[i % k])
         times.append((time.perf_counter() - begin) * 1e3)
     return Timing(tuple(times))
+
+
+def _wait_while_enqueued(fn: Callable[..., Any], args: tuple[Any, ...], scratch: torch.Tensor | None,
+                         repeats: int, device: torch.device) -> None:
+    """Enqueue a device spin-wait long enough for the host to enqueue ``repeats`` calls
+    behind it: twice the host time of one unsynchronised call (flush included), each."""
+    _sync(device)
+    start = time.perf_counter()
+    if scratch is not None:
+        scratch.fill_(0)
+    fn(*args)
+    host_s = time.perf_counter() - start
+    _sync(device)
+    wait_s = min(1.0, 2 * repeats * host_s + 1e-4)
+    torch.cuda._sleep(int(wait_s * _WAIT_CYCLES_PER_S))

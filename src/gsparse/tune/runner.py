@@ -2,7 +2,8 @@
 
 Each candidate's output is first checked against a reference (the PyTorch-ops result where
 its per-edge messages fit in memory, else the hand rule's kernel), then timed with CUDA
-events (median of repeats; the check call warmed it up). A candidate that fails to launch
+events around its device work alone (median of repeats; the check call warmed it up; the
+host's launch time, alike for every candidate, is hidden). A candidate that fails to launch
 or to match is a result with its error, and the others are still measured.
 """
 
@@ -58,7 +59,8 @@ class CallRunner:
             if not err <= self.tolerance:
                 return RunResult(schedule, error=f"relative error {err:.3g} over {self.tolerance:g}")
             timing = time_calls(lambda: self.call(schedule), [()], self.device, min_repeats=self.repeats,
-                                max_repeats=self.repeats, warmup=0, flush_l2=self.flush_l2)
+                                max_repeats=self.repeats, warmup=0, flush_l2=self.flush_l2,
+                                hide_host=True)
             return RunResult(schedule, timing.times_ms)
         except Exception as error:  # noqa: BLE001 - one candidate's failure is data
             return RunResult(schedule, error=describe(error))

@@ -6,9 +6,10 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
 - ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space and
   its first choice runs. No measurement; the only device work is the graph's signature and
   structure statistics, computed once per graph.
-- ``"tune"``: search now on the call's real inputs (genetic search seeded by the model, a
-  budget of :data:`TUNE_BUDGET` measurements, every one checked against the hand rule's
-  output), record every sample in the database and run the best.
+- ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
+  search seeded by the model, a budget of :data:`TUNE_BUDGET` more measurements, every one
+  checked against the hand rule's output), record every sample in the database and run the
+  best.
 - ``"default"``: the hand rule.
 
 A choice is made once per graph and task; a new record or policy takes effect on the next
@@ -33,6 +34,7 @@ from ..graph import Graph
 from ..target import Target
 from .builder import ParallelBuilder
 from .database import TuningDatabase, TuningKey
+from .interfaces import BuildResult
 from .features import featurize
 from .models import RankModel
 from .runner import CallRunner
@@ -88,8 +90,7 @@ def graph_signature(g: Graph) -> str:
         picks = []
         for array in (g.rowptr, g.col, g.eid):
             if array is not None and array.numel():
-                where = torch.linspace(0, array.numel() - 1, min(array.numel(), 4096), device=array.device)
-                picks.append(array[where.long()].long())
+                picks.append(array[_spread(array.numel(), 4096, array.device)].long())
         sample = torch.cat(picks).cpu().numpy().tobytes() if picks else b""
         digest = hashlib.blake2b(digest_size=16)
         digest.update(f"{g.num_src}:{g.num_dst}:{g.num_edges}:{g.eid is not None}".encode())
@@ -97,6 +98,16 @@ def graph_signature(g: Graph) -> str:
         return digest.hexdigest()
 
     return g.tuning.get("signature", compute)
+
+
+def _spread(size: int, count: int, device: torch.device) -> torch.Tensor:
+    """``min(size, count)`` positions spread evenly over ``range(size)``, first and last
+    included. Integer arithmetic: positions computed in float32 round past the end once
+    ``size`` exceeds 2**24 (a 124M-edge graph read out of bounds)."""
+    count = min(size, count)
+    if count == 1:
+        return torch.zeros(1, dtype=torch.int64, device=device)
+    return torch.arange(count, dtype=torch.int64, device=device) * (size - 1) // (count - 1)
 
 
 def _structure(g: Graph):
@@ -182,6 +193,11 @@ def _tune_now(operator, g, task, call, target, key, space, model, structure) -> 
     runner = CallRunner(call, reference, device, flush_l2=working_set < 2 * target.l2_bytes)
     database = TuningDatabase()
     _database.cache_clear()
+    # The hand rule's pick is measured first and recorded, so the search starts from it (a
+    # measured sample joins the first generation) and never returns anything slower.
+    [measured] = runner.run([BuildResult(default)])
+    database.commit_sample(key, default, times_ms=measured.times_ms, error=measured.error,
+                           features=features([default])[0])
     result = tune(space, strategy, builder, runner, database, key, TUNE_BUDGET, featurize=features)
     _State.generation += 1  # other graphs' choices may now find this record
     return result.best if result.best is not None else default
