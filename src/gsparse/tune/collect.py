@@ -188,11 +188,11 @@ def collect_cell(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, tar
     task, run = case.call(g, operands, feature_len)
     operator = kernels.OPERATORS[case.operator]
     space = list(operator.schedule_space(task, g.stats, target))
-    default = operator.chosen_schedule(g, task)
+    default = operator.default_schedule(task, g.stats, target)
     compile_ahead([lambda s=s: operator.load_kernels(task, s, device.index) for s in space], device)
     elements = g.num_edges * feature_len
     ref = (case.reference(g, operands, feature_len) if elements <= _REFERENCE_ELEMENTS
-           else run(None).clone())
+           else run(default).clone())
     tolerance = _TOLERANCE[dtype]
     # Inputs that fit in the L2 would stay there from call to call, as they do not between a
     # model's layers: overwrite it before each timed call.
@@ -203,7 +203,7 @@ def collect_cell(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, tar
         "task": _task_dict(task), "reference": "torch" if elements <= _REFERENCE_ELEMENTS else "default",
         # The first measurement after compilation and a CPU reference: the GPU was idle.
         "default": {"schedule": default.to_json(),
-                    **_measure(run, ref, tolerance, device, budget_s, flush, warmup=1)},
+                    **_measure(lambda: run(default), ref, tolerance, device, budget_s, flush, warmup=1)},
     }
     baseline = case.cusparse(g, operands)
     if baseline is not None:

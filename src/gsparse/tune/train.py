@@ -8,12 +8,15 @@ Reads the cells :mod:`gsparse.tune.collect` wrote, recomputes every schedule's f
 the training families and reports, on the held-out families: Pearson (log time, within each
 cell), mean within-cell Spearman, and the regret of the model's top-1 and top-5 picks
 (their best measured time over the cell's best, minus 1), next to the hand rule's regret.
-With ``--out`` the models trained on every family are written there, ready to ship.
+With ``--out`` the models trained on the training families are written there, ready to
+ship (``--ship-all`` trains them on every family instead, and the held-out judgement no
+longer holds for them). Cell files may be gzipped (``.jsonl.gz``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import sys
@@ -70,18 +73,24 @@ def load_cells(paths: Iterable[str | Path]) -> list[Cell]:
     """Every cell of the collected files that has at least two schedules that ran."""
     cells = []
     for path in paths:
-        for line in Path(path).read_text().splitlines():
+        path = Path(path)
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        for line in text.splitlines():
             doc = json.loads(line)
             operator = doc["case"].split(":")[0]
             ran = [(schedule_from_json(s["schedule"]), s["ms"]) for s in doc["schedules"] if "ms" in s]
             if len(ran) < 2 or "ms" not in doc["default"]:
                 continue
             structure = {k: v for k, v in doc["graph"]["structure"].items()}
+            # The hand rule's time as the sweep measured it, next to every other schedule's
+            # (collections before this version timed the policy's pick under its name).
+            default = schedule_from_json(doc["default"]["schedule"])
+            default_ms = next((t for s, t in ran if s == default), doc["default"]["ms"])
             cells.append(Cell(
                 operator=operator, family=doc["graph"]["family"], task=_task(operator, doc["task"]),
                 structure=GraphStructure(**structure), target=Target(**doc["target"]),
                 schedules=tuple(s for s, _ in ran), times_ms=np.array([t for _, t in ran]),
-                default_ms=doc["default"]["ms"], default_schedule=schedule_from_json(doc["default"]["schedule"]),
+                default_ms=default_ms, default_schedule=default,
                 cusparse_ms=doc.get("cusparse", {}).get("ms", math.nan),
             ))
     return cells
