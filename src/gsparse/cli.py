@@ -1,4 +1,4 @@
-"""The ``gsparse`` command: ``gsparse info``, ``gsparse example`` and ``gsparse bench``."""
+"""The ``gsparse`` command: ``gsparse info``, ``example``, ``bench``, ``tune`` and ``db``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 import torch
+
+from .tune import commands as tune_commands
 
 
 def _version(package: str) -> str:
@@ -203,9 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     ex = sub.add_parser("example", help="run a small worked example and check it against float64")
     ex.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     _bench_parser(sub)
+    tune_commands.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "bench":
         return bench(args)
+    if args.command in ("tune", "db"):
+        return tune_commands.run(args)
     if args.command == "info":
         rows = info()
         width = max(map(len, rows))

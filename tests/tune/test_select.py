@@ -81,8 +81,9 @@ def test_the_model_policy_picks_from_the_space_in_milliseconds(operator):
         start = time.perf_counter()
         select._decide(operator, g, task, _never_called, H100)
         times.append(time.perf_counter() - start)
-    # the fastest of 20 (a shared CI core adds waits, never speed): ~1 ms on a quiet core
-    assert min(times) < 5e-3
+    # the fastest of 20 (a shared CI core adds waits, never speed): 1.3-1.7 ms on a quiet
+    # core; the bound catches a measurement, a compilation or a device read sneaking in
+    assert min(times) < 10e-3
 
 
 def test_a_tuning_record_wins_over_the_policy():

@@ -22,8 +22,10 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,15 +35,15 @@ from ..datasets.structure import describe_structure
 from ..graph import Graph
 from ..target import Target
 from .builder import ParallelBuilder
-from .database import TuningDatabase, TuningKey
+from .database import BestRecord, TuningDatabase, TuningKey, default_database_path
 from .interfaces import BuildResult
 from .features import featurize
 from .models import RankModel
 from .runner import CallRunner
 from .search import GeneticSearch, RandomSampling, model_scorer
 
-__all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "get_policy", "policy", "set_policy",
-           "tuning_key"]
+__all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "database_path", "get_policy", "policy",
+           "record_of", "set_policy", "tuning_key", "use_database"]
 
 POLICIES = ("model", "tune", "default")
 # The generated kernels' version: a record made by another version never matches.
@@ -57,6 +59,7 @@ class _State:
 
     policy = "model"
     generation = 0
+    database: str | None = None  # a file named by use_database
 
 
 def set_policy(name: str) -> None:
@@ -133,12 +136,31 @@ def _model(operator: str) -> RankModel | None:
     return RankModel().load(path) if path.is_file() else None
 
 
+def database_path() -> Path:
+    """The tuning database's file: the one :func:`use_database` named, else
+    ``$GSPARSE_TUNING_DB``, else ``tuning.sqlite`` in the cache directory."""
+    return Path(_State.database) if _State.database is not None else default_database_path()
+
+
+def use_database(path: str | os.PathLike[str] | None) -> None:
+    """Read and write tuning records in ``path`` from now on (None: the default place)."""
+    _State.database = None if path is None else os.fspath(path)
+    _database.cache_clear()
+    _State.generation += 1
+
+
+def record_of(operator: str, g: Graph, task: Any, target: Target | None = None) -> BestRecord | None:
+    """The tuning database's best record of ``task`` on ``g``, or None."""
+    database = _database()
+    target = target or Target.of(g.device)
+    return None if database is None else database.get_best(tuning_key(operator, g, task, target))
+
+
 @functools.lru_cache(maxsize=1)
 def _database() -> TuningDatabase | None:
     """The tuning database, where one exists (a "tune" call creates it)."""
-    from .database import default_database_path
-
-    return TuningDatabase() if default_database_path().is_file() else None
+    path = database_path()
+    return TuningDatabase(path) if path.is_file() else None
 
 
 def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor],
@@ -191,7 +213,7 @@ def _tune_now(operator, g, task, call, target, key, space, model, structure) -> 
     builder = ParallelBuilder(lambda s: ops.load_kernels(task, s, device.index))
     working_set = structure.num_edges * 8 + structure.num_src * task.dtype.itemsize * 64
     runner = CallRunner(call, reference, device, flush_l2=working_set < 2 * target.l2_bytes)
-    database = TuningDatabase()
+    database = TuningDatabase(database_path())
     _database.cache_clear()
     # The hand rule's pick is measured first and recorded, so the search starts from it (a
     # measured sample joins the first generation) and never returns anything slower.
