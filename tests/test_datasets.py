@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,10 +129,8 @@ def test_preset_arguments_are_checked():
 
 @pytest.fixture
 def shared_data():
-    for directory in datasets.data_dirs():
-        if (directory / "cora.npz").is_file():
-            return directory
-    pytest.skip(f"the real graphs are in none of {datasets.data_dirs()}")
+    """The folder of the real graphs shipped with gsparse."""
+    return Path(datasets.cora.__code__.co_filename).parent / "data"
 
 
 @pytest.mark.parametrize(
@@ -142,28 +141,34 @@ def shared_data():
         ("pubmed_cites", 19717, 44338, None, None, None),
     ],
 )
-def test_real_graphs_load_from_the_shared_data(shared_data, name, nodes, edges, features, classes, split):
-    d = datasets.real_graph(name)
-    assert (d.graph.num_src, d.graph.num_dst, d.graph.num_edges) == (nodes, nodes, edges)
-    assert (None if d.features is None else tuple(d.features.shape)) == features
-    assert d.num_classes == classes
-    if split is None:
-        assert d.train_idx is None and d.labels is None
-    else:
-        assert (d.train_idx.numel(), d.val_idx.numel(), d.test_idx.numel()) == split
-    # Edge ids follow the file's order: edge i is column i of edge_index.
-    raw = np.load(shared_data / f"{name}.npz")["edge_index"]
-    src, dst = d.graph.edges()
-    assert np.array_equal(src.numpy(), raw[0]) and np.array_equal(dst.numpy(), raw[1])
+def test_real_graphs_ship_with_the_package(shared_data, name, nodes, edges, features, classes, split,
+                                           tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no ./.data, no $GSPARSE_DATA_DIR: the shipped copy
+    monkeypatch.delenv(datasets.DATA_DIR_ENV, raising=False)
+    loader = {"cora": datasets.cora, "citeseer": datasets.citeseer, "pubmed_cites": datasets.pubmed}[name]
+    for d in (datasets.real_graph(name), loader()):
+        assert d.name == name and d.num_nodes == nodes
+        assert (d.graph.num_src, d.graph.num_dst, d.graph.num_edges) == (nodes, nodes, edges)
+        assert (None if d.features is None else tuple(d.features.shape)) == features
+        assert d.num_features == (None if features is None else features[1])
+        assert d.num_classes == classes
+        if split is None:
+            assert d.train_idx is None and d.labels is None
+        else:
+            assert (d.train_idx.numel(), d.val_idx.numel(), d.test_idx.numel()) == split
+        # Edge ids follow the file's order: edge i is column i of edge_index.
+        raw = np.load(shared_data / f"{name}.npz")["edge_index"]
+        assert d.edge_index.dtype == torch.int64 and np.array_equal(d.edge_index.numpy(), raw)
 
 
 def test_data_dir_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(datasets.DATA_DIR_ENV, str(tmp_path))
     assert datasets.data_dirs() == [tmp_path]
+    assert datasets.real_graph("cora").graph.num_edges == 10858  # the shipped copy
     with pytest.raises(FileNotFoundError, match=f"cora.npz is in none of \\['{tmp_path}'\\]"):
-        datasets.real_graph("cora")
+        datasets.real_graph("cora", data_dir=tmp_path)
     np.savez(tmp_path / "cora.npz", edge_index=np.array([[0, 1], [1, 2]], dtype=np.int32))
-    assert datasets.real_graph("cora").graph.num_edges == 2
+    assert datasets.real_graph("cora").graph.num_edges == 2  # the folder's copy comes first
     with pytest.raises(ValueError, match="name must be one of"):
         datasets.real_graph("reddit")
 

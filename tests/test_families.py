@@ -215,7 +215,7 @@ def test_road_networks_are_grids_with_deletions_and_shortcuts():
 
 @pytest.mark.parametrize("replace", [False, True])
 def test_sampled_blocks_respect_the_fanout_and_relabel_consistently(replace):
-    base, _ = random_graph(3_000, PowerLaw(12, 2.3), seed=0).coalesce()  # no multi-edges
+    base = random_graph(3_000, PowerLaw(12, 2.3), seed=0).coalesce()  # no multi-edges
     base_keys = set(_edge_keys(base).tolist())
     blocks = sample_blocks(base, 64, [4, 7], replace=replace, seed=1)
     assert len(blocks) == 2 and blocks[-1].graph.num_dst == 64

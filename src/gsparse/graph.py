@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._index_checks import check_count, check_index_tensor, check_range, first_true
+from ._index_checks import check_count, check_fits, check_index_tensor, check_range, first_true
 from .derived import DerivedCache
 
 __all__ = ["Graph", "GraphStats", "RowStats"]
@@ -62,6 +62,34 @@ class GraphStats:
     rows: RowStats
 
 
+def _sparse_coo(tensor: Any, name: str) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """``(row, col, num_rows, num_cols)`` of a 2-D ``torch.sparse`` tensor, in its storage
+    order (a CSR's or CSC's compressed index expanded)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.dim() != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(tensor.shape)}")
+    rows, cols = tensor.shape
+    if tensor.layout == torch.sparse_coo:
+        row, col = tensor._indices()
+    elif tensor.layout == torch.sparse_csr:
+        crow = tensor.crow_indices()
+        row = torch.repeat_interleave(torch.arange(rows, device=crow.device, dtype=crow.dtype), crow.diff())
+        col = tensor.col_indices()
+    elif tensor.layout == torch.sparse_csc:
+        ccol = tensor.ccol_indices()
+        col = torch.repeat_interleave(torch.arange(cols, device=ccol.device, dtype=ccol.dtype), ccol.diff())
+        row = tensor.row_indices()
+    else:
+        raise ValueError(f"{name} must have layout torch.sparse_coo, torch.sparse_csr or "
+                         f"torch.sparse_csc, got {tensor.layout}")
+    return row, col, rows, cols
+
+
+def _is_sparse_tensor_of_torch_sparse(obj: Any) -> bool:
+    return type(obj).__name__ == "SparseTensor" and type(obj).__module__.startswith("torch_sparse")
+
+
 def _index_dtype_for(*counts: int) -> torch.dtype:
     return torch.int32 if max(counts, default=0) <= _INT32_MAX else torch.int64
 
@@ -73,8 +101,17 @@ class Graph:
     (``num_src != num_dst``) are supported everywhere. Duplicate edges are kept as
     multi-edges, as in DGL; :meth:`coalesce` merges them on request.
 
-    Build one with :meth:`from_edge_index`, :meth:`from_csr`, :meth:`from_scipy` or
-    :meth:`from_torch_sparse`; all inputs are validated once, here.
+    Build one with :meth:`from_edge_index` (PyG's ``edge_index``), :meth:`from_pyg` (any
+    graph argument of a PyG layer: ``edge_index``, ``EdgeIndex``, a sparse ``adj_t``),
+    :meth:`from_csr`, :meth:`from_scipy` or :meth:`from_torch_sparse`; all inputs are
+    validated once, here.
+
+    Example::
+
+        edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])   # sources, destinations
+        g = gsparse.Graph.from_edge_index(edge_index)        # 3 nodes, square
+        g = gsparse.Graph.from_edge_index(edge_index, num_nodes=5)
+        block = gsparse.Graph.from_edge_index(edge_index, num_src=4, num_dst=3)  # bipartite
     """
 
     def __init__(
@@ -167,6 +204,7 @@ class Graph:
         if num_src is None:
             num_src = int(col.max()) + 1 if num_edges else 0
         num_src = check_count("num_src", num_src)
+        check_fits(rowptr.device, num_src, rowptr.numel() - 1, num_edges)
         check_range("col", col, num_src, "num_src")
         if eid is not None:
             eid = check_index_tensor("eid", eid, 1)
@@ -232,28 +270,60 @@ class Graph:
 
     @classmethod
     def from_torch_sparse(cls, tensor: torch.Tensor) -> Graph:
-        """Graph from a 2-D ``torch.sparse`` COO/CSR tensor with rows as sources (DGL).
+        """Graph from a 2-D ``torch.sparse`` COO, CSR or CSC tensor ``[num_src, num_dst]``
+        whose rows are sources (DGL's adjacency convention).
 
-        Edge ids follow the tensor's storage order.
+        Edge ids follow the tensor's storage order, so ``tensor.values()`` are edge features
+        in edge order. For PyG's transposed ``adj_t`` (rows are destinations) use
+        :meth:`from_pyg`.
         """
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
-        if tensor.dim() != 2:
-            raise ValueError(f"tensor must be 2-D, got shape {tuple(tensor.shape)}")
-        num_src, num_dst = tensor.shape
-        if tensor.layout == torch.sparse_coo:
-            src, dst = tensor._indices()
-        elif tensor.layout == torch.sparse_csr:
-            crow = tensor.crow_indices()
-            src = torch.repeat_interleave(
-                torch.arange(num_src, device=crow.device, dtype=crow.dtype), crow.diff()
-            )
-            dst = tensor.col_indices()
-        else:
-            raise ValueError(
-                f"tensor must have layout torch.sparse_coo or torch.sparse_csr, got {tensor.layout}"
-            )
+        src, dst, num_src, num_dst = _sparse_coo(tensor, "tensor")
         return cls._from_coo(src, dst, num_src, num_dst, "tensor row", "tensor column")
+
+    @classmethod
+    def from_pyg(cls, adj: Any, num_nodes: int | None = None) -> Graph:
+        """Graph from any graph argument of a PyG layer, in PyG's conventions.
+
+        Args:
+            adj: one of
+
+                * an ``edge_index`` ``[2, E]`` tensor (row 0 sources, row 1 destinations),
+                  or PyG's ``EdgeIndex`` (its ``sparse_size`` gives the node counts);
+                * a ``torch.sparse`` COO, CSR or CSC ``adj_t`` ``[num_dst, num_src]``: PyG's
+                  *transposed* adjacency, whose rows are destinations (``adj_t[v, u]`` is
+                  the edge ``u -> v``); a CSR ``adj_t`` is taken as is, without sorting;
+                * a ``torch_sparse.SparseTensor`` ``adj_t``, likewise transposed.
+            num_nodes: for an ``edge_index``: the node count of the square graph (default:
+                the ``EdgeIndex``'s size, else one more than the largest index).
+
+        Returns:
+            The graph. Edge ids follow ``edge_index``'s columns or the adjacency's storage
+            order, so ``adj_t.values()`` (or a ``SparseTensor``'s ``storage.value()``) are
+            edge weights in edge order.
+        """
+        if _is_sparse_tensor_of_torch_sparse(adj):
+            rowptr, col, _ = adj.csr()
+            num_dst, num_src = adj.sparse_sizes()
+            return cls.from_csr(rowptr, col, num_src)
+        if not isinstance(adj, torch.Tensor):
+            raise TypeError(f"adj must be an edge_index tensor [2, E], a torch.sparse adjacency or a "
+                            f"torch_sparse.SparseTensor, got {type(adj).__name__}")
+        if adj.layout == torch.sparse_csr:
+            num_dst, num_src = adj.shape
+            return cls.from_csr(adj.crow_indices(), adj.col_indices(), num_src)
+        if adj.layout in (torch.sparse_coo, torch.sparse_csc):
+            dst, src, num_dst, num_src = _sparse_coo(adj, "adj")
+            return cls._from_coo(src, dst, num_src, num_dst, "adj column", "adj row")
+        size = getattr(adj, "sparse_size", None)
+        if type(adj) is not torch.Tensor:  # EdgeIndex and other subclasses: as a plain tensor
+            adj = adj.as_subclass(torch.Tensor)
+        if num_nodes is None and callable(size):
+            num_src, num_dst = size()
+            if num_src is not None or num_dst is not None:
+                if num_src == num_dst:
+                    return cls.from_edge_index(adj, num_nodes=num_src)
+                return cls.from_edge_index(adj, num_src=num_src, num_dst=num_dst)
+        return cls.from_edge_index(adj, num_nodes=num_nodes)
 
     @classmethod
     def _from_coo(
@@ -270,6 +340,7 @@ class Graph:
                                else (int(src.max()) + 1 if num_edges else 0))
         num_dst = check_count("num_dst", num_dst if num_dst is not None
                                else (int(dst.max()) + 1 if num_edges else 0))
+        check_fits(src.device, num_src, num_dst, num_edges)
         check_range(src_name, src, num_src, "num_src")
         check_range(dst_name, dst, num_dst, "num_dst")
         dst64 = dst.long()
@@ -353,17 +424,22 @@ class Graph:
 
     @cached_property
     def _coo(self) -> tuple[torch.Tensor, torch.Tensor]:
+        col, dst = self._col.long(), self.csr_dst.long()
         if self._eid is None:
-            return self._col, self.csr_dst
-        src = torch.empty_like(self._col)
-        dst = torch.empty_like(self._col)
-        src[self._eid.long()] = self._col
-        dst[self._eid.long()] = self.csr_dst
-        return src, dst
+            return col, dst
+        eid = self._eid.long()
+        return torch.empty_like(col).index_copy_(0, eid, col), torch.empty_like(dst).index_copy_(0, eid, dst)
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(src, dst)``, each ``[E]``, in the user's edge order."""
+        """``(src, dst)``, each ``[E]`` int64, in the user's edge order (as PyG's
+        ``edge_index[0]`` and ``edge_index[1]``). Cached."""
         return self._coo
+
+    @property
+    def edge_index(self) -> torch.Tensor:
+        """``[2, E]`` int64 edge list in the user's edge order (row 0 sources, row 1
+        destinations): the PyG ``edge_index`` of this graph."""
+        return torch.stack(self._coo)
 
     @cached_property
     def _reverse(self) -> Graph:
@@ -446,8 +522,8 @@ class Graph:
 
     def coalesce(
         self, edge_weight: torch.Tensor | None = None, reduce: str = "sum"
-    ) -> tuple[Graph, torch.Tensor | None]:
-        """Merge duplicate edges ``(u, v)`` into one.
+    ) -> Graph | tuple[Graph, torch.Tensor]:
+        """Merge duplicate edges ``(u, v)`` into one, as PyG's ``coalesce``.
 
         Args:
             edge_weight: optional ``[E, *shape]`` weights in edge order.
@@ -455,8 +531,9 @@ class Graph:
                 ``"max"``, ``"min"`` or ``"first"`` (keep the weight of the lowest edge id).
 
         Returns:
-            The coalesced graph (rows sorted by source; new edge ids in CSR order) and the
-            merged weights (``None`` when none were given).
+            As PyG: the coalesced graph alone when ``edge_weight`` is ``None``, else the pair
+            ``(graph, weights)`` with ``weights`` ``[E', *shape]``. The new graph's edges are
+            sorted by destination, then source; its edge ids follow that order.
         """
         reducers = ("sum", "mean", "max", "min", "first")
         if reduce not in reducers:
@@ -486,7 +563,7 @@ class Graph:
         torch.cumsum(torch.bincount(dst[keep], minlength=self.num_dst), 0, out=rowptr[1:])
         graph = Graph._assemble(rowptr, src[keep], None, self.num_src, self.num_dst)
         if edge_weight is None:
-            return graph, None
+            return graph
         w = edge_weight[eid[order]]
         n = int(keep.numel())
         if reduce == "first":

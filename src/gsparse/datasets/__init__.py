@@ -4,6 +4,9 @@
   (:class:`LogNormal`, :class:`PowerLaw`) and a column locality (:class:`Clustered`).
 * :data:`PRESETS` / :func:`preset`: stand-ins with the statistics of published graphs
   (``"reddit-like"``, ``"products-like"``, ...), at any scale.
+* :func:`cora`, :func:`citeseer`, :func:`pubmed`: the Planetoid citation graphs, shipped
+  with the package (they load offline), as a :class:`Dataset` with features, labels and
+  the standard split.
 * :func:`real_graph`, :func:`load_npz`, :func:`load_graph`: real graphs from ``.npz``,
   Matrix Market (``.mtx``) and edge-list files, found in :func:`data_dirs`
   (``$GSPARSE_DATA_DIR``).
@@ -24,7 +27,8 @@ from .families import DegreeLaw, Regular, block_model_graph, community_graph, hu
 from .lattices import STENCILS, lattice_edge_count, lattice_graph, road_graph
 from .orderings import ORDERINGS, node_order, relabel, reorder
 from .presets import PRESETS, SUITES, Preset, preset, scale_for_edges
-from .real import DATA_DIR_ENV, REAL_GRAPHS, Dataset, data_dirs, load_graph, load_npz, real_graph
+from .real import (DATA_DIR_ENV, REAL_GRAPHS, Dataset, citeseer, cora, data_dirs, load_graph, load_npz, pubmed,
+                   real_graph)
 from .synthetic import Clustered, LogNormal, PowerLaw, synthetic
 from .rmat import rmat_graph
 from .sampling import SampledBlock, sample_blocks
@@ -32,6 +36,9 @@ from .structure import GraphStructure, describe_structure
 from .workloads import Workload, describe, workload
 
 __all__ = [
+    "cora",
+    "citeseer",
+    "pubmed",
     "LogNormal",
     "PowerLaw",
     "Clustered",

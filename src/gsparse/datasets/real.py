@@ -1,4 +1,5 @@
-"""Real graphs: loaders for ``.npz``, Matrix Market and edge-list files, and the data folders."""
+"""Real graphs: Cora, CiteSeer and PubMed (shipped with the package), and loaders for
+``.npz``, Matrix Market and edge-list files."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ import torch
 from ..graph import Graph
 
 __all__ = ["Dataset", "load_npz", "load_graph", "REAL_GRAPHS", "DATA_DIR_ENV", "data_dirs",
-           "real_graph"]
+           "real_graph", "cora", "citeseer", "pubmed"]
 
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
     """A real graph with its node data, on the CPU.
+
+    Build a PyG-style ``edge_index`` with :attr:`edge_index`; ``graph`` is the same edges as
+    a :class:`gsparse.Graph`.
 
     Attributes:
         name: file stem, e.g. ``"cora"``.
@@ -41,6 +45,22 @@ class Dataset:
     def num_classes(self) -> int | None:
         """``max(labels) + 1``, or ``None`` without labels."""
         return None if self.labels is None else int(self.labels.max()) + 1
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes ``N`` (the graph is square)."""
+        return self.graph.num_dst
+
+    @property
+    def num_features(self) -> int | None:
+        """Size ``F`` of each node's features, or ``None`` without features."""
+        return None if self.features is None else self.features.shape[1]
+
+    @property
+    def edge_index(self) -> torch.Tensor:
+        """``[2, E]`` int64 edge list in the file's order (row 0 sources, row 1
+        destinations), as PyG's ``data.edge_index``."""
+        return torch.stack(self.graph.edges())
 
 
 _FEATURE_KEYS = ("x_indptr", "x_indices", "x_data", "x_shape")
@@ -208,35 +228,33 @@ def load_graph(path: str | os.PathLike[str]) -> Graph:
 
 REAL_GRAPHS = ("cora", "citeseer", "pubmed_cites")
 DATA_DIR_ENV = "GSPARSE_DATA_DIR"
-# src/gsparse/datasets/real.py -> the checkout's root, when gsparse runs from a source tree.
-_REPO_ROOT = Path(__file__).resolve().parents[3]
+# The real graphs ship inside the package (about 520 KB), so that they load offline.
+_PACKAGED = Path(__file__).resolve().parent / "data"
 
 
 def data_dirs() -> list[Path]:
-    """Where real graphs are looked for, in order.
-
-    ``$GSPARSE_DATA_DIR`` alone when it is set; otherwise ``../shared/data`` relative to the
-    repository root (when gsparse runs from a source checkout), then ``./.data`` relative
-    to the current directory (an ignored folder a GPU run can carry).
-    """
+    """Folders searched for real graphs and workload files before the copies shipped with
+    gsparse, in order: ``$GSPARSE_DATA_DIR`` when it is set, else ``./.data`` relative to the
+    current directory (an ignored folder a GPU run can carry)."""
     env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return [Path(env)]
-    candidates = []
-    if (_REPO_ROOT / "pyproject.toml").is_file():
-        candidates.append(_REPO_ROOT.parent / "shared" / "data")
-    candidates.append(Path.cwd() / ".data")
-    return candidates
+    return [Path(env)] if env else [Path.cwd() / ".data"]
 
 
 def real_graph(name: str, data_dir: str | os.PathLike[str] | None = None) -> Dataset:
     """One of :data:`REAL_GRAPHS`, read from ``<dir>/<name>.npz``.
 
-    ``data_dir`` when given, else the first of :func:`data_dirs` that holds the file.
+    Args:
+        name: ``"cora"``, ``"citeseer"`` or ``"pubmed_cites"``.
+        data_dir: the folder that holds ``<name>.npz``. Without it, the first of
+            :func:`data_dirs` that holds the file, else the copy shipped with gsparse.
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`REAL_GRAPHS`.
+        FileNotFoundError: ``data_dir`` was given and holds no ``<name>.npz``.
     """
     if name not in REAL_GRAPHS:
         raise ValueError(f"name must be one of {REAL_GRAPHS}, got {name!r}")
-    candidates = [Path(data_dir)] if data_dir is not None else data_dirs()
+    candidates = [Path(data_dir)] if data_dir is not None else [*data_dirs(), _PACKAGED]
     for directory in candidates:
         if (directory / f"{name}.npz").is_file():
             return load_npz(directory / f"{name}.npz")
@@ -244,3 +262,31 @@ def real_graph(name: str, data_dir: str | os.PathLike[str] | None = None) -> Dat
                             f"pass data_dir or set {DATA_DIR_ENV} to the folder that holds it")
 
 
+def cora() -> Dataset:
+    """The Cora citation graph (Planetoid split), shipped with gsparse: works offline.
+
+    2,708 nodes, 10,858 directed edges (each citation in both directions), ``features``
+    ``[2708, 1433]`` float32 bag-of-words, ``labels`` ``[2708]`` int64 in 7 classes,
+    ``train_idx`` ``[140]``, ``val_idx`` ``[500]``, ``test_idx`` ``[1000]``. The same graph,
+    features and split as PyG's ``Planetoid(root, "Cora")``.
+    """
+    return load_npz(_PACKAGED / "cora.npz")
+
+
+def citeseer() -> Dataset:
+    """The CiteSeer citation graph (Planetoid split), shipped with gsparse: works offline.
+
+    3,327 nodes, 9,464 directed edges, ``features`` ``[3327, 3703]``, ``labels`` ``[3327]``
+    in 6 classes (-1 for the 15 isolated test nodes without a label), ``train_idx`` ``[120]``,
+    ``val_idx`` ``[500]``, ``test_idx`` ``[1000]``.
+    """
+    return load_npz(_PACKAGED / "citeseer.npz")
+
+
+def pubmed() -> Dataset:
+    """The PubMed-Diabetes citation graph, shipped with gsparse: works offline.
+
+    19,717 nodes and 44,338 directed citations; the shipped file holds the edges only
+    (``features``, ``labels`` and the splits are ``None``). Its name is ``"pubmed_cites"``.
+    """
+    return load_npz(_PACKAGED / "pubmed_cites.npz")
