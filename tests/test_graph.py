@@ -168,7 +168,7 @@ def test_coalesce_merges_duplicates():
     (lambda: Graph.from_edge_index(torch.tensor([[0, -2], [0, 1]])), ValueError, r"edge_index\[0\]\[1\] = -2"),
     (lambda: Graph.from_edge_index(torch.tensor([[0.0], [1.0]])), TypeError, "edge_index must have dtype int32 or int64"),
     (lambda: Graph.from_scipy(np.eye(3)), TypeError, "matrix must be a SciPy sparse matrix"),
-    (lambda: Graph.from_torch_sparse(torch.eye(3)), ValueError, "layout torch.sparse_coo or torch.sparse_csr"),
+    (lambda: Graph.from_torch_sparse(torch.eye(3)), ValueError, "layout torch.sparse_coo, torch.sparse_csr or torch.sparse_csc"),
     (lambda: Graph(torch.tensor([0]), torch.tensor([]), None, 0), TypeError, "Graph is built with"),
 ])
 def test_bad_graph_inputs_are_named(call, error, message):
@@ -190,3 +190,55 @@ def test_from_edge_index_is_square_by_default_as_in_pyg_and_dgl():
         Graph.from_edge_index(edge_index, 6, num_src=6)
     with pytest.raises(ValueError, match=r"edge_index\[0\]\[2\] = 5 is out of range"):
         Graph.from_edge_index(edge_index, 4)
+
+
+def _adjacencies(edge_index: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
+    """PyG's transposed adjacency ``adj_t`` (rows are destinations) in each torch.sparse layout."""
+    values = torch.arange(1.0, edge_index.shape[1] + 1)
+    with torch.sparse.check_sparse_tensor_invariants(False):
+        coo = torch.sparse_coo_tensor(edge_index.flip(0), values, (n, n))
+        return {"coo": coo, "csr": coo.to_sparse_csr(), "csc": coo.to_sparse_csc()}
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr", "csc"])
+def test_from_pyg_reads_a_sparse_adj_t_as_transposed(layout):
+    edge_index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 0, 1, 3]])
+    adj_t = _adjacencies(edge_index, 5)[layout]
+    g = Graph.from_pyg(adj_t)
+    assert (g.num_src, g.num_dst, g.num_edges) == (5, 5, 5)
+    x = torch.randn(5, 3)
+    # The values, in storage order, are the edge weights in edge order.
+    weights = adj_t.values() if layout != "coo" else adj_t._values()
+    torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, weights), adj_t.to_dense() @ x)
+    # DGL's convention reads the same tensor the other way around.
+    torch.testing.assert_close(gsparse.copy_u_sum(Graph.from_torch_sparse(adj_t), x),
+                               (adj_t.to_dense() != 0).float().t() @ x)
+
+
+def test_from_pyg_reads_edge_index_and_edge_index_objects():
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    assert Graph.from_pyg(edge_index).num_dst == 3
+    assert Graph.from_pyg(edge_index, num_nodes=7).num_src == 7
+    pyg = pytest.importorskip("torch_geometric")
+    g = Graph.from_pyg(pyg.EdgeIndex(edge_index, sparse_size=(4, 4)))
+    assert (g.num_src, g.num_dst) == (4, 4) and torch.equal(g.edge_index, edge_index)
+    with pytest.raises(TypeError, match="adj must be an edge_index tensor"):
+        Graph.from_pyg([[0, 1], [1, 0]])
+
+
+def test_edges_are_int64_in_the_users_order():
+    edge_index = torch.tensor([[2, 0, 1], [0, 2, 1]], dtype=torch.int32)
+    g = Graph.from_edge_index(edge_index)
+    src, dst = g.edges()
+    assert src.dtype == dst.dtype == torch.int64 and g.index_dtype == torch.int32
+    assert torch.equal(g.edge_index, edge_index.long())
+
+
+def test_absurd_node_counts_are_refused_before_allocating():
+    edge_index = torch.tensor([[0, 1, 2, 0], [1, 2, 0, 0]])
+    with pytest.raises(ValueError, match=r"num_dst = 1,000,000,000,000,000, num_edges = 4 would need about .* GB .* free on cpu"):
+        Graph.from_edge_index(edge_index, num_src=3, num_dst=10**15)
+    with pytest.raises(ValueError, match=r"num_src = 10,000,000,000,000,000 .* would need"):
+        Graph.from_edge_index(edge_index, 10**16)
+    with pytest.raises(ValueError, match="would need"):
+        Graph.from_csr(torch.tensor([0, 1]), torch.tensor([0]), num_src=10**16)
