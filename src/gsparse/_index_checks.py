@@ -92,8 +92,8 @@ def check_fits(device: torch.device | str, num_src: int | None, num_dst: int | N
     free = _free_bytes(device)
     if free is None or need <= free:
         return
-    counts = [f"{name} = {value:,}" for name, value in
-              (("num_src", num_src), ("num_dst", num_dst), ("num_edges", num_edges)) if value]
+    nodes = (("num_nodes", num_src),) if num_src == num_dst else (("num_src", num_src), ("num_dst", num_dst))
+    counts = [f"{name} = {value:,}" for name, value in (*nodes, ("num_edges", num_edges)) if value]
     raise ValueError(f"a graph with {', '.join(counts)} would need about {_gb(need)} to build "
                      f"and use ({_BYTES_PER_ROW} bytes per node, {_BYTES_PER_EDGE} per edge), more than the "
                      f"{_gb(free)} free on {device}; check the node counts")
