@@ -76,11 +76,77 @@ def test_operators_compile_as_single_nodes():
         ["gsparse.sddmm.default", "gsparse.edge_softmax.default", "gsparse.spmm.default"]
 
 
-def test_compiling_before_the_first_eager_call_says_what_to_do():
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_models_compile_without_an_eager_warm_up(name):
+    torch.manual_seed(0)
+    model, g = MODELS[name](), _graph(2)
+    x = torch.randn(N, 16, requires_grad=True)
     torch._dynamo.reset()
-    compiled = torch.compile(gnn.GCNConv(16, 4), fullgraph=True, backend="aot_eager")
-    with pytest.raises(Exception, match="run the model once eagerly on this graph first"):
-        compiled(torch.randn(N, 16), _graph(2))
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    out, grads = _loss_and_grads(compiled, x, g)  # the graph's structures are built while tracing
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        again, _ = _loss_and_grads(compiled, x, g)
+    eager_out, eager_grads = _loss_and_grads(model, x, g)
+    torch.testing.assert_close(out, eager_out)
+    torch.testing.assert_close(again, eager_out)
+    for got, want in zip(grads, eager_grads):
+        torch.testing.assert_close(got, want)
+
+
+def test_layers_of_every_kind_share_a_graph_under_compile():
+    # Structures built while tracing are read as they are built, also after the compiler
+    # has read the graph's other structures.
+    torch.manual_seed(1)
+    gat, gcn = gnn.GATConv(16, 8, heads=2, edge_dim=3), gnn.GCNConv(16, 4)
+    g = _graph(6)
+    attr = torch.randn(g.num_edges, 3)
+
+    def model(x, g, attr):
+        out, (edges, alpha) = gat(x, g, attr, return_attention_weights=True)
+        return gcn(torch.relu(out), g), edges, alpha
+
+    x = torch.randn(N, 16)
+    torch._dynamo.reset()
+    got = torch.compile(model, fullgraph=True, backend="aot_eager")(x, g, attr)
+    for a, b in zip(got, model(x, g, attr)):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_pyg_graph_argument_under_compile_says_what_to_do():
+    ei = torch.randint(0, N, (2, 100), generator=torch.Generator().manual_seed(3))
+    layer = gnn.GCNConv(16, 4)
+    for fullgraph in (True, False):
+        torch._dynamo.reset()
+        compiled = torch.compile(layer, fullgraph=fullgraph, backend="aot_eager")
+        with pytest.raises(gsparse.CompileError, match=r"build it once outside the compiled model, "
+                                                       r"g = gsparse.Graph.from_pyg\(edge_index\)"):
+            compiled(torch.randn(N, 16), ei)
+
+
+def test_a_missing_structure_under_compile_is_a_gsparse_error():
+    g = _graph(7)
+
+    def read(x):
+        return g.layers.get("never built", lambda: x) + x
+
+    torch._dynamo.reset()
+    with pytest.raises(gsparse.CompileError, match="is not built yet and cannot be built inside a "
+                                                   "torch.compile graph"):
+        torch.compile(read, fullgraph=True, backend="aot_eager")(torch.randn(3))
+
+
+def test_functions_run_while_tracing_are_marked_as_the_public_decorator_marks_them():
+    # gsparse.derived marks them by hand, so that importing gsparse does not import the compiler.
+    from gsparse import derived
+
+    def f():
+        return None
+
+    torch.compiler.assume_constant_result(f)
+    marks = {k: v for k, v in vars(f).items()}
+    assert marks == {"_dynamo_marked_constant": True}
+    for fn in (derived._build_while_tracing, derived._raise_while_tracing):
+        assert all(getattr(fn, k, None) == v for k, v in marks.items())
 
 
 def test_autocast_casts_operands_to_the_region_dtype():

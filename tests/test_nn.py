@@ -96,6 +96,43 @@ def test_gat_matches_pyg(kwargs):
              (gsparse.Graph.from_edge_index(ei, num_nodes=N),), (ei,))
 
 
+@pytest.mark.parametrize("fill_value", ["mean", "add", "max", "min", 0.5], ids=str)
+@pytest.mark.parametrize("edge_dim", [1, 3])
+def test_gat_with_edge_features_matches_pyg(edge_dim, fill_value):
+    ei = _edge_index(14)
+    attr = torch.randn(ei.shape[1], edge_dim, generator=torch.Generator().manual_seed(15))
+    attr_ours, attr_theirs = attr.clone().requires_grad_(), attr.clone().requires_grad_()
+    kwargs = {"heads": 2, "edge_dim": edge_dim, "fill_value": fill_value}
+    _compare(gnn.GATConv(F_IN, F_OUT, **kwargs), pyg_nn.GATConv(F_IN, F_OUT, **kwargs),
+             (gsparse.Graph.from_edge_index(ei, num_nodes=N), attr_ours), (ei, attr_theirs))
+    torch.testing.assert_close(attr_ours.grad, attr_theirs.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_gat_with_edge_features_and_no_self_loops_matches_pyg():
+    ei = _edge_index(16)
+    attr = torch.randn(ei.shape[1], generator=torch.Generator().manual_seed(17))  # [E]: edge_dim 1
+    kwargs = {"heads": 3, "edge_dim": 1, "add_self_loops": False}
+    _compare(gnn.GATConv(F_IN, F_OUT, **kwargs), pyg_nn.GATConv(F_IN, F_OUT, **kwargs), (ei, attr), (ei, attr))
+
+
+@pytest.mark.parametrize("add_self_loops", [True, False])
+def test_gat_returns_the_attention_weights_of_each_edge(add_self_loops):
+    ei = _edge_index(18, repeated_loops=False)
+    ei = ei[:, (ei[0] != ei[1]) | ~torch.tensor(add_self_loops)]  # PyG keeps loops without add_self_loops
+    ours = gnn.GATConv(F_IN, F_OUT, heads=2, add_self_loops=add_self_loops)
+    theirs = pyg_nn.GATConv(F_IN, F_OUT, heads=2, add_self_loops=add_self_loops)
+    ours.load_state_dict(theirs.state_dict())
+    x = _features(19)
+    out, (edges, alpha) = ours(x, ei, return_attention_weights=True)
+    out_theirs, (edges_theirs, alpha_theirs) = theirs(x, ei, return_attention_weights=True)
+    torch.testing.assert_close(out, out_theirs, rtol=1e-5, atol=1e-5)
+    assert edges.dtype == torch.int64 and alpha.shape == alpha_theirs.shape
+    # The same (edge, weight) pairs, each list in its own edge order.
+    def by_edge(e, a):
+        return sorted((int(s), int(d), *[round(float(v), 5) for v in w]) for s, d, w in zip(e[0], e[1], a.detach()))
+    assert by_edge(edges, alpha) == by_edge(edges_theirs, alpha_theirs)
+
+
 def test_gat_attention_dropout_only_in_training():
     ei = _edge_index(5)
     layer = gnn.GATConv(F_IN, F_OUT, heads=2, dropout=0.5)
@@ -107,7 +144,8 @@ def test_gat_attention_dropout_only_in_training():
     torch.testing.assert_close(layer(x, ei), layer(x, ei))
 
 
-@pytest.mark.parametrize("kwargs", [{"aggr": "mean"}, {"aggr": "max"}, {"aggr": "sum"},
+@pytest.mark.parametrize("kwargs", [{"aggr": "mean"}, {"aggr": "max"}, {"aggr": "sum"}, {"aggr": "add"},
+                                    {"aggr": "min"},
                                     {"aggr": "mean", "normalize": True, "project": True},
                                     {"aggr": "max", "root_weight": False, "bias": False}], ids=str)
 @pytest.mark.parametrize("out_channels", [F_OUT, 20], ids=["narrowing", "widening"])
@@ -139,7 +177,7 @@ def test_derived_structures_are_built_once_per_graph(layer, monkeypatch):
     x = _features(12)
     first = layer(x, ei)
     torch.testing.assert_close(layer(x, ei), first)
-    g = _graph._EDGE_INDEX_GRAPHS.get(ei, N, N)
+    g = _graph._ADJACENCY_GRAPHS.get(ei, N, N).graph
     assert len(builds) == (0 if isinstance(layer, gnn.SAGEConv) else 1)
     assert _graph.self_loops(g).graph.eid is None  # CSR order: no edge permutation in kernels
     assert _graph.as_graph(ei, N, N) is g
@@ -165,7 +203,7 @@ def test_layers_reject_bad_inputs():
         gnn.GCNConv(F_IN, F_OUT)(torch.randn(N, 7), g)
     with pytest.raises(ValueError, match="the source-node features have 39 rows but the graph has 40"):
         gnn.GATConv(F_IN, F_OUT)(torch.randn(N - 1, F_IN), g)
-    with pytest.raises(TypeError, match="graph must be a gsparse.Graph or an edge_index tensor"):
+    with pytest.raises(TypeError, match="graph must be a gsparse.Graph, an edge_index tensor"):
         gnn.SAGEConv(F_IN, F_OUT)(torch.randn(N, F_IN), [[0], [1]])
     with pytest.raises(ValueError, match=r"edge_weight must be a tensor of shape \[200\]"):
         gnn.GCNConv(F_IN, F_OUT)(torch.randn(N, F_IN), g, torch.ones(3))
@@ -199,3 +237,46 @@ def test_gpu_layers_match_pyg(make):
     theirs_params = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
         torch.testing.assert_close(p.grad, theirs_params[name].grad, rtol=1e-4, atol=1e-4, msg=name)
+
+
+def _adj_t(ei: torch.Tensor, layout: str, values: torch.Tensor | None = None) -> torch.Tensor:
+    """PyG's transposed adjacency (rows are destinations) in a torch.sparse layout."""
+    values = torch.ones(ei.shape[1]) if values is None else values
+    with torch.sparse.check_sparse_tensor_invariants(False):
+        coo = torch.sparse_coo_tensor(ei.flip(0), values, (N, N)).coalesce()
+    return {"coo": coo, "csr": coo.to_sparse_csr(), "csc": coo.to_sparse_csc()}[layout]
+
+
+def _no_loops(seed: int) -> torch.Tensor:
+    """Edges without repeats (a sparse adjacency holds each once) and without self loops: on a
+    torch.sparse adj_t PyG's GCNConv adds a loop even where one exists (its edge_index path
+    and gsparse replace existing loops)."""
+    ei = torch.unique(_edge_index(seed), dim=1)
+    return ei[:, ei[0] != ei[1]]
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr", "csc"])
+@pytest.mark.parametrize("make", [lambda: (gnn.GCNConv(F_IN, F_OUT), pyg_nn.GCNConv(F_IN, F_OUT)),
+                                  lambda: (gnn.GATConv(F_IN, F_OUT, heads=2), pyg_nn.GATConv(F_IN, F_OUT, heads=2)),
+                                  lambda: (gnn.SAGEConv(F_IN, F_OUT, aggr="sum"), pyg_nn.SAGEConv(F_IN, F_OUT, aggr="sum"))],
+                         ids=["GCNConv", "GATConv", "SAGEConv"])
+def test_layers_take_pyg_sparse_adj_t(make, layout):
+    ei = _no_loops(20)
+    ours, theirs = make()
+    # PyG's GCNConv and GATConv take no CSC adjacency: compare with the same graph as CSR.
+    theirs_layout = "csr" if layout == "csc" and not isinstance(theirs, pyg_nn.SAGEConv) else layout
+    _compare(ours, theirs, (_adj_t(ei, layout),), (_adj_t(ei, theirs_layout),))
+
+
+def test_gcn_takes_the_weights_of_a_sparse_adj_t_as_pyg():
+    ei = _no_loops(21)
+    w = torch.rand(ei.shape[1], generator=torch.Generator().manual_seed(22)) + 0.1
+    adj_t = _adj_t(ei, "csr", w)
+    _compare(gnn.GCNConv(F_IN, F_OUT), pyg_nn.GCNConv(F_IN, F_OUT), (adj_t,), (adj_t,))
+
+
+def test_layers_take_pyg_edge_index_objects():
+    pyg = pytest.importorskip("torch_geometric")
+    ei = _edge_index(23)
+    _compare(gnn.GATConv(F_IN, F_OUT, heads=2), pyg_nn.GATConv(F_IN, F_OUT, heads=2),
+             (pyg.EdgeIndex(ei, sparse_size=(N, N)),), (ei,))

@@ -13,9 +13,10 @@ the g-SDDMM ones (:class:`SddmmEdge`, :class:`SddmmRow`, :class:`SddmmRowTranspo
 ``schedule.to_json()``. :class:`Target` describes the GPU rules and spaces are computed for.
 """
 
-from . import nn
+from . import datasets, nn
 from . import sddmm as _sddmm
 from . import spmm as _spmm
+from .derived import CompileError
 from .graph import Graph, GraphStats, RowStats
 from .kernels.schedule import schedule_from_json
 from .kernels.sddmm import Edge as SddmmEdge
@@ -40,6 +41,7 @@ globals().update(_spmm.SHORTHANDS)
 globals().update(_sddmm.SHORTHANDS)
 
 __all__ = [
+    "CompileError",
     "Graph",
     "GraphStats",
     "RowStats",
@@ -61,6 +63,7 @@ __all__ = [
     "sptrsv",
     "TriangularSolver",
     "nn",
+    "datasets",
     "__version__",
     *sorted(_spmm.SHORTHANDS),
     *sorted(_sddmm.SHORTHANDS),

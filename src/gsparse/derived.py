@@ -9,11 +9,11 @@ entries are built on first use, from the graph alone, and freed with the graph.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 import torch
 
-__all__ = ["DerivedCache"]
+__all__ = ["DerivedCache", "CompileError", "compile_error", "derive"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -22,9 +22,10 @@ V = TypeVar("V")
 class DerivedCache(Generic[K, V]):
     """What one owner derives from a graph, by key.
 
-    Under ``torch.compile`` an entry that exists is read without tracing how it was built;
-    a missing one is a RuntimeError there, since building is data-dependent: run the model
-    once eagerly on the graph first.
+    Under ``torch.compile`` an entry that exists is read without tracing how it was built.
+    A missing one cannot be traced (its size depends on the data): :func:`derive` builds it
+    eagerly while the compiler traces, and a plain :meth:`get` raises
+    :class:`~gsparse.CompileError` there.
     """
 
     def __init__(self, holds: str) -> None:
@@ -44,17 +45,91 @@ class DerivedCache(Generic[K, V]):
         """The entry for ``key``, built by ``build()`` on the first call."""
         found = self._entries.get(key, _MISSING)
         if found is _MISSING:
-            if torch.compiler.is_compiling():
-                raise RuntimeError(
+            if torch.compiler.is_compiling() and not _building_eagerly:
+                compile_error(
                     f"{key!r} ({self.holds}) of this graph is not built yet and cannot be built "
-                    f"under torch.compile (its size depends on the data): run the model once "
-                    f"eagerly on this graph first")
+                    f"inside a torch.compile graph (its size depends on the data): build it "
+                    f"through gsparse.derived.derive, or run the model once eagerly on this graph")
             found = self._entries[key] = build()
+            # Each entry is an attribute too: what torch.compile reads (see derive).
+            self.__dict__[_slot(key)] = found
         return found
 
     def clear(self) -> None:
         """Drop every entry (they are rebuilt on next use)."""
+        for key in self._entries:
+            del self.__dict__[_slot(key)]
         self._entries.clear()
 
 
+def _slot(key: Hashable) -> str:
+    return f"entry {key!r}"
+
+
+class CompileError(RuntimeError):
+    """A gsparse call that ``torch.compile`` cannot trace; the message says what to do."""
+
+
+def compile_error(message: str) -> NoReturn:
+    """Raise :class:`CompileError`; inside ``torch.compile``, so that the compiler passes it
+    on as it is (not as an "observed exception" with the message in its debug context)."""
+    if torch.compiler.is_compiling():
+        _raise_while_tracing(message)
+    raise CompileError(message)
+
+
+def _raise_while_tracing(message: str) -> None:
+    # Run eagerly by the compiler while it traces (see _build_while_tracing): the error is
+    # raised in the compiler's own frame, as a UserError, which it re-raises unchanged.
+    from torch._dynamo.exc import UserError, UserErrorType
+
+    class TracedCompileError(CompileError, UserError):
+        def __init__(self, msg: str) -> None:
+            UserError.__init__(self, UserErrorType.ANTI_PATTERN, msg)
+
+        def __str__(self) -> str:
+            return self.msg
+
+    TracedCompileError.__name__ = TracedCompileError.__qualname__ = "CompileError"
+    TracedCompileError.__module__ = "gsparse"
+    raise TracedCompileError(message)
+
+
+_raise_while_tracing._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
 _MISSING = object()
+_building_eagerly = False
+
+
+def _build_while_tracing(cache: DerivedCache, key: Hashable, build: Callable[..., object], *args) -> str:
+    # torch.compile runs this function eagerly, on the real graph, while it traces the caller
+    # (and guards on the identity of its arguments), so that the entry exists before the
+    # traced code reads it. The traced code reads it as an attribute of its own: the compiler
+    # keeps what it read of an object, and a dict of entries read before this call would be
+    # read again as it was then.
+    global _building_eagerly
+    before, _building_eagerly = _building_eagerly, True
+    try:
+        cache.get(key, lambda: build(*args))
+    finally:
+        _building_eagerly = before
+    return _slot(key)
+
+
+# torch.compiler.assume_constant_result(_build_while_tracing), without importing the compiler
+# (seconds) with gsparse: the decorator sets this one attribute (tests/test_compile.py checks).
+_build_while_tracing._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def derive(cache: DerivedCache[K, V], key: K, build: Callable[..., V], *args: Any) -> V:
+    """``cache.get(key, lambda: build(*args))``, also inside ``torch.compile``: a missing entry
+    is then built eagerly while the compiler traces (no eager warm-up run needed), and the
+    compiled graph reads it.
+
+    ``build`` is a module-level function and ``args`` graphs and constants (what
+    ``torch.compile`` can hand to a function it runs eagerly).
+    """
+    if torch.compiler.is_compiling():
+        return getattr(cache, _build_while_tracing(cache, key, build, *args))
+    return cache.get(key, lambda: build(*args))

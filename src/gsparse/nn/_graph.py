@@ -1,9 +1,9 @@
 """What the layers share: turning their graph argument into a Graph, self loops, initialisers.
 
-Structures derived from a graph are built once and kept with the graph
-(its ``layers`` cache); graphs built from a PyG ``edge_index`` are kept while
-that tensor lives unmodified, so a training loop that passes the same ``edge_index`` every
-step builds its CSR once.
+Structures derived from a graph are built once and kept with the graph (its ``layers``
+cache), also when the model runs under ``torch.compile`` (see :func:`gsparse.derived.derive`).
+Graphs built from a PyG ``edge_index`` or sparse ``adj_t`` are kept while that tensor lives
+unmodified, so a training loop that passes the same tensor every step builds its CSR once.
 """
 
 from __future__ import annotations
@@ -11,58 +11,107 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from .._checks import graph_override
+from ..derived import compile_error, derive
 from ..graph import Graph
 
+GraphLike = Any
+"""What a layer takes as its graph: a :class:`gsparse.Graph`, a PyG ``edge_index`` ``[2, E]``
+or ``EdgeIndex``, a ``torch.sparse`` ``adj_t`` ``[N_dst, N_src]`` (COO, CSR or CSC; PyG's
+transposed adjacency) or a ``torch_sparse.SparseTensor`` ``adj_t``."""
 
-class _EdgeIndexGraphs:
-    """Graphs built from ``edge_index`` tensors, by tensor; an entry dies with its tensor and
-    is rebuilt when the tensor was modified in place (its version counter moved)."""
+
+@dataclass(frozen=True)
+class _Built:
+    graph: Graph
+    weights: torch.Tensor | None  # a sparse adjacency's values in edge order, None if all 1
+
+
+def _build(adj: Any, num_src: int, num_dst: int) -> _Built:
+    if isinstance(adj, torch.Tensor) and adj.layout == torch.strided:
+        plain = adj if type(adj) is torch.Tensor else adj.as_subclass(torch.Tensor)  # EdgeIndex
+        return _Built(Graph.from_edge_index(plain, num_src=num_src, num_dst=num_dst), None)
+    graph = Graph.from_pyg(adj)
+    _check_counts(graph, num_src, num_dst)
+    if isinstance(adj, torch.Tensor):
+        values = adj._values() if adj.layout == torch.sparse_coo else adj.values()
+    else:  # torch_sparse.SparseTensor: values in its CSR order, which is the graph's edge order
+        values = adj.storage.value()
+    if values is not None and (values.dim() != 1 or bool((values == 1).all())):
+        values = None
+    return _Built(graph, values)
+
+
+class _AdjacencyGraphs:
+    """Graphs built from PyG graph arguments, by object; an entry dies with its object and
+    is rebuilt when a tensor was modified in place (its version counter moved)."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref, int, int, int, Graph]] = {}
+        self._entries: dict[int, tuple[weakref.ref, int, int, int, _Built]] = {}
 
-    def get(self, edge_index: torch.Tensor, num_src: int, num_dst: int) -> Graph:
-        key = id(edge_index)
+    def get(self, adj: Any, num_src: int, num_dst: int) -> _Built:
+        key = id(adj)
+        version = getattr(adj, "_version", 0)
         entry = self._entries.get(key)
         if entry is not None:
-            ref, version, cached_src, cached_dst, graph = entry
-            if ref() is edge_index and version == edge_index._version and \
-                    (cached_src, cached_dst) == (num_src, num_dst):
-                return graph
-        graph = Graph.from_edge_index(edge_index, num_src=num_src, num_dst=num_dst)
-        ref = weakref.ref(edge_index, lambda _, k=key: self._entries.pop(k, None))
-        self._entries[key] = (ref, edge_index._version, num_src, num_dst, graph)
-        return graph
+            ref, seen_version, cached_src, cached_dst, built = entry
+            if ref() is adj and seen_version == version and (cached_src, cached_dst) == (num_src, num_dst):
+                return built
+        built = _build(adj, num_src, num_dst)
+        ref = weakref.ref(adj, lambda _, k=key: self._entries.pop(k, None))
+        self._entries[key] = (ref, version, num_src, num_dst, built)
+        return built
 
 
-_EDGE_INDEX_GRAPHS = _EdgeIndexGraphs()
+_ADJACENCY_GRAPHS = _AdjacencyGraphs()
 
 
-def as_graph(graph: Graph | torch.Tensor, num_src: int, num_dst: int) -> Graph:
-    """``graph`` itself, or the Graph of a PyG ``edge_index`` ``[2, E]`` with ``num_src``
-    sources and ``num_dst`` destinations (the sizes of the layer's node features).
-
-    A graph-like object with ``__gsparse_function__`` (a ``gsparse.distributed.DistGraph``)
-    is returned as is too: the operators hand it their calls.
-
-    Raises ValueError when a Graph's node counts differ from the features' row counts.
-    """
-    if isinstance(graph, torch.Tensor):
-        return _EDGE_INDEX_GRAPHS.get(graph, num_src, num_dst)
-    if not isinstance(graph, Graph) and graph_override(graph) is None:
-        raise TypeError(f"graph must be a gsparse.Graph or an edge_index tensor [2, E], "
-                        f"got {type(graph).__name__}")
+def _check_counts(graph: Graph, num_src: int, num_dst: int) -> None:
     if graph.num_src != num_src:
         raise ValueError(f"the source-node features have {num_src} rows but the graph has "
                          f"{graph.num_src} source nodes")
     if graph.num_dst != num_dst:
         raise ValueError(f"the destination-node features have {num_dst} rows but the graph has "
                          f"{graph.num_dst} destination nodes")
-    return graph
+
+
+def graph_and_weights(graph: GraphLike, num_src: int, num_dst: int) -> tuple[Graph, torch.Tensor | None]:
+    """The Graph of a layer's graph argument (see :data:`GraphLike`) with ``num_src``
+    sources and ``num_dst`` destinations (the sizes of the layer's node features), and the
+    edge weights a sparse adjacency carries (``None`` for other arguments, or when they are
+    all 1).
+
+    A graph-like object with ``__gsparse_function__`` (a ``gsparse.distributed.DistGraph``)
+    is returned as is too: the operators hand it their calls.
+
+    Raises:
+        ValueError: the graph's node counts differ from the features' row counts.
+        TypeError: ``graph`` is none of these.
+        gsparse.CompileError: anything but a Graph inside ``torch.compile``.
+    """
+    if isinstance(graph, Graph) or graph_override(graph) is not None:
+        _check_counts(graph, num_src, num_dst)
+        return graph, None
+    if not (isinstance(graph, torch.Tensor) or type(graph).__name__ == "SparseTensor"):
+        raise TypeError(f"graph must be a gsparse.Graph, an edge_index tensor [2, E], a torch.sparse "
+                        f"adj_t or a torch_sparse.SparseTensor, got {type(graph).__name__}")
+    if torch.compiler.is_compiling():
+        compile_error(
+            f"a gsparse layer got a {type(graph).__name__} as its graph inside torch.compile, where a "
+            f"graph cannot be built (its size depends on the data): build it once outside the "
+            f"compiled model, g = gsparse.Graph.from_pyg(edge_index) (or Graph.from_edge_index), "
+            f"and pass g")
+    built = _ADJACENCY_GRAPHS.get(graph, num_src, num_dst)
+    return built.graph, built.weights
+
+
+def as_graph(graph: GraphLike, num_src: int, num_dst: int) -> Graph:
+    """The Graph of a layer's graph argument: :func:`graph_and_weights` without the weights."""
+    return graph_and_weights(graph, num_src, num_dst)[0]
 
 
 def check_node_features(name: str, x: object, channels: int) -> torch.Tensor:
@@ -121,7 +170,16 @@ def self_loops(g: Graph) -> SelfLoops:
     override = graph_override(g)
     if override is not None:
         return override(self_loops, (g,), {})
-    return g.layers.get("self_loops", lambda: _build_self_loops(g))
+    return derive(g.layers, "self_loops", _build_self_loops, g)
+
+
+def _stack_edges(g: Graph) -> torch.Tensor:
+    return g.edge_index
+
+
+def edge_index_of(g: Graph) -> torch.Tensor:
+    """``[2, E]`` int64 edges of ``g`` in edge order (PyG's ``edge_index``); built once per graph."""
+    return derive(g.layers, "edge_index", _stack_edges, g)
 
 
 def glorot_(t: torch.Tensor) -> torch.Tensor:

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..derived import derive
 from ..graph import Graph
 from ..sddmm import gsddmm
 from ..spmm import gspmm
-from ._graph import as_graph, check_node_features, glorot_, self_loops
+from ._graph import GraphLike, check_node_features, glorot_, graph_and_weights, self_loops
 
 
 @dataclass(frozen=True)
@@ -89,10 +90,6 @@ class GCNConv(nn.Module):
         normalize: apply the symmetric normalisation; without it ``X' = A X Θ^T + b``.
         bias: learn the additive bias ``b``.
 
-    Shapes:
-        ``x`` ``[N, F]``, ``graph`` a square :class:`gsparse.Graph` or a PyG ``edge_index``
-        ``[2, E]``, ``edge_weight`` ``[E]`` (optional, in edge order) -> ``[N, F']``.
-
     Parameters ``lin.weight`` ``[F', F]`` and ``bias`` ``[F']`` have PyG's names, so a PyG
     ``GCNConv``'s ``state_dict`` loads as is.
     """
@@ -117,10 +114,24 @@ class GCNConv(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def forward(self, x: torch.Tensor, graph: Graph | torch.Tensor,
+    def forward(self, x: torch.Tensor, graph: GraphLike,
                 edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+        """Propagate ``x`` over the normalised graph.
+
+        Args:
+            x: ``[N, F]`` node features.
+            graph: a square :class:`gsparse.Graph` (``N`` nodes), a PyG ``edge_index``
+                ``[2, E]`` or ``EdgeIndex``, or a sparse ``adj_t`` ``[N, N]`` (whose values
+                are the edge weights, as in PyG).
+            edge_weight: ``[E]`` weight of each edge, in edge order (optional).
+
+        Returns:
+            ``[N, F']``.
+        """
         x = check_node_features("x", x, self.in_channels)
-        g = as_graph(graph, x.shape[0], x.shape[0])
+        g, adjacency_weight = graph_and_weights(graph, x.shape[0], x.shape[0])
+        if edge_weight is None:
+            edge_weight = adjacency_weight
         if edge_weight is not None and (not isinstance(edge_weight, torch.Tensor) or edge_weight.dim() != 1
                                         or edge_weight.shape[0] != g.num_edges):
             raise ValueError(f"edge_weight must be a tensor of shape [{g.num_edges}] (one weight per "
@@ -133,8 +144,8 @@ class GCNConv(nn.Module):
             graph_hat, w = _normalize(g, edge_weight, self.improved, self.add_self_loops, h.dtype)
             out = gspmm(graph_hat, "mul", "sum", h, w.unsqueeze(-1))
         else:
-            norm = g.layers.get(("GCNConv", self.improved, self.add_self_loops),
-                                lambda: _build_normalized(g, self.improved, self.add_self_loops))
+            norm = derive(g.layers, ("GCNConv", self.improved, self.add_self_loops), _build_normalized,
+                          g, self.improved, self.add_self_loops)
             if norm.dinv is not None:
                 dinv = norm.dinv.to(h.dtype).unsqueeze(-1)
                 out = gspmm(norm.graph, "copy_lhs", "sum", h * dinv) * dinv
