@@ -86,7 +86,7 @@ def test_gsddmm_gradcheck_broadcasts(shapes, targets):
 def test_edge_softmax_gradcheck(norm_by, shape, graph):
     g = _graph(graph)
     z = _leaf((g.num_edges, *shape), 7)
-    assert torch.autograd.gradcheck(lambda t: gsparse.edge_softmax(g, t, norm_by), (z,))
+    assert torch.autograd.gradcheck(lambda t: gsparse.edge_softmax(g, t, norm_by=norm_by), (z,))
 
 
 def test_edge_softmax_gradient_formula():

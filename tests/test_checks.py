@@ -40,6 +40,14 @@ W = torch.randn(3, 4)  # edges
     (lambda: gsparse.edge_softmax(G, W, norm_by="both"), ValueError, "norm_by must be one of"),
     (lambda: gsparse.edge_softmax(G, X[:2]), ValueError, "logits has 2 rows but the graph has 3 edges"),
     (lambda: gsparse.edge_softmax(G, W.int()), TypeError, "logits must have a floating dtype"),
+    # a schedule that is not one is refused on every device, also where none is used
+    (lambda: gsparse.gspmm(G, "mul", "sum", X, W, schedule="fast"), TypeError,
+     r"schedule must be a g-SpMM schedule \(gsparse.SpmmOnePass, .*\) or None, got 'fast'"),
+    (lambda: gsparse.gspmm(G, "mul", "sum", X, W, schedule=gsparse.SddmmEdge()), TypeError,
+     "schedule must be a g-SpMM schedule"),
+    (lambda: gsparse.gsddmm(G, "dot", X, V, schedule={"lanes": 8}), TypeError,
+     r"schedule must be a g-SDDMM schedule \(gsparse.SddmmEdge, .*got \{'lanes': 8\}"),
+    (lambda: gsparse.gspmm(G, "mul", "sum", X, W, schedule=gsparse.SpmmOnePass()), None, None),
 ])
 def test_bad_operator_inputs_are_named(call, error, message):
     if error is None:

@@ -78,7 +78,7 @@ def test_gsddmm_matches_reference(g, op, targets, shapes, dtype, seed):
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
 def test_edge_softmax_matches_reference(g, shape, norm_by, dtype, seed):
     logits = random_features((g.num_edges, *shape), dtype, seed) * 4
-    out = gsparse.edge_softmax(g, logits, norm_by)
+    out = gsparse.edge_softmax(g, logits, norm_by=norm_by)
     assert out.dtype == dtype
     assert_close(out, edge_softmax_ref(g, logits, norm_by), dtype)
 
@@ -154,3 +154,28 @@ def test_dot_shapes_follow_dgl():
     assert gsparse.u_dot_v(g, torch.randn(2, 8), torch.randn(2, 8)).shape == (2, 1)
     assert gsparse.u_dot_v(g, torch.randn(2, 4, 8), torch.randn(2, 4, 8)).shape == (2, 4, 1)
     assert gsparse.u_dot_v(g, torch.randn(2), torch.randn(2)).shape == (2,)
+
+
+@pytest.mark.parametrize("norm_by", ["dst", "src"])
+def test_edge_softmax_over_listed_edges_is_the_softmax_on_their_subgraph(norm_by):
+    gen = torch.Generator().manual_seed(5)
+    g = gsparse.Graph.from_edge_index(torch.randint(0, 12, (2, 60), generator=gen), num_nodes=12)
+    eids = torch.randperm(60, generator=gen)[:25]
+    logits = torch.randn(25, 2, generator=gen, requires_grad=True)
+    out = gsparse.edge_softmax(g, logits, eids, norm_by=norm_by)
+    sub = gsparse.Graph.from_edge_index(g.edge_index[:, eids], num_nodes=12)  # DGL's edge_subgraph
+    logits2 = logits.detach().clone().requires_grad_()
+    want = gsparse.edge_softmax(sub, logits2, norm_by=norm_by)
+    torch.testing.assert_close(out, want)
+    grad = torch.randn(25, 2, generator=gen)
+    out.backward(grad)
+    want.backward(grad)
+    torch.testing.assert_close(logits.grad, logits2.grad)
+    torch.testing.assert_close(gsparse.edge_softmax(g, logits.detach(), torch.arange(60)[:25]).shape,
+                               torch.Size([25, 2]))
+    with pytest.raises(TypeError, match="pass norm_by='src' by keyword"):
+        gsparse.edge_softmax(g, logits, "src")
+    with pytest.raises(ValueError, match=r"logits has 25 rows but the graph has 3 edges listed in eids"):
+        gsparse.edge_softmax(g, logits, eids[:3])
+    with pytest.raises(ValueError, match=r"eids holds edge ids outside \[0, 60\)"):
+        gsparse.edge_softmax(g, logits[:1], torch.tensor([60]))

@@ -77,3 +77,16 @@ def pad_feature_dims(t: torch.Tensor, ndim: int) -> torch.Tensor:
     """View ``[n, *shape]`` as ``[n, 1, ..., 1, *shape]`` with ``ndim`` feature dimensions."""
     missing = ndim - (t.dim() - 1)
     return t.reshape(t.shape[0], *([1] * missing), *t.shape[1:]) if missing > 0 else t
+
+
+def check_schedule(schedule: Any, op: str) -> None:
+    """``schedule`` must be one of ``op``'s (``"spmm"`` or ``"sddmm"``) schedule types, on
+    every device (the PyTorch-ops backend has no use for one but still refuses a wrong one)."""
+    from .kernels.sddmm import SDDMM_SCHEDULES
+    from .kernels.spmm import SPMM_SCHEDULES
+
+    kinds, name, prefix = ((SPMM_SCHEDULES, "g-SpMM", "Spmm") if op == "spmm"
+                           else (SDDMM_SCHEDULES, "g-SDDMM", "Sddmm"))
+    if not isinstance(schedule, kinds):
+        public = ", ".join(f"gsparse.{prefix}{c.__name__}" for c in kinds)
+        raise TypeError(f"schedule must be a {name} schedule ({public}) or None, got {schedule!r}")

@@ -13,6 +13,7 @@ from ._checks import (
     check_features,
     check_graph,
     check_same_dtype,
+    check_schedule,
     graph_override,
     pad_feature_dims,
 )
@@ -57,7 +58,9 @@ def gsddmm(
         lhs, rhs: ``[rows, *shape]`` where ``rows`` is ``num_src``, ``num_dst`` or
             ``num_edges`` for target ``u``, ``v``, ``e``. Edge operands are in edge order.
         lhs_target, rhs_target: ``"u"``, ``"v"`` or ``"e"``.
-        schedule: for CUDA tensors, force a kernel schedule; ignored on other devices.
+        schedule: for CUDA tensors, force a kernel schedule (a g-SDDMM schedule such as
+            :class:`gsparse.SddmmEdge`; anything else is a TypeError on every device); the
+            PyTorch-ops backend has no use for it.
             A forced schedule calls the backend directly: no autograd (ValueError if an
             operand requires grad) and no ``torch.compile`` node.
 
@@ -74,6 +77,8 @@ def gsddmm(
     if override is not None:
         return override(gsddmm, (g, op, lhs, rhs, lhs_target, rhs_target), {"schedule": schedule})
     check_graph(g)
+    if schedule is not None:
+        check_schedule(schedule, "sddmm")
     check_choice("op", op, SDDMM_OPS)
     check_choice("lhs_target", lhs_target, TARGETS)
     check_choice("rhs_target", rhs_target, TARGETS)

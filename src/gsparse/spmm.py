@@ -11,6 +11,7 @@ from ._checks import (
     check_features,
     check_graph,
     check_same_dtype,
+    check_schedule,
     graph_override,
     pad_feature_dims,
 )
@@ -40,8 +41,9 @@ def gspmm(
             edges give 0 for every reducer.
         lhs: source-node features ``[num_src, *lhs_shape]`` (unused by ``copy_rhs``).
         rhs: edge features ``[num_edges, *rhs_shape]`` in edge order (unused by ``copy_lhs``).
-        schedule: for CUDA tensors, force a kernel schedule instead of the default one;
-            ignored by the PyTorch-ops backend. A forced schedule calls the backend
+        schedule: for CUDA tensors, force a kernel schedule instead of the default one
+            (a g-SpMM schedule such as :class:`gsparse.SpmmOnePass`; anything else is a
+            TypeError on every device); the PyTorch-ops backend has no use for it. A forced schedule calls the backend
             directly: no autograd (ValueError if an operand requires grad) and no
             ``torch.compile`` node. For kernel tests and tuning.
 
@@ -60,6 +62,8 @@ def gspmm(
     if override is not None:
         return override(gspmm, (g, op, reduce, lhs, rhs), {"schedule": schedule})
     check_graph(g)
+    if schedule is not None:
+        check_schedule(schedule, "spmm")
     check_choice("op", op, SPMM_OPS)
     check_choice("reduce", reduce, tuple(REDUCERS))
     binop = BINARY_OPS[op]

@@ -126,7 +126,7 @@ def test_edge_softmax_matches_single_process(pool, world_size, graph_kind, part_
     graph = make_graph(graph_kind)
     for i, norm_by in enumerate(("dst", "src")):
         logits = features((graph.num_edges, 2, 1), 7 + i, dtype)
-        out, (d_logits,) = _reference(lambda z: gsparse.edge_softmax(graph, z, norm_by), (logits,),
+        out, (d_logits,) = _reference(lambda z: gsparse.edge_softmax(graph, z, norm_by=norm_by), (logits,),
                                       features((graph.num_edges, 2, 1), 17 + i, dtype))
         for rank, (edge_ids, results) in enumerate(ranks):
             got_out, got_grad = results[i]

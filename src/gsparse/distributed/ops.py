@@ -197,7 +197,7 @@ def edge_softmax(g: DistGraph, logits: torch.Tensor, norm_by: str = "dst") -> to
     check_choice("norm_by", norm_by, ("dst", "src"))
     check_features("logits", logits, g, g.num_edges, "edges")
     if norm_by == "dst" or not g.plan.active:
-        return _edge_softmax(g.local, logits, norm_by)
+        return _edge_softmax(g.local, logits, norm_by=norm_by)
     # As gsparse.edge_softmax: half precision and autocast compute in float32; the
     # autocast result stays float32.
     dtype = logits.dtype
