@@ -61,6 +61,7 @@ def unchecked_csr(rowptr: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
         return torch.sparse_csr_tensor(rowptr, col, values, shape)
 
 
+_FULL_PRECISION = (torch.float32, torch.float64)
 _MOST_HEADS = 64  # per-head bag sums beyond this would cost more than the messages
 
 
@@ -74,7 +75,7 @@ def _bag_sum(g: Graph, x: torch.Tensor, weights: torch.Tensor | None) -> torch.T
     ``weights`` ``[E]`` in CSR order or None (all 1). PyTorch's ``embedding_bag`` is a CSR
     times dense product whose bags are the rows: one pass over the edges, no ``[E, F]``
     messages, and on small graphs several times cheaper per call than ``torch.sparse.mm``."""
-    return torch.embedding_bag(x, g.col, g.rowptr, False, 0, False, weights, True)[0]
+    return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, weights, True)[0]
 
 
 def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
@@ -86,6 +87,15 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
     reducer, binop = REDUCERS[reduce], BINARY_OPS[op]
     if reducer.keeps_arg or lhs is None or tuple(lhs.shape[1:]) != tuple(out_shape):
         return None
+    if lhs.dim() == 2 and lhs.dtype in _FULL_PRECISION and not reducer.divides_by_degree:
+        # The common case (GCN, GraphSAGE: [N, F] features, one weight per edge or none)
+        # without reshapes or casts: on small graphs each costs a fair part of the call.
+        if binop.copies == "lhs":
+            return _bag_sum(g, lhs, None)
+        if binop.scales and not binop.reduces_last_dim and rhs.numel() == g.num_edges:
+            weights = rhs.view(-1)
+            eid = _edge_index64(g)
+            return _bag_sum(g, lhs, weights if eid is None else weights.index_select(0, eid))
     acc = _accumulation_dtype(lhs.dtype)
     if binop.copies == "lhs":
         heads, weights = 1, None
