@@ -1,4 +1,9 @@
-"""The ``gsparse`` command: ``gsparse info``, ``example``, ``bench``, ``tune`` and ``db``."""
+"""The gsparse command: gsparse info, example, bench, tune and db.
+
+User errors (an unknown workload, a missing data file, a bad dtype or number list) print
+one line to stderr and exit with status 2; a benchmark whose gsparse result is wrong exits
+with status 1.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,22 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
 from .tune import commands as tune_commands
+
+
+class UsageError(Exception):
+    """A user error of the command: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _version(package: str) -> str:
@@ -51,6 +68,8 @@ def example(device: str) -> int:
     import gsparse
     from gsparse.testing import gspmm_ref
 
+    device = _device("gsparse example", device)
+
     gen = torch.Generator().manual_seed(0)
     num_nodes, num_edges, features = 2_000, 20_000, 64
     edge_index = torch.randint(num_nodes, (2, num_edges), generator=gen)
@@ -59,6 +78,9 @@ def example(device: str) -> int:
     w = torch.rand(num_edges, generator=gen).to(device)
     print(g)
     print(f"row lengths: {g.row_stats}")
+    gsparse.u_mul_e_sum(g, x, w)  # the first call loads (on a GPU: compiles) what it runs
+    if x.is_cuda:
+        torch.cuda.synchronize()
     start = time.perf_counter()
     out = gsparse.u_mul_e_sum(g, x, w)
     if out.is_cuda:
@@ -66,7 +88,7 @@ def example(device: str) -> int:
     elapsed = time.perf_counter() - start
     ref = gspmm_ref(g.to("cpu"), "mul", "sum", x.cpu(), w.cpu())
     err = float((out.cpu().double() - ref).norm() / ref.norm())
-    print(f"u_mul_e_sum: output {tuple(out.shape)} in {elapsed * 1e3:.1f} ms, "
+    print(f"u_mul_e_sum: output {tuple(out.shape)} in {elapsed * 1e3:.3f} ms (a warm call), "
           f"relative error vs float64 reference {err:.2e}")
     return 0 if err < 1e-5 else 1
 
@@ -93,11 +115,49 @@ def _positive_ints(flag: str, text: str) -> tuple[int, ...]:
         try:
             value = int(part)
         except ValueError:
-            raise SystemExit(f"gsparse bench: {flag} takes comma-separated positive integers, got {part!r}")
+            raise UsageError(f"gsparse bench: {flag} takes comma-separated positive integers, "
+                             f"got {part!r}") from None
         if value < 1:
-            raise SystemExit(f"gsparse bench: {flag} takes positive integers, got {value}")
+            raise UsageError(f"gsparse bench: {flag} takes positive integers, got {value}")
         values.append(value)
+    if not values:
+        raise UsageError(f"gsparse bench: {flag} needs at least one positive integer, got {text!r}")
     return tuple(values)
+
+
+def _device(command: str, name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"{command}: --device must be cpu, cuda or cuda:N, got {name!r}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise UsageError(f"{command}: --device must be cpu, cuda or cuda:N, got {name!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"{command}: --device {name} asked for, but PyTorch sees no CUDA device")
+    return device
+
+
+def _check_workload(name: str, data_dir: str | None) -> None:
+    """A workload name the suite can build: a preset, a real graph (in ``data_dir`` when
+    given), or an existing graph file of a known kind."""
+    from . import datasets
+    from .datasets.real import _SUFFIXES
+
+    if name in datasets.PRESETS:
+        return
+    if name in datasets.REAL_GRAPHS:
+        if data_dir is not None and not (Path(data_dir) / f"{name}.npz").is_file():
+            raise UsageError(f"gsparse bench: {name}.npz is not in --data-dir {data_dir}")
+        return
+    path = Path(name)
+    if path.suffix.lower() in _SUFFIXES:
+        if not path.is_file():
+            raise UsageError(f"gsparse bench: no such graph file: {name}")
+        return
+    raise UsageError(f"gsparse bench: unknown workload {name!r}: expected a preset "
+                     f"({', '.join(sorted(datasets.PRESETS))}), a suite ({', '.join(datasets.SUITES)}), "
+                     f"a real graph ({', '.join(datasets.REAL_GRAPHS)}) or a graph file "
+                     f"({', '.join(_SUFFIXES)})")
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -107,47 +167,70 @@ def bench(args: argparse.Namespace) -> int:
     raised; a baseline's failure (out of memory, unsupported dtype) is only reported.
     """
     from . import datasets
+    from ._progress import Progress
     from .bench import report, runner
 
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"gsparse bench: --device {args.device} asked for, but PyTorch sees no CUDA device")
-    workloads, features, heads, max_edges, budget = _BENCH_DEFAULTS[(torch.device(args.device).type,
-                                                                     args.quick)]
-    if args.workloads is None:
-        # The default set names the real graphs; a machine without the data files (any
-        # install outside the source checkout) runs the synthetic workloads and says so.
-        found = {name for name in datasets.REAL_GRAPHS
-                 if any((d / f"{name}.npz").is_file() for d in datasets.data_dirs())}
-        missing = [w for w in workloads.split(",") if w in datasets.REAL_GRAPHS and w not in found]
+    device = _device("gsparse bench", args.device)
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():
+        raise UsageError(f"gsparse bench: --data-dir {args.data_dir} is not a folder")
+    workloads, features, heads, max_edges, budget = _BENCH_DEFAULTS[(device.type, args.quick)]
+    names = tuple(w for name in _names(args.workloads if args.workloads is not None else workloads)
+                  for w in datasets.SUITES.get(name, (name,)))
+    if args.workloads is None and args.data_dir is not None:
+        # The default set names real graphs; a --data-dir without some of them runs
+        # without those and says so.
+        missing = [w for w in names if w in datasets.REAL_GRAPHS
+                   and not (Path(args.data_dir) / f"{w}.npz").is_file()]
         if missing:
-            print(f"real graphs {missing} not found in {[str(d) for d in datasets.data_dirs()]} "
-                  f"(set {datasets.DATA_DIR_ENV}); running without them")
-            workloads = ",".join(w for w in workloads.split(",") if w not in missing)
+            print(f"real graphs {missing} not found in {args.data_dir}; running without them")
+            names = tuple(w for w in names if w not in missing)
+    if not names:
+        raise UsageError("gsparse bench: --workloads names no workload")
+    for name in names:
+        _check_workload(name, args.data_dir)
+    for flag, value in (("--scale", args.scale), ("--budget-ms", args.budget_ms)):
+        if value is not None and not value > 0:
+            raise UsageError(f"gsparse bench: {flag} must be positive, got {value}")
+    if args.max_edges is not None and args.max_edges < 1:
+        raise UsageError(f"gsparse bench: --max-edges must be a positive integer, got {args.max_edges}")
+    ops, dtypes = _names(args.ops), _names(args.dtypes)
+    for flag, values, allowed in (("--ops", ops, tuple(runner.CASES)), ("--dtypes", dtypes, tuple(runner.DTYPES))):
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise UsageError(f"gsparse bench: {flag} takes comma-separated names among "
+                             f"{', '.join(allowed)}, got {', '.join(map(repr, bad)) or 'none'}")
     try:
         config = runner.Config(
-            ops=_names(args.ops),
-            workloads=tuple(w for name in _names(args.workloads or workloads)
-                            for w in datasets.SUITES.get(name, (name,))),
-            feature_lens=_positive_ints("--features", args.features or features),
-            heads=_positive_ints("--heads", args.heads or heads),
-            dtypes=_names(args.dtypes),
-            device=args.device,
+            ops=ops,
+            workloads=names,
+            feature_lens=_positive_ints("--features", args.features if args.features is not None else features),
+            heads=_positive_ints("--heads", args.heads if args.heads is not None else heads),
+            dtypes=dtypes,
+            device=str(device),
             scale=args.scale,
             max_edges=args.max_edges if args.max_edges is not None else max_edges,
             sweep=args.sweep or args.sweep_all,
             sweep_all=args.sweep_all,
             budget_s=budget if args.budget_ms is None else args.budget_ms / 1e3,
             seed=args.seed,
+            data_dir=args.data_dir,
         )
     except ValueError as e:
-        raise SystemExit(f"gsparse bench: {e}")
+        raise UsageError(f"gsparse bench: {e}") from None
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"gsparse bench: cannot write to --out {args.out}: {e.strerror}") from None
 
     def checkpoint(partial: dict) -> None:
         (out / "results.json").write_text(json.dumps(partial, indent=1))
 
-    doc = runner.run_suite(config, progress=lambda line: print(line, flush=True), checkpoint=checkpoint)
+    with Progress(runner.cell_count(config), "gsparse bench", "cell") as bar:
+        try:
+            doc = runner.run_suite(config, progress=bar.write, checkpoint=checkpoint, on_cell=bar.update)
+        except runner.WorkloadError as e:
+            raise UsageError(f"gsparse bench: {e}") from None
     paths = report.write_report(doc, out)
     print(f"wrote {paths['json']}, {paths['markdown']} and {len(paths['plots'])} plots in {args.out} "
           f"({doc['wall_s']:.0f} s)")
@@ -166,24 +249,36 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
     b = sub.add_parser(
         "bench",
-        help="benchmark gsparse against cuSPARSE, PyG and the memory floor; write JSON, Markdown, PNGs",
+        help="benchmark gsparse against torch.sparse, PyG and the memory floor; write JSON, Markdown, PNGs",
         description="Run the benchmark suite: every op x workload x feature length x dtype, with "
-                    "same-run baselines, each output checked against a float64 reference. Defaults "
-                    "depend on the device (smaller CPU workloads) and on --quick.",
+                    "same-run baselines (torch.sparse, which runs cuSPARSE on a GPU; PyTorch "
+                    "Geometric's scatter path; plain PyTorch ops), each output checked against a "
+                    "float64 reference. Defaults depend on the device (smaller CPU workloads) and "
+                    "on --quick.",
+        epilog="Workloads. The presets are synthetic graphs with the row-length statistics of "
+               "published datasets. reddit-like, proteins-like and products-like are the three "
+               "graphs of the G-Sparse paper (a compiler of GNN sparse kernels whose schedules "
+               "and tuner gsparse follows): suite 'gsparse'. The presets arxiv-like, collab-like, "
+               "citation-like, ddi-like, ppa-like, youtube-like, amazon-like, yelp-like, "
+               "wikikg2-like and am-like, with those three, are the 13 graphs of the SpMM "
+               "optimisation report this project started from: suite 'spmm-report'. cora, "
+               "citeseer and pubmed_cites are real graphs shipped with gsparse (or read from "
+               "--data-dir).",
     )
     b.add_argument("--ops", default="spmm,sddmm,softmax",
                    help="comma-separated operator families: spmm, sddmm, softmax (default: all)")
     b.add_argument("--workloads",
-                   help="comma-separated presets (reddit-like, proteins-like, products-like, and the "
-                        "SpMM report's graphs), suites of presets (gsparse: the three G-Sparse graphs; "
-                        "spmm-report: the report's 13), real graphs (cora, citeseer, pubmed_cites) or "
-                        "graph files (.npz, .mtx, .txt/.csv/.edges)")
+                   help="comma-separated presets (reddit-like, products-like, ...; see below), suites "
+                        "of presets (gsparse, spmm-report), real graphs (cora, citeseer, "
+                        "pubmed_cites) or graph files (.npz, .mtx, .txt/.csv/.edges)")
+    b.add_argument("--data-dir", help="folder to read the real graphs from (default: $GSPARSE_DATA_DIR, "
+                                      "else the copies shipped with gsparse)")
     b.add_argument("--features", help="comma-separated feature lengths of spmm and sddmm")
     b.add_argument("--heads", help="comma-separated head counts of softmax (logits [E, heads])")
-    b.add_argument("--dtypes", default="float32", help="comma-separated: float32, float16, bfloat16")
+    b.add_argument("--dtypes", default="float32", help="comma-separated: float32, float64, float16, bfloat16")
     b.add_argument("--sweep", action="store_true",
                    help="also time every schedule of the pruned space (CUDA only): default vs best, "
-                        "for the cases compared with cuSPARSE")
+                        "for the cases compared with torch.sparse (cuSPARSE)")
     b.add_argument("--sweep-all", action="store_true",
                    help="--sweep for every case with schedules (the other g-SpMM reducers and "
                         "weights, the multi-head g-SDDMM cases): 3-4x the device time")
@@ -199,25 +294,29 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gsparse", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="gsparse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("info", help="show device, CUDA/NVRTC availability, cache directory, versions")
     ex = sub.add_parser("example", help="run a small worked example and check it against float64")
     ex.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     _bench_parser(sub)
     tune_commands.add_parsers(sub)
-    args = parser.parse_args(argv)
-    if args.command == "bench":
-        return bench(args)
-    if args.command in ("tune", "db"):
-        return tune_commands.run(args)
-    if args.command == "info":
-        rows = info()
-        width = max(map(len, rows))
-        for key, value in rows.items():
-            print(f"{key:<{width}}  {value}")
-        return 0
-    return example(args.device)
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "bench":
+            return bench(args)
+        if args.command in ("tune", "db"):
+            return tune_commands.run(args)
+        if args.command == "info":
+            rows = info()
+            width = max(map(len, rows))
+            for key, value in rows.items():
+                print(f"{key:<{width}}  {value}")
+            return 0
+        return example(args.device)
+    except UsageError as e:
+        print(" ".join(str(e).split()), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

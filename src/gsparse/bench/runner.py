@@ -35,10 +35,11 @@ from ..tune.search import exhaustive_search
 from .baselines import CASES, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
 from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count
 
-__all__ = ["FORMAT", "DTYPES", "Config", "run_suite", "environment"]
+__all__ = ["FORMAT", "DTYPES", "Config", "WorkloadError", "run_suite", "environment"]
 
 FORMAT = "gsparse-bench/1"
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class Config:
         sweep_all: sweep every case that has schedules (implies ``sweep``).
         budget_s: about how long the timed repeats of one implementation take.
         seed: seed of the synthetic graphs and of the random inputs.
+        data_dir: the folder the real graphs are read from; ``None``: the usual search
+            (:func:`gsparse.datasets.real_graph`).
     """
 
     ops: tuple[str, ...]
@@ -73,6 +76,7 @@ class Config:
     sweep_all: bool = False
     budget_s: float = 0.2
     seed: int = 0
+    data_dir: str | None = None
 
     def __post_init__(self) -> None:
         for name, values, allowed in (("ops", self.ops, tuple(CASES)), ("dtypes", self.dtypes, tuple(DTYPES))):
@@ -91,6 +95,11 @@ class Config:
 
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be built: an unknown name, a missing or unreadable file, a
+    preset size out of range. The message names the workload."""
 
 
 def _version(package: str) -> str | None:
@@ -318,16 +327,26 @@ def _cell_plan(config: Config) -> list[tuple[Case, int, str]]:
     return plan
 
 
+def cell_count(config: Config) -> int:
+    """How many cells :func:`run_suite` measures for ``config``."""
+    return len(_cell_plan(config)) * len(config.workloads)
+
+
 def run_suite(
     config: Config,
     progress: Callable[[str], None] = print,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    on_cell: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Run every cell of ``config`` and return the result document (JSON-ready).
 
-    ``progress`` receives one line per workload built and per cell measured; ``checkpoint``
-    (if given) receives the document so far after each workload, with ``complete`` false,
-    so a run cut short still leaves its finished workloads behind.
+    ``progress`` receives one line per workload built and per cell measured; ``on_cell``
+    (if given) is called after each cell (for a progress bar); ``checkpoint`` (if given)
+    receives the document so far after each workload, with ``complete`` false, so a run cut
+    short still leaves its finished workloads behind.
+
+    Raises:
+        WorkloadError: a workload cannot be built (before anything is measured on it).
     """
     device = torch.device(config.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -357,8 +376,11 @@ def run_suite(
     index = 0
     for spec in config.workloads:
         build = time.perf_counter()
-        w = datasets.workload(spec, scale=config.scale, max_edges=config.max_edges, seed=config.seed,
-                              device=device)
+        try:
+            w = datasets.workload(spec, scale=config.scale, max_edges=config.max_edges, seed=config.seed,
+                                  device=device, data_dir=config.data_dir)
+        except (ValueError, FileNotFoundError) as error:
+            raise WorkloadError(f"workload {spec!r}: {error}") from error
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         doc["workloads"][w.name] = {**datasets.describe(w.graph), "source": w.source,
@@ -394,6 +416,8 @@ def run_suite(
                 cell_doc["results"] = {"gsparse": {"status": "OOM", "message": f"inputs do not fit: {failure}"}}
                 doc["cells"].append(cell_doc)
                 progress(_progress_line(index, total, cell_doc))
+                if on_cell is not None:
+                    on_cell()
                 continue
             cell = _Cell(case, sets, samples, refs, TOLERANCE[dtype], device, config.budget_s, flush)
             cell_doc["results"] = {impl.name: _measure(cell, impl) for impl in case.implementations()}
@@ -403,6 +427,8 @@ def run_suite(
                                      if why is None else {"status": "unavailable", "message": why})
             doc["cells"].append(cell_doc)
             progress(_progress_line(index, total, cell_doc))
+            if on_cell is not None:
+                on_cell()
             del cell, sets, samples, refs
         del rotation, w
         _release(device)

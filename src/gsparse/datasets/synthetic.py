@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._progress import Progress
 from ..graph import Graph
 
 __all__ = ["LogNormal", "PowerLaw", "Clustered", "synthetic"]
@@ -102,6 +103,9 @@ class Clustered:
 _COV_RTOL, _COV_ATOL = 0.01, 1e-3
 _SIGMA_MAX = 16.0
 _BISECT_STEPS = 60
+
+
+_PROGRESS_EDGES = 2_000_000
 
 
 def _midpoint_quantiles(n: int, device: torch.device) -> torch.Tensor:
@@ -331,23 +335,32 @@ def synthetic(
     if total == 0:
         raise ValueError(f"degree.mean = {degree.mean} on num_nodes = {n} rounds to no edges at all")
 
-    if isinstance(degree, LogNormal):
-        lengths = _lognormal_lengths(n, total, degree.cov, device)
-    else:
-        lengths = _power_law_lengths(n, total, degree.exponent, device)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    deg = lengths[torch.randperm(n, generator=gen, device=device)]
-    row, col = _columns(deg, locality, not allow_duplicates, gen)
-    if sort_rows:
-        # Rows are already grouped in ascending order, so sorting row * n + col keeps each
-        # edge in its row and sorts the columns inside it.
-        col = torch.sort(row * n + col).values - row * n
-    else:
-        key = row * 2**31 + torch.randint(0, 2**31, row.shape, generator=gen, device=device)
-        col = col[torch.sort(key).indices]
-    rowptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
-    torch.cumsum(deg, 0, out=rowptr[1:])
-    return Graph.from_csr(rowptr, col, num_src=n)
+    # Seconds of work from a few million edges on (minutes for the full-size presets on a CPU).
+    with Progress(4, f"generating a graph of {total:,} edges", "step",
+                  show=None if total >= _PROGRESS_EDGES else False) as bar:
+        bar.update(0, "row lengths")
+        if isinstance(degree, LogNormal):
+            lengths = _lognormal_lengths(n, total, degree.cov, device)
+        else:
+            lengths = _power_law_lengths(n, total, degree.exponent, device)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        deg = lengths[torch.randperm(n, generator=gen, device=device)]
+        bar.update(1, "columns")
+        row, col = _columns(deg, locality, not allow_duplicates, gen)
+        bar.update(1, "sorting rows")
+        if sort_rows:
+            # Rows are already grouped in ascending order, so sorting row * n + col keeps each
+            # edge in its row and sorts the columns inside it.
+            col = torch.sort(row * n + col).values - row * n
+        else:
+            key = row * 2**31 + torch.randint(0, 2**31, row.shape, generator=gen, device=device)
+            col = col[torch.sort(key).indices]
+        bar.update(1, "CSR")
+        rowptr = torch.zeros(n + 1, dtype=torch.int64, device=device)
+        torch.cumsum(deg, 0, out=rowptr[1:])
+        graph = Graph.from_csr(rowptr, col, num_src=n)
+        bar.update(1)
+    return graph
 
 
 # ---------------------------------------------------------------------- presets

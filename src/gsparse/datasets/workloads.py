@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def workload(
     max_edges: int | None = None,
     seed: int = 0,
     device: torch.device | str = "cpu",
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> Workload:
     """Resolve a workload name: a preset, a real graph, or a path to a graph file.
 
@@ -58,6 +60,11 @@ def workload(
         max_edges: see ``scale``.
         seed: seed of a synthetic graph.
         device: where the graph is built (synthetic) or moved to (loaded).
+        data_dir: the folder a real graph is read from (see :func:`real_graph`).
+
+    Raises:
+        ValueError: ``spec`` names none of these, or a file cannot be read.
+        FileNotFoundError: a graph file, or a real graph in ``data_dir``, is missing.
     """
     if not isinstance(spec, str) or not spec:
         raise ValueError(f"spec must be a non-empty workload name or path, got {spec!r}")
@@ -68,7 +75,7 @@ def workload(
         return Workload(spec, graph, f"synthetic preset {spec}, scale {scale:.4g}, seed {seed}: "
                                      f"{PRESETS[spec].source}")
     if spec in REAL_GRAPHS:
-        return Workload(spec, real_graph(spec).graph.to(device), f"real graph {spec}.npz")
+        return Workload(spec, real_graph(spec, data_dir).graph.to(device), f"real graph {spec}.npz")
     path = Path(spec)
     if path.suffix.lower() in _SUFFIXES or path.exists():
         return Workload(path.stem, load_graph(path).to(device), f"file {path}")
