@@ -67,20 +67,30 @@ def test_direct_and_custom_op_paths_agree():
     torch.testing.assert_close(direct, through_op.detach(), rtol=0, atol=0)
 
 
-def test_cpu_weighted_sums_run_as_one_bag_sum(monkeypatch):
+@pytest.mark.parametrize("width", [2, 16], ids=["narrow: torch.sparse.mm", "wide: embedding_bag"])
+def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch, width):
     calls = []
-    real = torch.embedding_bag
-    monkeypatch.setattr(torch, "embedding_bag", lambda x, *args: calls.append(x.shape) or real(x, *args))
+    real_mm, real_bag = torch.sparse.mm, torch.embedding_bag
+    monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append(("mm", b.shape)) or real_mm(a, b))
+    monkeypatch.setattr(torch, "embedding_bag", lambda x, *args: calls.append(("bag", x.shape)) or real_bag(x, *args))
+    kernel = _kernel(width)
     g = _graph()
-    x, w = torch.randn(20, 3, 2), torch.rand(80, 1, 1) + 0.5
+    x, w = torch.randn(20, 3, width), torch.rand(80, 1, 1) + 0.5
     gsparse.gspmm(g, "copy_lhs", "mean", x)
     gsparse.gspmm(g, "mul", "sum", x, w)
-    assert calls == [(20, 6), (20, 6)]
-    gsparse.gspmm(g, "mul", "mean", x, torch.rand(80, 3, 1))  # one bag sum per head
-    assert calls[2:] == [(20, 2)] * 3
-    gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 1, 2))  # weights per feature: messages
+    gsparse.gspmm(g, "mul", "sum", x[:, 0], w[:, 0, 0])  # [N, F] and [E]: no reshapes
+    # a small graph's weighted sums: embedding_bag (torch.sparse.mm would need a new CSR)
+    assert calls == [(_kernel(3 * width), (20, 3 * width)), ("bag", (20, 3 * width)), ("bag", (20, width))]
+    gsparse.gspmm(g, "mul", "mean", x, torch.rand(80, 3, 1))  # one product per head
+    assert calls[3:] == [("bag", (20, width))] * 3
+    gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 1, width))  # weights per feature: messages
     gsparse.gspmm(g, "copy_lhs", "max", x)
-    assert len(calls) == 5
+    assert len(calls) == 6
+
+
+def _kernel(features: int) -> str:
+    """The faster of the two kernels for a row width (short rows; see backends/cpu.py)."""
+    return "bag" if features >= 16 else "mm"
 
 
 def test_cpu_endpoint_dot_products_run_as_sampled_products(monkeypatch):

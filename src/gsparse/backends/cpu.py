@@ -2,8 +2,9 @@
 
 On the CPU, sums and means of node features weighted by one scalar per edge (or per edge
 and head, or by 1) run as CSR times dense products instead (PyTorch's ``embedding_bag``
-with the CSR rows as bags), and dot products of the two endpoints' features as sampled
-dense products: PyTorch does both without per-edge message tensors.
+with the CSR rows as bags, or ``torch.sparse.mm``, by feature width), and dot products of
+the two endpoints' features as sampled dense products: PyTorch does both without per-edge
+message tensors.
 
 Runs on any device PyTorch supports. Half-precision inputs accumulate in float32 and
 are rounded once at the end, like the generated kernels. Results are always new tensors.
@@ -56,13 +57,28 @@ def unchecked_csr(rowptr: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
                   shape: tuple[int, int]) -> torch.Tensor:
     """A ``torch.sparse`` CSR matrix over indices already validated (a graph's): without
     PyTorch's invariant checks and its "beta" warning."""
-    with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
+    global _beta_warning_seen
+    if _beta_warning_seen:  # PyTorch warns once per process; catching it costs microseconds
+        return torch.sparse_csr_tensor(rowptr, col, values, shape, check_invariants=False)
+    with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(rowptr, col, values, shape)
+        matrix = torch.sparse_csr_tensor(rowptr, col, values, shape, check_invariants=False)
+    _beta_warning_seen = True
+    return matrix
 
 
+_beta_warning_seen = False
 _FULL_PRECISION = (torch.float32, torch.float64)
-_MOST_HEADS = 64  # per-head bag sums beyond this would cost more than the messages
+_MOST_HEADS = 64  # per-head products beyond this would cost more than the messages
+# Which CPU kernel sums rows (measured on Cora and on 0.2M- and 2M-edge presets, one thread):
+# PyTorch's embedding_bag over the CSR rows is 1.6-4x faster than torch.sparse.mm (MKL) from
+# 16 features per row on, unless rows are long (a mean over 128: 1.4x slower at 16, par at
+# 64). Below 16 features torch.sparse.mm is up to 1.4x faster, on a CSR kept with the graph;
+# with weights it needs a new CSR each call, which costs more than it saves on small graphs.
+_BAG_FEATURES = 16
+_BAG_FEATURES_LONG_ROWS = 64
+_LONG_ROWS = 128
+_SMALL_GRAPH_EDGES = 100_000
 
 
 def _edge_index64(g: Graph) -> torch.Tensor | None:
@@ -70,32 +86,42 @@ def _edge_index64(g: Graph) -> torch.Tensor | None:
     return None if g.eid is None else g.cpu.get("eid64", lambda: g.eid.long())
 
 
-def _bag_sum(g: Graph, x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-    """``out_v = Σ_{e → v} w_e x_{u(e)}`` over CSR rows: ``x`` ``[num_src, F]`` contiguous,
-    ``weights`` ``[E]`` in CSR order or None (all 1). PyTorch's ``embedding_bag`` is a CSR
-    times dense product whose bags are the rows: one pass over the edges, no ``[E, F]``
-    messages, and on small graphs several times cheaper per call than ``torch.sparse.mm``."""
-    return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, weights, True)[0]
+def _row_sum(g: Graph, x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """``out_v = Σ_{e → v} w_e x_{u(e)}`` over the CSR rows, ``[num_dst, F]``: ``x``
+    ``[num_src, F]`` contiguous, ``weights`` ``[E]`` in CSR order or None (all 1). A CSR
+    times dense product, by PyTorch's ``embedding_bag`` with the rows as bags or by
+    ``torch.sparse.mm``, whichever is faster for the shape: no ``[E, F]`` messages."""
+    features, edges = x.shape[1], g.num_edges
+    wide = features >= (_BAG_FEATURES_LONG_ROWS if edges > _LONG_ROWS * g.num_dst else _BAG_FEATURES)
+    if wide or (weights is not None and edges <= _SMALL_GRAPH_EDGES):
+        return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, weights, True)[0]
+    if weights is None:
+        adjacency = g.cpu.get(("adjacency", x.dtype), lambda: unchecked_csr(
+            g.rowptr, g.col, torch.ones(g.num_edges, dtype=x.dtype), (g.num_dst, g.num_src)))
+    else:
+        adjacency = unchecked_csr(g._rowptr, g._col, weights, (g.num_dst, g.num_src))
+    return torch.sparse.mm(adjacency, x)
 
 
 def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
                     rhs: torch.Tensor | None, out_shape: tuple[int, ...]) -> torch.Tensor | None:
     """Sum or mean of ``lhs`` rows weighted by one scalar per edge (or by 1), or by one
-    scalar per edge and head (``rhs`` ``[E, *heads, 1, ...]`` as in GAT), as bag sums over
-    the CSR rows (:func:`_bag_sum`), one per head. None where the operands are not of that
-    form."""
+    scalar per edge and head (``rhs`` ``[E, *heads, 1, ...]`` as in GAT), as CSR times
+    dense products (:func:`_row_sum`), one per head. None where the operands are not of
+    that form."""
     reducer, binop = REDUCERS[reduce], BINARY_OPS[op]
     if reducer.keeps_arg or lhs is None or tuple(lhs.shape[1:]) != tuple(out_shape):
         return None
-    if lhs.dim() == 2 and lhs.dtype in _FULL_PRECISION and not reducer.divides_by_degree:
+    if (lhs.dim() == 2 and lhs.dtype in _FULL_PRECISION and not reducer.divides_by_degree
+            and not torch.is_autocast_enabled("cpu")):
         # The common case (GCN, GraphSAGE: [N, F] features, one weight per edge or none)
         # without reshapes or casts: on small graphs each costs a fair part of the call.
         if binop.copies == "lhs":
-            return _bag_sum(g, lhs, None)
+            return _row_sum(g, lhs, None)
         if binop.scales and not binop.reduces_last_dim and rhs.numel() == g.num_edges:
             weights = rhs.view(-1)
             eid = _edge_index64(g)
-            return _bag_sum(g, lhs, weights if eid is None else weights.index_select(0, eid))
+            return _row_sum(g, lhs, weights if eid is None else weights.index_select(0, eid))
     acc = _accumulation_dtype(lhs.dtype)
     if binop.copies == "lhs":
         heads, weights = 1, None
@@ -115,13 +141,14 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
     else:
         return None
     features = math.prod(out_shape)
-    # The front end already applied autocast, and the sums accumulate in float32 or wider.
-    if heads == 1:
-        out = _bag_sum(g, lhs.reshape(g.num_src, features).to(acc), weights)
-    else:
-        x = lhs.reshape(g.num_src, heads, features // heads).to(acc)
-        out = torch.stack([_bag_sum(g, x[:, h].contiguous(), weights[:, h].contiguous())
-                           for h in range(heads)], 1)
+    # The front end already applied autocast; the sums accumulate in float32 or wider.
+    with torch.autocast("cpu", enabled=False):
+        if heads == 1:
+            out = _row_sum(g, lhs.reshape(g.num_src, features).to(acc), weights)
+        else:
+            x = lhs.reshape(g.num_src, heads, features // heads).to(acc)
+            out = torch.stack([_row_sum(g, x[:, h].contiguous(), weights[:, h].contiguous())
+                               for h in range(heads)], 1)
     if reducer.divides_by_degree:
         degree = g.cpu.get(("degree", acc), lambda: g.in_degrees().clamp(min=1).to(acc).unsqueeze(1))
         out = out.reshape(g.num_dst, features).div_(degree)
