@@ -147,3 +147,22 @@ def test_sampled_dot_products_hold_with_repeated_edges(sampled, seed):
     want = (x[edges[0]] * y[edges[1]]).sum(-1, keepdim=True)
     torch.testing.assert_close(out, want)
     assert sampled["calls"] == 2  # one per head
+
+
+@pytest.mark.parametrize("op, reduce, rhs_shape", [("copy_lhs", "sum", None), ("mul", "sum", (1,)),
+                                                   ("mul", "sum", ()), ("copy_lhs", "mean", None),
+                                                   ("mul", "max", (1,)), ("add", "sum", "width")])
+@pytest.mark.parametrize("width", [6, 32])
+def test_a_bound_cpu_call_matches_the_backend_call(op, reduce, rhs_shape, width):
+    from gsparse.backends import cpu
+
+    g = _graph()  # edges out of CSR order: weights are permuted per call
+    assert g.eid is not None
+    x = torch.randn(20, width)
+    rhs_shape = (width,) if rhs_shape == "width" else rhs_shape
+    rhs = None if rhs_shape is None else torch.randn(80, *rhs_shape)
+    padded = None if rhs is None else (rhs if rhs.dim() == 2 else rhs.unsqueeze(-1))  # as the front end pads
+    run = cpu.BACKEND.bind_spmm(g, op, reduce, x, padded, (width,))
+    for _ in range(2):  # the second call reuses what the first kept with the graph
+        x, padded = torch.randn_like(x), None if padded is None else torch.randn_like(padded)
+        torch.testing.assert_close(run(x, padded), cpu.BACKEND.spmm(g, op, reduce, x, padded, (width,)))

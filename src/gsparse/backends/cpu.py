@@ -190,7 +190,38 @@ def _sampled_dot(g: Graph, lhs: torch.Tensor, rhs: torch.Tensor, lhs_target: str
     return out.reshape(g.num_edges, *out_shape).to(lhs.dtype)
 
 
+def _bound_row_sum(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
+                   out_shape: tuple[int, ...]):
+    """For the common case of :func:`_sparse_product` (``[N, F]`` float32/64 features, one
+    weight per edge or none, a sum): ``run(lhs, rhs)`` with the kernel, its CSR and the edge
+    permutation picked once; None for other calls."""
+    reducer, binop = REDUCERS[reduce], BINARY_OPS[op]
+    if (g.device.type != "cpu" or reducer.keeps_arg or reducer.divides_by_degree or lhs is None
+            or lhs.dim() != 2 or lhs.dtype not in _FULL_PRECISION or tuple(lhs.shape[1:]) != tuple(out_shape)):
+        return None
+    if binop.copies == "lhs":
+        _row_sum(g, lhs.contiguous(), None)  # builds what the kernel keeps with the graph
+        return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), None)
+    if not (binop.scales and not binop.reduces_last_dim and rhs is not None and rhs.numel() == g.num_edges):
+        return None
+    eid = _edge_index64(g)
+    if eid is None:
+        return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), rhs.reshape(-1))
+    return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), rhs.reshape(-1).index_select(0, eid))
+
+
 class _TorchBackend:
+    def bind_spmm(self, g, op, reduce, lhs, rhs, out_shape, with_arg=False):
+        """``run(lhs, rhs)``: :meth:`spmm` for operands with these shapes, dtypes and devices,
+        with what it decides per call decided here, once (the front ends keep it for calls
+        repeated with the same facts)."""
+        bound = None if with_arg else _bound_row_sum(g, op, reduce, lhs, rhs, out_shape)
+        if bound is not None:
+            return bound
+        return lambda lhs, rhs: self.spmm(g, op, reduce, None if lhs is None else lhs.contiguous(),
+                                          None if rhs is None else rhs.contiguous(), out_shape,
+                                          with_arg=with_arg)
+
     def spmm(self, g, op, reduce, lhs, rhs, out_shape, schedule=None, with_arg=False):
         if with_arg and not REDUCERS[reduce].keeps_arg:
             raise ValueError(f"with_arg needs reduce max or min, got {reduce!r}")
