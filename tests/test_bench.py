@@ -255,14 +255,14 @@ def _synthetic_doc() -> dict:
             sweep = {"status": "ok", "default": "r8.f32", "best": "r4.f8", "best_ms": 0.8, "best_json": "{}",
                      "size": 2, "timed": 2, "schedules": []}
             cells.append({"op": "spmm", "case": "copy_lhs_sum", "workload": workload, "feature_len": f,
-                          "dtype": "float32", "baseline": "cusparse", "rotation": 1,
+                          "dtype": "float32", "baseline": "torch.sparse", "rotation": 1,
                           "floor": {"bytes": 10, "gather_bytes": 10, "floor_ms": 0.5},
-                          "results": {"gsparse": _entry(1.0), "cusparse": _entry(speed), "pyg": pyg},
+                          "results": {"gsparse": _entry(1.0), "torch.sparse": _entry(speed), "PyG": pyg},
                           "sweep": sweep})
         cells.append({"op": "softmax", "case": "dst", "workload": workload, "feature_len": 8,
-                      "dtype": "float32", "baseline": "torch", "rotation": 1,
+                      "dtype": "float32", "baseline": "PyTorch", "rotation": 1,
                       "floor": {"bytes": 10, "gather_bytes": 0, "floor_ms": 0.1},
-                      "results": {"gsparse": _entry(0.4), "torch": _entry(1.2)},
+                      "results": {"gsparse": _entry(0.4), "PyTorch": _entry(1.2)},
                       "sweep": {"status": "unavailable", "message": "softmax/dst has no schedules"}})
     workloads = {w: {"num_src": 10, "num_dst": 10, "num_edges": 100, "row_mean": 10.0, "row_max": 30,
                      "row_cov": 1.2, "source": "test"} for w in ("reddit-like", "cora")}
@@ -275,26 +275,56 @@ def _synthetic_doc() -> dict:
 
 def test_ratios_are_baseline_over_ours():
     cell = _synthetic_doc()["cells"][0]
-    assert report.ratios(cell) == {"vs_cusparse": 3.0, "vs_pyg": 20.0, "floor_fraction": 0.5,
+    assert report.ratios(cell) == {"vs_torch.sparse": 3.0, "vs_PyG": 20.0, "floor_fraction": 0.5,
                                    "default_over_best": 1.25, "best_vs_baseline": 3.75}
     oom = _synthetic_doc()["cells"][2]
-    assert report.ratios(oom)["vs_pyg"] is None
+    assert report.ratios(oom)["vs_PyG"] is None
 
 
 def test_report_writes_json_markdown_and_plots(tmp_path):
     paths = report.write_report(_synthetic_doc(), tmp_path)
     doc = report.load(paths["json"])
-    assert doc["cells"][0]["ratios"]["vs_cusparse"] == 3.0
+    assert doc["cells"][0]["ratios"]["vs_torch.sparse"] == 3.0
     md = paths["markdown"].read_text()
     assert "## spmm/copy_lhs_sum (float32)" in md and "## softmax/dst (float32)" in md
-    assert "| reddit-like | 32 | 1 | 3 | 3.00x | 20 | 20.00x | 0.5 | 50% | 0.8 | 1.25x | `r4.f8` |" in md
-    assert "| OOM | —" in md
-    assert "gsparse vs cuSPARSE: geometric mean 2.12x, min 1.50x, max 3.00x over 6 cells" in md
-    assert "gsparse vs PyTorch ops: geometric mean 3.00x" in md
+    assert ("| workload | F | gsparse ms | ± | torch.sparse ms | ± | x torch.sparse | PyG ms | ± | x PyG "
+            "| floor ms | % floor |") in md
+    assert "| reddit-like | 32 | 1 | ±0% | 3 | ±0% | 3.00x | 20 | ±0% | 20.00x | 0.5 | 50% | 0.8 | 1.25x | `r4.f8` |" in md
+    assert "| OOM | — | —" in md
+    assert "gsparse vs torch.sparse: geometric mean 2.12x, min 1.50x, max 3.00x over 6 cells" in md
+    assert "gsparse vs PyTorch: geometric mean 3.00x" in md
+    assert "in milliseconds (ms)" in md and "torch.sparse (`torch.sparse.mm` / `sampled_addmm`: cuSPARSE)" in md
     assert "- sweep unavailable: softmax/dst has no schedules" in md
     assert sorted(p.name for p in paths["plots"]) == ["softmax_dst_float32.png", "spmm_copy_lhs_sum_float32.png"]
     for p in paths["plots"]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_format_1_document_loads_with_todays_baseline_names(tmp_path):
+    doc = _synthetic_doc()
+    for cell in doc["cells"]:
+        old = {"torch.sparse": "cusparse", "PyG": "pyg", "PyTorch": "torch"}
+        cell["baseline"] = old[cell["baseline"]]
+        cell["results"] = {old.get(k, k): v for k, v in cell["results"].items()}
+        cell["ratios"] = {"vs_cusparse": 3.0}
+    doc["format"] = "gsparse-bench/1"
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    loaded = report.load(tmp_path / "old.json")
+    assert loaded["format"] == runner.FORMAT
+    assert set(loaded["cells"][0]["results"]) == {"gsparse", "torch.sparse", "PyG"}
+    assert loaded["cells"][0]["baseline"] == "torch.sparse" and loaded["cells"][-1]["baseline"] == "PyTorch"
+    assert loaded["cells"][0]["ratios"] == {"vs_torch.sparse": 3.0}
+
+
+@pytest.mark.parametrize("values, expected", [
+    ([1.2, 1.3], [0.9, 1.0, 1.1, 1.2, 1.3]),  # a narrow range still gets several labelled ticks
+    ([0.5, 3.0], [0.5, 1.0, 1.5, 2.0, 3.0]),
+    ([0.01, 200.0], [0.01, 0.1, 1.0, 10.0, 100.0]),
+])
+def test_ratio_axes_carry_at_least_three_readable_ticks(values, expected):
+    ticks = report._ratio_ticks(values)
+    assert 3 <= len(ticks) <= 10
+    assert [round(t, 6) for t in ticks] == expected
 
 
 def test_report_without_matplotlib_keeps_the_numbers(tmp_path, monkeypatch):

@@ -6,16 +6,19 @@ knows how many bytes must move at least (the memory floor), and offers implement
 
 * ``gsparse`` — our public front end (:func:`gsparse.gspmm`, :func:`gsparse.gsddmm`,
   :func:`gsparse.edge_softmax`), with the default schedule or a forced one;
-* ``cusparse`` — ``torch.sparse.mm`` on a torch sparse CSR with the graph's indices (on a
-  CUDA device that is cuSPARSE's SpMM; on the CPU, PyTorch's sparse kernels), and
+* ``torch.sparse`` — ``torch.sparse.mm`` on a torch sparse CSR with the graph's indices (on
+  a CUDA device that is cuSPARSE's SpMM; on the CPU, PyTorch's sparse kernels), and
   ``torch.sparse.sampled_addmm`` for the SDDMM;
-* ``pyg`` — PyTorch Geometric's message-passing path: ``index_select`` of the source
+* ``PyG`` — PyTorch Geometric's message-passing path: ``index_select`` of the source
   features, then ``torch_geometric.utils.scatter`` with the case's reducer (PyTorch's
   ``index_add_`` / ``scatter_reduce_`` when PyG is not installed; :func:`pyg_backend` says
   which), and for SDDMM the gather of both ends and the op (then a sum for ``dot``). It is
   the baseline of the cases cuSPARSE has no routine for (mean, max, multi-head add/mul);
-* ``torch`` — edge softmax written with PyTorch scatter ops (scatter max, exp, scatter
+* ``PyTorch`` — edge softmax written with PyTorch scatter ops (scatter max, exp, scatter
   sum, divide), as most GNN codes do.
+
+These names (:data:`GSPARSE`, :data:`TORCH_SPARSE`, :data:`PYG`, :data:`PYTORCH`) are the
+same in the console lines, the JSON document and the report.
 
 **The reference check.** Before any time is accepted, every output is compared with a
 float64 result computed with PyTorch ops on the device, on a *sample* of destination rows
@@ -43,7 +46,14 @@ from ..graph import Graph
 from ..kernels import sddmm as sddmm_kernels
 from ..kernels import spmm as spmm_kernels
 
-__all__ = ["CASES", "OPS", "TOLERANCE", "Case", "Impl", "Inputs", "Sample", "pyg_backend"]
+__all__ = ["CASES", "OPS", "TOLERANCE", "Case", "Impl", "Inputs", "Sample", "pyg_backend", "GSPARSE",
+           "TORCH_SPARSE", "PYG", "PYTORCH"]
+
+# The implementations' names: console, JSON document and report all use these.
+GSPARSE = "gsparse"
+TORCH_SPARSE = "torch.sparse"  # cuSPARSE on a GPU, PyTorch's sparse kernels (MKL) on a CPU
+PYG = "PyG"
+PYTORCH = "PyTorch"  # plain PyTorch scatter ops
 
 _HEADS = 8  # heads of the multi-head g-SDDMM cases: [N, 8, F / 8], e.g. [N, 8, 16] at F = 128
 
@@ -73,13 +83,13 @@ def _multihead_case(op: str, rhs_target: str) -> Case:
     return Case(
         op="sddmm",
         name=f"u_{op}_{rhs_target}_{_HEADS}heads",
-        baseline="pyg",
+        baseline=PYG,
         operands={"x": ("src", True), rhs: ("dst", True) if rhs_target == "v" else ("edge", False)},
         reference=reference,
         ours=lambda i, schedule: gsparse.gsddmm(i.graph, op, i.tensors["x"], i.tensors[rhs], "u",
                                                 rhs_target, schedule=schedule),
         ours_pick=_edges_of,
-        baselines=(Impl("pyg", lambda i: (i.tensors["x"], i.tensors[rhs], i.src, i.dst), pyg, _edges_of),),
+        baselines=(Impl(PYG, lambda i: (i.tensors["x"], i.tensors[rhs], i.src, i.dst), pyg, _edges_of),),
         floor_bytes=floor,
         kernel_task=lambda i: ("sddmm", sddmm_kernels.task_for(
             i.graph, op, i.tensors["x"], i.tensors[rhs], "u", rhs_target, tuple(i.tensors["x"].shape[1:]))),
@@ -291,7 +301,7 @@ class Case:
 
     def implementations(self, schedule: Any = None) -> list[Impl]:
         """``gsparse`` (with ``schedule``, ``None`` for the default) followed by the baselines."""
-        ours = Impl("gsparse", lambda i: (i,), lambda i: self.ours(i, schedule), self.ours_pick)
+        ours = Impl(GSPARSE, lambda i: (i,), lambda i: self.ours(i, schedule), self.ours_pick)
         return [ours, *self.baselines]
 
 
@@ -365,10 +375,10 @@ def _spmm_case(name: str, weighted: bool, swept_by_default: bool, reduce: str = 
                                  schedule=schedule)
         return gsparse.gspmm(i.graph, "copy_lhs", reduce, i.tensors["x"], schedule=schedule)
 
-    pyg = Impl("pyg", _pyg_spmm_prepare(weighted, reduce), _pyg_spmm, _rows_of)
+    pyg = Impl(PYG, _pyg_spmm_prepare(weighted, reduce), _pyg_spmm, _rows_of)
     # cuSPARSE multiplies: it computes sums only
     if not REDUCERS[reduce].keeps_arg and not REDUCERS[reduce].divides_by_degree:
-        baselines = (Impl("cusparse", _cusparse_spmm_prepare(weighted), torch.sparse.mm, _rows_of), pyg)
+        baselines = (Impl(TORCH_SPARSE, _cusparse_spmm_prepare(weighted), torch.sparse.mm, _rows_of), pyg)
     else:
         baselines = (pyg,)
     return Case(
@@ -424,15 +434,15 @@ def _sddmm_case() -> Case:
     return Case(
         op="sddmm",
         name="u_dot_v",
-        baseline="cusparse",
+        baseline=TORCH_SPARSE,
         operands={"x": ("src", True), "y": ("dst", True)},
         reference=_sddmm_reference,
         ours=lambda i, schedule: gsparse.gsddmm(i.graph, "dot", i.tensors["x"], i.tensors["y"], "u", "v",
                                                 schedule=schedule),
         ours_pick=_edges_of,
         baselines=(
-            Impl("cusparse", _cusparse_sddmm_prepare, _cusparse_sddmm, _csr_values_of),
-            Impl("pyg", lambda i: (i.tensors["x"], i.tensors["y"], i.src, i.dst), _pyg_sddmm, _edges_of),
+            Impl(TORCH_SPARSE, _cusparse_sddmm_prepare, _cusparse_sddmm, _csr_values_of),
+            Impl(PYG, lambda i: (i.tensors["x"], i.tensors["y"], i.src, i.dst), _pyg_sddmm, _edges_of),
         ),
         floor_bytes=_sddmm_floor,
         kernel_task=lambda i: ("sddmm", sddmm_kernels.task_for(i.graph, "dot", i.tensors["x"], i.tensors["y"],
@@ -476,13 +486,13 @@ def _softmax_case() -> Case:
     return Case(
         op="softmax",
         name="dst",
-        baseline="torch",
+        baseline=PYTORCH,
         operands={"logits": ("edge", True)},
         reference=_softmax_reference,
         ours=lambda i, schedule: gsparse.edge_softmax(i.graph, i.tensors["logits"]),
         ours_pick=_edges_of,
         baselines=(
-            Impl("torch", lambda i: (i.tensors["logits"], i.dst, i.graph.num_dst), _torch_softmax, _edges_of),
+            Impl(PYTORCH, lambda i: (i.tensors["logits"], i.dst, i.graph.num_dst), _torch_softmax, _edges_of),
         ),
         floor_bytes=_softmax_floor,
     )

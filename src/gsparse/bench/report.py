@@ -16,18 +16,28 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .baselines import GSPARSE, PYG, PYTORCH, TORCH_SPARSE
 from .runner import FORMAT
 
 __all__ = ["ratios", "markdown", "write_plots", "write_report", "load"]
 
-_NAMES = {"gsparse": "gsparse", "cusparse": "cuSPARSE", "pyg": "PyG", "torch": "PyTorch ops"}
-# The "cusparse" baseline is torch.sparse; off a GPU that is PyTorch's own CPU kernels.
-_CPU_NAMES = {**_NAMES, "cusparse": "torch.sparse"}
+# Format 1 named the baselines differently; load() renames them.
+_FORMAT_1 = "gsparse-bench/1"
+_FORMAT_1_NAMES = {"cusparse": TORCH_SPARSE, "pyg": PYG, "torch": PYTORCH}
 
 
-def _namer(doc: dict[str, Any]):
-    names = _NAMES if doc["environment"].get("gpu") else _CPU_NAMES
-    return lambda key: names.get(key, key)
+def _from_format_1(doc: dict[str, Any]) -> dict[str, Any]:
+    def rename(name: str) -> str:
+        return _FORMAT_1_NAMES.get(name, name)
+
+    for cell in doc["cells"]:
+        cell["baseline"] = rename(cell["baseline"])
+        cell["results"] = {rename(k): v for k, v in cell["results"].items()}
+        if "ratios" in cell:
+            cell["ratios"] = {(f"vs_{rename(k[3:])}" if k.startswith("vs_") else k): v
+                              for k, v in cell["ratios"].items()}
+    doc["format"] = FORMAT
+    return doc
 
 
 def _time(cell: dict[str, Any], name: str) -> float | None:
@@ -42,10 +52,10 @@ def ratios(cell: dict[str, Any]) -> dict[str, float | None]:
     ``floor_fraction`` (floor over ours), ``default_over_best`` and ``best_vs_baseline``
     (with a sweep).
     """
-    ours = _time(cell, "gsparse")
+    ours = _time(cell, GSPARSE)
     out: dict[str, float | None] = {}
     for name in cell["results"]:
-        if name != "gsparse":
+        if name != GSPARSE:
             theirs = _time(cell, name)
             out[f"vs_{name}"] = theirs / ours if ours and theirs else None
     out["floor_fraction"] = cell["floor"]["floor_ms"] / ours if ours else None
@@ -59,11 +69,14 @@ def ratios(cell: dict[str, Any]) -> dict[str, float | None]:
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A result document written by :func:`write_report`; ValueError for anything else."""
+    """A result document written by :func:`write_report` (an older format is converted);
+    ValueError for anything else."""
     try:
         doc = json.loads(Path(path).read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not JSON: {e}") from None
+    if isinstance(doc, dict) and doc.get("format") == _FORMAT_1:
+        return _from_format_1(doc)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise ValueError(f"{path} is not a gsparse benchmark result (format {FORMAT!r}), found {found!r}")
@@ -82,6 +95,13 @@ def _fmt_ms(cell: dict[str, Any], name: str) -> str:
     if entry is None:
         return "—"
     return f"{entry['median_ms']:.4g}" if entry["status"] == "ok" else entry["status"]
+
+
+def _fmt_spread(cell: dict[str, Any], name: str) -> str:
+    entry = cell["results"].get(name)
+    if entry is None or entry["status"] != "ok" or "spread" not in entry:
+        return "—"
+    return f"±{entry['spread'] / 2:.0%}"
 
 
 def _fmt_ratio(value: float | None, percent: bool = False) -> str:
@@ -113,19 +133,23 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc['created']} · {doc.get('wall_s', 0):.0f} s",
         "",
         f"Measured at start: device copy {bw['copy_bytes_per_s'] / 1e9:.1f} GB/s, L2-resident gather "
-        f"{bw['gather_bytes_per_s'] / 1e9:.1f} GB/s. Times are medians in ms; every output was checked "
-        f"against a float64 reference before its time was kept. `Nx` = baseline time / gsparse time "
-        f"(above 1: gsparse is faster); `% floor` = memory floor / gsparse time. PyG path: "
-        f"{env['pyg_baseline']}.",
+        f"{bw['gather_bytes_per_s'] / 1e9:.1f} GB/s. Times are medians of the timed repeats, in "
+        f"milliseconds (ms); `±` is half the spread of those repeats, (p90 − p10) / median / 2: "
+        f"how far a typical repeat strays from the median (runs on a busy machine can differ "
+        f"by more). Every output was checked against a float64 reference before its time was "
+        f"kept. `x B` = B's time / gsparse time (above 1: gsparse is faster); `% floor` = memory "
+        f"floor time / gsparse time (100%: the memory system's limit). Baselines: "
+        f"{TORCH_SPARSE} (`torch.sparse.mm` / `sampled_addmm`: "
+        f"{'cuSPARSE' if env.get('gpu') else 'PyTorch CPU sparse kernels'}), {PYG} "
+        f"(message passing: {env['pyg_baseline']}), {PYTORCH} (scatter ops).",
     ]
-    name_of = _namer(doc)
     for (op, case, dtype), cells in _groups(doc).items():
-        baselines = list(dict.fromkeys(n for c in cells for n in c["results"] if n != "gsparse"))
+        baselines = list(dict.fromkeys(n for c in cells for n in c["results"] if n != GSPARSE))
         swept = any((c.get("sweep") or {}).get("best_ms") for c in cells)
         length = "heads" if op == "softmax" else "F"
-        header = ["workload", length, "gsparse ms"]
+        header = ["workload", length, "gsparse ms", "±"]
         for name in baselines:
-            header += [f"{name_of(name)} ms", f"x {name_of(name)}"]
+            header += [f"{name} ms", "±", f"x {name}"]
         header += ["floor ms", "% floor"]
         if swept:
             header += ["best ms", "default/best", "best schedule"]
@@ -133,9 +157,9 @@ def markdown(doc: dict[str, Any]) -> str:
                   "|" + "|".join(["---"] * len(header)) + "|"]
         for cell in sorted(cells, key=lambda c: (c["workload"], c["feature_len"])):
             r = ratios(cell)
-            row = [cell["workload"], str(cell["feature_len"]), _fmt_ms(cell, "gsparse")]
+            row = [cell["workload"], str(cell["feature_len"]), _fmt_ms(cell, GSPARSE), _fmt_spread(cell, GSPARSE)]
             for name in baselines:
-                row += [_fmt_ms(cell, name), _fmt_ratio(r.get(f"vs_{name}"))]
+                row += [_fmt_ms(cell, name), _fmt_spread(cell, name), _fmt_ratio(r.get(f"vs_{name}"))]
             row += [f"{cell['floor']['floor_ms']:.4g}", _fmt_ratio(r["floor_fraction"], percent=True)]
             if swept:
                 sweep = cell.get("sweep") or {}
@@ -145,10 +169,10 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         for name in baselines:
-            if s := _summary(cells, f"vs_{name}", f"gsparse vs {name_of(name)}"):
+            if s := _summary(cells, f"vs_{name}", f"gsparse vs {name}"):
                 lines.append(f"- {s}")
         if swept:
-            base = name_of(cells[0]["baseline"])
+            base = cells[0]["baseline"]
             for key, label in (("best_vs_baseline", f"best schedule vs {base}"),
                                ("default_over_best", "default / best")):
                 if s := _summary(cells, key, label):
@@ -168,36 +192,54 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def _ratio_ticks(values: list[float]) -> list[float]:
-    """Readable ticks for a log axis of ratios spanning ``values`` and 1: 1-2-3-5 steps,
-    thinned to 1-2-5 and then to powers of ten while there are more than ten."""
+    """Readable ticks for a log axis of ratios spanning ``values`` and 1: the densest of the
+    1-2-3-5, 1-2-5 and powers-of-ten steps that has at most ten ticks, and at least three
+    (over a narrow range, finer steps) so that the axis always reads."""
     finite = [v for v in values if v and math.isfinite(v) and v > 0] + [1.0]
     lo, hi = min(finite) / 1.15, max(finite) * 1.15
-    for mantissas in ((1, 1.5, 2, 3, 5), (1, 2, 5), (1,)):
-        ticks = [m * 10.0 ** e for e in range(-4, 5) for m in mantissas if lo <= m * 10.0 ** e <= hi]
-        if len(ticks) <= 10:
+    steps = ((1, 1.1, 1.2, 1.3, 1.5, 1.7, 2, 2.5, 3, 4, 5, 6, 7, 8, 9), (1, 1.5, 2, 3, 5), (1, 2, 5), (1,))
+    choices = [[m * 10.0 ** e for e in range(-4, 5) for m in mantissas if lo <= m * 10.0 ** e <= hi]
+               for mantissas in steps]
+    for ticks in choices[1:]:
+        if 3 <= len(ticks) <= 10:
             return ticks
-    return ticks
+    fine = choices[0]
+    if len(fine) <= 10:
+        return fine if len(fine) >= 3 else sorted({lo, 1.0, hi} | set(fine))
+    return choices[-1]
+
+
+def _label_points(ax: Any, xs: list[float], ys: list[float], color: Any, fmt: str) -> None:
+    """Write each point's value next to it (``fmt`` of the value), in the line's colour."""
+    for x, y in zip(xs, ys):
+        if y is not None and math.isfinite(y):
+            ax.annotate(fmt.format(y), (x, y), textcoords="offset points", xytext=(0, 5), ha="center",
+                        fontsize=7, color=color)
+
+
+def _tick_label(value: float) -> str:
+    return f"{value:.3g}x"
 
 
 def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
     """One PNG per case and dtype: speedup over the case's baseline, and fraction of the floor.
 
     Left panel: baseline time / gsparse time against the feature length (log-log), one
-    line per workload (dashed: the best schedule of a sweep). Right panel: memory floor /
-    gsparse time. Returns the paths written.
+    line per workload (dashed: the best schedule of a sweep), each point labelled with its
+    value. Right panel: memory floor time / gsparse time, in percent. Returns the paths
+    written.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter, PercentFormatter
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    name_of = _namer(doc)
     for (op, case, dtype), cells in _groups(doc).items():
-        baseline = name_of(cells[0]["baseline"])
+        baseline = cells[0]["baseline"]
         by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for cell in cells:
             by_workload[cell["workload"]].append(cell)
@@ -213,12 +255,16 @@ def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Pa
             def series(key: str) -> list[float]:
                 return [r.get(key) if r.get(key) else math.nan for r in rs]
 
-            speed.plot(xs, series(f"vs_{cells[0]['baseline']}"), "o-", color=color, label=workload)
+            speedups = series(f"vs_{baseline}")
+            speed.plot(xs, speedups, "o-", color=color, label=workload)
+            _label_points(speed, xs, speedups, color, "{:.2g}x")
             if any(r.get("best_vs_baseline") for r in rs):
                 speed.plot(xs, series("best_vs_baseline"), "s--", color=color, alpha=0.6,
                            label=f"{workload} (best schedule)")
-            floor.plot(xs, series("floor_fraction"), "o-", color=color, label=workload)
-        length = "heads" if op == "softmax" else "feature length"
+            fractions = [100 * v for v in series("floor_fraction")]
+            floor.plot(xs, fractions, "o-", color=color, label=workload)
+            _label_points(floor, xs, fractions, color, "{:.0f}%")
+        length = "heads" if op == "softmax" else "feature length F"
         for ax in (speed, floor):
             ax.set_xscale("log", base=2)
             ax.set_xticks(lengths, [str(f) for f in lengths])
@@ -226,17 +272,20 @@ def write_plots(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Pa
             ax.grid(True, which="both", alpha=0.3)
         speed.axhline(1.0, color="black", linewidth=1)
         speed.set_yscale("log")
-        speed.set_yticks(_ratio_ticks([v for line in speed.get_lines() for v in line.get_ydata()]))
-        speed.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ticks = _ratio_ticks([v for line in speed.get_lines() for v in line.get_ydata()])
+        speed.set_yticks(ticks)
+        speed.set_ylim(min(ticks) / 1.1, max(ticks) * 1.25)
+        speed.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _tick_label(v)))
         speed.yaxis.set_minor_formatter(NullFormatter())
-        speed.set_ylabel(f"speedup over {baseline} (x)")
-        speed.set_title(f"{op}/{case} {dtype}: gsparse vs {baseline}")
+        speed.set_ylabel(f"speedup: {baseline} time / gsparse time")
+        speed.set_title(f"{op}/{case} {dtype}: gsparse vs {baseline} (above 1: gsparse faster)", fontsize=10)
         speed.legend(fontsize=8)
-        floor.set_ylim(0, max(1.05, max((r.get("floor_fraction") or 0 for r in map(ratios, cells)),
-                                         default=0) * 1.1))
-        floor.axhline(1.0, color="black", linewidth=1)
-        floor.set_ylabel("memory floor / gsparse time")
-        floor.set_title(f"{op}/{case} {dtype}: fraction of the memory floor")
+        top = max((100 * (r.get("floor_fraction") or 0) for r in map(ratios, cells)), default=0)
+        floor.set_ylim(0, max(105.0, top * 1.15))
+        floor.axhline(100.0, color="black", linewidth=1)
+        floor.yaxis.set_major_formatter(PercentFormatter())
+        floor.set_ylabel("memory floor time / gsparse time (%)")
+        floor.set_title(f"{op}/{case} {dtype}: fraction of the memory floor", fontsize=10)
         floor.legend(fontsize=8)
         device = doc["environment"].get("gpu") or "CPU"
         fig.suptitle(f"gsparse {doc['environment']['gsparse']} on {device}", fontsize=10)

@@ -32,12 +32,12 @@ from ..graph import Graph
 from ..target import Target
 from ..tune.measure import compile_ahead, time_calls
 from ..tune.search import exhaustive_search
-from .baselines import CASES, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
+from .baselines import CASES, GSPARSE, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
 from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count
 
 __all__ = ["FORMAT", "DTYPES", "Config", "WorkloadError", "run_suite", "environment"]
 
-FORMAT = "gsparse-bench/1"
+FORMAT = "gsparse-bench/2"  # 2: baselines named torch.sparse, PyG, PyTorch (1: cusparse, pyg, torch)
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16}
 
@@ -298,17 +298,17 @@ def _floor(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, bw: Bandw
 
 
 def _progress_line(index: int, total: int, cell: dict[str, Any]) -> str:
-    ours = cell["results"]["gsparse"]
+    ours = cell["results"][GSPARSE]
     head = (f"[{index}/{total}] {cell['op']}/{cell['case']} {cell['workload']} "
             f"F={cell['feature_len']} {cell['dtype']}: ")
     if ours["status"] != "ok":
         return head + f"gsparse {ours['status']} ({ours.get('message', '')})"
-    parts = [f"gsparse {ours['median_ms']:.4g} ms"]
+    parts = [f"gsparse {ours['median_ms']:.4g} ms (spread {ours['spread']:.0%})"]
     for name, entry in cell["results"].items():
-        if name == "gsparse":
+        if name == GSPARSE:
             continue
         if entry["status"] == "ok":
-            parts.append(f"{entry['median_ms'] / ours['median_ms']:.2f}x vs {name}")
+            parts.append(f"{entry['median_ms'] / ours['median_ms']:.2f}x vs {name} ({entry['median_ms']:.4g} ms)")
         else:
             parts.append(f"{name} {entry['status']}")
     parts.append(f"{cell['floor']['floor_ms'] / ours['median_ms']:.0%} of floor")
@@ -413,7 +413,7 @@ def run_suite(
             if failure is not None:
                 sets = samples = refs = []
                 _release(device)
-                cell_doc["results"] = {"gsparse": {"status": "OOM", "message": f"inputs do not fit: {failure}"}}
+                cell_doc["results"] = {GSPARSE: {"status": "OOM", "message": f"inputs do not fit: {failure}"}}
                 doc["cells"].append(cell_doc)
                 progress(_progress_line(index, total, cell_doc))
                 if on_cell is not None:
@@ -423,7 +423,7 @@ def run_suite(
             cell_doc["results"] = {impl.name: _measure(cell, impl) for impl in case.implementations()}
             if sweeping:
                 why = not_swept[case.label]
-                cell_doc["sweep"] = (_sweep(cell, feature_len, dtype, cell_doc["results"]["gsparse"], target)
+                cell_doc["sweep"] = (_sweep(cell, feature_len, dtype, cell_doc["results"][GSPARSE], target)
                                      if why is None else {"status": "unavailable", "message": why})
             doc["cells"].append(cell_doc)
             progress(_progress_line(index, total, cell_doc))
