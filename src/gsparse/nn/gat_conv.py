@@ -77,12 +77,16 @@ class GATConv(nn.Module):
     def forward(self, x: torch.Tensor, graph: Graph | torch.Tensor) -> torch.Tensor:
         x = check_node_features("x", x, self.in_channels)
         g = as_graph(graph, x.shape[0], x.shape[0])
+        masked = None
         if self.add_self_loops:
-            g = self_loops(g).graph
+            loops = self_loops(g)
+            g, masked = loops.graph, loops.masked
         h = self.lin(x).view(-1, self.heads, self.out_channels)
         score_src = (h * self.att_src).sum(-1)
         score_dst = (h * self.att_dst).sum(-1)
         logits = F.leaky_relu(gsddmm(g, "add", score_src, score_dst, "u", "v"), self.negative_slope)
+        if masked is not None:  # a block's own self loops, kept: no attention goes to them
+            logits = logits.masked_fill(masked.unsqueeze(-1), float("-inf"))
         alpha = F.dropout(edge_softmax(g, logits), p=self.dropout, training=self.training)
         out = gspmm(g, "mul", "sum", h, alpha.unsqueeze(-1))
         out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
