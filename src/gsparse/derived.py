@@ -25,11 +25,16 @@ class DerivedCache(Generic[K, V]):
     Under ``torch.compile`` an entry that exists is read without tracing how it was built;
     a missing one is a RuntimeError there, since building is data-dependent: run the model
     once eagerly on the graph first.
+
+    :attr:`generation` counts the changes to entries already given out (:meth:`replace`,
+    :meth:`clear`), so that whoever keeps what it derived from an entry (the front ends'
+    resolved calls) knows when to derive it again.
     """
 
     def __init__(self, holds: str) -> None:
         self.holds = holds
         self._entries: dict[K, V] = {}
+        self.generation = 0
 
     def __repr__(self) -> str:
         return f"DerivedCache({self.holds!r}, {len(self._entries)} entries)"
@@ -52,9 +57,16 @@ class DerivedCache(Generic[K, V]):
             found = self._entries[key] = build()
         return found
 
+    def replace(self, key: K, value: V) -> None:
+        """Set the entry for ``key``, whatever was there (a new choice of schedule): the next
+        call that reads it takes ``value``."""
+        self._entries[key] = value
+        self.generation += 1
+
     def clear(self) -> None:
         """Drop every entry (they are rebuilt on next use)."""
         self._entries.clear()
+        self.generation += 1
 
 
 _MISSING = object()

@@ -140,6 +140,8 @@ class Graph:
         self.layouts: DerivedCache = DerivedCache("edge layouts the g-SpMM skeletons walk")
         self.cpu: DerivedCache = DerivedCache("structures of the PyTorch-ops backend")
         self.layers: DerivedCache = DerivedCache("structures of the gsparse.nn layers")
+        self.calls: DerivedCache = DerivedCache("the front ends' calls resolved to their launches, "
+                                                "by the facts of the call")
         for t in (rowptr, col, eid):
             _static_address(t)
         if _register:  # the newest graph over these tensors is the one the custom ops find

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _ops, backends
+from . import _calls, _ops, backends
 from ._checks import check_choice, check_features, check_graph, graph_override
 from .graph import Graph
 
@@ -31,12 +31,22 @@ def edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst") -> torch.
     ``dz_e = a_e (da_e - Σ_{e'} a_{e'} da_{e'})`` over the edges ``e'`` sharing ``e``'s
     destination (or source).
     """
+    key = None
+    if type(g) is Graph and _calls.eager():
+        key = ("softmax", _calls.facts(logits), norm_by)
+        call = _calls.find(g, key)
+        if call is not None:  # validated and resolved by an earlier call with the same facts
+            return _ops.softmax_resolved(call, logits)
     override = graph_override(g)
     if override is not None:
         return override(edge_softmax, (g, logits, norm_by), {})
     check_graph(g)
     check_choice("norm_by", norm_by, ("dst", "src"))
     check_features("logits", logits, g, g.num_edges, "edges")
+    if key is not None and False not in key and not torch.is_autocast_enabled(g.device.type):
+        call = _calls.store(g, key, _calls.Call(g, _calls.resolve_softmax(g, logits, norm_by),
+                                                (None,), tuple(logits.shape[1:]), (norm_by,)))
+        return _ops.softmax_resolved(call, logits)
     (logits,) = _ops.autocast_operands(g.device, logits, dtype=torch.float32)
     if _ops.direct_call_ok(logits):
         return backends.for_device(g.device).edge_softmax(g, logits.contiguous(), norm_by)

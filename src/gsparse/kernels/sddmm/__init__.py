@@ -15,7 +15,7 @@ from ...algebra import BINARY_OPS
 from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
-from ..source import RUNTIME_LOADER
+from ..source import RUNTIME_LOADER, Launch, refuse_capture
 from ..operands import vector_limit
 from . import codegen
 from .default import default_schedule
@@ -33,6 +33,7 @@ __all__ = [
     "SddmmAlgorithm",
     "SddmmSchedule",
     "SddmmTask",
+    "bind_sddmm",
     "chosen_schedule",
     "default_schedule",
     "load_kernels",
@@ -81,7 +82,69 @@ def load_kernels(task: SddmmTask, schedule: SddmmSchedule, device_index: int) ->
 def chosen_schedule(g: Graph, task: SddmmTask) -> SddmmSchedule:
     """The schedule a call of ``task`` on ``g`` runs when none is forced (the hand rule on
     the graph's device), chosen once per graph and task."""
-    return g.schedules.get(task, lambda: default_schedule(task, g.stats, Target.of(g.device)))
+
+    def choose() -> SddmmSchedule:
+        refuse_capture(g.device, task)
+        return default_schedule(task, g.stats, Target.of(g.device))
+
+    return g.schedules.get(task, choose)
+
+
+def _plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule):
+    """The plan of ``task`` under ``schedule`` on ``g``, built on first use."""
+
+    def build():
+        refuse_capture(g.device, task)
+        return build_plan(g, task, schedule)
+
+    return g.plans.get((task, schedule), build)
+
+
+def _checked_task(g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str,
+                  out_shape: tuple[int, ...]) -> SddmmTask:
+    task = task_for(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+    if task.num_heads * task.head_len > _MAX_INT32:
+        raise ValueError(f"{task.num_heads * task.head_len} features per edge; generated kernels "
+                         f"index the features of one row with 32-bit integers (at most {_MAX_INT32})")
+    return task
+
+
+def bind_sddmm(
+    g: Graph,
+    op: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    lhs_target: str,
+    rhs_target: str,
+    out_shape: tuple[int, ...],
+):
+    """:func:`run_sddmm` with the chosen schedule for operands like these, resolved once:
+    returns ``run(lhs, rhs)`` (see :func:`~gsparse.kernels.spmm.bind_spmm`)."""
+    binop = BINARY_OPS[op]
+    operand = lhs if lhs is not None else rhs
+    dtype, device = operand.dtype, operand.device
+    uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
+    lhs = lhs.contiguous() if uses_lhs else None
+    rhs = rhs.contiguous() if uses_rhs else None
+    shape = (g.num_edges, *out_shape)
+    launch, zero = None, False
+    if math.prod(shape):
+        task = _checked_task(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+        if task.head_len == 0:  # a dot over nothing
+            zero = True
+        else:
+            plan = _plan(g, task, chosen_schedule(g, task))
+            launch = plan.positional("lhs", "rhs", "out") if isinstance(plan, Launch) else plan
+
+    def run(lhs, rhs):
+        out = allocate(shape, dtype, device)
+        if launch is not None:
+            launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None, out)
+        elif zero:
+            out.zero_()
+        return out
+
+    return run
 
 
 def run_sddmm(
@@ -114,14 +177,11 @@ def run_sddmm(
     out = allocate((g.num_edges, *out_shape), operand.dtype, operand.device)
     if out.numel() == 0:
         return out
-    task = task_for(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+    task = _checked_task(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
     if task.head_len == 0:  # a dot over nothing
         return out.zero_()
-    if task.num_heads * task.head_len > _MAX_INT32:
-        raise ValueError(f"{task.num_heads * task.head_len} features per edge; generated kernels "
-                         f"index the features of one row with 32-bit integers (at most {_MAX_INT32})")
     if schedule is None:
         schedule = chosen_schedule(g, task)
-    plan = g.plans.get((task, schedule), lambda: build_plan(g, task, schedule))
+    plan = _plan(g, task, schedule)
     plan(lhs=lhs, rhs=rhs, out=out)
     return out

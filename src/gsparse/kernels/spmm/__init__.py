@@ -16,7 +16,7 @@ from ...algebra import BINARY_OPS, REDUCERS
 from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
-from ..source import RUNTIME_LOADER
+from ..source import RUNTIME_LOADER, Launch, refuse_capture
 from ..operands import vector_limit
 from . import codegen
 from .default import default_schedule
@@ -34,6 +34,7 @@ __all__ = [
     "SpmmAlgorithm",
     "SpmmSchedule",
     "SpmmTask",
+    "bind_spmm",
     "chosen_schedule",
     "default_schedule",
     "load_kernels",
@@ -73,7 +74,78 @@ def load_kernels(task: SpmmTask, schedule: SpmmSchedule, device_index: int) -> N
 def chosen_schedule(g: Graph, task: SpmmTask) -> SpmmSchedule:
     """The schedule a call of ``task`` on ``g`` runs when none is forced (the hand rule on
     the graph's device), chosen once per graph and task."""
-    return g.schedules.get(task, lambda: default_schedule(task, g.stats, Target.of(g.device)))
+
+    def choose() -> SpmmSchedule:
+        refuse_capture(g.device, task)
+        return default_schedule(task, g.stats, Target.of(g.device))
+
+    return g.schedules.get(task, choose)
+
+
+def _plan(g: Graph, task: SpmmTask, schedule: SpmmSchedule):
+    """The plan of ``task`` under ``schedule`` on ``g``, built on first use."""
+
+    def build():
+        refuse_capture(g.device, task)
+        return build_plan(g, task, schedule, Target.of(g.device))
+
+    return g.plans.get((task, schedule), build)
+
+
+_OPERANDS = ("lhs", "rhs", "out", "arg_u", "arg_e")
+
+
+def bind_spmm(
+    g: Graph,
+    op: str,
+    reduce: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    out_shape: tuple[int, ...],
+    with_arg: bool = False,
+):
+    """:func:`run_spmm` with the chosen schedule for operands like these, resolved once.
+
+    Returns ``run(lhs, rhs)``: for operands of the same shapes, dtype, device and alignment
+    class as these, it allocates the outputs and launches the plan, and returns what
+    :func:`run_spmm` returns. The task, the schedule and the plan are looked up here, not
+    per call; a caller that keeps ``run`` must bind again when the graph's ``schedules`` or
+    ``plans`` change (their ``generation``).
+    """
+    binop = BINARY_OPS[op]
+    if with_arg and not REDUCERS[reduce].keeps_arg:
+        raise ValueError(f"with_arg needs reduce max or min, got {reduce!r}")
+    operand = lhs if lhs is not None else rhs
+    dtype, device = operand.dtype, operand.device
+    uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
+    lhs = lhs.contiguous() if uses_lhs else None
+    rhs = rhs.contiguous() if uses_rhs else None
+    shape = (g.num_dst, *out_shape)
+    launch = None
+    if g.num_dst and math.prod(shape):
+        task = task_for(g, op, reduce, lhs, rhs, out_shape, with_arg)
+        plan = _plan(g, task, chosen_schedule(g, task))
+        launch = plan.positional(*_OPERANDS) if isinstance(plan, Launch) else plan
+
+    if with_arg:
+        def run_arg(lhs, rhs):
+            out = allocate(shape, dtype, device)
+            arg_u, arg_e = allocate(shape, torch.int64, device), allocate(shape, torch.int64, device)
+            if launch is not None:
+                launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None,
+                       out, arg_u, arg_e)
+            return out, arg_u, arg_e
+
+        return run_arg
+
+    def run(lhs, rhs):
+        out = allocate(shape, dtype, device)
+        if launch is not None:
+            launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None,
+                   out, None, None)
+        return out
+
+    return run
 
 
 def run_spmm(
@@ -116,7 +188,6 @@ def run_spmm(
     task = task_for(g, op, reduce, lhs, rhs, out_shape, with_arg)
     if schedule is None:
         schedule = chosen_schedule(g, task)
-    plan = g.plans.get((task, schedule),
-                       lambda: build_plan(g, task, schedule, Target.of(g.device)))
+    plan = _plan(g, task, schedule)
     plan(lhs=lhs, rhs=rhs, out=out, arg_u=arg_u, arg_e=arg_e)
     return (out, arg_u, arg_e) if with_arg else out
