@@ -1,4 +1,5 @@
-"""The ``gsparse`` command: ``gsparse info``, ``gsparse example`` and ``gsparse bench``."""
+"""The ``gsparse`` command: ``gsparse info``, ``gsparse example``, ``gsparse bench`` and
+``gsparse precompile``."""
 
 from __future__ import annotations
 
@@ -203,7 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     ex = sub.add_parser("example", help="run a small worked example and check it against float64")
     ex.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     _bench_parser(sub)
-    args = parser.parse_args(argv)
+    sub.add_parser("precompile", add_help=False,
+                   help="fill the kernel cache ahead of time (gsparse precompile --help)")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "precompile":
+        from .precompile import main as precompile_main
+
+        return precompile_main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "bench":
         return bench(args)
     if args.command == "info":
