@@ -145,3 +145,31 @@ def test_building_a_block_and_training_a_layer_on_it_reads_nothing_back(monkeypa
             g = Graph.from_block(ei, num_src=40, num_dst=40, dst_sorted=dst_sorted, max_degree=300)
             module(x, g).sum().backward()
     assert loader.order  # the kernels were launched (recorded)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layer", ["gcn", "gat", "sage"])
+def test_gpu_block_construction_and_training_never_synchronise(layer):
+    def block(seed: int, n: int, e: int, sort: bool) -> tuple[torch.Tensor, int]:
+        gen = torch.Generator().manual_seed(seed)
+        ei = torch.randint(0, n, (2, e), generator=gen)
+        if sort:
+            ei = ei[:, torch.argsort(ei[1], stable=True)]
+        return ei.cuda(), n
+
+    module = {"gcn": lambda: gnn.GCNConv(32, 16), "gat": lambda: gnn.GATConv(32, 4, heads=4),
+              "sage": lambda: gnn.SAGEConv(32, 16)}[layer]().cuda()
+    for seed, sort in ((0, True), (1, False)):  # a warm-up block (kernels compiled), then fresh ones
+        for fresh in (False, True):
+            ei, n = block(2 * seed + fresh, 3_000 + 7 * fresh, 40_000 + 11 * fresh, sort)
+            x = torch.randn(n, 32, device="cuda", requires_grad=True)
+            torch.cuda.synchronize()
+            if fresh:
+                torch.cuda.set_sync_debug_mode("error")
+            try:
+                g = Graph.from_block(ei, num_src=n, num_dst=n, dst_sorted=sort, max_degree=40_011)
+                module(x, g).square().sum().backward()
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.synchronize()
+            assert x.grad is not None and torch.isfinite(x.grad).all()
