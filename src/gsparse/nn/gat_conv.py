@@ -80,7 +80,7 @@ class GATConv(nn.Module):
         masked = None
         if self.add_self_loops:
             loops = self_loops(g)
-            g, masked = loops.graph, loops.masked
+            g, masked = loops.graph, getattr(loops, "masked", None)  # a DistGraph's have no mask
         h = self.lin(x).view(-1, self.heads, self.out_channels)
         score_src = (h * self.att_src).sum(-1)
         score_dst = (h * self.att_dst).sum(-1)
