@@ -1,11 +1,16 @@
-"""Host time per call of the operators on a tiny graph, where the GPU work is negligible.
+"""Host time per call of the operators on a small graph, where the GPU work is negligible.
 
-Run on a GPU machine from the repository root:
+On a GPU machine, from the repository root:
 ``PYTHONPATH=src python3 scripts/host_time.py [--rounds 5] [--no-profile]``.
 Prints microseconds per call (wall time of 2,000 calls between two synchronisations; the
-median of ``--rounds`` rounds, each round timing every call in turn) for gspmm, the CUDA
-backend's g-SpMM alone, gsddmm, edge_softmax and, for scale, torch.sparse.mm on the same
-CSR and torch.empty; then profiles of the three operators' Python paths.
+median of ``--rounds`` rounds, each round timing every call in turn) for gspmm without
+autograd and the forward of one that records autograd, the CUDA backend's g-SpMM alone,
+gsddmm, edge_softmax and, for scale, torch.sparse.mm on the same CSR and torch.empty; then
+profiles of the operators' Python paths.
+
+Without a GPU, ``--cpu-mock`` times the same Python path on CPU tensors up to the launch:
+the CUDA backend's tasks, schedules (an H100's facts) and plans, with launches that do
+nothing (``tests/cuda_path.py``), on a Cora-sized graph.
 """
 
 from __future__ import annotations
@@ -14,64 +19,98 @@ import argparse
 import cProfile
 import pstats
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 import gsparse
 from gsparse import backends
+from gsparse.backends.cpu import unchecked_csr
 
 
-def per_call_us(fn: Callable[[], object], calls: int = 2000) -> float:
+def per_call_us(fn: Callable[[], object], sync: Callable[[], None], calls: int = 2000) -> float:
     for _ in range(20):
         fn()
-    torch.cuda.synchronize()
+    sync()
     start = time.perf_counter()
     for _ in range(calls):
         fn()
-    torch.cuda.synchronize()
+    sync()
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def main() -> None:
+class _NoLaunch:
+    """A kernel loader whose launches do nothing."""
+
+    def kernel(self, program, name, device_index):
+        return self
+
+    def prepare(self, grid, block, args, *, shared_bytes=0, context=""):
+        return lambda *operands, stream=None: None
+
+
+def cases(device: str) -> dict[str, Callable[[], object]]:
     gen = torch.Generator().manual_seed(0)
-    g = gsparse.Graph.from_edge_index(torch.randint(0, 100, (2, 1000), generator=gen), num_nodes=100).to("cuda")
-    x = torch.randn(100, 16, device="cuda")
-    logits = torch.randn(g.num_edges, 8, device="cuda")
-    with torch.sparse.check_sparse_tensor_invariants(False):
-        csr = torch.sparse_csr_tensor(g.rowptr.long(), g.col.long(),
-                                      torch.ones(g.num_edges, device="cuda"), (100, 100))
-    cuda = backends.for_device(g.device)
-    timings = {
+    num_nodes, num_edges, features = (100, 1000, 16) if device == "cuda" else (2708, 10858, 64)
+    g = gsparse.Graph.from_edge_index(torch.randint(0, num_nodes, (2, num_edges), generator=gen),
+                                      num_nodes=num_nodes).to(device)
+    x = torch.randn(num_nodes, features, device=device)
+    xg = x.clone().requires_grad_()
+    logits = torch.randn(g.num_edges, 8, device=device)
+    csr = unchecked_csr(g.rowptr.long(), g.col.long(), torch.ones(g.num_edges, device=device),
+                        (num_nodes, num_nodes))
+    found = {
         "gspmm": lambda: gsparse.gspmm(g, "copy_lhs", "sum", x),
-        "CUDA backend g-SpMM": lambda: cuda.spmm(g, "copy_lhs", "sum", x, None, (16,)),
+        "gspmm forward with autograd": lambda: gsparse.gspmm(g, "copy_lhs", "sum", xg),
         "gsddmm": lambda: gsparse.gsddmm(g, "dot", x, x, "u", "v"),
         "edge_softmax": lambda: gsparse.edge_softmax(g, logits),
-        "torch.sparse.mm": lambda: torch.sparse.mm(csr, x),
-        "torch.empty": lambda: torch.empty(100, 16, device="cuda"),
+        "torch.empty": lambda: torch.empty(num_nodes, features, device=device),
     }
+    if device == "cuda":
+        cuda = backends.for_device(g.device)
+        found["CUDA backend g-SpMM"] = lambda: cuda.spmm(g, "copy_lhs", "sum", x, None, (features,))
+        found["torch.sparse.mm"] = lambda: torch.sparse.mm(csr, x)
+    return found
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--cpu-mock", action="store_true",
+                        help="no GPU: the CUDA backend's host path on CPU tensors, launches doing nothing")
     args = parser.parse_args()
-    rounds: dict[str, list[float]] = {name: [] for name in timings}
-    for _ in range(args.rounds):
-        for name, fn in timings.items():
-            rounds[name].append(per_call_us(fn))
-    for name, values in rounds.items():
-        print(f"{name}: {statistics.median(values):.1f} us per call "
-              f"(median of {args.rounds} rounds, {min(values):.1f}-{max(values):.1f})")
-    if args.no_profile:
-        return
-    for name in ("gspmm", "gsddmm", "edge_softmax"):
-        print(f"--- profile of 2,000 {name} calls")
-        profile = cProfile.Profile()
-        profile.enable()
-        for _ in range(2000):
-            timings[name]()
-        profile.disable()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+    if args.cpu_mock:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from cuda_path import cuda_path_on_cpu
+
+        context, device, sync = cuda_path_on_cpu(_NoLaunch()), "cpu", lambda: None
+    else:
+        import contextlib
+
+        context, device, sync = contextlib.nullcontext(), "cuda", torch.cuda.synchronize
+    with context:
+        timings = cases(device)
+        rounds: dict[str, list[float]] = {name: [] for name in timings}
+        for _ in range(args.rounds):
+            for name, fn in timings.items():
+                rounds[name].append(per_call_us(fn, sync))
+        for name, values in rounds.items():
+            print(f"{name}: {statistics.median(values):.1f} us per call "
+                  f"(median of {args.rounds} rounds, {min(values):.1f}-{max(values):.1f})")
+        if args.no_profile:
+            return
+        for name in ("gspmm", "gspmm forward with autograd", "gsddmm", "edge_softmax"):
+            print(f"--- profile of 2,000 {name} calls")
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(2000):
+                timings[name]()
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(12)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from gsparse.datasets import LogNormal, synthetic
 from gsparse.graph import Graph
 from gsparse.kernels.spmm import OutputTiled
 from gsparse.target import H100
+from gsparse.tune import select
 from gsparse.tune.search import FINALISTS
 
 from recording import RecordingLoader
@@ -142,8 +143,9 @@ class _FakeOperator:
         return [_Schedule(n) for n in range(8)]
 
     @staticmethod
-    def chosen_schedule(g, task):
+    def default_schedule(task, stats, target):
         # Named after the task's feature count: the sweep hands over the case's task.
+        assert target is H100
         return _Schedule(100 + task.num_features)
 
 
@@ -153,7 +155,8 @@ def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best(m
     monkeypatch.setattr(gsparse.spmm, "check_schedule", lambda schedule, op: None)  # fake schedules
     cell = _cell(case, _permuted_graph())
     default = runner._measure(cell, case.implementations()[0])
-    result = runner._sweep(cell, 8, torch.float32, default, H100)
+    with select.policy("default"):  # the hand rule's pick is the default the sweep names
+        result = runner._sweep(cell, 8, torch.float32, default, H100)
     assert result["status"] == "ok" and result["size"] == result["screened"] == 8
     assert result["timed"] == FINALISTS == 6
     entries = result["schedules"]
@@ -193,17 +196,19 @@ def test_sweep_is_unavailable_off_the_gpu():
 _SWEPT = [c for cases in CASES.values() for c in cases if c.kernel_task is not None]
 
 
+@pytest.mark.parametrize("policy", ["default", "model"])
 @pytest.mark.parametrize(("case", "feature_len"),
                          [(c, 32) for c in _SWEPT] + [(c, 1) for c in _SWEPT if c.op == "spmm"],
                          ids=lambda p: p.label if hasattr(p, "label") else str(p))
-def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, feature_len, monkeypatch) -> None:
+def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, feature_len, policy, monkeypatch) -> None:
     """The sweep measures the space of ``case.kernel_task(inputs)`` and names the schedule
-    chosen for that task as the default; the front end must run that very task and
-    schedule. Here the schedule is chosen and its plan built ahead, on an H100's facts with
-    a recording loader, in the graph's caches: a call that built another task would find
-    neither, and fail on the CPU, where no Target can be read. Checked on a graph of long
-    rows at 32 features, where element-wise g-SDDMM and dot take different defaults, and at
-    1, where copy_lhs takes the output-tiled skeleton and weighted sums do not."""
+    the policy chose for that task as the default (``select.choose`` with the sweep's
+    target); the front end must run that very task and schedule. Here the choice is made
+    and its plan built ahead, on an H100's facts with a recording loader, in the graph's
+    caches: a call that chose again or built another task would find neither, and fail on
+    the CPU, where no Target can be read. Checked on a graph of long rows at 32 features,
+    where element-wise g-SDDMM and dot take different defaults, and at 1, where copy_lhs
+    takes the output-tiled skeleton and weighted sums do not."""
     from gsparse import backends
     from gsparse.backends import cuda
 
@@ -214,17 +219,17 @@ def test_a_sweeps_default_is_the_schedule_the_front_end_runs(case, feature_len, 
     inputs = case.make_inputs(g, feature_len, torch.float32, gen)
     name, task = case.kernel_task(inputs)
     operator = kernels.OPERATORS[name]
-    default = g.schedules.get(task, lambda: operator.default_schedule(task, g.stats, H100))
-    loader = RecordingLoader()
-    if name == "spmm":
-        g.plans.get((task, default), lambda: operator.build_plan(g, task, default, H100, loader=loader))
-    else:
-        g.plans.get((task, default), lambda: operator.build_plan(g, task, default, loader=loader))
-    case.ours(inputs, None)
-    assert operator.chosen_schedule(g, task) is default  # what the sweep names
-    assert len(g.schedules) == len(g.plans) == 1 and loader.order  # and what ran
-    if case.label in ("spmm/copy_lhs_sum", "spmm/copy_lhs_mean") and feature_len == 1:
-        assert isinstance(default, OutputTiled)
+    with select.policy(policy):
+        chosen = select.choose(name, g, task, lambda schedule: case.ours(inputs, schedule), H100)
+        loader = RecordingLoader()
+        if name == "spmm":
+            g.plans.get((task, chosen), lambda: operator.build_plan(g, task, chosen, H100, loader=loader))
+        else:
+            g.plans.get((task, chosen), lambda: operator.build_plan(g, task, chosen, loader=loader))
+        case.ours(inputs, None)
+    assert len(g.schedules) == len(g.plans) == 1 and loader.order  # what ran is what was named
+    if policy == "default" and case.label in ("spmm/copy_lhs_sum", "spmm/copy_lhs_mean") and feature_len == 1:
+        assert isinstance(chosen, OutputTiled)
 
 
 def test_config_names_bad_values():

@@ -39,7 +39,7 @@ def test_a_missing_entry_cannot_be_built_under_torch_compile(monkeypatch) -> Non
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     assert cache.get("built", lambda: 2) == 1  # an existing entry is read
     with pytest.raises(RuntimeError, match=r"'missing' \(launch plans\) of this graph is not built "
-                                           r"yet and cannot be built under torch.compile"):
+                                           r"yet and cannot be built inside a torch.compile graph"):
         cache.get("missing", lambda: 3)
 
 
@@ -71,3 +71,13 @@ def test_a_new_schedule_for_the_same_task_gets_a_new_plan() -> None:
         p(lhs=torch.randn(g.num_src, 8), rhs=None, out=torch.empty(g.num_dst, 8), arg_u=None, arg_e=None)
     blocks = [launch.block for launch in loader.launches["gspmm"]]
     assert blocks == [first.threads, other.threads] == [64, 256]
+
+
+def test_replacing_or_clearing_entries_moves_the_generation() -> None:
+    cache: DerivedCache = DerivedCache("schedules")
+    cache.get("a", lambda: 1)
+    assert cache.generation == 0  # building a missing entry changes nothing given out
+    cache.replace("a", 2)
+    assert cache.get("a", lambda: 3) == 2 and cache.generation == 1
+    cache.clear()
+    assert cache.generation == 2 and "a" not in cache

@@ -42,10 +42,38 @@ def test_eager_no_grad_calls_skip_the_custom_ops(counted):
     assert counted == {"spmm": 0, "sddmm": 0, "edge_softmax": 0}
 
 
-def test_calls_that_need_gradients_go_through_the_custom_ops(counted):
+def test_eager_calls_that_need_gradients_skip_the_custom_ops_and_match_their_gradients(counted):
     g = _graph()
     x, e = torch.randn(20, 4, requires_grad=True), torch.randn(80, 4, requires_grad=True)
-    _call_all(g, x, e)
+    outs = [gsparse.gspmm(g, "mul", "sum", x, e), gsparse.gspmm(g, "mul", "max", x, e),
+            gsparse.gsddmm(g, "dot", x, x, "u", "v"), gsparse.edge_softmax(g, e)]
+    assert counted == {"spmm": 0, "sddmm": 0, "edge_softmax": 0}
+    grads = torch.autograd.grad(sum((o * o).sum() for o in outs), [x, e])
+    assert counted == {"spmm": 0, "sddmm": 0, "edge_softmax": 0}  # nor does their backward
+    parts = g.parts
+    through_ops = [_ops.spmm(*parts, "mul", "sum", x, e, [4], False),
+                   _ops.spmm_arg(*parts, "mul", "max", x, e, [4], False)[0],
+                   _ops.sddmm(*parts, "dot", x, x, "u", "v", [1]),
+                   _ops.edge_softmax(*parts, e, "dst")]
+    for got, want in zip(outs, through_ops):
+        torch.testing.assert_close(got, want)
+    want_grads = torch.autograd.grad(sum((o * o).sum() for o in through_ops), [x, e])
+    for got, want in zip(grads, want_grads):
+        torch.testing.assert_close(got, want)
+
+
+def test_calls_under_a_dispatch_mode_go_through_the_custom_ops(counted):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    g = _graph()
+    x, e = torch.randn(20, 4, requires_grad=True), torch.randn(80, 4, requires_grad=True)
+    _call_all(g, x, e)  # resolved eagerly first: the mode must still see the custom ops
+    with Passing():
+        _call_all(g, x, e)
     assert counted == {"spmm": 1, "sddmm": 1, "edge_softmax": 1}
 
 
@@ -73,7 +101,6 @@ def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch, width):
     real_mm, real_bag = torch.sparse.mm, torch.embedding_bag
     monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append(("mm", b.shape)) or real_mm(a, b))
     monkeypatch.setattr(torch, "embedding_bag", lambda x, *args: calls.append(("bag", x.shape)) or real_bag(x, *args))
-    kernel = _kernel(width)
     g = _graph()
     x, w = torch.randn(20, 3, width), torch.rand(80, 1, 1) + 0.5
     gsparse.gspmm(g, "copy_lhs", "mean", x)

@@ -52,3 +52,42 @@ def test_workload_names_are_checked():
         training.load_workload("nope", torch.device("cpu"))
     with pytest.raises(ValueError, match="the scale after '@' must be a number"):
         training.load_workload("reddit-like@x", torch.device("cpu"))
+
+
+def test_the_sampler_gives_local_blocks_sorted_by_destination():
+    w = training.load_workload("arxiv-like@0.002", torch.device("cpu"))
+    sampler = training.NeighborSampler(w.graph, (5, 3))
+    seeds = w.train_idx[:16]
+    blocks = sampler.sample(seeds)
+    batch, n1, n0 = blocks.sizes
+    assert batch == 16 and batch <= n1 <= n0 == blocks.n_id.numel()
+    assert torch.equal(blocks.n_id[:batch], seeds) and blocks.n_id.unique().numel() == n0
+    assert (sampler.local == -1).all()  # the map is reset for the next step
+    for edges, num_src, num_dst in ((blocks.inner, n1, batch), (blocks.outer, n0, n1)):
+        assert (edges[0] < num_src).all() and (edges[1] < num_dst).all()
+        assert (edges[1, 1:] >= edges[1, :-1]).all()
+        assert torch.bincount(edges[1], minlength=num_dst).max() <= blocks.max_degree
+    # every sampled edge is an edge of the base graph, in global ids
+    src, dst = w.graph.edges()
+    base = set(zip(src.tolist(), dst.tolist()))
+    glob = blocks.n_id[blocks.outer]
+    assert set(zip(glob[0].tolist(), glob[1].tolist())) <= base
+    assert torch.equal(blocks.outer[:, :blocks.inner.shape[1]], blocks.inner)
+    for bipartite in (True, False):
+        outer, inner = training.block_graphs(blocks, bipartite)
+        assert outer.sync_free and (outer.num_src, inner.num_src) == (n0, n1)
+        assert (outer.num_dst, inner.num_dst) == ((n1, batch) if bipartite else (n0, n1))
+
+
+def test_minibatch_cells_run_on_the_cpu(tmp_path):
+    code = training.main(["--device", "cpu", "--workloads", "--models", "sage", "gcn", "--minibatch",
+                          "--minibatch-workload", "arxiv-like@0.002", "--minibatch-steps", "1",
+                          "--minibatch-warmup", "0", "--batch-size", "8", "--fanouts", "4,3",
+                          "--out", str(tmp_path)])
+    assert code == 0
+    doc = json.loads((tmp_path / "training.json").read_text())
+    assert doc["timings"] == [] and [c["model"] for c in doc["minibatch"]] == ["sage", "gcn"]
+    for cell in doc["minibatch"]:
+        assert cell["gsparse"]["step_ms"] > 0 and 0 < cell["gsparse"]["host_share"] <= 1
+        assert cell["pyg"]["format"] in ("edge_index", "adj_t") and cell["speedup_step"] > 0
+    assert "## Mini-batch training" in (tmp_path / "training.md").read_text()

@@ -17,6 +17,12 @@ same count (DGL broadcasting), one dtype. Backward passes are written with these
 * g-SDDMM: an operand on a node gathers the gradients of its edges with a g-SpMM (on the
   graph for ``v``, on the reverse graph for ``u``); an operand on the edge takes them as is.
 * Broadcast feature dimensions are summed back to the operand's shape.
+
+Plain eager calls whose operands require grad skip the custom ops' dispatch, which costs
+far more host time than a small graph's kernels: the front ends hand their resolved call
+(:mod:`gsparse._calls`) to an ``autograd.Function`` of this module (``*_resolved``) whose
+backward runs the same formulas, with the graph at hand. The custom ops stay the
+registered operators, which ``torch.compile`` traces.
 """
 
 from typing import Optional
@@ -25,12 +31,12 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from . import backends
+from . import _calls, backends
 from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
 
 __all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad",
-           "direct_call_ok", "contiguous"]
+           "direct_call_ok", "contiguous", "spmm_resolved", "sddmm_resolved", "softmax_resolved"]
 
 Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
 
@@ -159,9 +165,50 @@ def _features(*tensors: Tensor) -> list[int]:
     return list(torch.broadcast_shapes(*(tuple(t.shape[1:]) for t in tensors)))
 
 
+def _spmm(parts: Parts, op: str, reduce: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
+          out_shape: list[int], transpose: bool) -> Tensor:
+    """A g-SpMM inside a backward formula: through the resolved calls of the graph when the
+    eager path has it at hand (``parts`` carries it), else through the custom op."""
+    g = getattr(parts, "graph", None)
+    if g is not None and _calls.eager():
+        if transpose:
+            g = g.reverse()
+        key = ("spmm-internal", op, reduce, _calls.facts(lhs), _calls.facts(rhs), tuple(out_shape))
+        call = _calls.find(g, key)
+        if call is None and _plain(key, g):
+            call = _calls.store(g, key, _calls.Call(
+                g, _calls.resolve_spmm(g, op, reduce, lhs, rhs, tuple(out_shape)), (None, None),
+                tuple(out_shape), (op, reduce)))
+        if call is not None:
+            return spmm_resolved(call, lhs, rhs)
+    return spmm(*parts, op, reduce, lhs, rhs, out_shape, transpose)
+
+
+def _sddmm(parts: Parts, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], lhs_target: str,
+           rhs_target: str, out_shape: list[int]) -> Tensor:
+    """A g-SDDMM inside a backward formula (see :func:`_spmm`)."""
+    g = getattr(parts, "graph", None)
+    if g is not None and _calls.eager():
+        key = ("sddmm-internal", op, _calls.facts(lhs), _calls.facts(rhs), lhs_target, rhs_target,
+               tuple(out_shape))
+        call = _calls.find(g, key)
+        if call is None and _plain(key, g):
+            call = _calls.store(g, key, _calls.Call(
+                g, _calls.resolve_sddmm(g, op, lhs, rhs, lhs_target, rhs_target, tuple(out_shape)),
+                (None, None), tuple(out_shape), (op, lhs_target, rhs_target)))
+        if call is not None:
+            return sddmm_resolved(call, lhs, rhs)
+    return sddmm(*parts, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+
+
+def _plain(key: tuple, g: Graph) -> bool:
+    """Whether a call with ``key`` may be resolved and kept: plain tensors, autocast off."""
+    return False not in key and not torch.is_autocast_enabled(g.device.type)
+
+
 def _spmm_sum(parts: Parts, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], transpose: bool) -> Tensor:
     shapes = [t for t in (lhs, rhs) if t is not None]
-    return spmm(*parts, op, "sum", lhs, rhs, _features(*shapes), transpose)
+    return _spmm(parts, op, "sum", lhs, rhs, _features(*shapes), transpose)
 
 
 def _to_target(parts: Parts, grad: Tensor, target: str, factor: Optional[Tensor] = None,
@@ -175,7 +222,7 @@ def _to_target(parts: Parts, grad: Tensor, target: str, factor: Optional[Tensor]
     if target == "e":
         if factor is None:
             return grad
-        return sddmm(*parts, "mul", grad, factor, "e", factor_target, _features(grad, factor))
+        return _sddmm(parts, "mul", grad, factor, "e", factor_target, _features(grad, factor))
     transpose = target == "u"
     if factor is None:
         return _spmm_sum(parts, "copy_rhs", None, grad, transpose)
@@ -206,8 +253,8 @@ def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: Tensor, lhs_ta
     g-SDDMM ``dot`` so that the ``[E, H, C]`` products are never materialised."""
     if like.dim() > 1 and like.shape[-1] == 1 and grad.shape[-1] > 1 and lhs.shape[-1] == grad.shape[-1]:
         outer = list(torch.broadcast_shapes(tuple(lhs.shape[1:-1]), tuple(grad.shape[1:-1])))
-        return sddmm(*parts, "dot", lhs, grad, lhs_target, grad_target, [*outer, 1])
-    return sddmm(*parts, "mul", lhs, grad, lhs_target, grad_target, _features(lhs, grad))
+        return _sddmm(parts, "dot", lhs, grad, lhs_target, grad_target, [*outer, 1])
+    return _sddmm(parts, "mul", lhs, grad, lhs_target, grad_target, _features(lhs, grad))
 
 
 def _spmm_setup(ctx, inputs, output) -> None:
@@ -217,29 +264,26 @@ def _spmm_setup(ctx, inputs, output) -> None:
     ctx.save_for_backward(lhs, rhs)
 
 
-def _spmm_backward(ctx, grad: Tensor):
-    if REDUCERS[ctx.reduce].keeps_arg:
-        raise RuntimeError(f"gsparse::spmm with reduce {ctx.reduce!r} keeps no winners to "
-                           f"differentiate; gsparse::spmm_arg does (gsparse.gspmm picks it)")
-    lhs, rhs = ctx.saved_tensors
-    parts, op, transpose = ctx.parts, ctx.op, ctx.transpose
-    if REDUCERS[ctx.reduce].divides_by_degree:
+def _spmm_grads(parts: Parts, op: str, reduce: str, transpose: bool, lhs: Optional[Tensor],
+                rhs: Optional[Tensor], grad: Tensor, need_lhs: bool, need_rhs: bool):
+    """``(d_lhs, d_rhs)`` of a g-SpMM sum or mean (None where not needed)."""
+    if REDUCERS[reduce].divides_by_degree:
         deg = _degrees(parts, transpose, grad.dtype)
         grad = grad / deg.view(-1, *([1] * (grad.dim() - 1)))
     # Targets of the forward's destination rows and sources, named on the original graph.
     dst, src = ("u", "v") if transpose else ("v", "u")
     d_lhs = d_rhs = None
     binop = BINARY_OPS[op]
-    if ctx.needs_input_grad[6]:
+    if need_lhs:
         factor = binop.lhs_grad_factor
         if factor is None:
             d = _spmm_sum(parts, "copy_lhs", grad, None, not transpose)
         else:
             d = _spmm_sum(parts, "mul" if factor == "rhs" else "div", grad, rhs, not transpose)
         d_lhs = _sum_to(d, lhs)
-    if ctx.needs_input_grad[7]:
+    if need_rhs:
         if binop.rhs_grad_factor is None:
-            d = sddmm(*parts, "copy_lhs", grad, None, dst, "u", list(grad.shape[1:]))
+            d = _sddmm(parts, "copy_lhs", grad, None, dst, "u", list(grad.shape[1:]))
         else:
             d = _edge_products(parts, lhs, grad, rhs, src, dst)
         if binop.rhs_grad_over_rhs_squared:
@@ -247,6 +291,16 @@ def _spmm_backward(ctx, grad: Tensor):
         if binop.rhs_grad_sign < 0:
             d = -d
         d_rhs = _sum_to(d, rhs)
+    return d_lhs, d_rhs
+
+
+def _spmm_backward(ctx, grad: Tensor):
+    if REDUCERS[ctx.reduce].keeps_arg:
+        raise RuntimeError(f"gsparse::spmm with reduce {ctx.reduce!r} keeps no winners to "
+                           f"differentiate; gsparse::spmm_arg does (gsparse.gspmm picks it)")
+    lhs, rhs = ctx.saved_tensors
+    d_lhs, d_rhs = _spmm_grads(ctx.parts, ctx.op, ctx.reduce, ctx.transpose, lhs, rhs, grad,
+                               ctx.needs_input_grad[6], ctx.needs_input_grad[7])
     return None, None, None, None, None, None, d_lhs, d_rhs, None, None
 
 
@@ -271,23 +325,32 @@ def _spmm_arg_setup(ctx, inputs, output) -> None:
 
 def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
     lhs, rhs, arg_u, arg_e = ctx.saved_tensors
-    binop = BINARY_OPS[ctx.op]
-    if ctx.num_edges == 0:  # no winners; the index arithmetic below needs an edge to point at
-        return (None, None, None, None, None, None,
-                None if lhs is None else torch.zeros_like(lhs),
-                None if rhs is None else torch.zeros_like(rhs), None, None)
+    d_lhs, d_rhs = _spmm_arg_grads(ctx.op, ctx.rows, ctx.num_edges, lhs, rhs, arg_u, arg_e, grad,
+                                   ctx.needs_input_grad[6], ctx.needs_input_grad[7])
+    return None, None, None, None, None, None, d_lhs, d_rhs, None, None
+
+
+def _spmm_arg_grads(op: str, rows: tuple[int, int], num_edges: int, lhs: Optional[Tensor],
+                    rhs: Optional[Tensor], arg_u: Tensor, arg_e: Tensor, grad: Tensor,
+                    need_lhs: bool, need_rhs: bool):
+    """``(d_lhs, d_rhs)`` of a g-SpMM max or min with winners ``arg_u``/``arg_e``; ``rows``
+    is (output rows, ``lhs`` rows)."""
+    binop = BINARY_OPS[op]
+    if num_edges == 0:  # no winners; the index arithmetic below needs an edge to point at
+        return (None if lhs is None else torch.zeros_like(lhs),
+                None if rhs is None else torch.zeros_like(rhs))
     found = arg_e >= 0
     grad = grad.masked_fill(~found, 0)
     d_lhs = d_rhs = None
-    if ctx.needs_input_grad[6]:
+    if need_lhs:
         factor = binop.lhs_grad_factor
         g = grad
         if factor is not None:
             y = _gather_rows(rhs, arg_e, grad.shape)
             g = grad * y if factor == "rhs" else grad / y.masked_fill(~found, 1)
-        d = torch.zeros((ctx.rows[1], *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
+        d = torch.zeros((rows[1], *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
         d_lhs = _sum_to(d.scatter_add(0, arg_u.clamp(min=0), g), lhs)
-    if ctx.needs_input_grad[7]:
+    if need_rhs:
         g = grad
         if binop.rhs_grad_factor is not None:
             g = grad * _gather_rows(lhs, arg_u, grad.shape)
@@ -296,9 +359,9 @@ def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
             g = g / (y * y)
         if binop.rhs_grad_sign < 0:
             g = -g
-        d = torch.zeros((ctx.num_edges, *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
+        d = torch.zeros((num_edges, *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
         d_rhs = _sum_to(d.scatter_add(0, arg_e.clamp(min=0), g), rhs)
-    return None, None, None, None, None, None, d_lhs, d_rhs, None, None
+    return d_lhs, d_rhs
 
 
 spmm_arg.register_autograd(_spmm_arg_backward, setup_context=_spmm_arg_setup)
@@ -313,17 +376,25 @@ def _sddmm_setup(ctx, inputs, output) -> None:
 
 def _sddmm_backward(ctx, grad: Tensor):
     lhs, rhs = ctx.saved_tensors
-    parts, binop = ctx.parts, BINARY_OPS[ctx.op]
-    lt, rt = ctx.targets
+    d_lhs, d_rhs = _sddmm_grads(ctx.parts, ctx.op, ctx.targets, lhs, rhs, grad,
+                                ctx.needs_input_grad[5], ctx.needs_input_grad[6])
+    return None, None, None, None, None, d_lhs, d_rhs, None, None, None
+
+
+def _sddmm_grads(parts: Parts, op: str, targets: tuple[str, str], lhs: Optional[Tensor],
+                 rhs: Optional[Tensor], grad: Tensor, need_lhs: bool, need_rhs: bool):
+    """``(d_lhs, d_rhs)`` of a g-SDDMM (None where not needed)."""
+    binop = BINARY_OPS[op]
+    lt, rt = targets
     d_lhs = d_rhs = None
-    if ctx.needs_input_grad[5]:
+    if need_lhs:
         factor = binop.lhs_grad_factor
         if factor is None:
             d = _to_target(parts, grad, lt)
         else:
             d = _to_target(parts, grad, lt, rhs if factor == "rhs" else torch.reciprocal(rhs), rt)
         d_lhs = _sum_to(d, lhs)
-    if ctx.needs_input_grad[6]:
+    if need_rhs:
         if binop.rhs_grad_factor is None:
             d = _to_target(parts, grad, rt)
         else:
@@ -333,7 +404,7 @@ def _sddmm_backward(ctx, grad: Tensor):
         if binop.rhs_grad_sign < 0:
             d = -d
         d_rhs = _sum_to(d, rhs)
-    return None, None, None, None, None, d_lhs, d_rhs, None, None, None
+    return d_lhs, d_rhs
 
 
 sddmm.register_autograd(_sddmm_backward, setup_context=_sddmm_setup)
@@ -347,17 +418,150 @@ def _edge_softmax_setup(ctx, inputs, output) -> None:
 
 
 def _edge_softmax_backward(ctx, grad: Tensor):
+    (y,) = ctx.saved_tensors
+    return None, None, None, None, _edge_softmax_grad(ctx.parts, ctx.norm_by, y, grad), None
+
+
+def _edge_softmax_grad(parts: Parts, norm_by: str, y: Tensor, grad: Tensor) -> Tensor:
     r"""``dz_e = y_e (dy_e - Σ_{e' ~ e} dy_{e'} y_{e'})``, the sum over the edges sharing
     ``e``'s destination (or source)."""
-    (y,) = ctx.saved_tensors
-    target = "v" if ctx.norm_by == "dst" else "u"
+    target = "v" if norm_by == "dst" else "u"
     gy = grad * y
-    row_sum = _to_target(ctx.parts, gy, target)
-    d = gy - sddmm(*ctx.parts, "mul", y, row_sum, "e", target, list(y.shape[1:]))
-    return None, None, None, None, d, None
+    row_sum = _to_target(parts, gy, target)
+    return gy - _sddmm(parts, "mul", y, row_sum, "e", target, list(y.shape[1:]))
 
 
 edge_softmax.register_autograd(_edge_softmax_backward, setup_context=_edge_softmax_setup)
+
+
+# ---------------------------------------------------------------------- eager autograd
+
+
+class _SpmmFunction(torch.autograd.Function):
+    """g-SpMM sum/mean of a resolved call, differentiable (the eager path)."""
+
+    @staticmethod
+    def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
+        ctx.call = call
+        ctx.save_for_backward(lhs, rhs)
+        return call.run(lhs, rhs)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        lhs, rhs = ctx.saved_tensors
+        op, reduce = ctx.call.args
+        d_lhs, d_rhs = _spmm_grads(ctx.call.parts, op, reduce, False, lhs, rhs, grad,
+                                   ctx.needs_input_grad[1], ctx.needs_input_grad[2])
+        return None, d_lhs, d_rhs
+
+
+class _SpmmArgFunction(torch.autograd.Function):
+    """g-SpMM max/min of a resolved call, differentiable through its winners."""
+
+    @staticmethod
+    def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
+        out, arg_u, arg_e = call.extra["with_arg"](lhs, rhs)
+        ctx.call = call
+        ctx.save_for_backward(lhs, rhs, arg_u, arg_e)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        lhs, rhs, arg_u, arg_e = ctx.saved_tensors
+        g = ctx.call.graph
+        d_lhs, d_rhs = _spmm_arg_grads(ctx.call.args[0], (g.num_dst, g.num_src), g.num_edges, lhs,
+                                       rhs, arg_u, arg_e, grad, ctx.needs_input_grad[1],
+                                       ctx.needs_input_grad[2])
+        return None, d_lhs, d_rhs
+
+
+class _SddmmFunction(torch.autograd.Function):
+    """g-SDDMM of a resolved call, differentiable (the eager path)."""
+
+    @staticmethod
+    def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
+        ctx.call = call
+        ctx.save_for_backward(lhs, rhs)
+        return call.run(lhs, rhs)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        lhs, rhs = ctx.saved_tensors
+        op, lhs_target, rhs_target = ctx.call.args
+        d_lhs, d_rhs = _sddmm_grads(ctx.call.parts, op, (lhs_target, rhs_target), lhs, rhs, grad,
+                                    ctx.needs_input_grad[1], ctx.needs_input_grad[2])
+        return None, d_lhs, d_rhs
+
+
+class _SoftmaxFunction(torch.autograd.Function):
+    """Edge softmax of a resolved call, differentiable (the eager path)."""
+
+    @staticmethod
+    def forward(ctx, call: _calls.Call, logits: Tensor) -> Tensor:
+        y = call.run(logits)
+        ctx.call = call
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (y,) = ctx.saved_tensors
+        return None, _edge_softmax_grad(ctx.call.parts, ctx.call.args[0], y, grad)
+
+
+# ``Function.apply`` less its Python preamble (default-argument binding, functorch checks):
+# the resolved path runs only where functorch transforms are off (_calls.eager).
+_spmm_apply = super(torch.autograd.Function, _SpmmFunction).apply
+_spmm_arg_apply = super(torch.autograd.Function, _SpmmArgFunction).apply
+_sddmm_apply = super(torch.autograd.Function, _SddmmFunction).apply
+_softmax_apply = super(torch.autograd.Function, _SoftmaxFunction).apply
+_grad_enabled = torch.is_grad_enabled
+
+
+def _shaped(t: Optional[Tensor], shape) -> Optional[Tensor]:
+    if shape is None:
+        return t
+    return None if shape is False else t.reshape(shape)
+
+
+def spmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
+    """The g-SpMM of a resolved call on these operands, recording autograd where it is on
+    and an operand requires grad."""
+    lhs_shape, rhs_shape = call.shapes
+    if lhs_shape is not None:
+        lhs = _shaped(lhs, lhs_shape)
+    if rhs_shape is not None:
+        rhs = _shaped(rhs, rhs_shape)
+    if _grad_enabled() and ((lhs is not None and lhs.requires_grad)
+                            or (rhs is not None and rhs.requires_grad)):
+        op, reduce = call.args
+        if not REDUCERS[reduce].keeps_arg:
+            return _spmm_apply(call, lhs, rhs)
+        if "with_arg" not in call.extra:
+            call.extra["with_arg"] = _calls.resolve_spmm(call.graph, op, reduce, lhs, rhs,
+                                                         call.out_shape, with_arg=True)
+        return _spmm_arg_apply(call, lhs, rhs)
+    return call.run(lhs, rhs)
+
+
+def sddmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
+    """The g-SDDMM of a resolved call on these operands (see :func:`spmm_resolved`)."""
+    lhs_shape, rhs_shape = call.shapes
+    if lhs_shape is not None:
+        lhs = _shaped(lhs, lhs_shape)
+    if rhs_shape is not None:
+        rhs = _shaped(rhs, rhs_shape)
+    if _grad_enabled() and ((lhs is not None and lhs.requires_grad)
+                            or (rhs is not None and rhs.requires_grad)):
+        return _sddmm_apply(call, lhs, rhs)
+    return call.run(lhs, rhs)
+
+
+def softmax_resolved(call: _calls.Call, logits: Tensor) -> Tensor:
+    """The edge softmax of a resolved call (see :func:`spmm_resolved`)."""
+    if _grad_enabled() and logits.requires_grad:
+        return _softmax_apply(call, logits)
+    return call.run(logits)
 
 
 # ---------------------------------------------------------------------- autocast

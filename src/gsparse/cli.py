@@ -1,4 +1,4 @@
-"""The gsparse command: gsparse info, example, bench, tune and db.
+"""The gsparse command: gsparse info, example, bench, tune, db and precompile.
 
 User errors (an unknown workload, a missing data file, a bad dtype or number list) print
 one line to stderr and exit with status 2; a benchmark whose gsparse result is wrong exits
@@ -14,22 +14,11 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import NoReturn
 
 import torch
 
+from ._usage import Parser, UsageError, one_line
 from .tune import commands as tune_commands
-
-
-class UsageError(Exception):
-    """A user error of the command: printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one line (no usage block) and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _version(package: str) -> str:
@@ -294,15 +283,23 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="gsparse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="gsparse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("info", help="show device, CUDA/NVRTC availability, cache directory, versions")
     ex = sub.add_parser("example", help="run a small worked example and check it against float64")
     ex.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     _bench_parser(sub)
     tune_commands.add_parsers(sub)
+    sub.add_parser("precompile", add_help=False,
+                   help="fill the kernel cache ahead of time (gsparse precompile --help)")
     try:
-        args = parser.parse_args(argv)
+        args, rest = parser.parse_known_args(argv)
+        if args.command == "precompile":
+            from .precompile import main as precompile_main
+
+            return precompile_main(rest)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
         if args.command == "bench":
             return bench(args)
         if args.command in ("tune", "db"):
@@ -315,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return example(args.device)
     except UsageError as e:
-        print(" ".join(str(e).split()), file=sys.stderr)
+        print(one_line(e), file=sys.stderr)
         return 2
 
 

@@ -26,11 +26,16 @@ class DerivedCache(Generic[K, V]):
     A missing one cannot be traced (its size depends on the data): :func:`derive` builds it
     eagerly while the compiler traces, and a plain :meth:`get` raises
     :class:`~gsparse.CompileError` there.
+
+    :attr:`generation` counts the changes to entries already given out (:meth:`replace`,
+    :meth:`clear`), so that whoever keeps what it derived from an entry (the front ends'
+    resolved calls) knows when to derive it again.
     """
 
     def __init__(self, holds: str) -> None:
         self.holds = holds
         self._entries: dict[K, V] = {}
+        self.generation = 0
 
     def __repr__(self) -> str:
         return f"DerivedCache({self.holds!r}, {len(self._entries)} entries)"
@@ -55,11 +60,19 @@ class DerivedCache(Generic[K, V]):
             self.__dict__[_slot(key)] = found
         return found
 
+    def replace(self, key: K, value: V) -> None:
+        """Set the entry for ``key``, whatever was there (a new choice of schedule): the next
+        call that reads it takes ``value``."""
+        self._entries[key] = value
+        self.__dict__[_slot(key)] = value
+        self.generation += 1
+
     def clear(self) -> None:
         """Drop every entry (they are rebuilt on next use)."""
         for key in self._entries:
             del self.__dict__[_slot(key)]
         self._entries.clear()
+        self.generation += 1
 
 
 def _slot(key: Hashable) -> str:

@@ -37,6 +37,15 @@ def _live_key(rowptr: torch.Tensor, col: torch.Tensor) -> tuple[torch.device, in
     return rowptr.device, rowptr.data_ptr(), col.data_ptr()
 
 
+def _static_address(t: torch.Tensor | None) -> None:
+    """Mark a graph tensor for torch.compile as an input whose address stays the same between
+    calls (``torch._dynamo.mark_static_address``, unguarded). CUDA-graph trees
+    (``mode="reduce-overhead"``) then hand it to the custom ops as it is, instead of a copy
+    in their own memory pool, whose address would not find the graph in :data:`_LIVE`."""
+    if t is not None and getattr(t, "_dynamo_static_input_type", None) is None:
+        t._dynamo_static_input_type = "unguarded"
+
+
 def _same_memory(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -45,11 +54,18 @@ def _same_memory(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 @dataclass(frozen=True)
 class RowStats:
-    """Statistics of the row lengths (in-degrees of destination nodes)."""
+    """Statistics of the row lengths (in-degrees of destination nodes).
+
+    ``exact`` is False for what the host knows of a graph built without reading the device
+    (:meth:`Graph.from_block`): there ``mean`` is exact (edges over rows), ``max`` an upper
+    bound (the caller's ``max_degree``, else the number of edges) and ``cov`` unknown (NaN,
+    so that every ``cov > x`` test is False). Rules read such statistics conservatively.
+    """
 
     mean: float
     max: int
     cov: float  # coefficient of variation: std / mean (0 for an edgeless graph)
+    exact: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,6 +110,24 @@ def _index_dtype_for(*counts: int) -> torch.dtype:
     return torch.int32 if max(counts, default=0) <= _INT32_MAX else torch.int64
 
 
+def _check_on_device(ok: torch.Tensor, message: str) -> None:
+    """Raise ValueError(``message``) unless the 0-d bool ``ok`` holds: at once on the CPU,
+    as a device-side assertion on a GPU (the host does not wait for the verdict)."""
+    if ok.device.type == "cpu":
+        if not bool(ok):
+            raise ValueError(message)
+    else:
+        torch._assert_async(ok, message)
+
+
+def _offsets(sorted_keys: torch.Tensor, count: int) -> torch.Tensor:
+    """``[count + 1]`` CSR offsets of keys sorted in ``[0, count)``: entry ``k`` is the
+    number of keys below ``k``. A search, not a ``bincount``, whose output size would
+    depend on the data (and make CUDA wait for it)."""
+    bounds = torch.arange(count + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
+    return torch.searchsorted(sorted_keys, bounds, out_int32=sorted_keys.dtype == torch.int32)
+
+
 class Graph:
     """A directed graph with ``num_src`` source and ``num_dst`` destination nodes.
 
@@ -123,6 +157,8 @@ class Graph:
         *,
         _validated: bool = False,
         _register: bool = True,
+        _sync_free: bool = False,
+        _max_degree: int | None = None,
     ) -> None:
         if not _validated:
             raise TypeError(
@@ -132,6 +168,9 @@ class Graph:
         self._col = col
         self._eid = eid
         self._num_src = num_src
+        # Built by from_block / from_block_csr: nothing derived from the graph reads the device.
+        self._sync_free = _sync_free
+        self._max_degree = _max_degree
         # Derived structures, one cache per owner (see gsparse.derived).
         self.plans: DerivedCache = DerivedCache("launch plans of the generated kernels, by (task, schedule)")
         self.schedules: DerivedCache = DerivedCache("the schedule chosen for each kernel task")
@@ -139,6 +178,10 @@ class Graph:
         self.cpu: DerivedCache = DerivedCache("structures of the PyTorch-ops backend")
         self.layers: DerivedCache = DerivedCache("structures of the gsparse.nn layers")
         self.tuning: DerivedCache = DerivedCache("the graph's signature and structure for the tuner")
+        self.calls: DerivedCache = DerivedCache("the front ends' calls resolved to their launches, "
+                                                "by the facts of the call")
+        for t in (rowptr, col, eid):
+            _static_address(t)
         if _register:  # the newest graph over these tensors is the one the custom ops find
             _LIVE[_live_key(rowptr, col)] = self
 
@@ -372,6 +415,150 @@ class Graph:
                 eid = None
         return cls(rowptr, col, eid, num_src, _validated=True)
 
+    # ------------------------------------------------------------------ sampled blocks
+
+    @classmethod
+    def from_block(
+        cls,
+        edge_index: torch.Tensor,
+        *,
+        num_src: int,
+        num_dst: int,
+        dst_sorted: bool = False,
+        max_degree: int | None = None,
+        check: bool = True,
+    ) -> Graph:
+        """A sampled block from a ``[2, E]`` edge list, built on its device without reading it back.
+
+        For mini-batch training, where a sampler hands over fresh bipartite graphs every
+        step and knows their sizes: PyG's ``NeighborLoader`` (the sampled ``edge_index``
+        with the node counts of the layer's hops), DGL's blocks. Row 0 holds sources, row 1
+        destinations; edge ``i`` keeps id ``i``. The result is the same graph as
+        ``from_edge_index(edge_index, num_src=num_src, num_dst=num_dst)``, but nothing here
+        or in what is derived from it later (reverse graph, degrees, statistics, schedules,
+        launch plans) waits for the device: the statistics the schedule rules read are what
+        the host knows (:class:`RowStats` with ``exact=False``).
+
+        Args:
+            edge_index: ``[2, E]`` int32 or int64 on any device.
+            num_src, num_dst: the block's node counts.
+            dst_sorted: the edges arrive sorted by destination (``edge_index[1]``
+                non-decreasing), as PyG's and DGL's neighbour samplers produce them: the CSR
+                is then read off without a sort, and edge ids are CSR positions.
+            max_degree: an upper bound on every destination's number of edges, when the
+                caller knows one (a sampler's fanout); the schedule rules use it.
+            check: validate the indices (below). ``False`` trusts the caller: an index out
+                of range then makes the kernels read out of bounds.
+
+        Validation: on the CPU, indices out of range, unsorted destinations under
+        ``dst_sorted`` and rows longer than ``max_degree`` raise ValueError at once. On a GPU
+        the same conditions are checked by the device (``torch._assert_async``), in order on
+        the stream before any kernel reads the graph, so that the host never waits: a
+        violation is a device-side assertion, reported at the next synchronisation, and
+        the CUDA context cannot be used afterwards. That is the price of a step that never
+        waits; the checks cost about ten small launches. To find the culprit, build the
+        same block with :meth:`from_edge_index`, whose errors name the bad index.
+        """
+        edge_index = check_index_tensor("edge_index", edge_index, 2)
+        if edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+        num_src, num_dst = check_count("num_src", num_src), check_count("num_dst", num_dst)
+        max_degree = None if max_degree is None else check_count("max_degree", max_degree)
+        num_edges = edge_index.shape[1]
+        idx = _index_dtype_for(num_edges, num_src, num_dst)
+        indices = edge_index.to(idx, memory_format=torch.contiguous_format)
+        src, dst = indices[0], indices[1]
+        ok = None
+        if check and num_edges:
+            low, high = torch.aminmax(edge_index, dim=1)
+            ok = (low.min() >= 0) & (high[0] < num_src) & (high[1] < num_dst)
+            if dst_sorted:
+                ok &= (edge_index[1, 1:] >= edge_index[1, :-1]).all()
+            _check_on_device(ok, "from_block: edge_index has an index out of range (0 <= "
+                             f"edge_index[0] < num_src = {num_src}, 0 <= edge_index[1] < num_dst = "
+                             f"{num_dst})" + (" or destinations out of order (dst_sorted=True)"
+                                              if dst_sorted else ""))
+        if dst_sorted:
+            col, eid, sorted_dst = src, None, dst
+        else:
+            # A stable sort keeps each row's edges in the user's order, as from_edge_index.
+            sorted_dst, order = torch.sort(dst, stable=True)
+            col, eid = src.index_select(0, order), order.to(idx)
+        rowptr = _offsets(sorted_dst, num_dst)
+        if check and num_edges and num_dst and max_degree is not None:
+            _check_on_device((rowptr[1:] - rowptr[:-1]).max() <= max_degree,
+                             f"from_block: a destination has more than max_degree = {max_degree} edges")
+        return cls(rowptr, col, eid, num_src, _validated=True, _sync_free=True, _max_degree=max_degree)
+
+    @classmethod
+    def from_block_csr(
+        cls,
+        rowptr: torch.Tensor,
+        col: torch.Tensor,
+        *,
+        num_src: int,
+        eid: torch.Tensor | None = None,
+        max_degree: int | None = None,
+        check: bool = True,
+    ) -> Graph:
+        """A sampled block from the CSR over destinations a sampler produced, built on its
+        device without reading it back (see :meth:`from_block`).
+
+        This is the CSC of the adjacency ``[num_src, num_dst]`` (``colptr`` over
+        destinations, ``row`` holding sources: DGL's blocks, PyG's ``adj_t``): the same
+        arguments as :meth:`from_csr`, with ``num_src`` required. ``rowptr`` has
+        ``num_dst + 1`` entries; ``eid`` (optional) gives each CSR position's edge id.
+
+        ``check`` validates on the device as :meth:`from_block` does: ``rowptr`` starts at
+        0, never decreases and ends at ``E``; ``col`` in ``[0, num_src)``; ``eid`` within
+        ``[0, E)`` (that it is a permutation is not checked: it costs a scatter, and a
+        repeated id only misplaces results, it reads nothing out of bounds); rows no longer
+        than ``max_degree``.
+        """
+        rowptr = check_index_tensor("rowptr", rowptr, 1)
+        col = check_index_tensor("col", col, 1)
+        if rowptr.numel() == 0:
+            raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
+        if col.device != rowptr.device:
+            raise ValueError(f"col is on {col.device} but rowptr is on {rowptr.device}")
+        num_src = check_count("num_src", num_src)
+        max_degree = None if max_degree is None else check_count("max_degree", max_degree)
+        num_edges, num_dst = col.numel(), rowptr.numel() - 1
+        if eid is not None:
+            eid = check_index_tensor("eid", eid, 1)
+            if eid.device != rowptr.device:
+                raise ValueError(f"eid is on {eid.device} but rowptr is on {rowptr.device}")
+            if eid.numel() != num_edges:
+                raise ValueError(f"eid has {eid.numel()} entries but col has {num_edges}")
+        if check:
+            steps = rowptr[1:] - rowptr[:-1]
+            ok = (rowptr[0] == 0) & (rowptr[-1] == num_edges)
+            if num_dst:
+                ok &= steps.min() >= 0
+                if max_degree is not None:
+                    ok &= steps.max() <= max_degree
+            if num_edges:
+                low, high = torch.aminmax(col)
+                ok &= (low >= 0) & (high < num_src)
+                if eid is not None:
+                    low, high = torch.aminmax(eid)
+                    ok &= (low >= 0) & (high < num_edges)
+            _check_on_device(ok, f"from_block_csr: rowptr must run from 0 to len(col) = {num_edges} "
+                                 f"without decreasing, with col in [0, num_src = {num_src}) and eid in "
+                                 f"[0, {num_edges})" + ("" if max_degree is None else
+                                                        f" and rows of at most {max_degree} edges"))
+        idx = _index_dtype_for(num_edges, num_src, num_dst)
+        return cls(rowptr.to(idx).contiguous(), col.to(idx).contiguous(),
+                   None if eid is None else eid.to(idx).contiguous(), num_src, _validated=True,
+                   _sync_free=True, _max_degree=max_degree)
+
+    @property
+    def sync_free(self) -> bool:
+        """Whether the graph was built by :meth:`from_block` or :meth:`from_block_csr` (or
+        derived from such a graph): then nothing derived from it reads the device back, and
+        its :attr:`stats` are what the host knows."""
+        return self._sync_free
+
     # ------------------------------------------------------------------ basic properties
 
     @property
@@ -444,6 +631,10 @@ class Graph:
     @cached_property
     def _reverse(self) -> Graph:
         # The transpose keeps the original edge ids, so one edge-feature tensor serves both.
+        if self._sync_free:
+            rev = self._reverse_on_device()
+            rev.__dict__["_reverse"] = self
+            return rev
         order = torch.argsort(self._col.long(), stable=True)
         counts = torch.bincount(self._col.long(), minlength=self.num_src)
         rowptr = torch.zeros(self.num_src + 1, dtype=torch.int64, device=self.device)
@@ -453,6 +644,15 @@ class Graph:
         rev = Graph._assemble(rowptr, col, eid, self.num_dst, self.num_src)
         rev.__dict__["_reverse"] = self
         return rev
+
+    def _reverse_on_device(self) -> Graph:
+        """The transpose of a block, built without reading the device (its edge ids stay,
+        even where they are CSR positions: knowing that would take a read)."""
+        sorted_src, order = torch.sort(self._col, stable=True)
+        col = self.csr_dst.index_select(0, order)
+        eid = order.to(self.index_dtype) if self._eid is None else self._eid.index_select(0, order)
+        return Graph(_offsets(sorted_src, self.num_src), col, eid, self.num_dst, _validated=True,
+                     _sync_free=True)
 
     def reverse(self) -> Graph:
         """The transposed graph (edges from destinations to sources), same edge ids. Cached."""
@@ -464,6 +664,10 @@ class Graph:
 
     @cached_property
     def _out_degrees(self) -> torch.Tensor:
+        if self._sync_free:  # a scatter of known size, where bincount would read its size back
+            ones = torch.ones_like(self._col)
+            return torch.zeros(self.num_src, dtype=self.index_dtype, device=self.device).index_add_(
+                0, self._col, ones)
         return torch.bincount(self._col.long(), minlength=self.num_src).to(self.index_dtype)
 
     def out_degrees(self) -> torch.Tensor:
@@ -482,8 +686,23 @@ class Graph:
 
     @cached_property
     def stats(self) -> GraphStats:
-        """Sizes and row statistics (computing the row statistics reads the device once)."""
-        return GraphStats(self.num_src, self.num_dst, self.num_edges, self.row_stats)
+        """Sizes and row statistics: what the schedule rules read.
+
+        For a graph from the constructors that validate on the host, :attr:`row_stats`
+        (computing them reads the device once). For a :attr:`sync_free` graph, what the host
+        knows, read without waiting for the device: the mean row length, the caller's
+        ``max_degree`` (else the number of edges) as an upper bound of the longest row, and
+        no coefficient of variation (``RowStats.exact`` is False). A block lives for one
+        step, so statistics computed on the device and copied back asynchronously would
+        arrive after the calls that need them.
+        """
+        if not self._sync_free:
+            return GraphStats(self.num_src, self.num_dst, self.num_edges, self.row_stats)
+        if self.num_edges == 0:  # every row is empty: known exactly
+            return GraphStats(self.num_src, self.num_dst, 0, RowStats(0.0, 0, 0.0))
+        bound = self.num_edges if self._max_degree is None else min(self._max_degree, self.num_edges)
+        rows = RowStats(self.num_edges / max(self.num_dst, 1), bound, float("nan"), exact=False)
+        return GraphStats(self.num_src, self.num_dst, self.num_edges, rows)
 
     @cached_property
     def degree_sorted_rows(self) -> torch.Tensor:
@@ -506,6 +725,8 @@ class Graph:
             None if self._eid is None else self._eid.to(device),
             self._num_src,
             _validated=True,
+            _sync_free=self._sync_free,
+            _max_degree=self._max_degree,
         )
         return moved
 
@@ -518,7 +739,8 @@ class Graph:
         if dtype == self.index_dtype:
             return self
         return Graph(self._rowptr.to(dtype), self._col.to(dtype),
-                     None if self._eid is None else self._eid.to(dtype), self._num_src, _validated=True)
+                     None if self._eid is None else self._eid.to(dtype), self._num_src, _validated=True,
+                     _sync_free=self._sync_free, _max_degree=self._max_degree)
 
     def coalesce(
         self, edge_weight: torch.Tensor | None = None, reduce: str = "sum"

@@ -6,7 +6,7 @@ from itertools import permutations
 
 import torch
 
-from . import _ops, backends
+from . import _calls, _ops, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -73,6 +73,12 @@ def gsddmm(
     gradients of its edges (a g-SpMM on the graph for ``v``, on the reverse graph for
     ``u``), an operand on the edge its own; broadcast dimensions are summed back.
     """
+    key = None
+    if schedule is None and type(g) is Graph and _calls.eager():
+        key = ("sddmm", op, _calls.facts(lhs), _calls.facts(rhs), lhs_target, rhs_target)
+        call = _calls.find(g, key)
+        if call is not None:  # validated and resolved by an earlier call with the same facts
+            return _ops.sddmm_resolved(call, lhs, rhs)
     override = graph_override(g)
     if override is not None:
         return override(gsddmm, (g, op, lhs, rhs, lhs_target, rhs_target), {"schedule": schedule})
@@ -98,16 +104,25 @@ def gsddmm(
         outer = broadcast_feature_shape(tuple(lhs.shape[1:-1]), tuple(rhs.shape[1:-1]))
         ndim = len(outer) + 1
         lhs, rhs = pad_feature_dims(lhs, ndim), pad_feature_dims(rhs, ndim)
-        out = _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, (*outer, 1), schedule)
+        out = _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, (*outer, 1), schedule,
+                     None if both_flat else key)
         return out.squeeze(-1) if both_flat else out
     shapes = [tuple(t.shape[1:]) for t in (lhs, rhs) if t is not None]
     out_shape = broadcast_feature_shape(*shapes) if len(shapes) == 2 else shapes[0]
     lhs = None if lhs is None else pad_feature_dims(lhs, len(out_shape))
     rhs = None if rhs is None else pad_feature_dims(rhs, len(out_shape))
-    return _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+    return _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule, key)
 
 
-def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule) -> torch.Tensor:
+def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule, key=None) -> torch.Tensor:
+    if key is not None and False not in key and not torch.is_autocast_enabled(g.device.type):
+        binop = BINARY_OPS[op]
+        shapes = (_calls.shaping(lhs, key[2], binop.uses_lhs),
+                  _calls.shaping(rhs, key[3], binop.uses_rhs))
+        run = _calls.resolve_sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+        call = _calls.store(g, key, _calls.Call(g, run, shapes, out_shape,
+                                                (op, lhs_target, rhs_target)))
+        return _ops.sddmm_resolved(call, lhs, rhs)
     if schedule is not None and _ops.needs_grad(lhs, rhs):
         raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
                          "operands that require grad (detach them or drop schedule)")

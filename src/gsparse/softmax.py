@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _ops, backends
+from . import _calls, _ops, backends
 from ._checks import check_choice, check_features, check_graph, graph_override
 from .graph import Graph
 
@@ -38,12 +38,22 @@ def edge_softmax(g: Graph, logits: torch.Tensor, eids: torch.Tensor | None = Non
     """
     if eids is not None:
         return _edge_softmax_of(g, logits, eids, norm_by)
+    key = None
+    if type(g) is Graph and _calls.eager():
+        key = ("softmax", _calls.facts(logits), norm_by)
+        call = _calls.find(g, key)
+        if call is not None:  # validated and resolved by an earlier call with the same facts
+            return _ops.softmax_resolved(call, logits)
     override = graph_override(g)
     if override is not None:
         return override(edge_softmax, (g, logits), {"norm_by": norm_by})
     check_graph(g)
     check_choice("norm_by", norm_by, ("dst", "src"))
     check_features("logits", logits, g, g.num_edges, "edges")
+    if key is not None and False not in key and not torch.is_autocast_enabled(g.device.type):
+        call = _calls.store(g, key, _calls.Call(g, _calls.resolve_softmax(g, logits, norm_by),
+                                                (None,), tuple(logits.shape[1:]), (norm_by,)))
+        return _ops.softmax_resolved(call, logits)
     (logits,) = _ops.autocast_operands(g.device, logits, dtype=torch.float32)
     if _ops.direct_call_ok(logits):
         return backends.for_device(g.device).edge_softmax(g, logits.contiguous(), norm_by)
@@ -66,13 +76,13 @@ def _endpoint(g: Graph, norm_by: str) -> torch.Tensor:
 
 def _edge_softmax_of(g: Graph, logits: torch.Tensor, eids: torch.Tensor, norm_by: str) -> torch.Tensor:
     """Edge softmax over the edges ``eids`` only, in dense PyTorch ops (autograd does the rest)."""
+    if isinstance(eids, str):
+        raise TypeError(f"eids must be a tensor of edge ids, got {eids!r}: as in DGL, the third "
+                        f"argument is eids; pass norm_by={eids!r} by keyword")
     if graph_override(g) is not None:
         raise NotImplementedError("edge_softmax with eids is not available on a distributed graph")
     check_graph(g)
     check_choice("norm_by", norm_by, ("dst", "src"))
-    if isinstance(eids, str):
-        raise TypeError(f"eids must be a tensor of edge ids, got {eids!r}: as in DGL, the third "
-                        f"argument is eids; pass norm_by={eids!r} by keyword")
     if not isinstance(eids, torch.Tensor) or eids.dim() != 1 or eids.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"eids must be a 1-D int32 or int64 tensor of edge ids, got "
                         f"{getattr(eids, 'dtype', type(eids).__name__)} of shape {tuple(getattr(eids, 'shape', ()))}")

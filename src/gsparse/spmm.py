@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _ops, backends
+from . import _calls, _ops, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -58,6 +58,12 @@ def gspmm(
     ``rhs`` a g-SDDMM; for max/min each output element's gradient goes to the operands of
     its winning edge only (the first in CSR order on ties), and empty rows give none.
     """
+    key = None
+    if schedule is None and type(g) is Graph and _calls.eager():
+        key = ("spmm", op, reduce, _calls.facts(lhs), _calls.facts(rhs))
+        call = _calls.find(g, key)
+        if call is not None:  # validated and resolved by an earlier call with the same facts
+            return _ops.spmm_resolved(call, lhs, rhs)
     override = graph_override(g)
     if override is not None:
         return override(gspmm, (g, op, reduce, lhs, rhs), {"schedule": schedule})
@@ -81,6 +87,12 @@ def gspmm(
     out_shape = broadcast_feature_shape(*shapes) if len(shapes) == 2 else shapes[0]
     lhs = None if lhs is None else pad_feature_dims(lhs, len(out_shape))
     rhs = None if rhs is None else pad_feature_dims(rhs, len(out_shape))
+    if key is not None and False not in key and not torch.is_autocast_enabled(g.device.type):
+        run = _calls.resolve_spmm(g, op, reduce, lhs, rhs, out_shape)
+        padded = (_calls.shaping(lhs, key[3], binop.uses_lhs),
+                  _calls.shaping(rhs, key[4], binop.uses_rhs))
+        call = _calls.store(g, key, _calls.Call(g, run, padded, out_shape, (op, reduce)))
+        return _ops.spmm_resolved(call, lhs, rhs)
     grad = _ops.needs_grad(lhs, rhs)
     if schedule is not None and grad:
         raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "

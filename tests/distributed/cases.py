@@ -194,13 +194,13 @@ def dist_edge_softmax(group, graph_kind, part_kind, exchange, dtype):
     results = []
     for i, norm_by in enumerate(("dst", "src")):
         logits = _slice(features((graph.num_edges, 2, 1), 7 + i, dtype), dg, "e")
-        out = gd.edge_softmax(dg, logits, norm_by)
+        out = gd.edge_softmax(dg, logits, norm_by=norm_by)
         out.backward(features((graph.num_edges, 2, 1), 17 + i, dtype)[dg.edge_ids])
         results.append((_numpy(out), _numpy(logits.grad)))
     return _numpy(dg.edge_ids), results
 
 
-BAD_CALLS = ("rows", "op", "dtype", "broadcast", "target", "dot", "norm_by")
+BAD_CALLS = ("rows", "op", "dtype", "broadcast", "target", "dot", "norm_by", "positional norm_by")
 
 
 def bad_call(call: str, g, ops) -> tuple[str, str] | None:
@@ -214,7 +214,8 @@ def bad_call(call: str, g, ops) -> tuple[str, str] | None:
         "broadcast": lambda: ops.gspmm(g, "add", "sum", x, torch.randn(g.num_edges, 4, dtype=torch.float64)),
         "target": lambda: ops.gsddmm(g, "add", x, x, "u", "w"),
         "dot": lambda: ops.gsddmm(g, "dot", x, torch.randn(g.num_dst, 4, dtype=torch.float64), "u", "v"),
-        "norm_by": lambda: ops.edge_softmax(g, torch.randn(g.num_edges, 1), "both"),
+        "norm_by": lambda: ops.edge_softmax(g, torch.randn(g.num_edges, 1), norm_by="both"),
+        "positional norm_by": lambda: ops.edge_softmax(g, torch.randn(g.num_edges, 1), "src"),
     }
     try:
         calls[call]()

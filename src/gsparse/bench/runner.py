@@ -30,6 +30,7 @@ import torch
 from .. import __version__, datasets, kernels
 from ..graph import Graph
 from ..target import Target
+from ..tune import select
 from ..tune.measure import compile_ahead, time_calls
 from ..tune.search import exhaustive_search
 from .baselines import CASES, GSPARSE, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
@@ -230,7 +231,9 @@ def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dic
     try:
         name, task = cell.case.kernel_task(inputs)
         operator = kernels.OPERATORS[name]
-        default = operator.chosen_schedule(g, task)
+        # What the front end ran for the default entry: the policy's choice, made once per
+        # graph and task (found here, not made again).
+        default = select.choose(name, g, task, lambda schedule: cell.case.ours(inputs, schedule), target)
         space = list(operator.schedule_space(task, g.stats, target))
     except Exception as error:  # noqa: BLE001 - a broken space is reported, not fatal
         return {"status": "error", "message": f"{type(error).__name__}: {error}"}

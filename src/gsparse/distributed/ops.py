@@ -182,7 +182,7 @@ def gsddmm(g: DistGraph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | 
     return torch.cat([z_in, z_out])[g.edge_merge]
 
 
-def edge_softmax(g: DistGraph, logits: torch.Tensor, norm_by: str = "dst") -> torch.Tensor:
+def edge_softmax(g: DistGraph, logits: torch.Tensor, eids: None = None, norm_by: str = "dst") -> torch.Tensor:
     r"""Distributed edge softmax over the edges sharing a destination (or a source).
 
     .. math::  a_e = \exp(z_e - m) / \textstyle\sum_{e'} \exp(z_{e'} - m)
@@ -191,9 +191,15 @@ def edge_softmax(g: DistGraph, logits: torch.Tensor, norm_by: str = "dst") -> to
     edge order. ``norm_by="dst"`` needs no communication (a row's edges are all on its
     rank). ``norm_by="src"`` does: each rank reduces its edges per source node, the
     partial maxima and sums go to the source's owner and the totals come back
-    (collective, four exchanges; differentiable through the sums).
+    (collective, four exchanges; differentiable through the sums). ``eids`` (a subset of
+    the edges) is not available on a distributed graph.
     """
     _check_graph(g)
+    if isinstance(eids, str):  # gsparse.edge_softmax's error for DGL's positional norm_by
+        raise TypeError(f"eids must be a tensor of edge ids, got {eids!r}: as in DGL, the third "
+                        f"argument is eids; pass norm_by={eids!r} by keyword")
+    if eids is not None:
+        raise NotImplementedError("edge_softmax with eids is not available on a distributed graph")
     check_choice("norm_by", norm_by, ("dst", "src"))
     check_features("logits", logits, g, g.num_edges, "edges")
     if norm_by == "dst" or not g.plan.active:

@@ -79,13 +79,16 @@ def operand_layout(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Layout
     return Layout.INDEXED
 
 
-def broadcast_offsets(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> torch.Tensor:
-    """``[prod(out_shape)]`` int32: the offset inside an operand row of each output feature.
+def broadcast_offsets(shape: tuple[int, ...], out_shape: tuple[int, ...],
+                      device: torch.device | str = "cpu") -> torch.Tensor:
+    """``[prod(out_shape)]`` int32 on ``device``: the offset inside an operand row of each
+    output feature.
 
     ``shape`` has the rank of ``out_shape`` and each of its dimensions is 1 or equal to the
-    output's (DGL / NumPy broadcasting).
+    output's (DGL / NumPy broadcasting). Built where it is used: a copy from the host would
+    make the first call with these shapes wait for the device.
     """
-    index = torch.arange(math.prod(shape), dtype=torch.int32).reshape(shape)
+    index = torch.arange(math.prod(shape), dtype=torch.int32, device=device).reshape(shape)
     return index.expand(out_shape).reshape(-1).contiguous()
 
 
@@ -97,4 +100,4 @@ def indexed_offsets(
     INDEXED, None for any other (or no) operand. Built once per shapes and device."""
     if shape is None or operand_layout(shape, out_shape) is not Layout.INDEXED:
         return None
-    return broadcast_offsets(shape, out_shape).to(device)
+    return broadcast_offsets(shape, out_shape, device)

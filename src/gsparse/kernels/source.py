@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ __all__ = [
     "elementwise_expr",
     "identity_expr",
     "indent",
+    "refuse_capture",
 ]
 
 # C type of a feature element, and of its accumulator (half precision accumulates in fp32).
@@ -77,6 +78,23 @@ def device_index(device: torch.device) -> int:
     """The CUDA device index of tensors on ``device`` (always set for a CUDA tensor), or -1
     for any other device: plans built there only serve loaders that never launch (tests)."""
     return device.index if device.type == "cuda" else -1
+
+
+def refuse_capture(device: torch.device, what: object) -> None:
+    """RuntimeError when PyTorch's current stream on ``device`` is capturing a CUDA graph.
+
+    Choosing a schedule and building a launch plan happen on a call's first use; they may
+    read the device, compile and load modules, set kernel attributes and keep new device
+    structures, none of which belongs in a capture. Called only where they are built, so a
+    captured call whose plan exists costs nothing more.
+    """
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"gsparse: the launch plan of {what} is built on its first call on a graph, and that "
+            f"call came while a CUDA graph was being captured, where building it (schedule "
+            f"choice, kernel loading, graph layouts) is not allowed. Run the same call once "
+            f"before capturing: torch.compile(mode='reduce-overhead') warms up eagerly first, "
+            f"so does a warm-up iteration before torch.cuda.graph")
 
 
 def indent(text: str, spaces: int) -> str:
@@ -200,6 +218,23 @@ class Launch:
             raise TypeError(f"this launch takes the operands {list(self._operands)}, "
                             f"got {sorted(operands)}")
         self._prepared(*[operands[name] for name in self._operands])
+
+    def positional(self, *names: str) -> Callable[..., None]:
+        """The launch as a function of ``names`` given by position, a superset of its
+        operands (the others are ignored): for per-call paths, which pass the same operands
+        every time and need no keyword handling."""
+        if missing := [name for name in self._operands if name not in names]:
+            raise TypeError(f"this launch takes the operands {list(self._operands)}; {missing} "
+                            f"are not among {list(names)}")
+        if names == self._operands:
+            return self._prepared
+        index = [names.index(name) for name in self._operands]
+        prepared = self._prepared
+
+        def launch(*values: torch.Tensor | None) -> None:
+            prepared(*[values[i] for i in index])
+
+        return launch
 
 
 class KernelLoader(Protocol):

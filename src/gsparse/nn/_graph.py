@@ -137,11 +137,16 @@ class SelfLoops:
             ``torch.cat([values, loop_values])[origin]``.
         loop_edge: ``[N]`` id in the original graph of the last self loop at each node,
             -1 where there was none (PyG's ``add_remaining_self_loops`` keeps its weight).
+        masked: ``[E']`` bool, True on the original graph's own self loops, which ``graph``
+            keeps (and the layers must ignore: zero weight, no attention) because removing
+            them would need their count on the host; None when they were removed, which is
+            always the case but for :attr:`~gsparse.Graph.sync_free` graphs.
     """
 
     graph: Graph
     origin: torch.Tensor
     loop_edge: torch.Tensor
+    masked: torch.Tensor | None = None
 
 
 def _build_self_loops(g: Graph) -> SelfLoops:
@@ -165,12 +170,46 @@ def _build_self_loops(g: Graph) -> SelfLoops:
     return SelfLoops(graph, origin, loop_edge)
 
 
+def _self_loops_on_device(g: Graph) -> SelfLoops:
+    """:func:`_build_self_loops` for a graph built without reading the device: every edge is
+    kept (its own self loops are ``masked``) and each row gains its loop at its end, so every
+    size is known on the host."""
+    if g.num_src != g.num_dst:
+        raise ValueError(f"self loops need a square graph, got {g.num_src} source and "
+                         f"{g.num_dst} destination nodes")
+    n, e, device, index = g.num_dst, g.num_edges, g.device, g.index_dtype
+    nodes = torch.arange(n + 1, device=device)
+    rowptr = g.rowptr.long() + nodes
+    dst = g.csr_dst.long()
+    moved = torch.arange(e, device=device) + dst  # CSR position p of g, in the new graph
+    loop_at = rowptr[1:] - 1
+    col = torch.empty(e + n, dtype=index, device=device)
+    col[moved] = g.col
+    col[loop_at] = nodes[:-1].to(index)
+    eid = torch.arange(e, device=device) if g.eid is None else g.eid.long()
+    origin = torch.empty(e + n, dtype=torch.int64, device=device)
+    origin[moved] = eid
+    origin[loop_at] = e + nodes[:-1]
+    is_loop = g.col.long() == dst
+    masked = torch.zeros(e + n, dtype=torch.bool, device=device)
+    masked[moved] = is_loop
+    loop_edge = torch.full((n,), -1, dtype=torch.int64, device=device)
+    loop_edge.scatter_reduce_(0, dst, torch.where(is_loop, eid, -1), "amax")
+    degree = None if g._max_degree is None else g._max_degree + 1
+    graph = Graph.from_block_csr(rowptr.to(index), col, num_src=n, max_degree=degree, check=False)
+    return SelfLoops(graph, origin, loop_edge, masked)
+
+
 def self_loops(g: Graph) -> SelfLoops:
     """``g`` with its self loops replaced by one loop per node; built once per graph."""
     override = graph_override(g)
     if override is not None:
         return override(self_loops, (g,), {})
-    return derive(g.layers, "self_loops", _build_self_loops, g)
+    return derive(g.layers, "self_loops", _self_loops_of, g)
+
+
+def _self_loops_of(g: Graph) -> SelfLoops:
+    return _self_loops_on_device(g) if g.sync_free else _build_self_loops(g)
 
 
 def _stack_edges(g: Graph) -> torch.Tensor:

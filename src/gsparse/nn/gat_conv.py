@@ -118,12 +118,13 @@ class GATConv(nn.Module):
         h = self.lin(x).view(-1, self.heads, self.out_channels)
         score_src = (h * self.att_src).sum(-1)
         score_dst = (h * self.att_dst).sum(-1)
+        masked = None
         if self.add_self_loops:
             loops = self_loops(g)
             if edge_attr is not None:
                 edge_attr = self._edge_features(g, edge_attr)
                 edge_attr = torch.cat([edge_attr, self._loop_features(loops, edge_attr)])[loops.origin]
-            g = loops.graph
+            g, masked = loops.graph, getattr(loops, "masked", None)  # a DistGraph's have no mask
         elif edge_attr is not None:
             edge_attr = self._edge_features(g, edge_attr)
         logits = gsddmm(g, "add", score_src, score_dst, "u", "v")
@@ -131,8 +132,10 @@ class GATConv(nn.Module):
             # a_edge . (Θ_e f) per head, as f times a [D, H] matrix: no [E, H, C] features
             w = self.lin_edge.weight.view(self.heads, self.out_channels, -1)
             logits = logits + edge_attr @ (w * self.att_edge.view(self.heads, self.out_channels, 1)).sum(1).t()
-        alpha = F.dropout(edge_softmax(g, F.leaky_relu(logits, self.negative_slope)),
-                          p=self.dropout, training=self.training)
+        logits = F.leaky_relu(logits, self.negative_slope)
+        if masked is not None:  # a block's own self loops, kept: no attention goes to them
+            logits = logits.masked_fill(masked.unsqueeze(-1), float("-inf"))
+        alpha = F.dropout(edge_softmax(g, logits), p=self.dropout, training=self.training)
         out = gspmm(g, "mul", "sum", h, alpha.unsqueeze(-1))
         out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         if self.res is not None:

@@ -25,6 +25,12 @@ class _Normalized:
     weight: torch.Tensor | None
 
 
+def _masked_loops(loops) -> torch.Tensor | None:
+    """The original self loops a block's loop graph keeps and masks (``SelfLoops.masked``);
+    None for other graphs, and for a distributed graph's self loops, which have no mask."""
+    return getattr(loops, "masked", None)
+
+
 def _inverse_sqrt(deg: torch.Tensor) -> torch.Tensor:
     dinv = deg.pow(-0.5)
     return dinv.masked_fill(torch.isinf(dinv), 0.0)
@@ -41,7 +47,11 @@ def _loop_weights(g: Graph, edge_weight: torch.Tensor | None, fill: float,
     if g.num_edges:
         loop_weight = torch.where(loops.loop_edge >= 0, edge_weight[loops.loop_edge.clamp(min=0)],
                                   loop_weight)
-    return loops.graph, torch.cat([edge_weight, loop_weight])[loops.origin]
+    weight = torch.cat([edge_weight, loop_weight])[loops.origin]
+    masked = _masked_loops(loops)
+    if masked is not None:  # the graph's own loops, kept in a block: the new loop replaces them
+        weight = weight.masked_fill(masked, 0.0)
+    return loops.graph, weight
 
 
 def _normalize(g: Graph, edge_weight: torch.Tensor | None, improved: bool, add_self_loops: bool,
@@ -63,6 +73,9 @@ def _unit_weights(g: Graph, improved: bool, add_self_loops: bool) -> bool:
 
 
 def _build_normalized(g: Graph, improved: bool, add_self_loops: bool) -> _Normalized:
+    if add_self_loops and _masked_loops(self_loops(g)) is not None:  # a block: weights mask its loops
+        graph, w = _normalize(g, None, improved, add_self_loops, torch.float32)
+        return _Normalized(graph, None, w)
     if _unit_weights(g, improved, add_self_loops):
         graph = self_loops(g).graph if add_self_loops else g
         return _Normalized(graph, _inverse_sqrt(graph.in_degrees().to(torch.float32)), None)

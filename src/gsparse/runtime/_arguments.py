@@ -106,9 +106,12 @@ def operand_pointer(arg: torch.Tensor | None, position: int, device_index: int) 
     Raises ValueError for a tensor elsewhere and TypeError for anything but a tensor or
     None, naming the argument's position.
     """
-    if type(arg) is torch.Tensor and arg.is_cuda and arg.get_device() == device_index:
+    if arg is None:
+        return None
+    # get_device() is -1 off CUDA, and device_index is never negative.
+    if type(arg) is torch.Tensor and arg.get_device() == device_index:
         return arg.data_ptr()
-    if arg is not None and not isinstance(arg, torch.Tensor):
+    if not isinstance(arg, torch.Tensor):
         raise TypeError(f"argument {position} is an operand slot: it takes a CUDA tensor or "
                         f"None, got {type(arg).__name__}")
     return _to_ctypes(arg, position, device_index).value

@@ -199,16 +199,20 @@ class PreparedLaunch:
         self._params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
         self._params_address = ctypes.addressof(self._params)
         self._lock = threading.Lock()
+        # Looked up once: this is the per-call path, where each lookup is a visible share.
+        self._device_index = kernel.device.index
+        self._driver = _bindings.driver()
+        self._function_and_geometry = (kernel._function, *self._geometry)
 
     def __call__(self, *operands: torch.Tensor | None,
                  stream: torch.cuda.Stream | int | None = None) -> None:
         kernel = self._kernel
-        index = kernel.device.index
+        index = self._device_index
         if len(operands) != len(self._slots):
             raise TypeError(f"the launch of '{kernel.name}' takes {len(self._slots)} operands, "
                             f"got {len(operands)}")
-        stream_handle = _stream_handle(stream, index)
-        driver = _bindings.driver()
+        stream_handle = _current_stream_handle(index) if stream is None else _stream_handle(stream, index)
+        driver = self._driver
         with self._lock:
             for (position, slot), operand in zip(self._slots, operands):
                 slot.value = operand_pointer(operand, position, index)
@@ -216,8 +220,8 @@ class PreparedLaunch:
             # and the context manager adds a generator to every launch.
             pushed = _make_current(kernel._context)
             try:
-                (status,) = driver.cuLaunchKernel(kernel._function, *self._geometry,
-                                                  stream_handle, self._params_address, 0)
+                (status,) = driver.cuLaunchKernel(*self._function_and_geometry, stream_handle,
+                                                  self._params_address, 0)
             finally:
                 if pushed:
                     driver.cuCtxPopCurrent()

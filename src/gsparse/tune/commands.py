@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from .._usage import UsageError
+
 __all__ = ["add_parsers", "run"]
 
 _DEFAULT_CASES = "spmm:copy_lhs:sum,spmm:mul:sum,sddmm:u:dot:v"
@@ -56,19 +58,15 @@ def run(args: argparse.Namespace) -> int:
     """Run a ``tune`` or ``db`` command; 2 for bad arguments, as argparse does."""
     try:
         return _tune(args) if args.command == "tune" else _db(args)
-    except _UsageError as error:
+    except UsageError as error:
         print(f"gsparse {args.command}: {error}", file=sys.stderr)
         return 2
-
-
-class _UsageError(ValueError):
-    pass
 
 
 def _csv(flag: str, text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]
     if not names:
-        raise _UsageError(f"{flag} needs at least one value, got {text!r}")
+        raise UsageError(f"{flag} needs at least one value, got {text!r}")
     return names
 
 
@@ -81,17 +79,17 @@ def _tune(args: argparse.Namespace) -> int:
     known = {c.name for c in CASES}
     cases = [Case(name) for name in _csv("--cases", args.cases)]
     if unknown := [c.name for c in cases if c.name not in known]:
-        raise _UsageError(f"--cases: unknown {unknown}; known: {sorted(known)}")
+        raise UsageError(f"--cases: unknown {unknown}; known: {sorted(known)}")
     try:
         lengths = [int(f) for f in _csv("--features", args.features)]
     except ValueError:
-        raise _UsageError(f"--features must be comma-separated positive integers, got {args.features!r}") from None
+        raise UsageError(f"--features must be comma-separated positive integers, got {args.features!r}") from None
     if any(f < 1 for f in lengths):
-        raise _UsageError(f"--features must be positive, got {lengths}")
+        raise UsageError(f"--features must be positive, got {lengths}")
     dtypes = []
     for name in _csv("--dtypes", args.dtypes):
         if name not in ("float32", "float16", "bfloat16"):
-            raise _UsageError(f"--dtypes: {name!r} is not one of float32, float16, bfloat16")
+            raise UsageError(f"--dtypes: {name!r} is not one of float32, float16, bfloat16")
         dtypes.append(getattr(torch, name))
     if not torch.cuda.is_available():
         print("gsparse tune: needs a CUDA GPU (the schedules are GPU kernels); PyTorch sees none",
@@ -103,7 +101,7 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         loaded = datasets.workload(args.workload, scale=args.scale, seed=args.seed, device=device)
     except (ValueError, OSError) as error:
-        raise _UsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     g = loaded.graph
     print(f"{loaded.name}: {g.num_src:,} sources, {g.num_dst:,} destinations, {g.num_edges:,} edges "
           f"({loaded.source}); database {select.database_path()}", flush=True)
@@ -131,12 +129,12 @@ def _db(args: argparse.Namespace) -> int:
 
     path = Path(args.db) if args.db else default_database_path()
     if args.action in ("export", "import") and not args.file:
-        raise _UsageError(f"db {args.action} needs a JSON file argument")
+        raise UsageError(f"db {args.action} needs a JSON file argument")
     if args.action in ("show", "export", "clear") and not path.is_file():
         print(f"no tuning database at {path}")
         return 0
     if args.action == "import" and not Path(args.file).is_file():
-        raise _UsageError(f"db import: no file {args.file}")
+        raise UsageError(f"db import: no file {args.file}")
     with TuningDatabase(path) as database:
         if args.action == "show":
             records = [r for r in database.records() if r.key.operator.startswith(args.operator or "")]
@@ -152,7 +150,7 @@ def _db(args: argparse.Namespace) -> int:
             try:
                 changed, added = database.import_json(Path(args.file).read_text())
             except ValueError as error:
-                raise _UsageError(f"db import: {error}") from None
+                raise UsageError(f"db import: {error}") from None
             print(f"imported {args.file}: {changed} best records changed, {added} samples added")
         else:
             matching = [r for r in database.records() if r.key.operator.startswith(args.operator or "")]

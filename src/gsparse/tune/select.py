@@ -12,6 +12,9 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
   best.
 - ``"default"``: the hand rule.
 
+A graph built without reading the device (:meth:`Graph.from_block`, a sampled block rebuilt
+every step) gets the hand rule under every policy: a signature would read it back.
+
 A choice is made once per graph and task; a new record or policy takes effect on the next
 call (the choices are keyed by a generation that both bump).
 """
@@ -33,6 +36,7 @@ import torch
 from .. import kernels
 from ..datasets.structure import describe_structure
 from ..graph import Graph
+from ..kernels.source import refuse_capture
 from ..target import Target
 from .builder import ParallelBuilder
 from .database import BestRecord, TuningDatabase, TuningKey, default_database_path
@@ -169,12 +173,19 @@ def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tenso
     (the graph's GPU by default), once per graph, task and generation. ``call(schedule)``
     runs the operator on the real inputs: the "tune" policy measures candidates with it."""
     key = (task, _State.policy, _State.generation)
-    return g.schedules.get(key, lambda: _decide(operator, g, task, call, target or Target.of(g.device)))
+
+    def decide() -> Any:
+        refuse_capture(g.device, task)
+        return _decide(operator, g, task, call, target or Target.of(g.device))
+
+    return g.schedules.get(key, decide)
 
 
 def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor], target: Target) -> Any:
     ops = kernels.OPERATORS[operator]
-    if _State.policy == "default" or operator not in _MODELLED:
+    # A graph built without reading the device (a sampled block, rebuilt every step) gets
+    # the hand rule: a signature or a structure would read it back.
+    if _State.policy == "default" or operator not in _MODELLED or g.sync_free:
         return ops.default_schedule(task, g.stats, target)
     key = tuning_key(operator, g, task, target)
     database = _database()
@@ -185,16 +196,23 @@ def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tens
             return schedule_from_json(record.schedule_json)
         except ValueError:  # a record this version cannot read: decide afresh
             pass
-    space = ops.schedule_space(task, g.stats, target)
-    model = _model(operator)
-    structure = _structure(g)
     if _State.policy == "model":
-        if model is None:
-            return ops.default_schedule(task, g.stats, target)
-        candidates = space.candidates()
-        costs = model.predict(featurize(task, structure, target, candidates))
-        return candidates[int(costs.argmin())]
-    return _tune_now(operator, g, task, call, target, key, space, model, structure)
+        return model_choice(operator, g, task, target)
+    space = ops.schedule_space(task, g.stats, target)
+    return _tune_now(operator, g, task, call, target, key, space, _model(operator), _structure(g))
+
+
+def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
+    """The shipped model's first choice of ``task``'s space on ``g`` for ``target``: what the
+    "model" policy runs where no tuning record exists (the hand rule's pick where no model
+    ships for ``operator``). Measures nothing; ``g`` may live on any device."""
+    ops = kernels.OPERATORS[operator]
+    model = _model(operator)
+    if model is None:
+        return ops.default_schedule(task, g.stats, target)
+    candidates = ops.schedule_space(task, g.stats, target).candidates()
+    costs = model.predict(featurize(task, _structure(g), target, candidates))
+    return candidates[int(costs.argmin())]
 
 
 def _tune_now(operator, g, task, call, target, key, space, model, structure) -> Any:

@@ -11,7 +11,8 @@ import torch
 import gsparse
 from gsparse.algebra import SDDMM_OPS, TARGETS
 from gsparse.kernels import sddmm as sddmm_kernels
-from gsparse.kernels.sddmm import Edge, EdgeTransposed, Row, RowTransposed, chosen_schedule
+from gsparse.kernels.sddmm import Edge, EdgeTransposed, Row, RowTransposed
+from gsparse.tune import select
 from gsparse.target import Target
 
 from graphs import named_graph, random_features
@@ -125,7 +126,8 @@ def test_a_call_runs_the_chosen_schedule_and_a_repeated_call_reuses_its_plan(poi
     task = sddmm_kernels.task_for(g, "dot", x, y, "u", "v", (1,))
     for _ in range(2):
         gsparse.gsddmm(g, "dot", x, y, "u", "v")
-    assert len(g.plans) == 1 and (task, chosen_schedule(g, task)) in g.plans
+    chosen = select.choose("sddmm", g, task, call=None)  # the call's choice, made once: found
+    assert len(g.schedules) == 1 and len(g.plans) == 1 and (task, chosen) in g.plans
     assert len(poisoned) == 2
 
 

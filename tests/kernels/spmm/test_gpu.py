@@ -19,12 +19,11 @@ from gsparse.kernels.spmm import (
     OutputTiled,
     SplitRows,
     build_plan,
-    chosen_schedule,
-    default_schedule,
     run_spmm,
 )
 from gsparse.kernels.spmm.output_tiling import tiling_for
 from gsparse.target import Target
+from gsparse.tune import select
 from gsparse.testing.reference import gspmm_ref
 
 from graphs import named_graph, random_features
@@ -160,9 +159,8 @@ def test_a_call_runs_the_chosen_schedule_and_a_repeated_call_reuses_its_plan(poi
     task = spmm_kernels.task_for(g, "copy_lhs", "sum", x1, None, (8,))
     first = gsparse.gspmm(g, "copy_lhs", "sum", x1)
     second = gsparse.gspmm(g, "copy_lhs", "sum", x2)
-    chosen = default_schedule(task, g.stats, Target.of(g.device))
-    assert task in g.schedules and chosen_schedule(g, task) == chosen
-    assert len(g.plans) == 1 and (task, chosen) in g.plans
+    chosen = select.choose("spmm", g, task, call=None)  # the call's choice, made once: found
+    assert len(g.schedules) == 1 and len(g.plans) == 1 and (task, chosen) in g.plans
     torch.testing.assert_close(first.cpu().double(), gspmm_ref(g.to("cpu"), "copy_lhs", "sum", x1.cpu()),
                                **TOLERANCE[torch.float32])
     torch.testing.assert_close(second.cpu().double(), gspmm_ref(g.to("cpu"), "copy_lhs", "sum", x2.cpu()),

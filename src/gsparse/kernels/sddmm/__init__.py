@@ -16,7 +16,7 @@ from ...algebra import BINARY_OPS
 from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
-from ..source import RUNTIME_LOADER
+from ..source import RUNTIME_LOADER, Launch, refuse_capture
 from ..operands import vector_limit
 from . import codegen
 from .default import default_schedule
@@ -34,8 +34,9 @@ __all__ = [
     "SddmmAlgorithm",
     "SddmmSchedule",
     "SddmmTask",
-    "chosen_schedule",
+    "bind_sddmm",
     "default_schedule",
+    "hand_rule",
     "load_kernels",
     "run_sddmm",
     "schedule_space",
@@ -79,10 +80,77 @@ def load_kernels(task: SddmmTask, schedule: SddmmSchedule, device_index: int) ->
         RUNTIME_LOADER.kernel(program, name, device_index)
 
 
-def chosen_schedule(g: Graph, task: SddmmTask) -> SddmmSchedule:
-    """The schedule a call of ``task`` on ``g`` runs when none is forced (the hand rule on
-    the graph's device), chosen once per graph and task."""
-    return g.schedules.get(task, lambda: default_schedule(task, g.stats, Target.of(g.device)))
+def hand_rule(g: Graph, task: SddmmTask, call: Callable | None = None) -> SddmmSchedule:
+    """The hand rule's schedule of ``task`` on ``g``'s device: the chooser of calls that pass
+    none (the front ends pass the tuner's, :func:`gsparse.tune.select.choose`). ``call`` runs
+    the task under a forced schedule; the hand rule measures nothing, so never calls it."""
+    refuse_capture(g.device, task)
+    return default_schedule(task, g.stats, Target.of(g.device))
+
+
+def _plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule):
+    """The plan of ``task`` under ``schedule`` on ``g``, built on first use."""
+
+    def build():
+        refuse_capture(g.device, task)
+        return build_plan(g, task, schedule)
+
+    return g.plans.get((task, schedule), build)
+
+
+def _forced(g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, out_shape):
+    """``call(schedule)``: this call under a forced schedule, its output (what a chooser that
+    measures runs)."""
+    return lambda schedule: run_sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+
+
+def _checked_task(g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str,
+                  out_shape: tuple[int, ...]) -> SddmmTask:
+    task = task_for(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+    if task.num_heads * task.head_len > _MAX_INT32:
+        raise ValueError(f"{task.num_heads * task.head_len} features per edge; generated kernels "
+                         f"index the features of one row with 32-bit integers (at most {_MAX_INT32})")
+    return task
+
+
+def bind_sddmm(
+    g: Graph,
+    op: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    lhs_target: str,
+    rhs_target: str,
+    out_shape: tuple[int, ...],
+    choose: Callable[[Graph, SddmmTask, Callable], SddmmSchedule] = hand_rule,
+):
+    """:func:`run_sddmm` with ``choose``'s schedule for operands like these, resolved once:
+    returns ``run(lhs, rhs)`` (see :func:`~gsparse.kernels.spmm.bind_spmm`)."""
+    binop = BINARY_OPS[op]
+    operand = lhs if lhs is not None else rhs
+    dtype, device = operand.dtype, operand.device
+    uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
+    lhs = lhs.contiguous() if uses_lhs else None
+    rhs = rhs.contiguous() if uses_rhs else None
+    shape = (g.num_edges, *out_shape)
+    launch, zero = None, False
+    if math.prod(shape):
+        task = _checked_task(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+        if task.head_len == 0:  # a dot over nothing
+            zero = True
+        else:
+            schedule = choose(g, task, _forced(g, op, lhs, rhs, lhs_target, rhs_target, out_shape))
+            plan = _plan(g, task, schedule)
+            launch = plan.positional("lhs", "rhs", "out") if isinstance(plan, Launch) else plan
+
+    def run(lhs, rhs):
+        out = allocate(shape, dtype, device)
+        if launch is not None:
+            launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None, out)
+        elif zero:
+            out.zero_()
+        return out
+
+    return run
 
 
 def run_sddmm(
@@ -94,7 +162,7 @@ def run_sddmm(
     rhs_target: str,
     out_shape: tuple[int, ...],
     schedule: SddmmSchedule | None = None,
-    choose: Callable[[Graph, SddmmTask, Callable], SddmmSchedule] | None = None,
+    choose: Callable[[Graph, SddmmTask, Callable], SddmmSchedule] = hand_rule,
 ) -> torch.Tensor:
     """g-SDDMM with a generated kernel; operands as the front end hands them to backends.
 
@@ -103,8 +171,8 @@ def run_sddmm(
     and the operands' last dimension is the one reduced. Returns ``[num_edges, *out_shape]``
     in user edge order.
 
-    Without a forced ``schedule``, ``choose(g, task, call)`` picks one (the hand rule by
-    default; the tuner passes its own), where ``call(schedule)`` runs this call with a
+    Without a forced ``schedule``, ``choose(g, task, call)`` picks one (:func:`hand_rule`
+    by default; the front ends pass the tuner's), where ``call(schedule)`` runs this call with a
     forced schedule and returns its output.
 
     Raises TypeError for a forced ``schedule`` of another operator, ValueError when it is
@@ -120,17 +188,11 @@ def run_sddmm(
     out = allocate((g.num_edges, *out_shape), operand.dtype, operand.device)
     if out.numel() == 0:
         return out
-    task = task_for(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
+    task = _checked_task(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
     if task.head_len == 0:  # a dot over nothing
         return out.zero_()
-    if task.num_heads * task.head_len > _MAX_INT32:
-        raise ValueError(f"{task.num_heads * task.head_len} features per edge; generated kernels "
-                         f"index the features of one row with 32-bit integers (at most {_MAX_INT32})")
-    if schedule is None and choose is None:
-        schedule = chosen_schedule(g, task)
-    elif schedule is None:
-        schedule = choose(g, task, lambda forced: run_sddmm(g, op, lhs, rhs, lhs_target, rhs_target,
-                                                             out_shape, forced))
-    plan = g.plans.get((task, schedule), lambda: build_plan(g, task, schedule))
+    if schedule is None:
+        schedule = choose(g, task, _forced(g, op, lhs, rhs, lhs_target, rhs_target, out_shape))
+    plan = _plan(g, task, schedule)
     plan(lhs=lhs, rhs=rhs, out=out)
     return out

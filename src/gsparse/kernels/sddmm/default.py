@@ -64,6 +64,9 @@ def default_schedule(task: SddmmTask, stats: GraphStats, target: Target) -> Sddm
       launch.
     - Otherwise, 4- or 8-byte dtypes, heads longer than 128 features whose source-node
       features overflow three quarters of the L2: launches of 128 features.
+
+    Statistics that are not exact (a block built on the device) give the longest row as an
+    upper bound, which only makes the row skeleton's test stricter.
     """
     feature_len, dtype, dot = task.head_len, task.dtype, task.is_dot
     size = dtype.itemsize

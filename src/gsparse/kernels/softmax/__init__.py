@@ -11,6 +11,7 @@ import torch
 
 from ...graph import Graph
 from ..memory import allocate
+from ..source import refuse_capture
 from .default import default_schedule
 from .plan import build_plan
 from .schedule import SOFTMAX_SCHEDULES, WarpPerRow
@@ -22,6 +23,7 @@ __all__ = [
     "SOFTMAX_SCHEDULES",
     "SoftmaxTask",
     "WarpPerRow",
+    "bind_edge_softmax",
     "default_schedule",
     "head_lanes",
     "run_edge_softmax",
@@ -36,6 +38,16 @@ def _rows(g: Graph, norm_by: str) -> Graph:
     return g if norm_by == "dst" else g.reverse()
 
 
+def _plan(rows: Graph, task: SoftmaxTask):
+    schedule = default_schedule(task, None, None)
+
+    def build():
+        refuse_capture(rows.device, task)
+        return build_plan(rows, task, schedule)
+
+    return rows.plans.get((task, schedule), build)
+
+
 def _launch(direction: str, g: Graph, values: dict[str, torch.Tensor], out_name: str,
             out: torch.Tensor, norm_by: str) -> torch.Tensor:
     rows = _rows(g, norm_by)
@@ -43,10 +55,28 @@ def _launch(direction: str, g: Graph, values: dict[str, torch.Tensor], out_name:
         return out
     task = SoftmaxTask(direction, out.dtype, rows.index_dtype, rows.eid is not None,
                        out.numel() // g.num_edges)
-    schedule = default_schedule(task, None, None)
-    plan = rows.plans.get((task, schedule), lambda: build_plan(rows, task, schedule))
-    plan(**values, **{out_name: out})
+    _plan(rows, task)(**values, **{out_name: out})
     return out
+
+
+def bind_edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst"):
+    """:func:`run_edge_softmax` for logits like these (shape, dtype, device), resolved once:
+    returns ``run(logits)`` (see :func:`~gsparse.kernels.spmm.bind_spmm`)."""
+    rows = _rows(g, norm_by)
+    shape, dtype, device = tuple(logits.shape), logits.dtype, logits.device
+    launch = None
+    if logits.numel():
+        task = SoftmaxTask("forward", dtype, rows.index_dtype, rows.eid is not None,
+                           logits.numel() // g.num_edges)
+        launch = _plan(rows, task).positional("x", "y")
+
+    def run(logits):
+        out = allocate(shape, dtype, device)
+        if launch is not None:
+            launch(logits.contiguous(), out)
+        return out
+
+    return run
 
 
 def run_edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst") -> torch.Tensor:

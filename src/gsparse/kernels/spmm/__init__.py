@@ -17,7 +17,7 @@ from ...algebra import BINARY_OPS, REDUCERS
 from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
-from ..source import RUNTIME_LOADER
+from ..source import RUNTIME_LOADER, Launch, refuse_capture
 from ..operands import vector_limit
 from . import codegen
 from .default import default_schedule
@@ -35,8 +35,9 @@ __all__ = [
     "SpmmAlgorithm",
     "SpmmSchedule",
     "SpmmTask",
-    "chosen_schedule",
+    "bind_spmm",
     "default_schedule",
+    "hand_rule",
     "load_kernels",
     "run_spmm",
     "schedule_space",
@@ -71,10 +72,90 @@ def load_kernels(task: SpmmTask, schedule: SpmmSchedule, device_index: int) -> N
         RUNTIME_LOADER.kernel(program, name, device_index)
 
 
-def chosen_schedule(g: Graph, task: SpmmTask) -> SpmmSchedule:
-    """The schedule a call of ``task`` on ``g`` runs when none is forced (the hand rule on
-    the graph's device), chosen once per graph and task."""
-    return g.schedules.get(task, lambda: default_schedule(task, g.stats, Target.of(g.device)))
+def hand_rule(g: Graph, task: SpmmTask, call: Callable | None = None) -> SpmmSchedule:
+    """The hand rule's schedule of ``task`` on ``g``'s device: the chooser of calls that pass
+    none (the front ends pass the tuner's, :func:`gsparse.tune.select.choose`). ``call`` runs
+    the task under a forced schedule; the hand rule measures nothing, so never calls it."""
+    refuse_capture(g.device, task)
+    return default_schedule(task, g.stats, Target.of(g.device))
+
+
+def _plan(g: Graph, task: SpmmTask, schedule: SpmmSchedule):
+    """The plan of ``task`` under ``schedule`` on ``g``, built on first use."""
+
+    def build():
+        refuse_capture(g.device, task)
+        return build_plan(g, task, schedule, Target.of(g.device))
+
+    return g.plans.get((task, schedule), build)
+
+
+_OPERANDS = ("lhs", "rhs", "out", "arg_u", "arg_e")
+
+
+def _forced(g: Graph, op: str, reduce: str, lhs, rhs, out_shape, with_arg: bool):
+    """``call(schedule)``: this call under a forced schedule, its output (what a chooser that
+    measures runs)."""
+
+    def call(schedule: SpmmSchedule) -> torch.Tensor:
+        result = run_spmm(g, op, reduce, lhs, rhs, out_shape, schedule, with_arg)
+        return result[0] if with_arg else result
+
+    return call
+
+
+def bind_spmm(
+    g: Graph,
+    op: str,
+    reduce: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    out_shape: tuple[int, ...],
+    with_arg: bool = False,
+    choose: Callable[[Graph, SpmmTask, Callable], SpmmSchedule] = hand_rule,
+):
+    """:func:`run_spmm` with ``choose``'s schedule for operands like these, resolved once.
+
+    Returns ``run(lhs, rhs)``: for operands of the same shapes, dtype, device and alignment
+    class as these, it allocates the outputs and launches the plan, and returns what
+    :func:`run_spmm` returns. The task, the schedule and the plan are looked up here, not
+    per call; a caller that keeps ``run`` must bind again when the graph's ``schedules`` or
+    ``plans`` change (their ``generation``).
+    """
+    binop = BINARY_OPS[op]
+    if with_arg and not REDUCERS[reduce].keeps_arg:
+        raise ValueError(f"with_arg needs reduce max or min, got {reduce!r}")
+    operand = lhs if lhs is not None else rhs
+    dtype, device = operand.dtype, operand.device
+    uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
+    lhs = lhs.contiguous() if uses_lhs else None
+    rhs = rhs.contiguous() if uses_rhs else None
+    shape = (g.num_dst, *out_shape)
+    launch = None
+    if g.num_dst and math.prod(shape):
+        task = task_for(g, op, reduce, lhs, rhs, out_shape, with_arg)
+        plan = _plan(g, task, choose(g, task, _forced(g, op, reduce, lhs, rhs, out_shape, with_arg)))
+        launch = plan.positional(*_OPERANDS) if isinstance(plan, Launch) else plan
+
+    if with_arg:
+        def run_arg(lhs, rhs):
+            out = allocate(shape, dtype, device)
+            arg_u, arg_e = allocate(shape, torch.int64, device), allocate(shape, torch.int64, device)
+            if launch is not None:
+                launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None,
+                       out, arg_u, arg_e)
+            return out, arg_u, arg_e
+
+        return run_arg
+
+    def run(lhs, rhs):
+        out = allocate(shape, dtype, device)
+        if launch is not None:
+            launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None,
+                   out, None, None)
+        return out
+
+    return run
 
 
 def run_spmm(
@@ -86,7 +167,7 @@ def run_spmm(
     out_shape: tuple[int, ...],
     schedule: SpmmSchedule | None = None,
     with_arg: bool = False,
-    choose: Callable[[Graph, SpmmTask, Callable], SpmmSchedule] | None = None,
+    choose: Callable[[Graph, SpmmTask, Callable], SpmmSchedule] = hand_rule,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """g-SpMM with a generated kernel; operands as the front end hands them to backends.
 
@@ -94,8 +175,8 @@ def run_spmm(
     order) have the rank of ``out_shape``. Returns ``[num_dst, *out_shape]``, and with
     ``with_arg`` (max/min) also ``arg_u`` and ``arg_e`` (int64, same shape, -1 in empty rows).
 
-    Without a forced ``schedule``, ``choose(g, task, call)`` picks one (the hand rule by
-    default; the tuner passes its own), where ``call(schedule)`` runs this call with a
+    Without a forced ``schedule``, ``choose(g, task, call)`` picks one (:func:`hand_rule`
+    by default; the front ends pass the tuner's), where ``call(schedule)`` runs this call with a
     forced schedule and returns its output.
 
     Raises TypeError for a forced ``schedule`` of another operator, ValueError when it is
@@ -120,15 +201,8 @@ def run_spmm(
     if g.num_dst == 0 or out.numel() == 0:
         return (out, arg_u, arg_e) if with_arg else out
     task = task_for(g, op, reduce, lhs, rhs, out_shape, with_arg)
-    if schedule is None and choose is None:
-        schedule = chosen_schedule(g, task)
-    elif schedule is None:
-        def call(forced: SpmmSchedule) -> torch.Tensor:
-            result = run_spmm(g, op, reduce, lhs, rhs, out_shape, forced, with_arg)
-            return result[0] if with_arg else result
-
-        schedule = choose(g, task, call)
-    plan = g.plans.get((task, schedule),
-                       lambda: build_plan(g, task, schedule, Target.of(g.device)))
+    if schedule is None:
+        schedule = choose(g, task, _forced(g, op, reduce, lhs, rhs, out_shape, with_arg))
+    plan = _plan(g, task, schedule)
     plan(lhs=lhs, rhs=rhs, out=out, arg_u=arg_u, arg_e=arg_e)
     return (out, arg_u, arg_e) if with_arg else out

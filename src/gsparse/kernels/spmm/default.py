@@ -33,9 +33,13 @@ def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmS
     (at most one per 8 edges): there, gathers from shared memory beat L2's sector rate. It
     runs half a warp per row, 1,024 threads per block, rows in natural order. Everything
     else takes the one-pass family's rule (:func:`_row_groups`).
+
+    Statistics that are not exact (a block built on the device, :class:`~gsparse.graph.RowStats`)
+    keep to the one-pass family: the staged skeletons' layouts read the degree distribution
+    back to the host.
     """
     schedule = _row_groups(task, stats, target)
-    if task.lhs_shape is None or task.num_features > _STAGED_FEATURES:
+    if task.lhs_shape is None or task.num_features > _STAGED_FEATURES or not stats.rows.exact:
         return schedule
     if task.algorithm.message_is_lhs and (tiled := _output_tiled(task, stats, target)):
         return tiled
@@ -71,6 +75,8 @@ def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | 
       throughput rather than by imbalance.
     - Beyond 4 features, rows far longer than the mean are cut into chunks of the longest
       length :func:`~.shapes.row_splits_for` offers (:class:`SplitRows`).
+    - Statistics that are not exact (an unknown COV, a bound for the longest row) neither
+      sort rows nor split them: the work list of split rows is sized by the data.
     """
     feature_len, element_bytes = task.num_features, task.dtype.itemsize
     mean_degree = stats.rows.mean
@@ -97,7 +103,8 @@ def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | 
         index_tile=False,
         degree_sorted=stats.rows.cov > 0.5 and (feature_len > _STAGED_FEATURES or mean_degree >= 128),
     )
-    splits = row_splits_for(mean_degree, stats.rows.max) if feature_len > _STAGED_FEATURES else []
+    splits = (row_splits_for(mean_degree, stats.rows.max)
+              if feature_len > _STAGED_FEATURES and stats.rows.exact else [])
     if splits:
         return SplitRows(**knobs, row_split=splits[-1]).validate()
     return OnePass(**knobs).validate()

@@ -1,0 +1,69 @@
+"""The CUDA backend's host path on CPU tensors, for tests without a GPU.
+
+Inside :func:`cuda_path_on_cpu`, CPU tensors go to the CUDA backend: tasks, schedules
+chosen on an H100's facts, launch plans, and launches that a
+:class:`~recording.RecordingLoader` records instead of running (outputs stay as
+allocated). :class:`NoHostReads` fails any call that would make a GPU wait: a tensor's
+value read by the host, or an operation whose output size depends on the data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from gsparse import backends, target
+from gsparse.backends import cuda
+from gsparse.kernels import source
+
+from recording import RecordingLoader
+
+
+@contextlib.contextmanager
+def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[RecordingLoader]:
+    loader = loader if loader is not None else RecordingLoader()
+    cpu = torch.device("cpu")
+    previous_backend = backends.for_device(cpu)
+    previous_kernel = source._RuntimeLoader.kernel
+    previous_of = target.Target.of
+    backends.register("cpu", cuda.BACKEND)
+    source._RuntimeLoader.kernel = lambda self, program, name, device_index: loader.kernel(
+        program, name, device_index)
+    target.Target.of = staticmethod(lambda device=None: target.H100)
+    try:
+        yield loader
+    finally:
+        backends.register("cpu", previous_backend)
+        source._RuntimeLoader.kernel = previous_kernel
+        target.Target.of = previous_of
+
+
+_READS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__int__,
+          torch.Tensor.__float__, torch.Tensor.__index__, torch.Tensor.numpy}
+_DATA_SIZED = {torch.nonzero, torch.Tensor.nonzero, torch.bincount, torch.Tensor.bincount,
+               torch.unique, torch.Tensor.unique, torch.unique_consecutive, torch.masked_select,
+               torch.Tensor.masked_select, torch.argwhere, torch.Tensor.argwhere}
+
+
+class NoHostReads(TorchFunctionMode):
+    """AssertionError on any torch call that reads device data back to the host: ``bool``,
+    ``item``, ``int``, ``tolist``; ``nonzero``, ``bincount``, ``unique`` and the like;
+    boolean-mask indexing; ``repeat_interleave`` by a tensor without ``output_size``."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _READS or func in _DATA_SIZED:
+            raise AssertionError(f"{getattr(func, '__name__', func)} reads the device back")
+        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__):
+            index = args[1] if isinstance(args[1], tuple) else (args[1],)
+            if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
+                raise AssertionError("boolean-mask indexing reads the device back")
+        if func in (torch.repeat_interleave, torch.Tensor.repeat_interleave):
+            repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+            if isinstance(repeats, torch.Tensor) and kwargs.get("output_size") is None:
+                raise AssertionError("repeat_interleave by a tensor without output_size reads "
+                                     "the device back")
+        return func(*args, **kwargs)

@@ -1,0 +1,146 @@
+"""Resolved calls: a repeated call goes from the facts of its operands to its bound launch,
+without building its task, choosing its schedule or building its plan again; what a call
+resolved to changes when its facts, the graph's schedules or its plans do."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gsparse
+from gsparse import _calls
+from gsparse.kernels import sddmm as sddmm_kernels
+from gsparse.kernels import spmm as spmm_kernels
+from gsparse.kernels.source import refuse_capture
+from gsparse.kernels.spmm import OnePass
+from gsparse.kernels.spmm.codegen import one_pass
+from gsparse.tune import select
+
+from cuda_path import cuda_path_on_cpu
+from graphs import named_graph
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the tasks built and the schedules chosen (by the tuner's policy) on the CUDA
+    kernels' host path."""
+    seen = {"spmm_task": 0, "sddmm_task": 0, "schedule": 0}
+
+    def counting(module, name, key):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            seen[key] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    counting(spmm_kernels, "task_for", "spmm_task")
+    counting(sddmm_kernels, "task_for", "sddmm_task")
+    counting(select, "_decide", "schedule")  # the policy's decision, made once per task
+    return seen
+
+
+def test_a_repeated_call_builds_no_task_schedule_or_plan_again(counted):
+    g = named_graph("random")
+    x = torch.randn(g.num_src, 16)
+    with cuda_path_on_cpu() as loader:
+        outs = [gsparse.gspmm(g, "copy_lhs", "sum", x) for _ in range(3)]
+        assert counted == {"spmm_task": 1, "sddmm_task": 0, "schedule": 1}
+        assert loader.prepared == [one_pass.KERNEL] and len(loader.launches[one_pass.KERNEL]) == 3
+        assert [launch.args["out"] for launch in loader.launches[one_pass.KERNEL]] == outs
+        assert all(launch.args["lhs"] is x for launch in loader.launches[one_pass.KERNEL])
+
+
+def test_repeated_training_steps_resolve_nothing_after_the_first(counted):
+    g = named_graph("square")
+    layer = gsparse.nn.GATConv(8, 4, heads=2)
+    x = torch.randn(g.num_src, 8, requires_grad=True)
+    with cuda_path_on_cpu() as loader:
+        layer(x, g).sum().backward()
+        first = (dict(counted), list(loader.prepared), len(loader.order))
+        layer(x, g).sum().backward()
+        assert (dict(counted), loader.prepared) == first[:2]  # nothing built again ...
+        assert len(loader.order) == 2 * first[2]  # ... and every kernel launched again
+
+
+def test_new_facts_resolve_a_new_call(counted):
+    g = named_graph("random")
+    flat = torch.randn(g.num_src * 16 + 1)
+    x = flat[:-1].view(g.num_src, 16)
+    with cuda_path_on_cpu():
+        gsparse.gspmm(g, "copy_lhs", "sum", flat[1:].view(g.num_src, 16))  # 4 bytes off: scalars
+        gsparse.gspmm(g, "copy_lhs", "sum", x)  # aligned: vectors
+        gsparse.gspmm(g, "copy_lhs", "sum", x.double())
+        gsparse.gspmm(g, "copy_lhs", "sum", x[:, :8])  # another shape, not contiguous
+        gsparse.gspmm(g, "copy_lhs", "sum", x[:, :8])
+    assert counted["spmm_task"] == 4
+    assert sorted(key[3][3] for key in g.calls._entries) == [-1, 0, 0, 4]
+    assert {task.vector_ok for task, _policy, _generation in g.schedules._entries} == {1, 2, 4}
+
+
+def test_a_new_choice_of_schedule_takes_effect_on_the_next_call():
+    g = named_graph("random")
+    x = torch.randn(g.num_src, 16)
+    with cuda_path_on_cpu() as loader:
+        gsparse.gspmm(g, "copy_lhs", "sum", x)
+        (key,) = g.schedules._entries
+        task = key[0]
+        forced = OnePass(rows_per_block=4, feature_lanes=16)
+        g.schedules.replace(key, forced)
+        gsparse.gspmm(g, "copy_lhs", "sum", x)
+        assert (task, forced) in g.plans and len(loader.prepared) == 2
+        first, second = loader.launches[one_pass.KERNEL]
+        assert second.block == forced.threads != first.block
+        g.plans.clear()
+        gsparse.gspmm(g, "copy_lhs", "sum", x)
+        assert len(loader.prepared) == 3  # plans dropped: built again
+
+
+def test_a_resolved_call_keeps_validating_calls_with_other_facts():
+    g = named_graph("random")
+    x = torch.randn(g.num_src, 4)
+    gsparse.gspmm(g, "copy_lhs", "sum", x)
+    with pytest.raises(ValueError, match="lhs has 7 rows but the graph has 150 source nodes"):
+        gsparse.gspmm(g, "copy_lhs", "sum", x[:7])
+    with pytest.raises(ValueError, match="op must be one of"):
+        gsparse.gspmm(g, "copy", "sum", x)
+    with pytest.raises(TypeError, match="lhs must be a torch.Tensor"):
+        gsparse.gspmm(g, "copy_lhs", "sum", [1.0])
+
+
+def test_subclass_tensors_and_autocast_take_the_full_path():
+    g = named_graph("random")
+    w = torch.nn.Parameter(torch.randn(g.num_src, 4))
+    out = gsparse.gspmm(g, "copy_lhs", "sum", w)
+    out.sum().backward()
+    assert w.grad is not None and not g.calls._entries  # nothing resolved for a Parameter
+    x = torch.randn(g.num_src, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert gsparse.gspmm(g, "copy_lhs", "sum", x).dtype == torch.bfloat16
+        assert gsparse.gspmm(g, "mul", "sum", x, torch.randn(g.num_edges, 1)).dtype == torch.bfloat16
+    assert not g.calls._entries
+    gsparse.gspmm(g, "copy_lhs", "sum", x)
+    (call,) = g.calls._entries.values()
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # a resolved call is not taken either
+        assert _calls.find(g, next(iter(g.calls._entries))) is None
+
+
+def test_resolved_calls_pad_broadcast_operands_and_ignore_unused_ones():
+    g = named_graph("random")
+    x, w = torch.randn(g.num_src, 2, 3), torch.randn(g.num_edges, 1)  # w padded to [E, 1, 1]
+    full = gsparse.gspmm(g, "mul", "sum", x, w)
+    again = gsparse.gspmm(g, "mul", "sum", x, w)
+    torch.testing.assert_close(again, full)
+    ignored = torch.randn(3, requires_grad=True)  # copy_lhs ignores rhs: no gradient for it
+    out = gsparse.gspmm(g, "copy_lhs", "sum", x, ignored)
+    out = gsparse.gspmm(g, "copy_lhs", "sum", x, ignored)
+    assert not out.requires_grad
+
+
+def test_building_a_plan_during_a_capture_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match="while a CUDA graph was being captured.*Run the same "
+                                           "call once before capturing"):
+        refuse_capture(torch.device("cuda", 0), "the task")
+    refuse_capture(torch.device("cpu"), "the task")  # only CUDA graphs capture

@@ -1,0 +1,86 @@
+"""The layers on sampled blocks (graphs built without reading the device) compute what they
+compute on the same graphs built by the validating constructors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gsparse import Graph, nn as gnn
+from gsparse.nn._graph import self_loops
+
+
+def _edges(seed: int, n: int = 30, e: int = 200) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, e), generator=gen)
+    ei[1, :12] = ei[0, :12]  # self loops, two at node ei[0, 0]
+    ei[:, 12] = ei[:, 0]
+    return ei
+
+
+LAYERS = {
+    "gcn": lambda: gnn.GCNConv(8, 4),
+    "gcn-improved": lambda: gnn.GCNConv(8, 4, improved=True),
+    "gcn-no-loops": lambda: gnn.GCNConv(8, 4, add_self_loops=False),
+    "gat": lambda: gnn.GATConv(8, 3, heads=2),
+    "gat-one-head": lambda: gnn.GATConv(8, 5, heads=1, concat=False),
+    "sage": lambda: gnn.SAGEConv(8, 4),
+    "sage-max": lambda: gnn.SAGEConv(8, 4, aggr="max"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+@pytest.mark.parametrize("seed", range(3))
+def test_layers_on_a_block_match_the_validated_graph(name, seed):
+    torch.manual_seed(seed)
+    layer = LAYERS[name]()
+    ei = _edges(seed)
+    validated = Graph.from_edge_index(ei, num_nodes=30)
+    block = Graph.from_block(ei, num_src=30, num_dst=30)
+    outs, grads = [], []
+    for g in (validated, block):
+        x = torch.randn(30, 8, generator=torch.Generator().manual_seed(seed), requires_grad=True)
+        out = layer(x, g)
+        params = list(layer.parameters())
+        grads.append(torch.autograd.grad((out * out).sum(), [x, *params]))
+        outs.append(out)
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_gcn_with_edge_weights_on_a_block_matches_the_validated_graph():
+    ei = _edges(7)
+    w = torch.rand(ei.shape[1]) + 0.1
+    layer = gnn.GCNConv(8, 4)
+    x = torch.randn(30, 8)
+    torch.testing.assert_close(layer(x, Graph.from_block(ei, num_src=30, num_dst=30), w),
+                               layer(x, Graph.from_edge_index(ei, num_nodes=30), w))
+
+
+def test_a_blocks_self_loops_are_kept_and_masked_with_one_new_loop_per_node():
+    ei = _edges(3)
+    block = self_loops(Graph.from_block(ei, num_src=30, num_dst=30))
+    validated = self_loops(Graph.from_edge_index(ei, num_nodes=30))
+    loops = int((ei[0] == ei[1]).sum())
+    assert block.graph.num_edges == ei.shape[1] + 30 and block.graph.sync_free
+    assert int(block.masked.sum()) == loops and validated.masked is None
+    assert validated.graph.num_edges == ei.shape[1] - loops + 30
+    assert torch.equal(block.loop_edge, validated.loop_edge)
+    # Unmasked, the block's graph is the validated one, edge for edge and origin for origin.
+    src, dst = block.graph.edges()
+    keep = ~block.masked
+    pairs = sorted(zip(src[keep].tolist(), dst[keep].tolist(), block.origin[keep].tolist()))
+    vsrc, vdst = validated.graph.edges()
+    assert pairs == sorted(zip(vsrc.tolist(), vdst.tolist(), validated.origin.tolist()))
+
+
+def test_sage_on_bipartite_blocks_matches_the_validated_graph():
+    gen = torch.Generator().manual_seed(0)
+    ei = torch.stack([torch.randint(0, 40, (150,), generator=gen), torch.randint(0, 12, (150,), generator=gen)])
+    ei = ei[:, torch.argsort(ei[1], stable=True)]
+    layer = gnn.SAGEConv(8, 4)
+    x = torch.randn(40, 8, generator=gen)
+    block = Graph.from_block(ei, num_src=40, num_dst=12, dst_sorted=True, max_degree=150)
+    torch.testing.assert_close(layer((x, x[:12]), block),
+                               layer((x, x[:12]), Graph.from_edge_index(ei, num_src=40, num_dst=12)))
