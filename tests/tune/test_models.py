@@ -209,3 +209,52 @@ def test_the_tree_evaluator_rejects_what_it_does_not_model():
         _split(0, 1.0, _leaf(0.0), _leaf(1.0)), decision_type="==")}]}
     with pytest.raises(ValueError, match="only numerical '<=' splits"):
         TreeEnsemble.from_lightgbm(categorical)
+
+
+def _random_tree(rng, leaves, features, thresholds):
+    """A LightGBM dump node of ``leaves`` leaves: random splits, leaf values multiples of
+    1/8 (so that sums are exact in any order)."""
+    if leaves == 1:
+        return _leaf(float(rng.integers(-80, 80)) / 8)
+    left = int(rng.integers(1, leaves))
+    return _split(int(rng.integers(features)), float(rng.choice(thresholds)),
+                  _random_tree(rng, left, features, thresholds),
+                  _random_tree(rng, leaves - left, features, thresholds))
+
+
+@pytest.mark.parametrize("most_leaves", [32, 64])
+def test_the_tree_evaluator_walks_random_trees(most_leaves):
+    """Masks of 32 bits for trees of up to 32 leaves, 64 beyond; columns equal in every row
+    (the graph's features, in the tuner's use) or not; values on the thresholds."""
+    rng = np.random.default_rng(most_leaves)
+    thresholds = [-1.5, 0.0, 0.5, 2.0, 3.25, 7.0]
+    dump = {"max_feature_idx": 5, "tree_info": [
+        {"tree_structure": _random_tree(rng, int(rng.integers(1, most_leaves + 1)), 6, thresholds)}
+        for _ in range(40)]}
+    ensemble = TreeEnsemble.from_lightgbm(dump)
+    for constant in ([], [0, 3], [0, 1, 2, 3, 4, 5]):
+        x = rng.choice([-2.0, *thresholds, 1.0, 9.0], size=(300, 6))
+        x[:, constant] = x[0, constant]
+        expected = [sum(_walk(t["tree_structure"], row) for t in dump["tree_info"]) for row in x]
+        np.testing.assert_array_equal(ensemble.predict(x), expected)
+
+
+@pytest.mark.parametrize("operator", ["spmm", "sddmm"])
+def test_the_shipped_models_score_spaces_as_the_plain_evaluation(operator):
+    from gsparse.kernels import sddmm, spmm
+    from gsparse.tune import select
+
+    from graphs import named_graph
+
+    from .reference_decision import (TARGETS, random_graph, random_sddmm_task, random_spmm_task,
+                                     reference_featurize, reference_scores)
+
+    ops, random_task = (spmm, random_spmm_task) if operator == "spmm" else (sddmm, random_sddmm_task)
+    ensemble = select._model(operator).ensemble
+    rng = np.random.default_rng(7)
+    g = named_graph("random")
+    for _ in range(40):
+        stats, structure = random_graph(rng)
+        task, target = random_task(rng, g), TARGETS[rng.integers(len(TARGETS))]
+        x = reference_featurize(task, structure, target, ops.schedule_space(task, stats, target).candidates())
+        assert np.array_equal(ensemble.predict(x), reference_scores(ensemble, x))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,6 +16,8 @@ from gsparse.tune.database import TuningDatabase
 from gsparse.tune.interfaces import BuildResult
 
 from graphs import named_graph
+
+from .reference_decision import TARGETS, random_graph, random_sddmm_task, random_spmm_task, reference_choice
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +65,7 @@ def test_the_default_policy_runs_the_hand_rule():
 
 
 @pytest.mark.parametrize("operator", ["spmm", "sddmm"])
-def test_the_model_policy_picks_from_the_space_in_milliseconds(operator):
+def test_the_model_policy_picks_from_the_space_in_about_a_millisecond(operator):
     g = named_graph("long_row")
     x = torch.randn(g.num_src, 64)
     if operator == "spmm":
@@ -75,15 +79,63 @@ def test_the_model_policy_picks_from_the_space_in_milliseconds(operator):
     # Decided once per graph, task and generation; a new graph of the same kind decides
     # again from its statistics, which the first decision has already paid for.
     assert select.choose(operator, g, task, _never_called, H100) is chosen
-    select._decide(operator, g, task, _never_called, H100)  # warm: model loaded
-    times = []
-    for _ in range(20):
-        start = time.perf_counter()
-        select._decide(operator, g, task, _never_called, H100)
-        times.append(time.perf_counter() - start)
-    # the fastest of 20 (a shared CI core adds waits, never speed): 1.3-1.7 ms on a quiet
-    # core; the bound catches a measurement, a compilation or a device read sneaking in
-    assert min(times) < 10e-3
+
+    def median_ms(decide) -> float:
+        for _ in range(10):
+            assert decide() == chosen
+        times = []
+        for _ in range(100):
+            start = time.thread_time()  # this thread's CPU time: a busy machine's waits do not count
+            decide()
+            times.append(time.thread_time() - start)
+        return statistics.median(times) * 1e3
+
+    def first_of_its_task():  # the space is built too
+        select._SPACES.clear()
+        return select.model_choice(operator, g, task, H100)
+
+    def space_kept():  # what every new graph of the task pays for g-SDDMM, whose space reads the task alone
+        return select.model_choice(operator, g, task, H100)
+
+    # 81 (g-SpMM) and 115 (g-SDDMM) candidates here: 0.9 and 1.1 ms (1.9 and 2.5 ms before the
+    # decision was vectorised), 0.27 and 0.3 ms with the space kept, on a busy 2-core machine.
+    # The bounds catch a measurement, a compilation or a device read sneaking in, and
+    # per-candidate Python returning.
+    assert median_ms(first_of_its_task) < 3.0
+    assert median_ms(space_kept) < 1.0
+
+
+@pytest.mark.parametrize("operator", ["spmm", "sddmm"])
+def test_the_model_policy_chooses_what_the_plain_computation_chooses(operator):
+    """The space's features computed over all candidates at once, its static part kept
+    per space, and the trees evaluated with shared columns folded: the same first choice as
+    per-schedule features and the trees evaluated split by split, on random tasks and graphs."""
+    random_task = random_spmm_task if operator == "spmm" else random_sddmm_task
+    model = select._model(operator)
+    rng = np.random.default_rng(18)
+    g = named_graph("random")
+    for _ in range(100):
+        stats, structure = random_graph(rng)
+        task, target = random_task(rng, g), TARGETS[rng.integers(len(TARGETS))]
+        chosen = select._first_choice(model, select._SPACES.get(operator, task, stats, target), structure)
+        assert chosen == reference_choice(model, operator, task, stats, structure, target), (task, stats)
+    for kind in ("random", "long_row", "int64"):
+        g = named_graph(kind)
+        task = random_task(rng, g)
+        assert select.model_choice(operator, g, task, H100) == reference_choice(
+            model, operator, task, g.stats, select._structure(g), H100)
+
+
+def test_the_sddmm_space_reads_the_task_alone():
+    """What lets every graph share its task's g-SDDMM space (select._SpaceCache): should
+    the space come to read the graph, set SPACE_READS_STATS["sddmm"] to True."""
+    assert not select._SpaceCache.SPACE_READS_STATS["sddmm"]
+    rng = np.random.default_rng(5)
+    g = named_graph("random")
+    for _ in range(30):
+        task = random_sddmm_task(rng, g)
+        spaces = {sddmm.schedule_space(task, random_graph(rng)[0], target).candidates() for target in TARGETS}
+        assert len(spaces) == 1, task
 
 
 def test_a_tuning_record_wins_over_the_policy():

@@ -15,24 +15,63 @@ One fixed-length row per candidate schedule, in three parts:
 
 Models are trained per operator (g-SpMM, g-SDDMM), so each operator has its own layout;
 :func:`feature_names` names the columns.
+
+The tuner featurises a task's whole space on every new graph, so the work is done over
+all candidates at once (:class:`SpaceFeatures`): one pass of Python reads each schedule's
+knobs into an integer table, the columns are NumPy expressions over it, and those that do
+not read the graph are computed once per list of schedules.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..datasets.structure import GraphStructure
 from ..kernels import sddmm, spmm
+from ..kernels.sddmm.plan import MAX_GRID_X, MAX_GRID_Y
 from ..target import Target
 
-__all__ = ["feature_names", "featurize"]
+__all__ = ["SpaceFeatures", "feature_names", "featurize"]
 
 
-def _log2(value: float) -> float:
-    return math.log2(value) if value > 0 else 0.0
+def _log2(values: np.ndarray) -> np.ndarray:
+    """``math.log2`` of each value, 0 where it is not positive. A power of two's is its
+    exponent; the others (a column tile, a forced odd knob) are few and take math's, not
+    NumPy's, whose vectorised logarithm may differ in the last bit from the one the shipped
+    models were trained on."""
+    mantissa, exponent = np.frexp(values)
+    out = np.where(values > 0, exponent - 1.0, 0.0)
+    for i in np.flatnonzero((mantissa != 0.5) & (values > 0)):
+        out.flat[i] = math.log2(values.flat[i])
+    return out
+
+
+def _knob_table(schedules: Sequence, columns: tuple[str, ...], layouts: dict[type, Callable[..., tuple]],
+                *args: Any) -> np.ndarray:
+    """``[len(columns), len(schedules)]`` int64: each schedule's ``columns`` as its
+    skeleton's entry of ``layouts`` reads them (``layouts[type(s)](s, *args)``), a row per
+    column."""
+    try:
+        rows = [layouts[type(s)](s, *args) for s in schedules]
+    except KeyError as error:
+        known = ", ".join(cls.__name__ for cls in layouts)
+        raise TypeError(f"schedules must be {known} schedules, got a {error.args[0].__name__}") from None
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * len(columns))
+    return flat.reshape(len(rows), len(columns)).T
+
+
+def _resident_blocks(threads: np.ndarray, target: Target) -> np.ndarray:
+    """Blocks of ``threads`` threads the whole GPU keeps resident at once."""
+    return target.sms * np.maximum(1, target.warps_per_sm * 32 // np.maximum(threads, 1))
+
+
+def _named(names: Sequence[str], columns: np.ndarray) -> dict[str, np.ndarray]:
+    return dict(zip(names, columns))
 
 
 def _problem(structure: GraphStructure, target: Target, feature_len: int, dtype_bytes: int,
@@ -68,6 +107,28 @@ _SPMM_SCHEDULE_NAMES = [
     "slice_over_l2", "staged_bytes_per_edge", "chunks_of_longest_row", "edges_per_lane",
     "out_access_eff", "par_degree", "data_reuse", "block_penalty", "shared_size",
 ]
+# Each skeleton's knobs in one layout, a knob it lacks at the value that means "none": an
+# output-tiled block is a row of warps whose 32 lanes each take an edge with all its
+# features. Every skeleton then runs rows * feature lanes * edge lanes threads per block and
+# covers feature lanes * vector * outputs features per slice.
+_SPMM_KNOB_COLUMNS = ("skeleton", "rows_per_block", "feature_lanes", "edge_lanes", "vector_width",
+                      "outputs_per_thread", "nnz_tile", "index_tile", "degree_sorted", "row_split",
+                      "column_tile", "column_groups")
+_SPMM_KNOBS: dict[type, Callable[[Any], tuple]] = {
+    spmm.OnePass: lambda s: (
+        0, s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width, s.outputs_per_thread,
+        s.nnz_tile, s.index_tile, s.degree_sorted, 0, 0, 1),
+    spmm.SplitRows: lambda s: (
+        1, s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width, s.outputs_per_thread,
+        s.nnz_tile, s.index_tile, s.degree_sorted, s.row_split, 0, 1),
+    spmm.ColumnTiled: lambda s: (
+        2, s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width, s.outputs_per_thread,
+        1, False, s.degree_sorted, 0, s.column_tile, 1),
+    spmm.OutputTiled: lambda s: (
+        3, s.warps_per_block, 1, 32, s.vector_width, s.outputs_per_thread,
+        1, False, False, 0, 0, s.column_groups),
+}
+_OUTPUT_TILED = _SPMM_SKELETONS.index(spmm.OutputTiled)
 
 
 def _spmm_task(task: spmm.SpmmTask) -> list[float]:
@@ -77,50 +138,49 @@ def _spmm_task(task: spmm.SpmmTask) -> list[float]:
             float(a.reducer.divides_by_degree)]
 
 
-def _spmm_schedule(s, task: spmm.SpmmTask, structure: GraphStructure, target: Target) -> list[float]:
-    F, elem = task.num_features, task.dtype.itemsize
-    onehot = [float(isinstance(s, cls)) for cls in _SPMM_SKELETONS]
-    if isinstance(s, spmm.OutputTiled):
-        rows_per_block, feature_lanes, edge_lanes = s.warps_per_block, 1, 32
-        vector, outputs, nnz, index_tile, sorted_ = s.vector_width, s.outputs_per_thread, 1, 0, 0
-        slice_, slices = s.features_covered, 1
-        threads = s.threads
-        blocks = target.sms  # one block per SM (row ranges), times column groups
-        staged = -(-target.sms // s.column_groups) * structure.num_src * F * elem
-        column_tile, groups, split = 0, s.column_groups, 0
-    else:
-        rows_per_block, feature_lanes, edge_lanes = s.rows_per_block, s.feature_lanes, s.edge_lanes
-        vector, outputs = s.vector_width, s.outputs_per_thread
-        nnz = getattr(s, "nnz_tile", 1)
-        index_tile = float(getattr(s, "index_tile", False))
-        sorted_ = float(s.degree_sorted)
-        slice_, threads = s.feature_slice, s.threads
-        slices = -(-F // slice_)
-        blocks = -(-structure.num_dst // rows_per_block) * slices
-        column_tile = getattr(s, "column_tile", 0)
-        split = getattr(s, "row_split", 0)
-        groups = 1
-        staged = 0.0
-        if column_tile:
-            tiles = -(-structure.num_src // column_tile)
-            staged = tiles * -(-structure.num_dst // 1024) * slices * column_tile * F * elem
-    edges = max(structure.num_edges, 1)
-    resident_blocks = target.sms * max(1, target.warps_per_sm * 32 // max(threads, 1))
-    return [
-        *onehot,
-        _log2(rows_per_block), _log2(feature_lanes), _log2(edge_lanes), _log2(vector), _log2(outputs),
-        _log2(nnz), index_tile, sorted_, _log2(split), _log2(column_tile), _log2(groups),
-        threads, slice_, slices, F / (slices * slice_), blocks / resident_blocks,
-        structure.num_src * min(slice_, F) * elem / target.l2_bytes,
-        staged / edges,
-        structure.row_max / split if split else 0.0,
-        structure.row_mean / edge_lanes,
+def _spmm_static(knobs: np.ndarray, task: spmm.SpmmTask, target: Target) -> dict[str, np.ndarray]:
+    """The g-SpMM columns that do not read the graph."""
+    (skeleton, rows, feature_lanes, edge_lanes, vector, outputs, nnz, index_tile, degree_sorted,
+     split, column_tile, groups) = knobs
+    F = task.num_features
+    threads, slice_ = rows * feature_lanes * edge_lanes, feature_lanes * vector * outputs
+    slices = np.where(skeleton == _OUTPUT_TILED, 1, -(-F // slice_))
+    logs = _log2(np.stack([rows, feature_lanes, edge_lanes, vector, outputs, nnz, split, column_tile, groups]))
+    return {
+        **{f"is_{cls.__name__}": skeleton == i for i, cls in enumerate(_SPMM_SKELETONS)},
+        **_named(["log2_rows_per_block", "log2_feature_lanes", "log2_edge_lanes", "log2_vector",
+                  "log2_outputs", "log2_nnz_tile", "log2_row_split", "log2_column_tile",
+                  "log2_column_groups"], logs),
+        "index_tile": index_tile, "degree_sorted": degree_sorted,
+        "threads": threads, "feature_slice": slice_, "slices": slices, "lane_use": F / (slices * slice_),
         # G-Sparse's Algorithm 4 (kMTile = rows per block, kNTile = feature lanes,
         # kNRegTile = outputs per thread, kNnzTile = edges fetched ahead)
-        min(rows_per_block / 8.0, 1.0), 1.0 / outputs, outputs,
-        1.0 if rows_per_block * feature_lanes <= 128 else 128.0 / (rows_per_block * feature_lanes),
-        nnz * rows_per_block,
-    ]
+        "out_access_eff": np.minimum(rows / 8.0, 1.0), "par_degree": 1.0 / outputs, "data_reuse": outputs,
+        "block_penalty": np.where(rows * feature_lanes <= 128, 1.0, 128.0 / (rows * feature_lanes)),
+        "shared_size": nnz * rows,
+    }
+
+
+def _spmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], task: spmm.SpmmTask,
+                structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
+    """The g-SpMM columns that read the graph. Products of sizes stay below 2**53 (exact in
+    float64, as in the integers they were trained on) for every graph that fits a GPU."""
+    skeleton, rows, _, edge_lanes, _, _, _, _, _, split, column_tile, groups = knobs
+    threads, slice_, slices = static["threads"], static["feature_slice"], static["slices"]
+    F, elem = task.num_features, task.dtype.itemsize
+    output_tiled = skeleton == _OUTPUT_TILED
+    # The output-tiled skeleton runs one block per SM (row ranges), times its column groups.
+    blocks = np.where(output_tiled, target.sms, -(-structure.num_dst // rows) * slices)
+    tiles = -(-structure.num_src // np.maximum(column_tile, 1))
+    staged = np.where(column_tile > 0, tiles * slices * column_tile * (-(-structure.num_dst // 1024) * F * elem), 0)
+    staged = np.where(output_tiled, -(-target.sms // groups) * (structure.num_src * F * elem), staged)
+    return {
+        "waves": blocks / _resident_blocks(threads, target),
+        "slice_over_l2": structure.num_src * np.minimum(slice_, F) * elem / target.l2_bytes,
+        "staged_bytes_per_edge": staged / max(structure.num_edges, 1),
+        "chunks_of_longest_row": np.where(split > 0, structure.row_max / np.maximum(split, 1), 0.0),
+        "edges_per_lane": structure.row_mean / edge_lanes,
+    }
 
 
 # ------------------------------------------------------------------ g-SDDMM
@@ -133,6 +193,25 @@ _SDDMM_SCHEDULE_NAMES = [
     "threads", "feature_slice", "passes", "lane_use", "launches", "waves", "slice_over_l2",
     "mem_eff", "mem_eff2", "total_threads", "shuffle_factor", "feat_factor",
 ]
+# Each skeleton's knobs in one layout for heads of ``head`` features, a knob it lacks at 0.
+_SDDMM_KNOB_COLUMNS = ("skeleton", "groups_per_block", "lanes", "features_per_thread", "vector_width",
+                       "features_per_launch", "edges_per_batch", "threads", "feature_slice",
+                       "launch_len", "edges_per_warp")
+_SDDMM_KNOBS: dict[type, Callable[[Any, int], tuple]] = {
+    sddmm.Edge: lambda s, head: (
+        0, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
+        0, s.threads, s.feature_slice, s.launch_len(head), 0),
+    sddmm.Row: lambda s, head: (
+        1, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
+        0, s.threads, s.feature_slice, s.launch_len(head), 0),
+    sddmm.RowTransposed: lambda s, head: (
+        2, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
+        s.edges_per_batch, s.threads, s.feature_slice, s.launch_len(head), 0),
+    sddmm.EdgeTransposed: lambda s, head: (
+        3, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
+        s.edges_per_batch, s.threads, s.feature_slice, s.launch_len(head), s.edges_per_warp),
+}
+_EDGE, _EDGE_TRANSPOSED = _SDDMM_SKELETONS.index(sddmm.Edge), _SDDMM_SKELETONS.index(sddmm.EdgeTransposed)
 
 
 def _sddmm_task(task: sddmm.SddmmTask) -> list[float]:
@@ -140,25 +219,39 @@ def _sddmm_task(task: sddmm.SddmmTask) -> list[float]:
             float(task.rhs_target == "e"), float(task.rhs_len == 1)]
 
 
-def _sddmm_schedule(s, task: sddmm.SddmmTask, structure: GraphStructure, target: Target) -> list[float]:
-    head, elem = task.head_len, task.dtype.itemsize
-    onehot = [float(isinstance(s, cls)) for cls in _SDDMM_SKELETONS]
-    span = s.launch_len(head)
-    passes = -(-span // s.feature_slice)
-    launches = -(-head // span)
-    groups = sddmm.plan.grid(s, task, structure.num_edges, structure.num_dst)
-    resident_blocks = target.sms * max(1, target.warps_per_sm * 32 // max(s.threads, 1))
-    return [
-        *onehot,
-        _log2(s.groups_per_block), _log2(s.lanes), _log2(s.features_per_thread), _log2(s.vector_width),
-        _log2(s.features_per_launch), _log2(getattr(s, "edges_per_batch", 0)),
-        s.threads, s.feature_slice, passes, span / (passes * s.feature_slice), launches,
-        groups[0] * groups[1] / resident_blocks,
-        structure.num_src * span * elem / target.l2_bytes,
+def _sddmm_static(knobs: np.ndarray, task: sddmm.SddmmTask, target: Target) -> dict[str, np.ndarray]:
+    """The g-SDDMM columns that do not read the graph."""
+    skeleton, groups, lanes, per_thread, vector, launch, batch, threads, slice_, span, _ = knobs
+    head = task.head_len
+    passes = -(-span // slice_)
+    return {
+        **{f"is_{cls.__name__}": skeleton == i for i, cls in enumerate(_SDDMM_SKELETONS)},
+        **_named(["log2_groups", "log2_lanes", "log2_per_thread", "log2_vector", "log2_launch", "log2_batch"],
+                 _log2(np.stack([groups, lanes, per_thread, vector, launch, batch]))),
+        "threads": threads, "feature_slice": slice_, "passes": passes,
+        "lane_use": span / (passes * slice_), "launches": -(-head // span),
         # G-Sparse's Algorithm 4 (kMTile = edges or rows per block, kLaneWidth = lanes)
-        min(s.groups_per_block / 8.0, 1.0), min(s.lanes / 8.0, 1.0), s.groups_per_block * s.lanes,
-        s.lanes / max(head, 1), 2.0 if head >= 32 else 1.0,
-    ]
+        "mem_eff": np.minimum(groups / 8.0, 1.0), "mem_eff2": np.minimum(lanes / 8.0, 1.0),
+        "total_threads": groups * lanes, "shuffle_factor": lanes / max(head, 1),
+        "feat_factor": np.full(len(skeleton), 2.0 if head >= 32 else 1.0),
+    }
+
+
+def _sddmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], task: sddmm.SddmmTask,
+                 structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
+    """The g-SDDMM columns that read the graph."""
+    skeleton, groups_per_block, _, _, _, _, _, threads, slice_, span, edges_per_warp = knobs
+    # sddmm.plan.grid of every schedule at once: blocks over edges (Edge), over ranges of
+    # edges (EdgeTransposed) or over rows, and chunks (a dot's heads, else feature slices).
+    edge, E = skeleton == _EDGE, structure.num_edges
+    chunks = np.where(edge, 1, task.num_heads if task.is_dot else -(-span // slice_))
+    groups = np.where(edge, E, np.where(skeleton == _EDGE_TRANSPOSED, -(-E // np.maximum(edges_per_warp, 1)),
+                                        structure.num_dst))
+    blocks = np.minimum(-(-groups // groups_per_block), MAX_GRID_X)
+    return {
+        "waves": blocks * np.minimum(chunks, MAX_GRID_Y) / _resident_blocks(threads, target),
+        "slice_over_l2": structure.num_src * span * task.dtype.itemsize / target.l2_bytes,
+    }
 
 
 # ------------------------------------------------------------------ both
@@ -172,18 +265,52 @@ def feature_names(operator: str) -> list[str]:
     raise ValueError(f"operator must be 'spmm' or 'sddmm', got {operator!r}")
 
 
+class SpaceFeatures:
+    """The features of a fixed list of schedules of one task on one target, on any graph.
+
+    The columns that do not read the graph (the schedules' one-hots and knobs, threads,
+    slices, Algorithm 4's metrics) are computed once, here; calling the object with a
+    graph's structure adds the problem's and the few that read the graph (the grid in
+    waves, bytes over the L2, staging, chunks of long rows). What the "model" policy keeps
+    per space, so that a new graph pays for the latter alone.
+    """
+
+    def __init__(self, task, target: Target, schedules: Sequence) -> None:
+        if isinstance(task, spmm.SpmmTask):
+            operator, feature_len, task_columns = "spmm", task.num_features, _spmm_task(task)
+            knobs = _knob_table(schedules, _SPMM_KNOB_COLUMNS, _SPMM_KNOBS)
+            static, self._graph_columns = _spmm_static(knobs, task, target), _spmm_graph
+        elif isinstance(task, sddmm.SddmmTask):
+            operator, feature_len, task_columns = "sddmm", task.head_len, _sddmm_task(task)
+            knobs = _knob_table(schedules, _SDDMM_KNOB_COLUMNS, _SDDMM_KNOBS, task.head_len)
+            static, self._graph_columns = _sddmm_static(knobs, task, target), _sddmm_graph
+        else:
+            raise TypeError(f"task must be an SpmmTask or SddmmTask, got {type(task).__name__}")
+        self.task, self.target, self.schedules = task, target, tuple(schedules)
+        self._feature_len, self._task_columns = feature_len, task_columns
+        self._knobs, self._static = knobs, static
+        self._column = {name: i for i, name in enumerate(feature_names(operator))}
+        # NaN until filled: a column no part fills is caught by the models' finite check.
+        self._rows = np.full((len(schedules), len(self._column)), np.nan)
+        for name, values in static.items():
+            self._rows[:, self._column[name]] = values
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __call__(self, structure: GraphStructure) -> np.ndarray:
+        """``[len(self), d]`` float64 features on a graph of ``structure``."""
+        out = self._rows.copy()
+        problem = _problem(structure, self.target, self._feature_len, self.task.dtype.itemsize,
+                           self._task_columns)
+        out[:, :len(problem)] = problem
+        graph = self._graph_columns(self._knobs, self._static, self.task, structure, self.target)
+        for name, values in graph.items():
+            out[:, self._column[name]] = values
+        return out
+
+
 def featurize(task, structure: GraphStructure, target: Target, schedules: Sequence) -> np.ndarray:
     """``[len(schedules), d]`` float64 features of each schedule for ``task`` on a graph of
     ``structure`` on ``target``; ``d = len(feature_names(operator))``."""
-    if isinstance(task, spmm.SpmmTask):
-        problem = _problem(structure, target, task.num_features, task.dtype.itemsize, _spmm_task(task))
-        rows = [problem + _spmm_schedule(s, task, structure, target) for s in schedules]
-        width = len(feature_names("spmm"))
-    elif isinstance(task, sddmm.SddmmTask):
-        problem = _problem(structure, target, task.head_len, task.dtype.itemsize, _sddmm_task(task))
-        rows = [problem + _sddmm_schedule(s, task, structure, target) for s in schedules]
-        width = len(feature_names("sddmm"))
-    else:
-        raise TypeError(f"task must be an SpmmTask or SddmmTask, got {type(task).__name__}")
-    out = np.asarray(rows, dtype=np.float64).reshape(len(rows), width)
-    return out
+    return SpaceFeatures(task, target, schedules)(structure)

@@ -5,7 +5,8 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
 
 - ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space and
   its first choice runs. No measurement; the only device work is the graph's signature and
-  structure statistics, computed once per graph.
+  structure statistics, computed once per graph. The spaces it ranked are kept with the
+  part of their features that does not read the graph (:class:`_SpaceCache`).
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
   search seeded by the model, a budget of :data:`TUNE_BUDGET` more measurements, every one
   checked against the hand rule's output), record every sample in the database and run the
@@ -26,7 +27,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,13 +36,13 @@ import torch
 
 from .. import kernels
 from ..datasets.structure import describe_structure
-from ..graph import Graph
+from ..graph import Graph, GraphStats
 from ..kernels.source import refuse_capture
 from ..target import Target
 from .builder import ParallelBuilder
 from .database import BestRecord, TuningDatabase, TuningKey, default_database_path
 from .interfaces import BuildResult
-from .features import featurize
+from .features import SpaceFeatures, featurize
 from .models import RankModel
 from .runner import CallRunner
 from .search import GeneticSearch, RandomSampling, model_scorer
@@ -206,13 +207,51 @@ def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
     """The shipped model's first choice of ``task``'s space on ``g`` for ``target``: what the
     "model" policy runs where no tuning record exists (the hand rule's pick where no model
     ships for ``operator``). Measures nothing; ``g`` may live on any device."""
-    ops = kernels.OPERATORS[operator]
     model = _model(operator)
     if model is None:
-        return ops.default_schedule(task, g.stats, target)
-    candidates = ops.schedule_space(task, g.stats, target).candidates()
-    costs = model.predict(featurize(task, _structure(g), target, candidates))
-    return candidates[int(costs.argmin())]
+        return kernels.OPERATORS[operator].default_schedule(task, g.stats, target)
+    return _first_choice(model, _SPACES.get(operator, task, g.stats, target), _structure(g))
+
+
+def _first_choice(model: RankModel, space: SpaceFeatures, structure) -> Any:
+    """The schedule of ``space`` that ``model`` ranks first on a graph of ``structure``
+    (the earliest of equal costs)."""
+    return space.schedules[int(model.predict(space(structure)).argmin())]
+
+
+class _SpaceCache:
+    """The last ``size`` spaces the "model" policy ranked, with the part of their features
+    that does not read the graph (:class:`SpaceFeatures`), by what each space is built from;
+    the oldest goes first.
+
+    g-SpMM's space reads the graph's statistics, so a new graph builds its own (a graph
+    moved to another device, or deciding again after a new record, finds it); g-SDDMM's
+    reads the task alone, so every graph shares its task's. tests/tune/test_select.py
+    checks that it still does.
+    """
+
+    # Whether the operator's schedule_space reads its GraphStats argument.
+    SPACE_READS_STATS = {"spmm": True, "sddmm": False}
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[Hashable, SpaceFeatures] = {}
+
+    def get(self, operator: str, task: Any, stats: GraphStats, target: Target) -> SpaceFeatures:
+        key = (operator, task, target, stats if self.SPACE_READS_STATS[operator] else None)
+        found = self._entries.get(key)
+        if found is None:
+            candidates = kernels.OPERATORS[operator].schedule_space(task, stats, target).candidates()
+            found = self._entries[key] = SpaceFeatures(task, target, candidates)
+            if len(self._entries) > self._size:  # pop, not del: another thread may have evicted it
+                self._entries.pop(next(iter(self._entries)), None)
+        return found
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+_SPACES = _SpaceCache(64)
 
 
 def _tune_now(operator, g, task, call, target, key, space, model, structure) -> Any:

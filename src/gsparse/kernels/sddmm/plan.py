@@ -15,12 +15,13 @@ from . import codegen
 from .schedule import Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
 from .task import SddmmTask
 
-__all__ = ["Plan", "build_plan", "check_schedule", "grid"]
+__all__ = ["MAX_GRID_X", "MAX_GRID_Y", "Plan", "build_plan", "check_schedule", "grid"]
 
 Plan = Callable[..., None]
 
-_MAX_GRID_X = 2**31 - 1
-_MAX_GRID_Y = 65535
+# CUDA's limits on a grid's x and y.
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_Y = 65535
 
 
 def check_schedule(task: SddmmTask, schedule: SddmmSchedule) -> None:
@@ -53,7 +54,9 @@ def grid(schedule: SddmmSchedule, task: SddmmTask, num_edges: int, num_rows: int
     """Blocks over edges (Edge), over ranges of edges and chunks (EdgeTransposed) or over
     rows and chunks (the row skeletons). A chunk is a head for ``dot``, a feature slice
     otherwise. The edge kernels stride over what the grid does not cover, so the limits on
-    the grid's size never leave work undone."""
+    the grid's size never leave work undone. The cost model's features compute the same
+    for a whole space at once (``gsparse.tune.features``; tests/tune/test_features.py
+    compares them)."""
     if isinstance(schedule, Edge):
         groups, chunks = num_edges, 1
     else:
@@ -61,8 +64,8 @@ def grid(schedule: SddmmSchedule, task: SddmmTask, num_edges: int, num_rows: int
         chunks = task.num_heads if task.is_dot else -(-span // schedule.feature_slice)
         groups = (-(-num_edges // schedule.edges_per_warp) if isinstance(schedule, EdgeTransposed)
                   else num_rows)
-    blocks = min(-(-groups // schedule.groups_per_block), _MAX_GRID_X)
-    return blocks, min(chunks, _MAX_GRID_Y)
+    blocks = min(-(-groups // schedule.groups_per_block), MAX_GRID_X)
+    return blocks, min(chunks, MAX_GRID_Y)
 
 
 def build_plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule,

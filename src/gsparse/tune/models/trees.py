@@ -7,14 +7,21 @@ when ``x[feature] > threshold``; the leaf it reaches is the leftmost leaf left s
 clearing the masks of all nodes where it goes right, whatever their order. For one
 feature, the nodes a row goes right at are those of threshold below its value: sorted by
 threshold, a prefix. So the AND of their masks is a lookup in a per-feature table of
-prefix ANDs (``[splits on the feature + 1, trees]``, uint64)::
+prefix ANDs (``[distinct thresholds of the feature + 1, trees]``)::
 
-    bits[i, t] = AND over features j of table_j[#(thresholds of j < x[i, j]), t]
+    bits[i, t] = AND over features j of table_j[#(distinct thresholds of j < x[i, j]), t]
     leaf[i, t] = index of the lowest set bit of bits[i, t]
     score[i]   = sum over t of value[t, leaf[i, t]]
 
-That is a few row gathers per feature instead of one gather per tree level, and decides
-for 300 candidates of a 100-tree ensemble in a fraction of a millisecond. Inputs must be
+The tuner ranks the candidates of one task on one graph: most features (the graph's, the
+task's) are the same in every row. Their table rows are ANDed once, for all rows, from one
+vectorised count over every threshold; only the features that vary take a gather of
+``[rows, trees]`` each. Masks are as narrow as the widest tree allows (32 bits for
+LightGBM's default 31 leaves): the gathers move half the bytes. A tree's rightmost leaf is
+in no left subtree, so its bit is never cleared and the lowest set bit is always one of its
+leaves.
+
+That scores 100 candidates with a 200-tree ensemble in about 0.2 ms. Inputs must be
 finite: LightGBM's missing-value routes are not modelled (the tuner's features never miss).
 """
 
@@ -57,26 +64,37 @@ class TreeEnsemble:
         self._tables()
 
     def _tables(self) -> None:
-        trees = len(self.values)
+        trees, leaves = self.values.shape
         lo, hi = self.left_leaves[:, 0].astype(np.uint64), self.left_leaves[:, 1].astype(np.uint64)
         # A left subtree has at most 63 of a tree's 64 leaves, so the shift never overflows.
         masks = ~(((np.uint64(1) << (hi - lo)) - np.uint64(1)) << lo)
+        self._mask_type = np.uint32 if leaves <= 32 else np.uint64
+        # A table per used feature, a row per distinct threshold (trees share many: a flag
+        # splits at 0.5 wherever it splits) and one for none below, back to back.
         self._used = np.unique(self.feature)
-        self._sorted: list[np.ndarray] = []
-        self._offsets = np.zeros(len(self._used), dtype=np.int64)
-        blocks, offset = [], 0
-        for n, j in enumerate(self._used):
-            on_j = np.flatnonzero(self.feature == j)
-            on_j = on_j[np.argsort(self.threshold[on_j], kind="stable")]
-            block = np.full((len(on_j) + 1, trees), _ALL)
-            block[np.arange(1, len(on_j) + 1), self.tree[on_j]] = masks[on_j]
-            blocks.append(np.bitwise_and.accumulate(block, axis=0))
-            self._sorted.append(self.threshold[on_j])
-            self._offsets[n] = offset
-            offset += len(on_j) + 1
-        self._table = np.concatenate(blocks) if blocks else np.full((1, trees), _ALL)
-        self._value_rows = np.arange(trees) * self.values.shape[1]
+        self._thresholds = [np.unique(self.threshold[self.feature == j]) for j in self._used]
+        blocks = [self._prefix_ands(j, thresholds, masks) for j, thresholds in zip(self._used, self._thresholds)]
+        table = np.concatenate(blocks) if blocks else np.full((1, trees), _ALL)
+        self._table = table.astype(self._mask_type)  # the low bits, where every leaf is
+        sizes = np.array([len(t) + 1 for t in self._thresholds], dtype=np.int64)
+        self._first_row = np.cumsum(sizes) - sizes
+        self._feature_tables = [self._table[first:first + size] for first, size in zip(self._first_row, sizes)]
+        # Every distinct threshold of every feature, to count those below a row's values at once.
+        self._all_thresholds = np.concatenate(self._thresholds) if self._thresholds else np.zeros(0)
+        self._threshold_feature = np.repeat(self._used, sizes - 1)
+        self._first_threshold = self._first_row - np.arange(len(self._used))
+        self._value_rows_less_one = np.arange(trees) * leaves - 1
         self._flat_values = self.values.ravel()
+
+    def _prefix_ands(self, feature: int, thresholds: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """``[len(thresholds) + 1, trees]`` uint64: row ``k`` ANDs the masks of the splits on
+        ``feature`` at its ``k`` lowest ``thresholds``."""
+        on_feature = np.flatnonzero(self.feature == feature)
+        block = np.full((len(thresholds) + 1, self.num_trees), _ALL)
+        row = np.searchsorted(thresholds, self.threshold[on_feature]) + 1
+        # at(): a tree may split on the feature at one threshold twice, in two branches
+        np.bitwise_and.at(block, (row, self.tree[on_feature]), masks[on_feature])
+        return np.bitwise_and.accumulate(block, axis=0)
 
     @property
     def num_trees(self) -> int:
@@ -91,15 +109,28 @@ class TreeEnsemble:
             raise ValueError("features must be finite")
         if x.shape[0] == 0 or self.num_trees == 0:
             return np.zeros(x.shape[0])
-        if len(self._used) == 0:
-            bits = np.broadcast_to(self._table[0], (x.shape[0], self.num_trees))
-        else:
-            bits = None
-            for n, j in enumerate(self._used):
-                rows = self._table[self._offsets[n] + np.searchsorted(self._sorted[n], x[:, j], side="left")]
-                bits = rows if bits is None else np.bitwise_and(bits, rows, out=bits)
-        leaf = np.bitwise_count((bits & (~bits + np.uint64(1))) - np.uint64(1))
-        return self._flat_values[self._value_rows + leaf].sum(axis=1)
+        varies = ~(x == x[0]).all(axis=0)[self._used]
+        bits = np.empty((x.shape[0], self.num_trees), dtype=self._mask_type)
+        bits[:] = self._shared_bits(x[0], ~varies)
+        gathered = np.empty_like(bits)
+        for n in np.flatnonzero(varies):
+            below = self._thresholds[n].searchsorted(x[:, self._used[n]], side="left")
+            self._feature_tables[n].take(below, axis=0, out=gathered, mode="clip")  # in range: no checks
+            np.bitwise_and(bits, gathered, out=bits)
+        # The lowest set bit and the ones below it: one more than the leaf's index.
+        value_at = np.bitwise_count(bits ^ (bits - self._mask_type(1))).astype(np.intp)
+        value_at += self._value_rows_less_one
+        return self._flat_values.take(value_at, mode="clip").sum(axis=1)
+
+    def _shared_bits(self, row: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """``[trees]``: the AND of the table rows of ``row``'s values of the used
+        ``features`` (a mask over :attr:`_used`), counting the thresholds below each value
+        over all splits at once."""
+        if not features.any():
+            return np.full(self.num_trees, ~self._mask_type(0))
+        below = np.add.reduceat(self._all_thresholds < row[self._threshold_feature], self._first_threshold,
+                                dtype=np.int64)
+        return np.bitwise_and.reduce(self._table[(self._first_row + below)[features]], axis=0)
 
     @classmethod
     def from_lightgbm(cls, dump: dict[str, Any]) -> TreeEnsemble:
