@@ -106,9 +106,8 @@ def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch, width):
     gsparse.gspmm(g, "copy_lhs", "mean", x)
     gsparse.gspmm(g, "mul", "sum", x, w)
     gsparse.gspmm(g, "mul", "sum", x[:, 0], w[:, 0, 0])  # [N, F] and [E]: no reshapes
-    # a small graph's weighted sums: embedding_bag (torch.sparse.mm would need a new CSR),
-    # unless the same weights come again (the third call's): then narrow rows reuse a CSR
-    assert calls == [(_kernel(3 * width), (20, 3 * width)), ("bag", (20, 3 * width)), (_kernel(width), (20, width))]
+    # a small graph's weighted sums: embedding_bag (torch.sparse.mm would need a new CSR)
+    assert calls == [(_kernel(3 * width), (20, 3 * width)), ("bag", (20, 3 * width)), ("bag", (20, width))]
     gsparse.gspmm(g, "mul", "mean", x, torch.rand(80, 3, 1))  # one product per head
     assert calls[3:] == [("bag", (20, width))] * 3
     gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 1, width))  # weights per feature: messages
@@ -198,25 +197,31 @@ def test_a_bound_cpu_call_matches_the_backend_call(op, reduce, rhs_shape, width)
 
 def test_cpu_narrow_sums_reuse_the_csr_of_weights_given_again(monkeypatch):
     """A GCN passes the same normalised weights every call: from the second call on, a small
-    graph's narrow sums run as torch.sparse.mm on a CSR kept for them; weights changed in
-    place, or other weights, are never summed with a stale CSR."""
+    graph's narrow sums run as torch.sparse.mm on a CSR over them, on a graph in CSR edge
+    order (where the CSR's values are the weights' own memory). Weights changed in place,
+    also behind autograd's back (.data), or other weights, never meet a stale CSR; on a
+    graph with an edge permutation nothing is kept."""
     calls = []
     real_mm = torch.sparse.mm
     monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append("mm") or real_mm(a, b))
-    g = gsparse.Graph.from_edge_index(torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(3)),
-                                      num_nodes=50)
-    assert g.eid is not None  # weights reach the CSR through the edge permutation
-    x, w = torch.randn(50, 4, dtype=torch.float64), torch.rand(400, dtype=torch.float64)
+    edges = torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(3))
+    permuted = gsparse.Graph.from_edge_index(edges, num_nodes=50)
+    in_order = gsparse.Graph.from_csr(permuted.rowptr, permuted.col, num_src=50)
+    x = torch.randn(50, 4, dtype=torch.float64)
 
-    def expected(weights):
+    def expected(g, weights):
         src, dst = g.edges()
         return torch.zeros(50, 4, dtype=torch.float64).index_add_(0, dst, x[src] * weights.unsqueeze(-1))
 
-    for _ in range(3):
-        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(w))
-    assert calls == ["mm", "mm"]  # the first call saw the weights; the next two reuse their CSR
-    w.mul_(2.0)  # in place: the version counter moves on
-    torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(w))
-    other = torch.rand(400, dtype=torch.float64)
-    torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, other), expected(other))
-    assert calls == ["mm", "mm"]
+    for g, kept in ((in_order, True), (permuted, False)):
+        calls.clear()
+        w = torch.rand(400, dtype=torch.float64)
+        for _ in range(3):
+            torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        assert calls == (["mm", "mm"] if kept else [])  # the first call saw the weights
+        w.mul_(2.0)
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        w.data.add_(1.0)  # no version bump
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        other = torch.rand(400, dtype=torch.float64)
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, other), expected(g, other))

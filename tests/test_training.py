@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gsparse.bench import training
+from gsparse.bench import minibatch, training
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 pytest.importorskip("torch_geometric")
@@ -56,7 +56,7 @@ def test_workload_names_are_checked():
 
 def test_the_sampler_gives_local_blocks_sorted_by_destination():
     w = training.load_workload("arxiv-like@0.002", torch.device("cpu"))
-    sampler = training.NeighborSampler(w.graph, (5, 3))
+    sampler = minibatch.NeighborSampler(w.graph, (5, 3))
     seeds = w.train_idx[:16]
     blocks = sampler.sample(seeds)
     batch, n1, n0 = blocks.sizes
@@ -74,7 +74,7 @@ def test_the_sampler_gives_local_blocks_sorted_by_destination():
     assert set(zip(glob[0].tolist(), glob[1].tolist())) <= base
     assert torch.equal(blocks.outer[:, :blocks.inner.shape[1]], blocks.inner)
     for bipartite in (True, False):
-        outer, inner = training.block_graphs(blocks, bipartite)
+        outer, inner = minibatch.block_graphs(blocks, bipartite)
         assert outer.sync_free and (outer.num_src, inner.num_src) == (n0, n1)
         assert (outer.num_dst, inner.num_dst) == ((n1, batch) if bipartite else (n0, n1))
 

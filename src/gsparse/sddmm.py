@@ -6,7 +6,7 @@ from itertools import permutations
 
 import torch
 
-from . import _calls, _ops, backends
+from . import _calls, _ops, _resolved, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -78,7 +78,7 @@ def gsddmm(
         key = ("sddmm", op, _calls.facts(lhs), _calls.facts(rhs), lhs_target, rhs_target)
         call = _calls.find(g, key)
         if call is not None:  # validated and resolved by an earlier call with the same facts
-            return _ops.sddmm_resolved(call, lhs, rhs)
+            return _resolved.sddmm_resolved(call, lhs, rhs)
     override = graph_override(g)
     if override is not None:
         return override(gsddmm, (g, op, lhs, rhs, lhs_target, rhs_target), {"schedule": schedule})
@@ -122,7 +122,7 @@ def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule, key=Non
         run = _calls.resolve_sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
         call = _calls.store(g, key, _calls.Call(g, run, shapes, out_shape,
                                                 (op, lhs_target, rhs_target)))
-        return _ops.sddmm_resolved(call, lhs, rhs)
+        return _resolved.sddmm_resolved(call, lhs, rhs)
     if schedule is not None and _ops.needs_grad(lhs, rhs):
         raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
                          "operands that require grad (detach them or drop schedule)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _calls, _ops, backends
+from . import _calls, _ops, _resolved, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -63,7 +63,7 @@ def gspmm(
         key = ("spmm", op, reduce, _calls.facts(lhs), _calls.facts(rhs))
         call = _calls.find(g, key)
         if call is not None:  # validated and resolved by an earlier call with the same facts
-            return _ops.spmm_resolved(call, lhs, rhs)
+            return _resolved.spmm_resolved(call, lhs, rhs)
     override = graph_override(g)
     if override is not None:
         return override(gspmm, (g, op, reduce, lhs, rhs), {"schedule": schedule})
@@ -92,7 +92,7 @@ def gspmm(
         padded = (_calls.shaping(lhs, key[3], binop.uses_lhs),
                   _calls.shaping(rhs, key[4], binop.uses_rhs))
         call = _calls.store(g, key, _calls.Call(g, run, padded, out_shape, (op, reduce)))
-        return _ops.spmm_resolved(call, lhs, rhs)
+        return _resolved.spmm_resolved(call, lhs, rhs)
     grad = _ops.needs_grad(lhs, rhs)
     if schedule is not None and grad:
         raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "

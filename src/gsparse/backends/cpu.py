@@ -100,7 +100,7 @@ def _row_sum(g: Graph, x: torch.Tensor, weights: torch.Tensor | None) -> torch.T
         adjacency = g.cpu.get(("adjacency", x.dtype), lambda: unchecked_csr(
             g.rowptr, g.col, torch.ones(g.num_edges, dtype=x.dtype), (g.num_dst, g.num_src)))
         return torch.sparse.mm(adjacency, x)
-    if not wide and edges <= _SMALL_GRAPH_EDGES:
+    if not wide and edges <= _SMALL_GRAPH_EDGES and g.eid is None:
         adjacency = g.cpu.get("weighted adjacency", _WeightedAdjacency).find(g, weights)
         if adjacency is not None:
             return torch.sparse.mm(adjacency, x)
@@ -116,14 +116,16 @@ def _in_csr_order(g: Graph, weights: torch.Tensor) -> torch.Tensor:
 
 
 class _WeightedAdjacency:
-    """The CSR of the weights a small graph's narrow weighted sums were last given.
+    """The CSR over the weights a small graph's narrow weighted sums were last given.
 
     On a small graph, building a CSR for each call's weights costs more than
     ``torch.sparse.mm`` saves over ``embedding_bag``; but the same weights given again (a
-    GCN's normalisation, every layer and epoch) can reuse one, and skip putting them in CSR
-    order. Weights are known by their storage, layout and version counter (in-place
-    changes bump it), and held, so that their memory cannot go to other weights while
-    they are known.
+    GCN's normalisation, every layer and epoch) can reuse one. Only on a graph in CSR edge
+    order: there the CSR's values *are* the given weights (same memory), so a change to
+    them, even one that bypasses autograd's version counter (``.data``, as gradcheck's
+    perturbations do), reaches the CSR; a permuted copy would go stale. The weights are
+    known by their storage and layout, and held so that their memory cannot go to other
+    weights while they are known.
     """
 
     def __init__(self) -> None:
@@ -132,14 +134,14 @@ class _WeightedAdjacency:
         self._matrix: torch.Tensor | None = None
 
     def find(self, g: Graph, weights: torch.Tensor) -> torch.Tensor | None:
-        """The CSR of ``weights`` (``[E]``, user edge order) when the previous call was given
+        """The CSR over ``weights`` (``[E]``, in CSR order) when the previous call was given
         them too, else None (and they are remembered)."""
-        key = (weights.data_ptr(), weights.shape, weights.stride(), weights.dtype, weights._version)
+        key = (weights.data_ptr(), weights.shape, weights.stride(), weights.dtype)
         if key != self._key:
             self._key, self._held, self._matrix = key, weights, None
             return None
         if self._matrix is None:
-            self._matrix = unchecked_csr(g._rowptr, g._col, _in_csr_order(g, weights), (g.num_dst, g.num_src))
+            self._matrix = unchecked_csr(g._rowptr, g._col, weights, (g.num_dst, g.num_src))
         return self._matrix
 
 
