@@ -200,13 +200,13 @@ def time_minibatch(kind: str, w: Workload, sampler: NeighborSampler, steps: int,
     every library fed the same blocks in the same step, from the same initial weights."""
     device = w.x.device
     bipartite = kind == "sage"
-    ours, theirs = _model_pair(kind, w, seed)
+    ours, theirs = _model_pair(kind, w, seed, one_graph=False)
     runs: dict[str, tuple[BlockModel, Callable[[Blocks], Callable[[], Any]]]] = {
         "gsparse": (BlockModel(ours, bipartite), lambda b: (lambda: block_graphs(b, bipartite)))}
     if theirs is not None:
         initial = {k: v.detach().clone() for k, v in theirs.state_dict().items()}
         for fmt in ("edge_index", "adj_t"):
-            model = build_model(kind, _pyg(), w.x.shape[1], w.num_classes).to(device)
+            model = build_model(kind, _pyg(), w.x.shape[1], w.num_classes, one_graph=False).to(device)
             model.load_state_dict(initial)
 
             def graphs(b: Blocks, fmt: str = fmt) -> Callable[[], Any]:

@@ -171,13 +171,17 @@ class TwoLayer(nn.Module):
         return self.conv2(F.dropout(x, DROPOUT, self.training), graph)
 
 
-def build_model(kind: str, library: Any, in_channels: int, num_classes: int) -> TwoLayer:
+def build_model(kind: str, library: Any, in_channels: int, num_classes: int, *,
+                one_graph: bool = True) -> TwoLayer:
     """The 2-layer ``kind`` model from ``library``'s layers (``gsparse.nn`` or
-    ``torch_geometric.nn``; the constructor arguments are the same)."""
+    ``torch_geometric.nn``; the constructor arguments are the same). ``one_graph``: every
+    call gets the same graph (full-batch training), which GCN may cache its normalisation
+    for; mini-batch steps each bring a new one."""
     if kind == "gcn":
-        # PyG caches the normalised adjacency only when asked; ours always caches per graph.
-        return TwoLayer(library.GCNConv(in_channels, HIDDEN, cached=True),
-                        library.GCNConv(HIDDEN, num_classes, cached=True), F.relu)
+        # PyG caches the normalised adjacency only when asked (and then for the first graph
+        # it sees, whatever graph comes later); ours always caches per graph.
+        return TwoLayer(library.GCNConv(in_channels, HIDDEN, cached=one_graph),
+                        library.GCNConv(HIDDEN, num_classes, cached=one_graph), F.relu)
     if kind == "gat":
         return TwoLayer(library.GATConv(in_channels, HIDDEN // GAT_HEADS, heads=GAT_HEADS, dropout=DROPOUT),
                         library.GATConv(HIDDEN, num_classes, heads=1, concat=False, dropout=DROPOUT), F.elu)
@@ -194,14 +198,14 @@ def _pyg():
     return pyg_nn
 
 
-def _model_pair(kind: str, w: Workload, seed: int) -> tuple[TwoLayer, TwoLayer | None]:
+def _model_pair(kind: str, w: Workload, seed: int, *, one_graph: bool = True) -> tuple[TwoLayer, TwoLayer | None]:
     """gsparse's and PyG's model with the same initial weights (PyG's initialisation)."""
     torch.manual_seed(seed)
     pyg_nn = _pyg()
-    ours = build_model(kind, gsparse_nn, w.x.shape[1], w.num_classes).to(w.x.device)
+    ours = build_model(kind, gsparse_nn, w.x.shape[1], w.num_classes, one_graph=one_graph).to(w.x.device)
     if pyg_nn is None:
         return ours, None
-    theirs = build_model(kind, pyg_nn, w.x.shape[1], w.num_classes).to(w.x.device)
+    theirs = build_model(kind, pyg_nn, w.x.shape[1], w.num_classes, one_graph=one_graph).to(w.x.device)
     ours.load_state_dict(theirs.state_dict())
     return ours, theirs
 
