@@ -33,7 +33,8 @@ from ..target import Target
 from ..tune import select
 from ..tune.measure import compile_ahead, time_calls
 from ..tune.search import exhaustive_search
-from .baselines import CASES, GSPARSE, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
+from .baselines import CASES, GSPARSE, TOLERANCE, Case, Impl, Inputs, Sample, sample_rows
+from .scatter import pyg_backend
 from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count
 
 __all__ = ["FORMAT", "DTYPES", "Config", "WorkloadError", "run_suite", "environment"]
