@@ -32,6 +32,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import _calls, _resolved, backends
+from ._checks import broadcast_shapes
 from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
 
@@ -162,7 +163,7 @@ def _sum_to(grad: Tensor, like: Tensor) -> Tensor:
 
 
 def _features(*tensors: Tensor) -> list[int]:
-    return list(torch.broadcast_shapes(*(tuple(t.shape[1:]) for t in tensors)))
+    return list(broadcast_shapes(*(tuple(t.shape[1:]) for t in tensors)))
 
 
 def _spmm(parts: Parts, op: str, reduce: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
@@ -252,7 +253,7 @@ def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: Tensor, lhs_ta
     ``[E, H, 1]`` against features ``[N, H, C]``), the sum over that dimension is taken by a
     g-SDDMM ``dot`` so that the ``[E, H, C]`` products are never materialised."""
     if like.dim() > 1 and like.shape[-1] == 1 and grad.shape[-1] > 1 and lhs.shape[-1] == grad.shape[-1]:
-        outer = list(torch.broadcast_shapes(tuple(lhs.shape[1:-1]), tuple(grad.shape[1:-1])))
+        outer = list(broadcast_shapes(tuple(lhs.shape[1:-1]), tuple(grad.shape[1:-1])))
         return _sddmm(parts, "dot", lhs, grad, lhs_target, grad_target, [*outer, 1])
     return _sddmm(parts, "mul", lhs, grad, lhs_target, grad_target, _features(lhs, grad))
 
