@@ -3,13 +3,16 @@
 A record of the tuning database for the call's key always wins. Without one, the policy
 decides (set for the process with :func:`set_policy`, or for a block with :func:`policy`):
 
-- ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space and
-  its first choice runs. No measurement; the only device work is the graph's signature and
-  structure statistics, computed once per graph.
+- ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space,
+  pruned by LO-SpMM's arithmetic constraints (:func:`gsparse.kernels.spmm.pruned_space`;
+  nothing is compiled), and its first choice runs. No measurement; the only device work is
+  the graph's signature and structure statistics, computed once per graph.
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
-  search seeded by the model, a budget of :data:`TUNE_BUDGET` more measurements, every one
-  checked against the hand rule's output), record every sample in the database and run the
-  best.
+  search over the pruned space seeded by the model, a budget of :data:`TUNE_BUDGET` more
+  measurements, every one checked against the hand rule's output), record every sample in
+  the database and run the best. The register constraint is checked lazily, on each
+  candidate the search proposes, from the build that compiles it anyway: one that spills
+  is recorded as a failed build and never run.
 - ``"default"``: the hand rule.
 
 A graph built without reading the device (:meth:`Graph.from_block`, a sampled block rebuilt
@@ -36,7 +39,9 @@ import torch
 from .. import kernels
 from ..datasets.structure import describe_structure
 from ..graph import Graph
+from ..kernels.pruning import THRESHOLDS, RegisterBudgetError
 from ..kernels.source import refuse_capture
+from ..kernels.space import Space
 from ..target import Target
 from .builder import ParallelBuilder
 from .database import BestRecord, TuningDatabase, TuningKey, default_database_path
@@ -198,21 +203,39 @@ def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tens
             pass
     if _State.policy == "model":
         return model_choice(operator, g, task, target)
-    space = ops.schedule_space(task, g.stats, target)
+    space = Space(ops.pruned_space(task, g.stats, target).kept)
     return _tune_now(operator, g, task, call, target, key, space, _model(operator), _structure(g))
 
 
 def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
-    """The shipped model's first choice of ``task``'s space on ``g`` for ``target``: what the
-    "model" policy runs where no tuning record exists (the hand rule's pick where no model
-    ships for ``operator``). Measures nothing; ``g`` may live on any device."""
+    """The shipped model's first choice of ``task``'s pruned space on ``g`` for ``target``
+    (LO-SpMM's arithmetic constraints, :data:`~gsparse.kernels.pruning.THRESHOLDS`): what
+    the "model" policy runs where no tuning record exists (the hand rule's pick where no
+    model ships for ``operator``). Measures and compiles nothing; ``g`` may live on any
+    device."""
     ops = kernels.OPERATORS[operator]
     model = _model(operator)
     if model is None:
         return ops.default_schedule(task, g.stats, target)
-    candidates = ops.schedule_space(task, g.stats, target).candidates()
+    candidates = ops.pruned_space(task, g.stats, target).kept
     costs = model.predict(featurize(task, _structure(g), target, candidates))
     return candidates[int(costs.argmin())]
+
+
+def _build_fn(operator: str, task: Any, target: Target, device_index: int) -> Callable[[Any], None]:
+    """What the tuner's builder does with a candidate: the register constraint's check
+    (a compile for ``target.arch``, which the load's compile then finds in the kernel
+    cache), then its kernels compiled and loaded. A candidate the constraint removes raises
+    :class:`~gsparse.kernels.pruning.RegisterBudgetError`: a failed build, never run."""
+    ops = kernels.OPERATORS[operator]
+
+    def build(schedule: Any) -> None:
+        spills = ops.register_spills(task, schedule, target)
+        if spills > THRESHOLDS.max_spill_bytes:
+            raise RegisterBudgetError(schedule, spills, THRESHOLDS.max_spill_bytes)
+        ops.load_kernels(task, schedule, device_index)
+
+    return build
 
 
 def _tune_now(operator, g, task, call, target, key, space, model, structure) -> Any:
@@ -228,7 +251,7 @@ def _tune_now(operator, g, task, call, target, key, space, model, structure) -> 
 
     strategy = (GeneticSearch(space, scorer=model_scorer(model, features)) if model is not None
                 else RandomSampling(space))
-    builder = ParallelBuilder(lambda s: ops.load_kernels(task, s, device.index))
+    builder = ParallelBuilder(_build_fn(operator, task, target, device.index))
     working_set = structure.num_edges * 8 + structure.num_src * task.dtype.itemsize * 64
     runner = CallRunner(call, reference, device, flush_l2=working_set < 2 * target.l2_bytes)
     database = TuningDatabase(database_path())
