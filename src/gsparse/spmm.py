@@ -114,8 +114,9 @@ def _binary_shorthand(op: str, reduce: str):
 
     fn.__name__ = fn.__qualname__ = f"u_{op}_e_{reduce}"
     fn.__doc__ = (f"g-SpMM: ``Z_v = {reduce}_(u,e,v) (x_u {op} y_e)``.\n\n"
-                  f"``x``: ``[num_src, *shape]`` node features; ``y``: ``[num_edges, *shape]`` "
-                  f"edge features. Same as ``gspmm(g, '{op}', '{reduce}', x, y)``.")
+                  f"``x``: ``[num_src, *x_shape]`` node features; ``y``: ``[num_edges, *y_shape]`` "
+                  f"edge features, in edge order; returns ``[num_dst, *shape]``, ``shape`` the "
+                  f"broadcast of ``x_shape`` and ``y_shape``. Same as ``gspmm(g, '{op}', '{reduce}', x, y)``.")
     return fn
 
 
@@ -129,7 +130,7 @@ def _copy_shorthand(which: str, reduce: str):
         "edge features ``[num_edges, *shape]``"
     fn.__name__ = fn.__qualname__ = f"copy_{which}_{reduce}"
     fn.__doc__ = (f"g-SpMM: ``Z_v = {reduce}`` over incoming edges of ``x``, the {what}.\n\n"
-                  f"Same as ``gspmm(g, '{op}', '{reduce}', ...)``.")
+                  f"Returns ``[num_dst, *shape]``. Same as ``gspmm(g, '{op}', '{reduce}', ...)``.")
     return fn
 
 

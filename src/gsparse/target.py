@@ -53,6 +53,7 @@ class Target:
         return self.sms * self.warps_per_sm
 
     def to_json(self) -> dict[str, object]:
+        """The fields by name (a JSON-serialisable dict)."""
         return asdict(self)
 
     @staticmethod

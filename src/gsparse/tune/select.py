@@ -15,7 +15,7 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
   is recorded as a failed build and never run.
 - ``"default"``: the hand rule.
 
-A graph built without reading the device (:meth:`Graph.from_block`, a sampled block rebuilt
+A graph built without reading the device (:meth:`gsparse.Graph.from_block`, a sampled block rebuilt
 every step) gets the hand rule under every policy: a signature would read it back.
 
 A choice is made once per graph and task; a new record or policy takes effect on the next
@@ -55,10 +55,12 @@ __all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "database_pat
            "record_of", "set_policy", "tuning_key", "use_database"]
 
 POLICIES = ("model", "tune", "default")
-# The generated kernels' version: a record made by another version never matches.
+"""The policies :func:`set_policy` takes (see the module docstring)."""
 CODEGEN_VERSION = "2026-11-25"
-# Measurements a "tune" call makes at most (the model's first choices, then its search).
+"""The generated kernels' version, part of every tuning key: a record made by another
+version never matches."""
 TUNE_BUDGET = 16
+"""Measurements a ``"tune"`` call makes at most (the model's first choices, then its search)."""
 # Operators with a shipped model: gsparse/tune/models/<operator>-rank.json.
 _MODELLED = ("spmm", "sddmm")
 
@@ -80,6 +82,7 @@ def set_policy(name: str) -> None:
 
 
 def get_policy() -> str:
+    """The process's policy, one of :data:`POLICIES`."""
     return _State.policy
 
 
@@ -174,9 +177,11 @@ def _database() -> TuningDatabase | None:
 
 def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor],
            target: Target | None = None) -> Any:
-    """The schedule of ``task`` on ``g`` (a :data:`kernels.OPERATORS` name) for ``target``
-    (the graph's GPU by default), once per graph, task and generation. ``call(schedule)``
-    runs the operator on the real inputs: the "tune" policy measures candidates with it."""
+    """The schedule of ``task`` of ``operator`` (``"spmm"``, ``"sddmm"`` or ``"softmax"``) on
+    ``g`` for ``target`` (the graph's GPU by default), decided once per graph, task and
+    generation. ``call(schedule)`` runs the operator with that schedule on the real inputs and
+    returns its output (``[num_dst, *shape]`` for g-SpMM, ``[num_edges, *shape]`` for the
+    others): the "tune" policy measures candidates with it."""
     key = (task, _State.policy, _State.generation)
 
     def decide() -> Any:
