@@ -4,7 +4,7 @@ A record of the tuning database for the call's key always wins. Without one, the
 decides (set for the process with :func:`set_policy`, or for a block with :func:`policy`):
 
 - ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space,
-  pruned by LO-SpMM's arithmetic constraints (:func:`gsparse.kernels.spmm.pruned_space`;
+  pruned by LO-SpMM's arithmetic constraints (``gsparse.kernels.spmm.pruned_space``;
   nothing is compiled), and its first choice runs. No measurement; the only device work is
   the graph's signature and structure statistics, computed once per graph.
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
