@@ -16,6 +16,7 @@ from gsparse.bench import baselines, report, runner, timing
 from gsparse.bench.baselines import CASES
 from gsparse.datasets import LogNormal, synthetic
 from gsparse.graph import Graph
+from gsparse.kernels.pruning import Facts, prune
 from gsparse.kernels.spmm import OutputTiled
 from gsparse.target import H100
 from gsparse.tune import select
@@ -135,12 +136,19 @@ class _Schedule:
 
 
 class _FakeOperator:
-    """Eight schedules; the CPU backend ignores them, so each runs the same default path."""
+    """Ten schedules, of which pruning removes the last two (too few blocks); the CPU backend
+    ignores them, so each runs the same default path."""
 
     @staticmethod
     def schedule_space(task, stats, target):
         assert target is H100
-        return [_Schedule(n) for n in range(8)]
+        return [_Schedule(n) for n in range(10)]
+
+    @classmethod
+    def pruned_space(cls, task, stats, target, registers="off"):
+        space = cls.schedule_space(task, stats, target)
+        facts = [Facts(blocks=1 if s.n >= 8 else 1_000, row_cov=0.0, column_waste=0.0) for s in space]
+        return prune(space, facts, target, registers=None if registers == "off" else (lambda s: 0.0))
 
     @staticmethod
     def default_schedule(task, stats, target):
@@ -158,6 +166,9 @@ def test_sweep_screens_every_schedule_times_the_finalists_and_reports_the_best(m
     with select.policy("default"):  # the hand rule's pick is the default the sweep names
         result = runner._sweep(cell, 8, torch.float32, default, H100)
     assert result["status"] == "ok" and result["size"] == result["screened"] == 8
+    assert result["pruning"]["candidates"] == 10 and result["pruning"]["kept"] == 8
+    assert result["pruning"]["in_order"] == {"utilisation": 2, "row_balance": 0, "column_waste": 0,
+                                             "registers": 0}
     assert result["timed"] == FINALISTS == 6
     entries = result["schedules"]
     assert [e["schedule"] for e in entries] == [f"s{n}" for n in range(8)]
@@ -257,8 +268,12 @@ def _synthetic_doc() -> dict:
     for workload, speed in (("reddit-like", 3.0), ("cora", 1.5)):
         for f in (1, 32, 512):
             pyg = _entry(20.0) if f < 512 else {"status": "OOM", "message": "CUDA out of memory"}
+            pruning = {"candidates": 5, "kept": 2, "registers": "kept", "fallback": False,
+                       "alone": {"utilisation": 1, "row_balance": 2, "column_waste": 0, "registers": None},
+                       "in_order": {"utilisation": 1, "row_balance": 1, "column_waste": 0, "registers": 1},
+                       "thresholds": {}}
             sweep = {"status": "ok", "default": "r8.f32", "best": "r4.f8", "best_ms": 0.8, "best_json": "{}",
-                     "size": 2, "timed": 2, "schedules": []}
+                     "size": 2, "timed": 2, "pruning": pruning, "schedules": []}
             cells.append({"op": "spmm", "case": "copy_lhs_sum", "workload": workload, "feature_len": f,
                           "dtype": "float32", "baseline": "torch.sparse", "rotation": 1,
                           "floor": {"bytes": 10, "gather_bytes": 10, "floor_ms": 0.5},
@@ -303,6 +318,21 @@ def test_report_writes_json_markdown_and_plots(tmp_path):
     assert sorted(p.name for p in paths["plots"]) == ["softmax_dst_float32.png", "spmm_copy_lhs_sum_float32.png"]
     for p in paths["plots"]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_shows_what_pruning_removed_from_each_swept_cell():
+    md = report.markdown(_synthetic_doc())
+    assert "| workload | F | space | utilisation | COV_row | WASTE_col | registers | measured |" in md
+    assert "| cora | 32 | 5 | 1 | 1 | 0 | 1 | 2 |" in md and "| reddit-like | 512 | 5 | 1 | 1 | 0 | 1 | 2 |" in md
+    # a sweep recorded before pruning existed, or the register constraint left off
+    doc = _synthetic_doc()
+    for cell in doc["cells"]:
+        if cell["op"] == "spmm":
+            cell["sweep"]["pruning"]["in_order"]["registers"] = None
+    assert "| cora | 32 | 5 | 1 | 1 | 0 | — | 2 |" in report.markdown(doc)
+    for cell in doc["cells"]:
+        (cell.get("sweep") or {}).pop("pruning", None)
+    assert "COV_row" not in report.markdown(doc)
 
 
 def test_a_format_1_document_loads_with_todays_baseline_names(tmp_path):

@@ -54,6 +54,7 @@ def test_every_implementation_runs_and_passes_its_check_on_the_gpu():
 def test_sweep_times_the_spmm_schedule_space_on_the_gpu():
     from gsparse.kernels import spmm
     from gsparse.target import Target
+    from gsparse.tune import select
     from gsparse.tune.search import FINALISTS
 
     doc = runner.run_suite(_config(ops=("spmm",), workloads=("cora",), feature_lens=(32,), sweep=True),
@@ -68,6 +69,8 @@ def test_sweep_times_the_spmm_schedule_space_on_the_gpu():
     size = len(spmm.schedule_space(task, g.stats, Target.of("cuda")))
     assert swept["sweep"]["screened"] == swept["sweep"]["size"] == size
     assert swept["sweep"]["timed"] == min(size, FINALISTS)
-    assert swept["sweep"]["default"] == str(spmm.default_schedule(task, g.stats, Target.of("cuda")))
+    # the default entry is what the front end ran: the default policy's pick, the model's
+    assert select.get_policy() == "model"
+    assert swept["sweep"]["default"] == str(select.model_choice("spmm", g, task, Target.of("cuda")))
     assert swept["sweep"]["best_ms"] <= swept["results"]["gsparse"]["median_ms"]
     assert unswept["sweep"]["status"] == "unavailable"

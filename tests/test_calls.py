@@ -144,3 +144,28 @@ def test_building_a_plan_during_a_capture_is_refused(monkeypatch):
                                            "call once before capturing"):
         refuse_capture(torch.device("cuda", 0), "the task")
     refuse_capture(torch.device("cpu"), "the task")  # only CUDA graphs capture
+
+
+def test_a_first_call_imports_no_reference_operators():
+    """``torch.broadcast_shapes`` imports PyTorch's reference operators and SymPy on its first
+    call: 1.6 s of a process's first u_dot_v here, 3-4 s on the H100 machine's first calls.
+    A first call of each kind (the CPU backend and the CUDA path's host side) imports no
+    SymPy."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    script = (
+        "import sys, torch, gsparse\n"
+        "from cuda_path import cuda_path_on_cpu\n"
+        "ei = torch.randint(0, 300, (2, 2000), generator=torch.Generator().manual_seed(0))\n"
+        "g = gsparse.Graph.from_edge_index(ei, num_nodes=300)\n"
+        "x, w = torch.randn(300, 8), torch.rand(2000, 1)\n"
+        "gsparse.u_dot_v(g, x, x); gsparse.u_mul_e_sum(g, x, w); gsparse.u_add_v(g, x, x)\n"
+        "with cuda_path_on_cpu():\n"
+        "    gsparse.u_dot_v(g, x, x); gsparse.u_mul_e_sum(g, x, w)\n"
+        "print('sympy' in sys.modules)\n")
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tests.parent / 'src'}:{tests}"}
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.strip().splitlines()[-1] == "False"

@@ -46,7 +46,7 @@ def _run(name: str, g: Graph, t: dict[str, torch.Tensor]):
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_resolved_calls_on_the_gpu_match_the_cpu_backend(name):
-    g_cpu = _graph()
+    g_cpu = _graph(device="cpu")
     g = g_cpu.to("cuda")
     t_cpu = {k: v.requires_grad_() for k, v in _inputs(g_cpu).items()}
     want_out, want_grads = _run(name, g_cpu, t_cpu)

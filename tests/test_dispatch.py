@@ -193,3 +193,35 @@ def test_a_bound_cpu_call_matches_the_backend_call(op, reduce, rhs_shape, width)
     for _ in range(2):  # the second call reuses what the first kept with the graph
         x, padded = torch.randn_like(x), None if padded is None else torch.randn_like(padded)
         torch.testing.assert_close(run(x, padded), cpu.BACKEND.spmm(g, op, reduce, x, padded, (width,)))
+
+
+def test_cpu_narrow_sums_reuse_the_csr_of_weights_given_again(monkeypatch):
+    """A GCN passes the same normalised weights every call: from the second call on, a small
+    graph's narrow sums run as torch.sparse.mm on a CSR over them, on a graph in CSR edge
+    order (where the CSR's values are the weights' own memory). Weights changed in place,
+    also behind autograd's back (.data), or other weights, never meet a stale CSR; on a
+    graph with an edge permutation nothing is kept."""
+    calls = []
+    real_mm = torch.sparse.mm
+    monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append("mm") or real_mm(a, b))
+    edges = torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(3))
+    permuted = gsparse.Graph.from_edge_index(edges, num_nodes=50)
+    in_order = gsparse.Graph.from_csr(permuted.rowptr, permuted.col, num_src=50)
+    x = torch.randn(50, 4, dtype=torch.float64)
+
+    def expected(g, weights):
+        src, dst = g.edges()
+        return torch.zeros(50, 4, dtype=torch.float64).index_add_(0, dst, x[src] * weights.unsqueeze(-1))
+
+    for g, kept in ((in_order, True), (permuted, False)):
+        calls.clear()
+        w = torch.rand(400, dtype=torch.float64)
+        for _ in range(3):
+            torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        assert calls == (["mm", "mm"] if kept else [])  # the first call saw the weights
+        w.mul_(2.0)
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        w.data.add_(1.0)  # no version bump
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        other = torch.rand(400, dtype=torch.float64)
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, other), expected(g, other))

@@ -197,6 +197,21 @@ def test_reset_parameters_initialises_like_pyg():
                                                          .named_parameters()))
 
 
+@pytest.mark.parametrize("make", [
+    lambda nn: nn.GCNConv(16, 8),
+    lambda nn: nn.GATConv(16, 8, heads=2, edge_dim=3, residual=True),
+    lambda nn: nn.SAGEConv(16, 8),
+], ids=["gcn", "gat", "sage"])
+def test_the_same_seed_gives_pygs_parameters(make):
+    torch.manual_seed(0)
+    ours = make(gnn).state_dict()
+    torch.manual_seed(0)
+    theirs = make(pyg_nn).state_dict()
+    assert sorted(ours) == sorted(theirs)
+    for name, value in ours.items():
+        assert torch.equal(value, theirs[name]), name
+
+
 def test_layers_reject_bad_inputs():
     g = gsparse.Graph.from_edge_index(_edge_index(13), num_nodes=N)
     with pytest.raises(ValueError, match=r"x must have shape \[num_nodes, 12\], got \(40, 7\)"):

@@ -18,11 +18,15 @@ def test_presets_describe_the_gpus_the_rules_were_measured_on() -> None:
         ("sm_80", 108, 40 << 20, 166_912)
     assert H200.arch == "sm_90" and H200.l2_bytes > H100.l2_bytes
     assert H100.resident_warps == 132 * 64
+    assert H100.registers_per_sm == A100.registers_per_sm == 65_536
     assert gsparse.Target is Target
 
 
 def test_a_target_is_a_value_with_a_json_form() -> None:
     assert Target(**H100.to_json()) == H100 and hash(Target(**A100.to_json())) == hash(A100)
+    # a document written before the register file was a fact reads as the usual 64K registers
+    older = {k: v for k, v in H100.to_json().items() if k != "registers_per_sm"}
+    assert Target(**older) == H100
     smaller = dataclasses.replace(H100, shared_bytes_per_block=24 * 1024)
     assert smaller != H100 and smaller.sms == H100.sms
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -34,6 +38,7 @@ def test_a_target_is_a_value_with_a_json_form() -> None:
     ({"l2_bytes": -1}, "Target.l2_bytes must be a positive int, got -1"),
     ({"shared_bytes_per_block": 1.5}, "Target.shared_bytes_per_block must be a positive int, got 1.5"),
     ({"warps_per_sm": True}, "Target.warps_per_sm must be a positive int, got True"),
+    ({"registers_per_sm": 0}, "Target.registers_per_sm must be a positive int, got 0"),
     ({"arch": "90"}, "Target.arch must name an architecture such as 'sm_90', got '90'"),
 ])
 def test_targets_are_validated(change: dict, message: str) -> None:

@@ -36,6 +36,7 @@ from .sptrsv import TriangularSolver, sptrsv
 from .target import Target
 
 __version__ = "0.1.0"
+"""The package version."""
 
 globals().update(_spmm.SHORTHANDS)
 globals().update(_sddmm.SHORTHANDS)

@@ -65,12 +65,26 @@ def broadcast_feature_shape(
 
 @functools.lru_cache(maxsize=1024)
 def _broadcast(lhs_shape: tuple[int, ...], rhs_shape: tuple[int, ...]) -> tuple[int, ...] | None:
-    # Cached: torch.broadcast_shapes costs several microseconds per call, a fair part of a
-    # small graph's whole operator call.
+    # Cached: broadcasting costs microseconds per call, a fair part of a small graph's call.
     try:
-        return tuple(torch.broadcast_shapes(lhs_shape, rhs_shape))
-    except RuntimeError:
+        return broadcast_shapes(lhs_shape, rhs_shape)
+    except ValueError:
         return None
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcast of ``shapes``; ValueError where they do not broadcast. In plain
+    Python: ``torch.broadcast_shapes`` imports PyTorch's reference operators (and SymPy) on
+    its first call, over a second and a half of a process's first gsparse call."""
+    ndim = max([len(shape) for shape in shapes] + [0])  # (torch.compile traces this too)
+    out = [1] * ndim
+    for shape in shapes:
+        for axis, size in enumerate(shape, ndim - len(shape)):
+            if size != 1:
+                if out[axis] not in (1, size):
+                    raise ValueError(f"shapes {[list(s) for s in shapes]} do not broadcast")
+                out[axis] = size
+    return tuple(out)
 
 
 def pad_feature_dims(t: torch.Tensor, ndim: int) -> torch.Tensor:

@@ -20,9 +20,9 @@ same count (DGL broadcasting), one dtype. Backward passes are written with these
 
 Plain eager calls whose operands require grad skip the custom ops' dispatch, which costs
 far more host time than a small graph's kernels: the front ends hand their resolved call
-(:mod:`gsparse._calls`) to an ``autograd.Function`` of this module (``*_resolved``) whose
-backward runs the same formulas, with the graph at hand. The custom ops stay the
-registered operators, which ``torch.compile`` traces.
+(:mod:`gsparse._calls`) to :mod:`gsparse._resolved`, whose ``autograd.Function`` backward
+runs this module's formulas, with the graph at hand. The custom ops stay the registered
+operators, which ``torch.compile`` traces.
 """
 
 from typing import Optional
@@ -31,12 +31,13 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from . import _calls, backends
+from . import _calls, _resolved, backends
+from ._checks import broadcast_shapes
 from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
 
 __all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad",
-           "direct_call_ok", "contiguous", "spmm_resolved", "sddmm_resolved", "softmax_resolved"]
+           "direct_call_ok", "contiguous"]
 
 Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
 
@@ -162,7 +163,7 @@ def _sum_to(grad: Tensor, like: Tensor) -> Tensor:
 
 
 def _features(*tensors: Tensor) -> list[int]:
-    return list(torch.broadcast_shapes(*(tuple(t.shape[1:]) for t in tensors)))
+    return list(broadcast_shapes(*(tuple(t.shape[1:]) for t in tensors)))
 
 
 def _spmm(parts: Parts, op: str, reduce: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
@@ -180,7 +181,7 @@ def _spmm(parts: Parts, op: str, reduce: str, lhs: Optional[Tensor], rhs: Option
                 g, _calls.resolve_spmm(g, op, reduce, lhs, rhs, tuple(out_shape)), (None, None),
                 tuple(out_shape), (op, reduce)))
         if call is not None:
-            return spmm_resolved(call, lhs, rhs)
+            return _resolved.spmm_resolved(call, lhs, rhs)
     return spmm(*parts, op, reduce, lhs, rhs, out_shape, transpose)
 
 
@@ -197,7 +198,7 @@ def _sddmm(parts: Parts, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], 
                 g, _calls.resolve_sddmm(g, op, lhs, rhs, lhs_target, rhs_target, tuple(out_shape)),
                 (None, None), tuple(out_shape), (op, lhs_target, rhs_target)))
         if call is not None:
-            return sddmm_resolved(call, lhs, rhs)
+            return _resolved.sddmm_resolved(call, lhs, rhs)
     return sddmm(*parts, op, lhs, rhs, lhs_target, rhs_target, out_shape)
 
 
@@ -252,7 +253,7 @@ def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: Tensor, lhs_ta
     ``[E, H, 1]`` against features ``[N, H, C]``), the sum over that dimension is taken by a
     g-SDDMM ``dot`` so that the ``[E, H, C]`` products are never materialised."""
     if like.dim() > 1 and like.shape[-1] == 1 and grad.shape[-1] > 1 and lhs.shape[-1] == grad.shape[-1]:
-        outer = list(torch.broadcast_shapes(tuple(lhs.shape[1:-1]), tuple(grad.shape[1:-1])))
+        outer = list(broadcast_shapes(tuple(lhs.shape[1:-1]), tuple(grad.shape[1:-1])))
         return _sddmm(parts, "dot", lhs, grad, lhs_target, grad_target, [*outer, 1])
     return _sddmm(parts, "mul", lhs, grad, lhs_target, grad_target, _features(lhs, grad))
 
@@ -432,136 +433,6 @@ def _edge_softmax_grad(parts: Parts, norm_by: str, y: Tensor, grad: Tensor) -> T
 
 
 edge_softmax.register_autograd(_edge_softmax_backward, setup_context=_edge_softmax_setup)
-
-
-# ---------------------------------------------------------------------- eager autograd
-
-
-class _SpmmFunction(torch.autograd.Function):
-    """g-SpMM sum/mean of a resolved call, differentiable (the eager path)."""
-
-    @staticmethod
-    def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
-        ctx.call = call
-        ctx.save_for_backward(lhs, rhs)
-        return call.run(lhs, rhs)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        lhs, rhs = ctx.saved_tensors
-        op, reduce = ctx.call.args
-        d_lhs, d_rhs = _spmm_grads(ctx.call.parts, op, reduce, False, lhs, rhs, grad,
-                                   ctx.needs_input_grad[1], ctx.needs_input_grad[2])
-        return None, d_lhs, d_rhs
-
-
-class _SpmmArgFunction(torch.autograd.Function):
-    """g-SpMM max/min of a resolved call, differentiable through its winners."""
-
-    @staticmethod
-    def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
-        out, arg_u, arg_e = call.extra["with_arg"](lhs, rhs)
-        ctx.call = call
-        ctx.save_for_backward(lhs, rhs, arg_u, arg_e)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        lhs, rhs, arg_u, arg_e = ctx.saved_tensors
-        g = ctx.call.graph
-        d_lhs, d_rhs = _spmm_arg_grads(ctx.call.args[0], (g.num_dst, g.num_src), g.num_edges, lhs,
-                                       rhs, arg_u, arg_e, grad, ctx.needs_input_grad[1],
-                                       ctx.needs_input_grad[2])
-        return None, d_lhs, d_rhs
-
-
-class _SddmmFunction(torch.autograd.Function):
-    """g-SDDMM of a resolved call, differentiable (the eager path)."""
-
-    @staticmethod
-    def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
-        ctx.call = call
-        ctx.save_for_backward(lhs, rhs)
-        return call.run(lhs, rhs)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        lhs, rhs = ctx.saved_tensors
-        op, lhs_target, rhs_target = ctx.call.args
-        d_lhs, d_rhs = _sddmm_grads(ctx.call.parts, op, (lhs_target, rhs_target), lhs, rhs, grad,
-                                    ctx.needs_input_grad[1], ctx.needs_input_grad[2])
-        return None, d_lhs, d_rhs
-
-
-class _SoftmaxFunction(torch.autograd.Function):
-    """Edge softmax of a resolved call, differentiable (the eager path)."""
-
-    @staticmethod
-    def forward(ctx, call: _calls.Call, logits: Tensor) -> Tensor:
-        y = call.run(logits)
-        ctx.call = call
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        (y,) = ctx.saved_tensors
-        return None, _edge_softmax_grad(ctx.call.parts, ctx.call.args[0], y, grad)
-
-
-# ``Function.apply`` less its Python preamble (default-argument binding, functorch checks):
-# the resolved path runs only where functorch transforms are off (_calls.eager).
-_spmm_apply = super(torch.autograd.Function, _SpmmFunction).apply
-_spmm_arg_apply = super(torch.autograd.Function, _SpmmArgFunction).apply
-_sddmm_apply = super(torch.autograd.Function, _SddmmFunction).apply
-_softmax_apply = super(torch.autograd.Function, _SoftmaxFunction).apply
-_grad_enabled = torch.is_grad_enabled
-
-
-def _shaped(t: Optional[Tensor], shape) -> Optional[Tensor]:
-    if shape is None:
-        return t
-    return None if shape is False else t.reshape(shape)
-
-
-def spmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
-    """The g-SpMM of a resolved call on these operands, recording autograd where it is on
-    and an operand requires grad."""
-    lhs_shape, rhs_shape = call.shapes
-    if lhs_shape is not None:
-        lhs = _shaped(lhs, lhs_shape)
-    if rhs_shape is not None:
-        rhs = _shaped(rhs, rhs_shape)
-    if _grad_enabled() and ((lhs is not None and lhs.requires_grad)
-                            or (rhs is not None and rhs.requires_grad)):
-        op, reduce = call.args
-        if not REDUCERS[reduce].keeps_arg:
-            return _spmm_apply(call, lhs, rhs)
-        if "with_arg" not in call.extra:
-            call.extra["with_arg"] = _calls.resolve_spmm(call.graph, op, reduce, lhs, rhs,
-                                                         call.out_shape, with_arg=True)
-        return _spmm_arg_apply(call, lhs, rhs)
-    return call.run(lhs, rhs)
-
-
-def sddmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
-    """The g-SDDMM of a resolved call on these operands (see :func:`spmm_resolved`)."""
-    lhs_shape, rhs_shape = call.shapes
-    if lhs_shape is not None:
-        lhs = _shaped(lhs, lhs_shape)
-    if rhs_shape is not None:
-        rhs = _shaped(rhs, rhs_shape)
-    if _grad_enabled() and ((lhs is not None and lhs.requires_grad)
-                            or (rhs is not None and rhs.requires_grad)):
-        return _sddmm_apply(call, lhs, rhs)
-    return call.run(lhs, rhs)
-
-
-def softmax_resolved(call: _calls.Call, logits: Tensor) -> Tensor:
-    """The edge softmax of a resolved call (see :func:`spmm_resolved`)."""
-    if _grad_enabled() and logits.requires_grad:
-        return _softmax_apply(call, logits)
-    return call.run(logits)
 
 
 # ---------------------------------------------------------------------- autocast

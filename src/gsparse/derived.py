@@ -138,11 +138,24 @@ _build_while_tracing._dynamo_marked_constant = True  # type: ignore[attr-defined
 def derive(cache: DerivedCache[K, V], key: K, build: Callable[..., V], *args: Any) -> V:
     """``cache.get(key, lambda: build(*args))``, also inside ``torch.compile``: a missing entry
     is then built eagerly while the compiler traces (no eager warm-up run needed), and the
-    compiled graph reads it.
+    compiled graph reads it. That takes PyTorch 2.13 or later; before, a missing entry is a
+    :class:`CompileError` that asks for one eager call.
 
     ``build`` is a module-level function and ``args`` graphs and constants (what
     ``torch.compile`` can hand to a function it runs eagerly).
     """
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() and _BUILDS_WHILE_TRACING:
         return getattr(cache, _build_while_tracing(cache, key, build, *args))
     return cache.get(key, lambda: build(*args))
+
+
+def _torch_version() -> tuple[int, int]:
+    major, minor, *_ = torch.__version__.split(".")
+    return int(major), int(minor)
+
+
+# Building while tracing needs a compiler that runs a constant-result function on
+# non-constant arguments: PyTorch 2.13 does; 2.11 stops with AsPythonConstantNotImplemented
+# (measured on an H100 machine). Older versions read what exists and need the one eager
+# call that builds the rest (CompileError says so).
+_BUILDS_WHILE_TRACING = _torch_version() >= (2, 13)

@@ -187,7 +187,8 @@ class Graph:
 
     @property
     def parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int]:
-        """``(rowptr, col, eid, num_src)``: what the custom ops take in place of the graph."""
+        """``(rowptr [num_dst + 1], col [E], eid [E] or None, num_src)``, what the custom ops
+        take in place of the graph."""
         return self._rowptr, self._col, self._eid, self._num_src
 
     @classmethod
@@ -563,18 +564,22 @@ class Graph:
 
     @property
     def num_src(self) -> int:
+        """Number of source nodes (the rows of source-node features)."""
         return self._num_src
 
     @property
     def num_dst(self) -> int:
+        """Number of destination nodes, the CSR rows (the rows of every output)."""
         return self._rowptr.numel() - 1
 
     @property
     def num_edges(self) -> int:
+        """Number of edges ``E`` (the rows of edge features)."""
         return self._col.numel()
 
     @property
     def device(self) -> torch.device:
+        """The device of the graph's index tensors, where its operands must live."""
         return self._rowptr.device
 
     @property
@@ -686,7 +691,7 @@ class Graph:
 
     @cached_property
     def stats(self) -> GraphStats:
-        """Sizes and row statistics: what the schedule rules read.
+        """The sizes and row statistics the schedule rules read.
 
         For a graph from the constructors that validate on the host, :attr:`row_stats`
         (computing them reads the device once). For a :attr:`sync_free` graph, what the host

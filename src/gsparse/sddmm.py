@@ -6,7 +6,7 @@ from itertools import permutations
 
 import torch
 
-from . import _calls, _ops, backends
+from . import _calls, _ops, _resolved, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -78,7 +78,7 @@ def gsddmm(
         key = ("sddmm", op, _calls.facts(lhs), _calls.facts(rhs), lhs_target, rhs_target)
         call = _calls.find(g, key)
         if call is not None:  # validated and resolved by an earlier call with the same facts
-            return _ops.sddmm_resolved(call, lhs, rhs)
+            return _resolved.sddmm_resolved(call, lhs, rhs)
     override = graph_override(g)
     if override is not None:
         return override(gsddmm, (g, op, lhs, rhs, lhs_target, rhs_target), {"schedule": schedule})
@@ -122,7 +122,7 @@ def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule, key=Non
         run = _calls.resolve_sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
         call = _calls.store(g, key, _calls.Call(g, run, shapes, out_shape,
                                                 (op, lhs_target, rhs_target)))
-        return _ops.sddmm_resolved(call, lhs, rhs)
+        return _resolved.sddmm_resolved(call, lhs, rhs)
     if schedule is not None and _ops.needs_grad(lhs, rhs):
         raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
                          "operands that require grad (detach them or drop schedule)")
@@ -134,6 +134,7 @@ def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule, key=Non
 
 
 _TARGET_WORDS = {"u": "source node", "v": "destination node", "e": "edge"}
+_TARGET_SIZES = {"u": "num_src", "v": "num_dst", "e": "num_edges"}
 
 
 def _binary_shorthand(lhs_target: str, op: str, rhs_target: str):
@@ -141,9 +142,13 @@ def _binary_shorthand(lhs_target: str, op: str, rhs_target: str):
         return gsddmm(g, op, x, y, lhs_target, rhs_target)
 
     fn.__name__ = fn.__qualname__ = f"{lhs_target}_{op}_{rhs_target}"
+    out = "``[num_edges, *shape]`` (``shape`` the broadcast of all but the last dimension, then 1)" \
+        if op == "dot" else "``[num_edges, *shape]`` (``shape`` the broadcast of ``x_shape`` and ``y_shape``)"
     fn.__doc__ = (f"g-SDDMM: ``Z_e = x_{lhs_target} {op} y_{rhs_target}`` with ``x`` on the "
                   f"{_TARGET_WORDS[lhs_target]} and ``y`` on the {_TARGET_WORDS[rhs_target]} of each "
-                  f"edge. Same as ``gsddmm(g, '{op}', x, y, '{lhs_target}', '{rhs_target}')``.")
+                  f"edge.\n\n``x``: ``[{_TARGET_SIZES[lhs_target]}, *x_shape]``; ``y``: "
+                  f"``[{_TARGET_SIZES[rhs_target]}, *y_shape]``; returns {out}, in edge order. "
+                  f"Same as ``gsddmm(g, '{op}', x, y, '{lhs_target}', '{rhs_target}')``.")
     return fn
 
 
@@ -152,8 +157,8 @@ def _copy_shorthand(target: str):
         return gsddmm(g, "copy_lhs", x, None, target, "v")
 
     fn.__name__ = fn.__qualname__ = f"copy_{target}"
-    fn.__doc__ = (f"Copy ``x``, the {_TARGET_WORDS[target]} features, onto each edge: "
-                  f"``Z_e = x_{target}``, shape ``[num_edges, *shape]``.")
+    fn.__doc__ = (f"Copy ``x``, the {_TARGET_WORDS[target]} features ``[{_TARGET_SIZES[target]}, *shape]``, "
+                  f"onto each edge: ``Z_e = x_{target}``, shape ``[num_edges, *shape]``.")
     return fn
 
 

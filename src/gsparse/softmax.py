@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _calls, _ops, backends
+from . import _calls, _ops, _resolved, backends
 from ._checks import check_choice, check_features, check_graph, graph_override
 from .graph import Graph
 
@@ -43,7 +43,7 @@ def edge_softmax(g: Graph, logits: torch.Tensor, eids: torch.Tensor | None = Non
         key = ("softmax", _calls.facts(logits), norm_by)
         call = _calls.find(g, key)
         if call is not None:  # validated and resolved by an earlier call with the same facts
-            return _ops.softmax_resolved(call, logits)
+            return _resolved.softmax_resolved(call, logits)
     override = graph_override(g)
     if override is not None:
         return override(edge_softmax, (g, logits), {"norm_by": norm_by})
@@ -53,7 +53,7 @@ def edge_softmax(g: Graph, logits: torch.Tensor, eids: torch.Tensor | None = Non
     if key is not None and False not in key and not torch.is_autocast_enabled(g.device.type):
         call = _calls.store(g, key, _calls.Call(g, _calls.resolve_softmax(g, logits, norm_by),
                                                 (None,), tuple(logits.shape[1:]), (norm_by,)))
-        return _ops.softmax_resolved(call, logits)
+        return _resolved.softmax_resolved(call, logits)
     (logits,) = _ops.autocast_operands(g.device, logits, dtype=torch.float32)
     if _ops.direct_call_ok(logits):
         return backends.for_device(g.device).edge_softmax(g, logits.contiguous(), norm_by)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _calls, _ops, backends
+from . import _calls, _ops, _resolved, backends
 from ._checks import (
     broadcast_feature_shape,
     check_choice,
@@ -63,7 +63,7 @@ def gspmm(
         key = ("spmm", op, reduce, _calls.facts(lhs), _calls.facts(rhs))
         call = _calls.find(g, key)
         if call is not None:  # validated and resolved by an earlier call with the same facts
-            return _ops.spmm_resolved(call, lhs, rhs)
+            return _resolved.spmm_resolved(call, lhs, rhs)
     override = graph_override(g)
     if override is not None:
         return override(gspmm, (g, op, reduce, lhs, rhs), {"schedule": schedule})
@@ -92,7 +92,7 @@ def gspmm(
         padded = (_calls.shaping(lhs, key[3], binop.uses_lhs),
                   _calls.shaping(rhs, key[4], binop.uses_rhs))
         call = _calls.store(g, key, _calls.Call(g, run, padded, out_shape, (op, reduce)))
-        return _ops.spmm_resolved(call, lhs, rhs)
+        return _resolved.spmm_resolved(call, lhs, rhs)
     grad = _ops.needs_grad(lhs, rhs)
     if schedule is not None and grad:
         raise ValueError("schedule forces a kernel outside autograd; it cannot be used with "
@@ -114,8 +114,9 @@ def _binary_shorthand(op: str, reduce: str):
 
     fn.__name__ = fn.__qualname__ = f"u_{op}_e_{reduce}"
     fn.__doc__ = (f"g-SpMM: ``Z_v = {reduce}_(u,e,v) (x_u {op} y_e)``.\n\n"
-                  f"``x``: ``[num_src, *shape]`` node features; ``y``: ``[num_edges, *shape]`` "
-                  f"edge features. Same as ``gspmm(g, '{op}', '{reduce}', x, y)``.")
+                  f"``x``: ``[num_src, *x_shape]`` node features; ``y``: ``[num_edges, *y_shape]`` "
+                  f"edge features, in edge order; returns ``[num_dst, *shape]``, ``shape`` the "
+                  f"broadcast of ``x_shape`` and ``y_shape``. Same as ``gspmm(g, '{op}', '{reduce}', x, y)``.")
     return fn
 
 
@@ -129,7 +130,7 @@ def _copy_shorthand(which: str, reduce: str):
         "edge features ``[num_edges, *shape]``"
     fn.__name__ = fn.__qualname__ = f"copy_{which}_{reduce}"
     fn.__doc__ = (f"g-SpMM: ``Z_v = {reduce}`` over incoming edges of ``x``, the {what}.\n\n"
-                  f"Same as ``gspmm(g, '{op}', '{reduce}', ...)``.")
+                  f"Returns ``[num_dst, *shape]``. Same as ``gspmm(g, '{op}', '{reduce}', ...)``.")
     return fn
 
 

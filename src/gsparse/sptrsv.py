@@ -52,7 +52,7 @@ class TriangularSolver:
             finite nonzero diagonal entry.
         schedule: on CUDA, the AG-SpTRSV scheme every solve runs (for tuning and
             benchmarks); None: the one chosen for the factor and the solve
-            (:func:`gsparse.kernels.sptrsv.default_schedule`). Ignored on other devices.
+            (``gsparse.kernels.sptrsv.default_schedule``). Ignored on other devices.
 
     Raises:
         TypeError: ``A`` of another kind, values of an unsupported dtype (integer, half,
@@ -86,6 +86,7 @@ class TriangularSolver:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """``(n, n)``, the factor's size."""
         return (self._pattern.n, self._pattern.n)
 
     @property
@@ -95,18 +96,22 @@ class TriangularSolver:
 
     @property
     def dtype(self) -> torch.dtype:
+        """The dtype of the factor's values, and of every solution."""
         return self._values.dtype
 
     @property
     def device(self) -> torch.device:
+        """The device the factor lives on, where right-hand sides must live."""
         return self._pattern.device
 
     @property
     def lower(self) -> bool:
+        """Whether the factor is lower triangular (else upper)."""
         return self._pattern.lower
 
     @property
     def unit_diagonal(self) -> bool:
+        """Whether the diagonal is taken as all ones (the stored diagonal is ignored)."""
         return self._unit_diagonal
 
     @property

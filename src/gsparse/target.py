@@ -27,6 +27,8 @@ class Target:
         l2_bytes: the L2 cache.
         shared_bytes_per_block: the most dynamic shared memory one block may opt in to.
         warps_per_sm: warps an SM keeps resident at once.
+        registers_per_sm: 32-bit registers of an SM's register file (65,536 on every
+            architecture gsparse builds for).
     """
 
     name: str
@@ -35,9 +37,10 @@ class Target:
     l2_bytes: int
     shared_bytes_per_block: int
     warps_per_sm: int
+    registers_per_sm: int = 65536
 
     def __post_init__(self) -> None:
-        for field in ("sms", "l2_bytes", "shared_bytes_per_block", "warps_per_sm"):
+        for field in ("sms", "l2_bytes", "shared_bytes_per_block", "warps_per_sm", "registers_per_sm"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Target.{field} must be a positive int, got {value!r}")
@@ -50,6 +53,7 @@ class Target:
         return self.sms * self.warps_per_sm
 
     def to_json(self) -> dict[str, object]:
+        """The fields by name (a JSON-serialisable dict)."""
         return asdict(self)
 
     @staticmethod
@@ -79,6 +83,7 @@ def _target_of(index: int) -> Target:
         l2_bytes=props.L2_cache_size or H100.l2_bytes,
         shared_bytes_per_block=props.shared_memory_per_block_optin,
         warps_per_sm=props.max_threads_per_multi_processor // 32,
+        registers_per_sm=getattr(props, "regs_per_multiprocessor", 0) or 65536,
     )
 
 

@@ -134,9 +134,9 @@ def reference_scores(ensemble, x: np.ndarray) -> np.ndarray:
 
 
 def reference_choice(model, operator: str, task, stats: GraphStats, structure: GraphStructure, target: Target):
-    """The schedule of the task's space that ``model`` ranks first, the plain way."""
+    """The schedule of the task's pruned space that ``model`` ranks first, the plain way."""
     ops = spmm if operator == "spmm" else sddmm
-    candidates = ops.schedule_space(task, stats, target).candidates()
+    candidates = ops.pruned_space(task, stats, target).kept
     costs = -reference_scores(model.ensemble, reference_featurize(task, structure, target, candidates))
     return candidates[int(costs.argmin())]
 

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from gsparse import datasets
 from gsparse.kernels import sddmm, spmm
+from gsparse.kernels.pruning import RegisterBudgetError
 from gsparse.target import H100
 from gsparse.tune import select
 from gsparse.tune.database import TuningDatabase
@@ -126,18 +128,6 @@ def test_the_model_policy_chooses_what_the_plain_computation_chooses(operator):
             model, operator, task, g.stats, select._structure(g), H100)
 
 
-def test_the_sddmm_space_reads_the_task_alone():
-    """What lets every graph share its task's g-SDDMM space (select._SpaceCache): should
-    the space come to read the graph, set SPACE_READS_STATS["sddmm"] to True."""
-    assert not select._SpaceCache.SPACE_READS_STATS["sddmm"]
-    rng = np.random.default_rng(5)
-    g = named_graph("random")
-    for _ in range(30):
-        task = random_sddmm_task(rng, g)
-        spaces = {sddmm.schedule_space(task, random_graph(rng)[0], target).candidates() for target in TARGETS}
-        assert len(spaces) == 1, task
-
-
 def test_a_tuning_record_wins_over_the_policy():
     g = named_graph("random")
     task = _spmm_task(g)
@@ -184,8 +174,9 @@ def test_signature_samples_stay_in_bounds_on_huge_arrays(size):
 
 def test_tune_measures_the_hand_rule_first_and_never_returns_anything_slower(monkeypatch):
     # On the CPU the "kernels" are stand-ins: building is a no-op and a call sleeps, the
-    # hand rule's pick for 0.2 ms and every other schedule for 2 ms.
-    g = named_graph("random")
+    # hand rule's pick for 0.2 ms and every other schedule for 2 ms. 5,000 rows: enough
+    # blocks that the pruned space holds more candidates than the budget.
+    g = datasets.random_graph(5_000, datasets.Regular(10.0), seed=1)
     x = torch.randn(g.num_src, 32)
     task = spmm.task_for(g, "copy_lhs", "sum", x, None, (32,))
     default = spmm.default_schedule(task, g.stats, H100)
@@ -202,7 +193,9 @@ def test_tune_measures_the_hand_rule_first_and_never_returns_anything_slower(mon
         chosen = select.choose("spmm", g, task, call, H100)
     assert chosen == default
     assert measured[1] == default  # after the reference call, the hand rule is timed first
+    assert len(spmm.pruned_space(task, g.stats, H100).kept) > select.TUNE_BUDGET + 1
     assert len(set(measured)) == select.TUNE_BUDGET + 1  # the hand rule, then the budget
+    assert set(measured) <= set(spmm.pruned_space(task, g.stats, H100).kept)
     with TuningDatabase() as database:
         samples = database.samples(select.tuning_key("spmm", g, task, H100))
     assert len(samples) == select.TUNE_BUDGET + 1
@@ -211,3 +204,31 @@ def test_tune_measures_the_hand_rule_first_and_never_returns_anything_slower(mon
 class _NoBuild:
     def build(self, schedules):
         return [BuildResult(s) for s in schedules]
+
+
+def test_the_model_policy_ranks_the_pruned_space_and_compiles_nothing(monkeypatch):
+    from gsparse.runtime import _nvrtc
+
+    def compile_to_cubin(*args, **kwargs):
+        raise AssertionError("the model policy compiled a kernel")
+
+    monkeypatch.setattr(_nvrtc, "compile_to_cubin", compile_to_cubin)
+    g = named_graph("long_row")  # rows of COV 6: the row balance constraint removes some
+    task = spmm.task_for(g, "copy_lhs", "sum", torch.randn(g.num_src, 64), None, (64,))
+    pruned = spmm.pruned_space(task, g.stats, H100)
+    assert len(pruned.kept) < len(pruned.candidates)
+    assert select.model_choice("spmm", g, task, H100) in pruned.kept
+
+
+def test_the_tuners_builder_refuses_a_candidate_the_register_constraint_removes(monkeypatch):
+    g = named_graph("random")
+    task = _spmm_task(g)
+    loaded = []
+    monkeypatch.setattr(spmm, "register_spills", lambda t, s, target: 16.0 if s.nnz_tile == 4 else 0.0)
+    monkeypatch.setattr(spmm, "load_kernels", lambda t, s, device: loaded.append(s))
+    build = select._build_fn("spmm", task, H100, 0)
+    spilling = spmm.OnePass(nnz_tile=4)
+    with pytest.raises(RegisterBudgetError, match="spill 16 bytes per thread"):
+        build(spilling)
+    build(spmm.OnePass(nnz_tile=2))
+    assert loaded == [spmm.OnePass(nnz_tile=2)]

@@ -74,7 +74,8 @@ _MOST_HEADS = 64  # per-head products beyond this would cost more than the messa
 # PyTorch's embedding_bag over the CSR rows is 1.6-4x faster than torch.sparse.mm (MKL) from
 # 16 features per row on, unless rows are long (a mean over 128: 1.4x slower at 16, par at
 # 64). Below 16 features torch.sparse.mm is up to 1.4x faster, on a CSR kept with the graph;
-# with weights it needs a new CSR each call, which costs more than it saves on small graphs.
+# with weights it needs a new CSR each call, which costs more than it saves on small graphs,
+# unless the same weights come again (_WeightedAdjacency).
 _BAG_FEATURES = 16
 _BAG_FEATURES_LONG_ROWS = 64
 _LONG_ROWS = 128
@@ -88,19 +89,60 @@ def _edge_index64(g: Graph) -> torch.Tensor | None:
 
 def _row_sum(g: Graph, x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """``out_v = Σ_{e → v} w_e x_{u(e)}`` over the CSR rows, ``[num_dst, F]``: ``x``
-    ``[num_src, F]`` contiguous, ``weights`` ``[E]`` in CSR order or None (all 1). A CSR
-    times dense product, by PyTorch's ``embedding_bag`` with the rows as bags or by
-    ``torch.sparse.mm``, whichever is faster for the shape: no ``[E, F]`` messages."""
+    ``[num_src, F]`` contiguous, ``weights`` ``[E]`` in the user's edge order or None (all
+    1). A CSR times dense product, by PyTorch's ``embedding_bag`` with the rows as bags or
+    by ``torch.sparse.mm``, whichever is faster for the shape: no ``[E, F]`` messages."""
     features, edges = x.shape[1], g.num_edges
     wide = features >= (_BAG_FEATURES_LONG_ROWS if edges > _LONG_ROWS * g.num_dst else _BAG_FEATURES)
-    if wide or (weights is not None and edges <= _SMALL_GRAPH_EDGES):
-        return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, weights, True)[0]
     if weights is None:
+        if wide:
+            return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, None, True)[0]
         adjacency = g.cpu.get(("adjacency", x.dtype), lambda: unchecked_csr(
             g.rowptr, g.col, torch.ones(g.num_edges, dtype=x.dtype), (g.num_dst, g.num_src)))
-    else:
-        adjacency = unchecked_csr(g._rowptr, g._col, weights, (g.num_dst, g.num_src))
-    return torch.sparse.mm(adjacency, x)
+        return torch.sparse.mm(adjacency, x)
+    if not wide and edges <= _SMALL_GRAPH_EDGES and g.eid is None:
+        adjacency = g.cpu.get("weighted adjacency", _WeightedAdjacency).find(g, weights)
+        if adjacency is not None:
+            return torch.sparse.mm(adjacency, x)
+    in_csr_order = _in_csr_order(g, weights)
+    if wide or edges <= _SMALL_GRAPH_EDGES:
+        return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, in_csr_order, True)[0]
+    return torch.sparse.mm(unchecked_csr(g._rowptr, g._col, in_csr_order, (g.num_dst, g.num_src)), x)
+
+
+def _in_csr_order(g: Graph, weights: torch.Tensor) -> torch.Tensor:
+    eid = _edge_index64(g)
+    return weights if eid is None else weights.index_select(0, eid)
+
+
+class _WeightedAdjacency:
+    """The CSR over the weights a small graph's narrow weighted sums were last given.
+
+    On a small graph, building a CSR for each call's weights costs more than
+    ``torch.sparse.mm`` saves over ``embedding_bag``; but the same weights given again (a
+    GCN's normalisation, every layer and epoch) can reuse one. Only on a graph in CSR edge
+    order: there the CSR's values *are* the given weights (same memory), so a change to
+    them, even one that bypasses autograd's version counter (``.data``, as gradcheck's
+    perturbations do), reaches the CSR; a permuted copy would go stale. The weights are
+    known by their storage and layout, and held so that their memory cannot go to other
+    weights while they are known.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._held: torch.Tensor | None = None
+        self._matrix: torch.Tensor | None = None
+
+    def find(self, g: Graph, weights: torch.Tensor) -> torch.Tensor | None:
+        """The CSR over ``weights`` (``[E]``, in CSR order) when the previous call was given
+        them too, else None (and they are remembered)."""
+        key = (weights.data_ptr(), weights.shape, weights.stride(), weights.dtype)
+        if key != self._key:
+            self._key, self._held, self._matrix = key, weights, None
+            return None
+        if self._matrix is None:
+            self._matrix = unchecked_csr(g._rowptr, g._col, weights, (g.num_dst, g.num_src))
+        return self._matrix
 
 
 def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
@@ -119,9 +161,7 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
         if binop.copies == "lhs":
             return _row_sum(g, lhs, None)
         if binop.scales and not binop.reduces_last_dim and rhs.numel() == g.num_edges:
-            weights = rhs.view(-1)
-            eid = _edge_index64(g)
-            return _row_sum(g, lhs, weights if eid is None else weights.index_select(0, eid))
+            return _row_sum(g, lhs, rhs.view(-1))
     acc = _accumulation_dtype(lhs.dtype)
     if binop.copies == "lhs":
         heads, weights = 1, None
@@ -133,11 +173,7 @@ def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
         heads = math.prod(shape[:k])
         if shape[:k] != tuple(out_shape[:k]) or heads > _MOST_HEADS:
             return None
-        weights = rhs.reshape(g.num_edges, heads) if heads > 1 else rhs.reshape(g.num_edges)
-        eid = _edge_index64(g)
-        if eid is not None:
-            weights = weights.index_select(0, eid)
-        weights = weights.to(acc)
+        weights = (rhs.reshape(g.num_edges, heads) if heads > 1 else rhs.reshape(g.num_edges)).to(acc)
     else:
         return None
     features = math.prod(out_shape)
@@ -204,10 +240,7 @@ def _bound_row_sum(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs
         return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), None)
     if not (binop.scales and not binop.reduces_last_dim and rhs is not None and rhs.numel() == g.num_edges):
         return None
-    eid = _edge_index64(g)
-    if eid is None:
-        return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), rhs.reshape(-1))
-    return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), rhs.reshape(-1).index_select(0, eid))
+    return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), rhs.reshape(-1))
 
 
 class _TorchBackend:

@@ -11,7 +11,7 @@ knows how many bytes must move at least (the memory floor), and offers implement
   ``torch.sparse.sampled_addmm`` for the SDDMM;
 * ``PyG`` — PyTorch Geometric's message-passing path: ``index_select`` of the source
   features, then ``torch_geometric.utils.scatter`` with the case's reducer (PyTorch's
-  ``index_add_`` / ``scatter_reduce_`` when PyG is not installed; :func:`pyg_backend` says
+  ``index_add_`` / ``scatter_reduce_`` when PyG is not installed; :func:`~.scatter.pyg_backend` says
   which), and for SDDMM the gather of both ends and the op (then a sum for ``dot``). It is
   the baseline of the cases cuSPARSE has no routine for (mean, max, multi-head add/mul);
 * ``PyTorch`` — edge softmax written with PyTorch scatter ops (scatter max, exp, scatter
@@ -31,7 +31,6 @@ every implementation measured (cuSPARSE included), so a shared mistake cannot pa
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,8 +44,10 @@ from ..algebra import BINARY_OPS, REDUCERS
 from ..graph import Graph
 from ..kernels import sddmm as sddmm_kernels
 from ..kernels import spmm as spmm_kernels
+from .scatter import scatter as _scatter
+from .scatter import torch_scatter as _torch_scatter
 
-__all__ = ["CASES", "OPS", "TOLERANCE", "Case", "Impl", "Inputs", "Sample", "pyg_backend", "GSPARSE",
+__all__ = ["CASES", "OPS", "TOLERANCE", "Case", "Impl", "Inputs", "Sample", "GSPARSE",
            "TORCH_SPARSE", "PYG", "PYTORCH"]
 
 # The implementations' names: console, JSON document and report all use these.
@@ -103,40 +104,6 @@ TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-10, torch.float16: 5e-3, tor
 # Reference elements (rows x features) a check computes at most, beyond the first row.
 _REFERENCE_BUDGET = 4 << 20
 _MIN_SAMPLE_ROWS = 16
-
-
-def pyg_backend() -> str:
-    """Which scatter the ``pyg`` baseline uses: PyG's when installed, else PyTorch's."""
-    if importlib.util.find_spec("torch_geometric") is None:
-        return "torch index_add_ (torch_geometric not installed)"
-    import torch_geometric
-
-    return f"torch_geometric.utils.scatter {torch_geometric.__version__}"
-
-
-def _scatter(src: torch.Tensor, index: torch.Tensor, size: int, reduce: str = "sum") -> torch.Tensor:
-    """PyG's scatter along dim 0 (``sum``, ``mean`` or ``max``; rows that receive nothing are
-    0), or :func:`_torch_scatter` when PyG is not installed."""
-    if importlib.util.find_spec("torch_geometric") is not None:
-        from torch_geometric.utils import scatter
-
-        return scatter(src, index, dim=0, dim_size=size, reduce=reduce)
-    return _torch_scatter(src, index, size, reduce)
-
-
-def _torch_scatter(src: torch.Tensor, index: torch.Tensor, size: int, reduce: str) -> torch.Tensor:
-    """``sum``, ``mean`` or ``max`` of ``src``'s rows into ``size`` rows by ``index``, with
-    PyTorch ops; rows that receive nothing are 0 (as in DGL and PyG)."""
-    reducer = REDUCERS[reduce]
-    out = torch.zeros((size, *src.shape[1:]), dtype=src.dtype, device=src.device)
-    if reducer.keeps_arg:
-        full_index = index.view(-1, *[1] * (src.dim() - 1)).expand_as(src)
-        return out.scatter_reduce_(0, full_index, src, reducer.scatter_reduce, include_self=False)
-    out.index_add_(0, index, src)
-    if reducer.divides_by_degree:
-        count = torch.bincount(index, minlength=size).clamp_(min=1)
-        out /= count.view(-1, *[1] * (src.dim() - 1)).to(src.dtype)
-    return out
 
 
 @dataclass(frozen=True, eq=False)

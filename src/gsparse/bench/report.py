@@ -3,7 +3,8 @@
 Every ratio is derived from the raw times of the JSON document, so a report can be
 rebuilt from a stored run (:func:`write_report` on :func:`load`'s result). Ratios read
 "how many times faster gsparse is": ``baseline time / gsparse time``; the fraction of
-the floor is ``floor time / gsparse time`` (1 would be the memory system's limit).
+the floor is ``floor time / gsparse time`` (1 would be the memory system's limit). Swept
+cells also get a table of what each pruning constraint removed from their space.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..kernels.pruning import CONSTRAINTS
 from .baselines import GSPARSE, PYG, PYTORCH, TORCH_SPARSE
 from .runner import FORMAT
 
@@ -122,6 +124,32 @@ def _summary(cells: list[dict[str, Any]], key: str, label: str) -> str | None:
            f"over {len(values)} cells"
 
 
+# Column names of the pruning constraints, in their order (LO-SpMM's names where it has them).
+_CONSTRAINT_NAMES = {"utilisation": "utilisation", "row_balance": "COV_row", "column_waste": "WASTE_col",
+                     "registers": "registers"}
+
+
+def _pruning_table(cells: list[dict[str, Any]], length: str) -> list[str]:
+    """The pruning of each swept cell's space: its candidates, what each constraint removed
+    after those before it, and what was measured (empty when no cell recorded one)."""
+    pruned = [c for c in cells if (c.get("sweep") or {}).get("pruning")]
+    if not pruned:
+        return []
+    names = [_CONSTRAINT_NAMES[c] for c in CONSTRAINTS]
+    lines = ["", "Pruning before the sweep: candidates of the space, those each constraint removed "
+             "(in this order, each from what the ones before it left; the hand rule's pick is never "
+             "removed) and those measured.", "",
+             f"| workload | {length} | space | " + " | ".join(names) + " | measured |",
+             "|" + "|".join(["---"] * (len(names) + 4)) + "|"]
+    for cell in sorted(pruned, key=lambda c: (c["workload"], c["feature_len"])):
+        pruning = cell["sweep"]["pruning"]
+        counts = [pruning["in_order"].get(c) for c in CONSTRAINTS]
+        lines.append(f"| {cell['workload']} | {cell['feature_len']} | {pruning['candidates']} | "
+                     + " | ".join("—" if n is None else str(n) for n in counts)
+                     + f" | {cell['sweep'].get('size', pruning['kept'])} |")
+    return lines
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The Markdown report: environment, one table of ratios per case and dtype, workloads."""
     env, bw = doc["environment"], doc["bandwidth"]
@@ -183,6 +211,7 @@ def markdown(doc: dict[str, Any]) -> str:
         failed = [f"{c['workload']} {length}={c['feature_len']} {name}: {e['status']} ({e.get('message', '')})"
                   for c in cells for name, e in c["results"].items() if e["status"] not in ("ok", "OOM")]
         lines += [f"- failed: {f}" for f in failed]
+        lines += _pruning_table(cells, length)
     lines += ["", "## Workloads", "", "| workload | rows | edges | row mean | row max | row COV | source |",
               "|---|---|---|---|---|---|---|"]
     for name, w in doc["workloads"].items():

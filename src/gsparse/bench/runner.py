@@ -6,7 +6,9 @@ reference on sampled rows, and for each implementation — ours with the default
 then the baselines — checks every input set's output against the reference and only
 then times it. A failure of one implementation (out of memory, an unsupported dtype, a
 wrong result) is recorded in its entry and the suite goes on. With ``sweep`` the runner
-also times every schedule of the case's pruned space on the GPU.
+also times every schedule of the case's space that LO-SpMM's constraints keep on the
+graph (``pruned_space``, register constraint included), and records how many candidates
+each constraint removed.
 
 The result is one JSON-ready document (:data:`FORMAT`); :mod:`gsparse.bench.report`
 turns it into tables and plots.
@@ -33,7 +35,8 @@ from ..target import Target
 from ..tune import select
 from ..tune.measure import compile_ahead, time_calls
 from ..tune.search import exhaustive_search
-from .baselines import CASES, GSPARSE, TOLERANCE, Case, Impl, Inputs, Sample, pyg_backend, sample_rows
+from .baselines import CASES, GSPARSE, TOLERANCE, Case, Impl, Inputs, Sample, sample_rows
+from .scatter import pyg_backend
 from .timing import Bandwidth, measure_bandwidth, needs_flush, rotation_count
 
 __all__ = ["FORMAT", "DTYPES", "Config", "WorkloadError", "run_suite", "environment"]
@@ -224,8 +227,10 @@ def _why_not_swept(case: Case, device: torch.device, sweep_all: bool = False) ->
 
 def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dict[str, Any],
            target: Target) -> dict[str, Any]:
-    """Time every schedule of the task's space (:func:`~gsparse.tune.search.exhaustive_search`);
-    the best of those and of the default path."""
+    """Time every schedule of the task's pruned space
+    (:func:`~gsparse.tune.search.exhaustive_search`); the best of those and of the default
+    path. ``size`` is the schedules measured; ``pruning`` holds the space's size before
+    pruning and what each constraint removed (:meth:`~gsparse.kernels.pruning.Pruning.to_json`)."""
     inputs = cell.sets[0]
     g = inputs.graph
     try:
@@ -234,7 +239,8 @@ def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dic
         # What the front end ran for the default entry: the policy's choice, made once per
         # graph and task (found here, not made again).
         default = select.choose(name, g, task, lambda schedule: cell.case.ours(inputs, schedule), target)
-        space = list(operator.schedule_space(task, g.stats, target))
+        pruning = operator.pruned_space(task, g.stats, target, registers="kept")
+        space = list(pruning.kept)
     except Exception as error:  # noqa: BLE001 - a broken space is reported, not fatal
         return {"status": "error", "message": f"{type(error).__name__}: {error}"}
     impls = {schedule: cell.case.implementations(schedule)[0] for schedule in space}
@@ -247,7 +253,7 @@ def _sweep(cell: _Cell, feature_len: int, dtype: torch.dtype, default_entry: dic
     timed = [e for e in entries if e["status"] == "ok" and "median_ms" in e]
     result: dict[str, Any] = {"status": "ok", "default": str(default), "default_json": default.to_json(),
                               "size": len(space), "screened": sum("screen_ms" in e for e in entries),
-                              "timed": len(timed), "schedules": entries}
+                              "timed": len(timed), "pruning": pruning.to_json(), "schedules": entries}
     candidates = list(timed)
     if default_entry["status"] == "ok":
         candidates.append({"schedule": str(default), "json": default.to_json(),
@@ -317,7 +323,10 @@ def _progress_line(index: int, total: int, cell: dict[str, Any]) -> str:
     parts.append(f"{cell['floor']['floor_ms'] / ours['median_ms']:.0%} of floor")
     sweep = cell.get("sweep")
     if sweep and sweep.get("best_ms"):
-        parts.append(f"default/best {ours['median_ms'] / sweep['best_ms']:.2f} (best {sweep['best']})")
+        measured = (f", {sweep['size']} of {sweep['pruning']['candidates']} schedules measured"
+                    if "pruning" in sweep else "")
+        parts.append(f"default/best {ours['median_ms'] / sweep['best_ms']:.2f} "
+                     f"(best {sweep['best']}{measured})")
     return head + ", ".join(parts)
 
 

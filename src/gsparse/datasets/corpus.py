@@ -41,6 +41,7 @@ class Range:
     integer: bool = False
 
     def sample(self, rng: np.random.Generator) -> float | int:
+        """One value drawn with ``rng``."""
         if self.log:
             value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
         else:
@@ -59,6 +60,7 @@ class Choice:
     weights: tuple[float, ...] | None = None
 
     def sample(self, rng: np.random.Generator) -> Any:
+        """One of ``options`` drawn with ``rng`` (by ``weights`` when given)."""
         p = None if self.weights is None else np.asarray(self.weights) / sum(self.weights)
         return self.options[int(rng.choice(len(self.options), p=p))]
 
@@ -296,6 +298,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
             "hops": Range(1, 3, integer=True), "fanout": Range(2, 32, log=True, integer=True),
             "layer": Choice(("input", "output"))}, _sampled),
 )}
+"""Every :class:`Family` of the tuning corpus by name (see ``docs/datasets.md``)."""
 
 
 def corpus(

@@ -47,6 +47,7 @@ class Regular:
 
 
 DegreeLaw = LogNormal | PowerLaw | Regular
+"""A row-length (in-degree) law: :class:`LogNormal`, :class:`PowerLaw` or :class:`Regular`."""
 
 
 def _row_lengths(degree: DegreeLaw, num_rows: int, cap: int, gen: torch.Generator,

@@ -18,13 +18,14 @@ from ._edges import check_fraction, check_int, check_seed, generator, graph_from
 
 __all__ = ["STENCILS", "lattice_graph", "road_graph", "lattice_edge_count"]
 
-# Neighbour offsets by stencil: von Neumann (axis neighbours) and Moore (every neighbour in
-# the surrounding cube), keyed by neighbour count; the dimension follows from the count.
 STENCILS: dict[int, tuple[tuple[int, ...], ...]] = {
     count: tuple(d for d in itertools.product((-1, 0, 1), repeat=dims)
                  if any(d) and (moore or sum(map(abs, d)) == 1))
     for count, dims, moore in ((4, 2, False), (8, 2, True), (6, 3, False), (26, 3, True))
 }
+"""Neighbour offsets by stencil, keyed by neighbour count (4, 8, 6 or 26): von Neumann
+(axis neighbours) and Moore (every neighbour in the surrounding square or cube); the
+dimension follows from the count."""
 
 
 def _check_shape(shape: Sequence[int], stencil: int) -> tuple[int, ...]:

@@ -20,6 +20,7 @@ from ._edges import check_seed, generator, graph_from_rows, rows_of
 __all__ = ["ORDERINGS", "node_order", "relabel", "reorder"]
 
 ORDERINGS = ("natural", "random", "degree", "rcm")
+"""The node orderings :func:`node_order` and :func:`reorder` take (see ``docs/datasets.md``)."""
 
 
 def _undirected(graph: Graph) -> tuple[torch.Tensor, torch.Tensor, int]:

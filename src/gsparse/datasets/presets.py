@@ -35,6 +35,7 @@ class Preset:
 
     @property
     def degree(self) -> LogNormal:
+        """The row-length law of the stand-in, ``LogNormal(mean, cov)``."""
         return LogNormal(self.mean, self.cov)
 
 
@@ -81,14 +82,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "AM RDF graph of the Amsterdam Museum (DGL); COV not published, default 1.0",
            f"{_REPORT} 'am'; {_REPORT_DATA} = DGL AMDataset"),
 )}
+"""Every :class:`Preset` by name (``"reddit-like"``, ``"products-like"``, ...)."""
 
-# Named workloads: the graphs of each source document, in its order.
 SUITES: dict[str, tuple[str, ...]] = {
     "gsparse": ("reddit-like", "proteins-like", "products-like"),
     "spmm-report": ("arxiv-like", "collab-like", "citation-like", "ddi-like", "proteins-like",
                     "ppa-like", "reddit-like", "products-like", "youtube-like", "amazon-like",
                     "yelp-like", "wikikg2-like", "am-like"),
 }
+"""Named workloads: the presets of each source document, in its order."""
 
 
 def preset(name: str, *, scale: float = 1.0, seed: int = 0, device: torch.device | str = "cpu") -> Graph:

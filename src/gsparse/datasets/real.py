@@ -227,7 +227,9 @@ def load_graph(path: str | os.PathLike[str]) -> Graph:
 
 
 REAL_GRAPHS = ("cora", "citeseer", "pubmed_cites")
+"""The real graphs :func:`real_graph` reads by name (all three ship with gsparse)."""
 DATA_DIR_ENV = "GSPARSE_DATA_DIR"
+"""The environment variable naming the folder :func:`data_dirs` searches first."""
 # The real graphs ship inside the package (about 520 KB), so that they load offline.
 _PACKAGED = Path(__file__).resolve().parent / "data"
 

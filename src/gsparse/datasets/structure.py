@@ -53,6 +53,7 @@ class GraphStructure:
     window: int
 
     def as_dict(self) -> dict[str, int | float]:
+        """The fields by name, a flat record."""
         return asdict(self)
 
 

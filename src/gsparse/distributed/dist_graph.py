@@ -38,6 +38,7 @@ from .partition import Partition, PartitionReport
 __all__ = ["DistGraph", "DistSelfLoops", "EXCHANGES"]
 
 EXCHANGES = ("overlap", "halo", "allgather")
+"""How the operators obtain the halo (a :class:`DistGraph`'s ``exchange``)."""
 
 
 @dataclass(frozen=True)
@@ -255,8 +256,8 @@ class DistGraph:
     @classmethod
     def from_local_edges(cls, src: torch.Tensor, dst: torch.Tensor, partition: Partition,
                          **kwargs: Any) -> DistGraph:
-        """This rank's edges as global ``(src, dst)`` ids, in this rank's edge order; every
-        ``dst`` must be owned by this rank. Keyword arguments as :meth:`from_local_csr`.
+        """This rank's edges as global ``(src [E], dst [E])`` ids, in this rank's edge order;
+        every ``dst`` must be owned by this rank. Keyword arguments as :meth:`from_local_csr`.
         Collective."""
         _, rank, _ = _group_info(kwargs.get("group"))
         if src.shape != dst.shape or src.dim() != 1:
@@ -313,37 +314,43 @@ class DistGraph:
 
     @property
     def local(self) -> Graph:
-        """My edges as a Graph: CSR over my rows, sources numbered ``[my sources | halo]``."""
+        """This rank's edges as a :class:`gsparse.Graph`, a CSR over its rows whose sources
+        are numbered ``[my sources | halo]``."""
         return self._edges.local
 
     @property
     def group(self) -> Any:
+        """The ``torch.distributed`` process group the graph is partitioned over."""
         return self.plan.group
 
     @property
     def num_src(self) -> int:
-        """Source nodes this rank owns: the rows of its source features."""
+        """The number of source nodes this rank owns, the rows of its source features."""
         return self.plan.num_local
 
     @property
     def num_dst(self) -> int:
-        """Destination rows this rank owns: the rows of its outputs."""
+        """The number of destination rows this rank owns, the rows of its outputs."""
         return self.local.num_dst
 
     @property
     def num_edges(self) -> int:
+        """The number of edges into this rank's rows (the rows of its edge features)."""
         return self.local.num_edges
 
     @property
     def num_halo(self) -> int:
+        """The number of remote source nodes this rank's edges read (its halo)."""
         return self.plan.num_halo
 
     @property
     def device(self) -> torch.device:
+        """The device of this rank's graph and features."""
         return self.local.device
 
     @property
     def index_dtype(self) -> torch.dtype:
+        """The integer dtype of the local graph's indices (int32 or int64)."""
         return self.local.index_dtype
 
     @property
@@ -385,24 +392,26 @@ class DistGraph:
 
     @property
     def inner(self) -> tuple[Graph, torch.Tensor]:
-        """``(graph, edges)``: my edges whose source is mine, and their local edge ids."""
+        """``(graph, edges)``, the edges into this rank's rows whose source it owns and their
+        local edge ids ``[E_inner]``."""
         return self._edges.inner
 
     @property
     def boundary(self) -> tuple[Graph, torch.Tensor]:
-        """``(graph, edges)``: my edges whose source is in the halo (numbered ``0..num_halo-1``),
-        and their local edge ids."""
+        """``(graph, edges)``, the edges into this rank's rows whose source is in the halo
+        (numbered ``0..num_halo-1``) and their local edge ids ``[E_boundary]``."""
         return self._edges.boundary
 
     @property
     def edge_merge(self) -> torch.Tensor:
-        """``[num_edges]``: where each local edge is in ``cat([inner edges, boundary edges])``."""
+        """``[num_edges]``, where each local edge is in ``cat([inner edges, boundary edges])``."""
         return self._edges.edge_merge
 
     @property
     def gathered(self) -> Graph:
-        """My edges with sources numbered as in the all-gathered feature matrix: rank ``q``'s
-        source ``i`` at ``q * rows_max + i`` (for the ``"allgather"`` baseline)."""
+        """This rank's edges with sources numbered as in the all-gathered feature matrix,
+        where rank ``q``'s source ``i`` is row ``q * rows_max + i`` (for the ``"allgather"``
+        baseline)."""
         owners = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
                                          torch.tensor(self.plan.recv_counts, device=self.device),
                                          output_size=self.num_halo)

@@ -42,6 +42,7 @@ class CommStats:
     exchanges: int = 0
 
     def reset(self) -> None:
+        """Start counting again from zero."""
         self.bytes_sent = 0
         self.exchanges = 0
 

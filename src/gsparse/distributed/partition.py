@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 METHODS = ("auto", "metis", "locality", "range")
+"""The methods :func:`partition` takes."""
 DEFAULT_CHUNK = 1 << 22  # edges per chunk when streaming: about 80 bytes each while in use
 
 # An edge array: a NumPy array (np.memmap included), a 1-D tensor, or an iterable of chunks.
@@ -113,7 +114,8 @@ class Partition:
         return self._members[int(self._starts[rank]):int(self._starts[rank + 1])]
 
     def local_index(self, ids: torch.Tensor) -> torch.Tensor:
-        """Position of each node of ``ids`` among its owner's nodes (:meth:`nodes`)."""
+        """``[k]`` int64 position of each node of ``ids`` (``[k]``) among its owner's nodes
+        (:meth:`nodes`)."""
         ids = ids.long()
         if self.bounds is not None:
             return ids - self._on(ids.device, "bounds")[self.owner(ids)]
@@ -391,8 +393,6 @@ class PartitionReport:
         halo: ``[P]`` distinct remote source nodes each rank needs (its halo).
         halo_matrix: ``[P][P]``, ``halo_matrix[r][q]`` = nodes of rank ``q`` that rank ``r``
             needs; row ``r`` sums to ``halo[r]``, column ``q`` is what ``q`` sends.
-        row_imbalance, edge_imbalance: max / mean of ``rows`` and of ``edges`` (1 is
-            perfect balance; 1 when the mean is 0).
     """
 
     method: str
@@ -404,25 +404,31 @@ class PartitionReport:
 
     @property
     def num_parts(self) -> int:
+        """The number of ranks ``P``."""
         return len(self.rows)
 
     @property
     def num_edges(self) -> int:
+        """The number of edges of the whole graph."""
         return sum(self.edges)
 
     @property
     def cut_fraction(self) -> float:
+        """``edge_cut / num_edges`` (0 without edges)."""
         return self.edge_cut / self.num_edges if self.num_edges else 0.0
 
     @property
     def row_imbalance(self) -> float:
+        """Max / mean of ``rows`` (1 is perfect balance; 1 when the mean is 0)."""
         return _imbalance(self.rows)
 
     @property
     def edge_imbalance(self) -> float:
+        """Max / mean of ``edges`` (1 is perfect balance; 1 when the mean is 0)."""
         return _imbalance(self.edges)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-serialisable dict: the fields and the derived ratios."""
         return {"method": self.method, "num_parts": self.num_parts, "rows": self.rows, "edges": self.edges,
                 "edge_cut": self.edge_cut, "cut_fraction": self.cut_fraction, "halo": self.halo,
                 "halo_matrix": self.halo_matrix, "row_imbalance": self.row_imbalance,

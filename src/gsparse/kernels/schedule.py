@@ -8,7 +8,7 @@ what the space enumerates, the default rule returns, the tuner searches and stor
 JSON) and the code generator consumes.
 
 Every schedule class registers itself under a name (its ``skeleton``, e.g.
-``"spmm.one_pass"``), which its JSON carries, so :func:`schedule_from_json` reads any of
+``"spmm.one_pass"``), which its JSON carries, so :func:`gsparse.schedule_from_json` reads any of
 them back.
 """
 
@@ -61,7 +61,7 @@ class Schedule:
     @classmethod
     def from_json(cls, text: str):
         """The schedule written by :meth:`to_json`, which must be of this class (or a
-        subclass of it); see :func:`schedule_from_json`."""
+        subclass of it); see :func:`gsparse.schedule_from_json`."""
         schedule = schedule_from_json(text)
         if not isinstance(schedule, cls):
             raise ValueError(f"{text!r} is a {type(schedule).__name__}, not a {cls.__name__}")
@@ -69,7 +69,7 @@ class Schedule:
 
 
 def schedule_from_json(text: str) -> Schedule:
-    """The schedule written by :meth:`Schedule.to_json`, validated.
+    """The schedule written by :meth:`~gsparse.kernels.schedule.Schedule.to_json`, validated.
 
     ValueError for text that is not a JSON object, an unknown skeleton, unknown or missing
     knobs, or invalid values.

@@ -82,14 +82,17 @@ class GATConv(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Glorot-uniform weights and attention vectors, zero bias (PyG's initialisation)."""
-        for t in (self.lin.weight, self.att_src, self.att_dst):
-            glorot_(t)
+        """Glorot-uniform weights and attention vectors, zero bias (PyG's initialisation, in
+        PyG's order: the same seed gives the same parameters as PyG's ``GATConv``)."""
+        glorot_(self.lin.weight)
         if self.lin_edge is not None:
             glorot_(self.lin_edge.weight)
-            glorot_(self.att_edge)
         if self.res is not None:
             glorot_(self.res.weight)
+        glorot_(self.att_src)
+        glorot_(self.att_dst)
+        if self.att_edge is not None:
+            glorot_(self.att_edge)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 

@@ -1,7 +1,7 @@
 """The tuner: search spaces, search strategies, builders, runners, cost models, a database,
-and how candidates are measured (:mod:`.measure`).
+and how candidates are measured (``gsparse.tune.measure``).
 
-Shaped like TVM MetaSchedule: each piece is a small protocol (:mod:`.interfaces`) with one
+Shaped like TVM MetaSchedule: each piece is a small protocol (``gsparse.tune.interfaces``) with one
 or two implementations, and :func:`tune` ties them together::
 
     space = CandidateSpace(schedules)                  # or an operator's pruned space

@@ -36,6 +36,8 @@ class ParallelBuilder(Generic[S]):
         self.workers = workers or os.cpu_count() or 1
 
     def build(self, schedules: Sequence[S]) -> list[BuildResult[S]]:
+        """``build_fn`` of each schedule, on ``workers`` threads: one result per schedule, in
+        order, an exception becoming a result with its error."""
         if len(schedules) <= 1 or self.workers == 1:
             return [self._build_one(s) for s in schedules]
         with ThreadPoolExecutor(max_workers=min(self.workers, len(schedules))) as pool:

@@ -8,7 +8,8 @@
 For each graph of :func:`gsparse.datasets.corpus` (built on the GPU) and each cell (case,
 feature length, dtype), on fresh random operands: the reference (PyTorch ops, or the
 default schedule where the per-edge messages would not fit), the default schedule, the
-cuSPARSE baseline where one exists, and every schedule of the task's space — each
+cuSPARSE baseline where one exists, and every schedule of the task's space (not pruned:
+the models rank, and the pruning constraints are judged on, the whole space) — each
 checked against the reference, then timed by CUDA events around its device work alone
 (median of repeats; the host's launch time is hidden, and the GPU is brought back to full
 clocks before the cell's first measurement). A schedule that fails to compile, launch or match is recorded with its error.

@@ -10,7 +10,7 @@ program, or that SQLite cannot read is moved aside (renamed with a ``.corrupt-<t
 ``.old-<time>`` suffix) with a warning, and an empty database takes its place.
 
 Location: ``$GSPARSE_TUNING_DB`` when set, else ``tuning.sqlite`` in
-:func:`gsparse.runtime.default_cache_dir`.
+``gsparse.runtime.default_cache_dir()``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from ..runtime import default_cache_dir
 from .interfaces import check_schedule
 
 SCHEMA_VERSION = 1
+"""The version of the tables' layout, part of their names (``best_v1``, ``samples_v1``)."""
 _APPLICATION_ID = 0x67735455  # "gsTU"
 _BEST = f"best_v{SCHEMA_VERSION}"
 _SAMPLES = f"samples_v{SCHEMA_VERSION}"
@@ -95,6 +96,7 @@ class TuningKey:
                 raise TypeError(f"TuningKey.{name} must be a non-empty string, got {value!r}")
 
     def values(self) -> tuple[str, ...]:
+        """The fields in the database's key order."""
         return tuple(getattr(self, f) for f in _KEY_FIELDS)
 
 
@@ -118,6 +120,7 @@ class BestRecord:
     updated: float
 
     def schedule(self, classes: Iterable[type]) -> Any:
+        """The schedule, read back as the one of ``classes`` it names."""
         return decode_schedule(self.schedule_class, self.schedule_json, classes)
 
 
@@ -135,6 +138,7 @@ class Sample:
 
     @property
     def ok(self) -> bool:
+        """Whether the measurement succeeded (no ``error``)."""
         return self.error is None
 
     @property
@@ -143,6 +147,7 @@ class Sample:
         return statistics.median(self.times_ms) if self.ok else math.inf
 
     def schedule(self, classes: Iterable[type]) -> Any:
+        """The schedule, read back as the one of ``classes`` it names."""
         return decode_schedule(self.schedule_class, self.schedule_json, classes)
 
 
@@ -175,6 +180,7 @@ class TuningDatabase:
         self.close()
 
     def close(self) -> None:
+        """Close this process's connection (the next use opens it again)."""
         with self._lock:
             if self._connection is not None and self._pid == os.getpid():
                 self._connection.close()

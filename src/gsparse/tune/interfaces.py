@@ -31,10 +31,14 @@ S = TypeVar("S")
 class Schedule(Protocol):
     """A frozen dataclass with a JSON round trip: ``type(s).from_json(s.to_json()) == s``."""
 
-    def to_json(self) -> str: ...
+    def to_json(self) -> str:
+        """The schedule as JSON text."""
+        ...
 
     @classmethod
-    def from_json(cls, text: str) -> Schedule: ...
+    def from_json(cls, text: str) -> Schedule:
+        """The schedule :meth:`to_json` wrote as ``text``."""
+        ...
 
 
 def check_schedule(schedule: object, name: str = "schedule") -> None:
@@ -61,13 +65,17 @@ class SearchSpace(Protocol[S]):
     ``candidates()`` lists them in a deterministic order (the same list at every call);
     ``domain(cls, knob)`` is the ordered tuple of values knob ``knob`` of skeleton ``cls``
     takes in this space. The order of a domain is what "near" means when an invalid
-    schedule is repaired (:func:`gsparse.tune.space.repair`), so it should be the knob's
+    schedule is repaired (:func:`gsparse.tune.repair`), so it should be the knob's
     natural order (1, 2, 4, 8; False, True).
     """
 
-    def candidates(self) -> Sequence[S]: ...
+    def candidates(self) -> Sequence[S]:
+        """Every schedule of the space, in a deterministic order."""
+        ...
 
-    def domain(self, cls: type, knob: str) -> tuple: ...
+    def domain(self, cls: type, knob: str) -> tuple:
+        """The ordered values knob ``knob`` of skeleton ``cls`` takes in the space."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +92,7 @@ class BuildResult(Generic[S]):
 
     @property
     def ok(self) -> bool:
+        """Whether the build succeeded (no ``error``)."""
         return self.error is None
 
 
@@ -112,6 +121,7 @@ class RunResult(Generic[S]):
 
     @property
     def ok(self) -> bool:
+        """Whether the measurement succeeded (no ``error``)."""
         return self.error is None
 
     @property
@@ -146,13 +156,21 @@ class CostModel(Protocol):
     within one group is the predicted order of the times.
     """
 
-    def fit(self, features: np.ndarray, times_ms: np.ndarray, groups: np.ndarray) -> None: ...
+    def fit(self, features: np.ndarray, times_ms: np.ndarray, groups: np.ndarray) -> None:
+        """Train on ``features`` ``[n, d]``, measured ``times_ms`` ``[n]`` and ``groups`` ``[n]``."""
+        ...
 
-    def predict(self, features: np.ndarray) -> np.ndarray: ...
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """``[n]`` predicted costs of ``features`` ``[n, d]`` (lower is faster)."""
+        ...
 
-    def save(self, path: str) -> None: ...
+    def save(self, path: str) -> None:
+        """Write the trained model to the file ``path``."""
+        ...
 
-    def load(self, path: str) -> CostModel: ...
+    def load(self, path: str) -> CostModel:
+        """Read a model :meth:`save` wrote into this one, and return it."""
+        ...
 
 
 def check_training_data(

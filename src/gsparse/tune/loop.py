@@ -35,10 +35,12 @@ class TuneResult(Generic[S]):
 
     @property
     def measured(self) -> int:
+        """How many schedules this call measured (failures included)."""
         return len(self.results)
 
     @property
     def failed(self) -> int:
+        """How many of them failed to build or run."""
         return sum(not r.ok for r in self.results)
 
 

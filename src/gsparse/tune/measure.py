@@ -63,6 +63,7 @@ class Timing:
 
     @property
     def median_ms(self) -> float:
+        """The median time in milliseconds."""
         return statistics.median(self.times_ms)
 
     @property

@@ -3,17 +3,21 @@
 A record of the tuning database for the call's key always wins. Without one, the policy
 decides (set for the process with :func:`set_policy`, or for a block with :func:`policy`):
 
-- ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space and
-  its first choice runs. No measurement; the only device work is the graph's signature and
-  structure statistics, computed once per graph. The spaces it ranked are kept with the
-  part of their features that does not read the graph (:class:`_SpaceCache`).
+- ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space,
+  pruned by LO-SpMM's arithmetic constraints (``gsparse.kernels.spmm.pruned_space``;
+  nothing is compiled), and its first choice runs. No measurement; the only device work is
+  the graph's signature and structure statistics, computed once per graph. The spaces it
+  ranked are kept with the part of their features that does not read the graph
+  (:class:`_SpaceCache`).
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
-  search seeded by the model, a budget of :data:`TUNE_BUDGET` more measurements, every one
-  checked against the hand rule's output), record every sample in the database and run the
-  best.
+  search over the pruned space seeded by the model, a budget of :data:`TUNE_BUDGET` more
+  measurements, every one checked against the hand rule's output), record every sample in
+  the database and run the best. The register constraint is checked lazily, on each
+  candidate the search proposes, from the build that compiles it anyway: one that spills
+  is recorded as a failed build and never run.
 - ``"default"``: the hand rule.
 
-A graph built without reading the device (:meth:`Graph.from_block`, a sampled block rebuilt
+A graph built without reading the device (:meth:`gsparse.Graph.from_block`, a sampled block rebuilt
 every step) gets the hand rule under every policy: a signature would read it back.
 
 A choice is made once per graph and task; a new record or policy takes effect on the next
@@ -37,7 +41,9 @@ import torch
 from .. import kernels
 from ..datasets.structure import describe_structure
 from ..graph import Graph, GraphStats
+from ..kernels.pruning import THRESHOLDS, RegisterBudgetError
 from ..kernels.source import refuse_capture
+from ..kernels.space import Space
 from ..target import Target
 from .builder import ParallelBuilder
 from .database import BestRecord, TuningDatabase, TuningKey, default_database_path
@@ -51,10 +57,12 @@ __all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "database_pat
            "record_of", "set_policy", "tuning_key", "use_database"]
 
 POLICIES = ("model", "tune", "default")
-# The generated kernels' version: a record made by another version never matches.
+"""The policies :func:`set_policy` takes (see the module docstring)."""
 CODEGEN_VERSION = "2026-11-25"
-# Measurements a "tune" call makes at most (the model's first choices, then its search).
+"""The generated kernels' version, part of every tuning key: a record made by another
+version never matches."""
 TUNE_BUDGET = 16
+"""Measurements a ``"tune"`` call makes at most (the model's first choices, then its search)."""
 # Operators with a shipped model: gsparse/tune/models/<operator>-rank.json.
 _MODELLED = ("spmm", "sddmm")
 
@@ -76,6 +84,7 @@ def set_policy(name: str) -> None:
 
 
 def get_policy() -> str:
+    """The process's policy, one of :data:`POLICIES`."""
     return _State.policy
 
 
@@ -170,9 +179,11 @@ def _database() -> TuningDatabase | None:
 
 def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor],
            target: Target | None = None) -> Any:
-    """The schedule of ``task`` on ``g`` (a :data:`kernels.OPERATORS` name) for ``target``
-    (the graph's GPU by default), once per graph, task and generation. ``call(schedule)``
-    runs the operator on the real inputs: the "tune" policy measures candidates with it."""
+    """The schedule of ``task`` of ``operator`` (``"spmm"``, ``"sddmm"`` or ``"softmax"``) on
+    ``g`` for ``target`` (the graph's GPU by default), decided once per graph, task and
+    generation. ``call(schedule)`` runs the operator with that schedule on the real inputs and
+    returns its output (``[num_dst, *shape]`` for g-SpMM, ``[num_edges, *shape]`` for the
+    others): the "tune" policy measures candidates with it."""
     key = (task, _State.policy, _State.generation)
 
     def decide() -> Any:
@@ -199,14 +210,16 @@ def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tens
             pass
     if _State.policy == "model":
         return model_choice(operator, g, task, target)
-    space = ops.schedule_space(task, g.stats, target)
+    space = Space(ops.pruned_space(task, g.stats, target).kept)
     return _tune_now(operator, g, task, call, target, key, space, _model(operator), _structure(g))
 
 
 def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
-    """The shipped model's first choice of ``task``'s space on ``g`` for ``target``: what the
-    "model" policy runs where no tuning record exists (the hand rule's pick where no model
-    ships for ``operator``). Measures nothing; ``g`` may live on any device."""
+    """The shipped model's first choice of ``task``'s pruned space on ``g`` for ``target``
+    (LO-SpMM's arithmetic constraints, :data:`~gsparse.kernels.pruning.THRESHOLDS`): what
+    the "model" policy runs where no tuning record exists (the hand rule's pick where no
+    model ships for ``operator``). Measures and compiles nothing; ``g`` may live on any
+    device."""
     model = _model(operator)
     if model is None:
         return kernels.OPERATORS[operator].default_schedule(task, g.stats, target)
@@ -224,24 +237,20 @@ class _SpaceCache:
     that does not read the graph (:class:`SpaceFeatures`), by what each space is built from;
     the oldest goes first.
 
-    g-SpMM's space reads the graph's statistics, so a new graph builds its own (a graph
-    moved to another device, or deciding again after a new record, finds it); g-SDDMM's
-    reads the task alone, so every graph shares its task's. tests/tune/test_select.py
-    checks that it still does.
+    A pruned space reads the graph's statistics (LO-SpMM's constraints), so a new graph
+    builds its own; a graph moved to another device, or deciding again after a new record,
+    finds it.
     """
-
-    # Whether the operator's schedule_space reads its GraphStats argument.
-    SPACE_READS_STATS = {"spmm": True, "sddmm": False}
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._entries: dict[Hashable, SpaceFeatures] = {}
 
     def get(self, operator: str, task: Any, stats: GraphStats, target: Target) -> SpaceFeatures:
-        key = (operator, task, target, stats if self.SPACE_READS_STATS[operator] else None)
+        key = (operator, task, target, stats)
         found = self._entries.get(key)
         if found is None:
-            candidates = kernels.OPERATORS[operator].schedule_space(task, stats, target).candidates()
+            candidates = kernels.OPERATORS[operator].pruned_space(task, stats, target).kept
             found = self._entries[key] = SpaceFeatures(task, target, candidates)
             if len(self._entries) > self._size:  # pop, not del: another thread may have evicted it
                 self._entries.pop(next(iter(self._entries)), None)
@@ -252,6 +261,22 @@ class _SpaceCache:
 
 
 _SPACES = _SpaceCache(64)
+
+
+def _build_fn(operator: str, task: Any, target: Target, device_index: int) -> Callable[[Any], None]:
+    """What the tuner's builder does with a candidate: the register constraint's check
+    (a compile for ``target.arch``, which the load's compile then finds in the kernel
+    cache), then its kernels compiled and loaded. A candidate the constraint removes raises
+    :class:`~gsparse.kernels.pruning.RegisterBudgetError`: a failed build, never run."""
+    ops = kernels.OPERATORS[operator]
+
+    def build(schedule: Any) -> None:
+        spills = ops.register_spills(task, schedule, target)
+        if spills > THRESHOLDS.max_spill_bytes:
+            raise RegisterBudgetError(schedule, spills, THRESHOLDS.max_spill_bytes)
+        ops.load_kernels(task, schedule, device_index)
+
+    return build
 
 
 def _tune_now(operator, g, task, call, target, key, space, model, structure) -> Any:
@@ -267,7 +292,7 @@ def _tune_now(operator, g, task, call, target, key, space, model, structure) -> 
 
     strategy = (GeneticSearch(space, scorer=model_scorer(model, features)) if model is not None
                 else RandomSampling(space))
-    builder = ParallelBuilder(lambda s: ops.load_kernels(task, s, device.index))
+    builder = ParallelBuilder(_build_fn(operator, task, target, device.index))
     working_set = structure.num_edges * 8 + structure.num_src * task.dtype.itemsize * 64
     runner = CallRunner(call, reference, device, flush_l2=working_set < 2 * target.l2_bytes)
     database = TuningDatabase(database_path())

@@ -24,7 +24,7 @@ class SimulatedRunner(Generic[S]):
             or a function returning an error string, or None for a success.
         seed: seed of the noise.
 
-    Every schedule it ran is appended to :attr:`measured`, so a test can check that
+    Every schedule it ran is appended to ``measured``, so a test can check that
     nothing was measured twice.
     """
 
@@ -53,6 +53,7 @@ class SimulatedRunner(Generic[S]):
         self.measured: list[S] = []
 
     def run(self, builds: Sequence[BuildResult[S]]) -> list[RunResult[S]]:
+        """One simulated result per build, in order: ``repeats`` noisy times, or the injected error."""
         return [self._run_one(b) for b in builds]
 
     def _run_one(self, build: BuildResult[S]) -> RunResult[S]:

@@ -69,9 +69,11 @@ class CandidateSpace(Generic[S]):
         return f"CandidateSpace({len(self)} candidates of {', '.join(classes)})"
 
     def candidates(self) -> Sequence[S]:
+        """Every schedule of the space, in the order given."""
         return self._candidates
 
     def domain(self, cls: type, knob: str) -> tuple:
+        """The ordered values knob ``knob`` of skeleton ``cls`` takes (KeyError for another knob)."""
         try:
             return self._domains[(cls, knob)]
         except KeyError:
@@ -145,9 +147,11 @@ class SpaceIndex(Generic[S]):
             return False
 
     def candidates(self) -> Sequence[S]:
+        """The indexed space's schedules, in its order."""
         return self._candidates
 
     def domain(self, cls: type, knob: str) -> tuple:
+        """The ordered values knob ``knob`` of skeleton ``cls`` takes in the indexed space."""
         if cls in self._classes and knob in self._classes[cls].knobs:
             return self._classes[cls].domains[self._classes[cls].knobs.index(knob)]
         return tuple(self.space.domain(cls, knob))

@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gsparse.kernels.sddmm import Edge, EdgeTransposed, Row, RowTransposed, schedule_space
+from gsparse import datasets
+from gsparse.kernels.pruning import Thresholds
+from gsparse.kernels.sddmm import (
+    Edge,
+    EdgeTransposed,
+    Row,
+    RowTransposed,
+    default_schedule,
+    pruned_space,
+    schedule_space,
+)
 from gsparse.kernels.sddmm.plan import check_schedule
 from gsparse.target import A100, H100
 
@@ -87,3 +97,51 @@ def test_the_graph_and_target_do_not_shape_the_space() -> None:
     t = task("dot", 64)
     assert schedule_space(t, named_graph("sorted").stats, H100) == \
         schedule_space(t, named_graph("long_row").stats, A100)
+
+
+# --- pruning (LO-SpMM's constraints on the graph at hand) ------------------------------------
+
+
+def test_very_skewed_rows_prune_the_row_skeletons_never_the_edge_ones() -> None:
+    skewed = datasets.synthetic(20_000, datasets.LogNormal(10.0, 3.0), seed=1)
+    uniform = datasets.random_graph(20_000, datasets.Regular(10.0), seed=1)
+    t = task("dot", 64)
+    result = pruned_space(t, skewed.stats, H100)
+    removed = [s for s, f in zip(result.candidates, result.failed) if "row_balance" in f]
+    # COV_row = 3 / sqrt(rows per block): 1.5 and 1.06 for 4 and 8 rows
+    assert removed and all(isinstance(s, (Row, RowTransposed)) for s in removed)
+    assert not any("row_balance" in f for f in pruned_space(t, uniform.stats, H100).failed)
+    assert pruned_space(t, skewed.stats, H100, Thresholds(max_row_cov=2.0)).alone()["row_balance"] == 0
+
+
+def test_padded_launches_of_100_features_prune_the_wide_slices() -> None:
+    stats = named_graph("random").stats
+    t = task("add", 100)
+    # launches of 32 features cover 100 as 32 + 32 + 32 + 4: slices of 32 pad 28 columns
+    # (22%), slices of 8 pad 4 (4%)
+    result = pruned_space(t, stats, H100, Thresholds(max_column_waste=0.1))
+    removed = [s for s, f in zip(result.candidates, result.failed) if "column_waste" in f]
+    assert removed and all(s.feature_slice * 4 > 100 or s.features_per_launch == 32 for s in removed)
+    assert pruned_space(t, stats, H100).alone()["column_waste"] == 0  # 22% is under the default 25%
+
+
+@pytest.mark.parametrize("feature_len", [1, 4, 16, 100, 602])
+def test_pruning_keeps_the_hand_rules_pick(feature_len: int) -> None:
+    strict = Thresholds(min_blocks_per_sm=1e6, max_row_cov=0.0, max_column_waste=0.0)
+    for g in (named_graph("long_row"), named_graph("random")):
+        for op in ("dot", "add"):
+            t = task(op, feature_len)
+            for thresholds in (Thresholds(), strict):
+                result = pruned_space(t, g.stats, H100, thresholds)
+                hand_rule = default_schedule(t, g.stats, H100)
+                assert hand_rule in result.kept
+                assert set(result.kept) <= {*schedule_space(t, g.stats, H100), hand_rule}
+
+
+def test_the_hand_rules_pick_joins_the_pruned_space_where_the_space_lacks_it() -> None:
+    # 602 features: the pick's slice of 32 would pass a head 19 times, the space stops at 4
+    stats = named_graph("long_row").stats
+    t = task("dot", 602)
+    hand_rule = default_schedule(t, stats, H100)
+    assert hand_rule not in schedule_space(t, stats, H100)
+    assert hand_rule in pruned_space(t, stats, H100).candidates

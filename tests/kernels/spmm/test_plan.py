@@ -24,7 +24,8 @@ from gsparse.kernels.spmm import (
     run_spmm,
 )
 from gsparse.kernels.spmm.codegen import column_tiled, one_pass, split_rows
-from gsparse.kernels.spmm.plan import _row_grid, _tiled_block_rows, check_schedule
+from gsparse.kernels.spmm.plan import check_schedule
+from gsparse.kernels.spmm.shapes import column_tiled_block_rows, row_grid
 from gsparse.kernels.spmm.structures import column_tiles, work_list
 from gsparse.target import H100
 
@@ -138,7 +139,7 @@ def test_every_skeleton_takes_a_valid_schedule_of_its_task() -> None:
 def test_row_grid_covers_rows_and_feature_slices() -> None:
     s = OnePass(rows_per_block=8, feature_lanes=8, edge_lanes=4, vector_width=4)
     assert s.threads == 256
-    assert _row_grid(s, num_rows=1001, num_features=100) == (126, 4)  # ceil(1001 / 8), ceil(100 / 32)
+    assert row_grid(s, num_rows=1001, num_features=100) == (126, 4)  # ceil(1001 / 8), ceil(100 / 32)
 
 
 def test_one_pass_plan_launches_one_group_per_row() -> None:
@@ -170,7 +171,7 @@ def test_one_pass_plan_launches_one_group_per_row() -> None:
     (230, 3, 1024),       # small graphs: one block of 1,024 rows per tile
 ])
 def test_tiled_blocks_keep_three_per_sm(num_rows: int, tile_blocks: int, rows: int) -> None:
-    assert _tiled_block_rows(num_rows, tile_blocks, sms=132) == rows
+    assert column_tiled_block_rows(num_rows, tile_blocks, sms=132) == rows
 
 
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
@@ -219,7 +220,7 @@ def test_column_tiled_plan_stages_tiles_then_merges_them_in_order(with_arg: bool
     assert loader.order == [column_tiled.KERNEL, column_tiled.MERGE]
     first, merge = loader.only(column_tiled.KERNEL), loader.only(column_tiled.MERGE)
     tiles = column_tiles(g, 1024)
-    block_rows = _tiled_block_rows(g.num_dst, 3 * 2, H100.sms)  # 3 tiles x 2 feature slices
+    block_rows = column_tiled_block_rows(g.num_dst, 3 * 2, H100.sms)  # 3 tiles x 2 feature slices
     assert first.grid == (-(-g.num_dst // block_rows), 3 * 2) and first.block == 1024
     assert first.shared_bytes == 1024 * 4 * 4  # a tile of lhs rows of 4 floats
     assert first.args["tile_rowptr"] is tiles.tile_rowptr and first.args["lhs_global"] is x
@@ -318,7 +319,7 @@ def test_split_plan_walks_the_work_list_then_merges_each_split_row() -> None:
     first, merge = loader.only(split_rows.KERNEL), loader.only(split_rows.MERGE)
     work = work_list(g, 32, True)
     assert work.num_chunks == 2 + 2 + 31  # rows of 32 + 1, 2 x 32 and 30 x 32 + 7 edges
-    assert first.grid == _row_grid(s, work.num_items, 8) and first.block == 256
+    assert first.grid == row_grid(s, work.num_items, 8) and first.block == 256
     assert first.args["work_row"] is work.row and first.args["work_start"] is work.start
     assert (first.args["num_items"], first.args["num_chunks"]) == (work.num_items, work.num_chunks)
     assert first.args["out"] is out and first.args["partial"].shape == (work.num_chunks * 8,)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import gsparse
+from gsparse import datasets
+from gsparse.kernels.pruning import Thresholds
 from gsparse.kernels.space import Space
 from gsparse.graph import GraphStats, RowStats
 from gsparse.kernels.spmm import (
@@ -14,8 +17,10 @@ from gsparse.kernels.spmm import (
     SplitRows,
     SpmmTask,
     default_schedule,
+    pruned_space,
     schedule_space,
 )
+from gsparse.kernels.spmm import space as spmm_space
 from gsparse.kernels.spmm.plan import check_schedule
 from gsparse.kernels.spmm.shapes import (
     column_tile_for,
@@ -162,3 +167,88 @@ def test_column_tiles_whose_index_outweighs_the_edges_are_pruned() -> None:
     dense = GraphStats(200_000, 200_000, 20_000_000, RowStats(100.0, 400, 0.5))
     assert not any(isinstance(s, ColumnTiled) for s in schedule_space(task, sparse, H100))
     assert any(isinstance(s, ColumnTiled) for s in schedule_space(task, dense, H100))
+
+
+# --- pruning (LO-SpMM's constraints on the graph at hand) ------------------------------------
+
+
+def _skewed() -> gsparse.Graph:
+    """20,000 rows of lognormal lengths, mean 10 and COV 3: a few rows of hundreds of edges."""
+    return datasets.synthetic(20_000, datasets.LogNormal(10.0, 3.0), seed=1)
+
+
+def _uniform() -> gsparse.Graph:
+    """20,000 rows of exactly 10 edges."""
+    return datasets.random_graph(20_000, datasets.Regular(10.0), seed=1)
+
+
+def test_very_skewed_rows_prune_the_small_row_tiles_of_natural_order_walks() -> None:
+    t = task(features=64)
+    skewed, uniform = _skewed(), _uniform()
+    assert skewed.stats.rows.cov > 2.5 and uniform.stats.rows.cov == 0.0
+    result = pruned_space(t, skewed.stats, H100)
+    removed = {s for s, f in zip(result.candidates, result.failed) if "row_balance" in f}
+    # COV_row = 3 / sqrt(rows per block) > 0.5 below 36 rows per block, in graph order only
+    assert removed and all(not s.degree_sorted and s.rows_per_block < 36 for s in removed)
+    assert all(s.degree_sorted or s.rows_per_block >= 36 for s in result.kept if s not in removed)
+    assert not any("row_balance" in f for f in pruned_space(t, uniform.stats, H100).failed)
+    # a looser threshold keeps them
+    looser = pruned_space(t, skewed.stats, H100, Thresholds(max_row_cov=4.0))
+    assert looser.alone()["row_balance"] == 0 and len(looser.kept) > len(result.kept)
+
+
+def test_padded_feature_columns_prune_the_wide_slices() -> None:
+    stats = _uniform().stats
+    # 100 features: every slice pads to 128 (4 x 32, 2 x 64, 1 x 128); nothing is removed
+    assert pruned_space(task(features=100), stats, H100).alone()["column_waste"] == 0
+    # 160 features: 5 x 32 pads nothing, 3 x 64 pads 17%, 2 x 128 pads 38%
+    result = pruned_space(task(features=160), stats, H100)
+    removed = {s for s, f in zip(result.candidates, result.failed) if "column_waste" in f}
+    assert removed and {s.feature_slice for s in removed} == {128}
+    assert pruned_space(task(features=160), stats, H100, Thresholds(max_column_waste=0.1)).alone()[
+        "column_waste"] > len(removed)
+    assert pruned_space(task(features=160), stats, H100, Thresholds(max_column_waste=0.4)).alone()[
+        "column_waste"] == 0
+
+
+def test_a_tiny_graph_prunes_the_grids_that_leave_most_sms_idle() -> None:
+    stats = GraphStats(1_000, 1_000, 8_000, RowStats(8.0, 12, 0.2))  # 8 to 125 blocks of 256 threads
+    result = pruned_space(task(features=32), stats, H100)
+    removed = {s for s, f in zip(result.candidates, result.failed) if "utilisation" in f}
+    # fewer than 66 blocks (half of 132 SMs): 16 rows per block or more (63 blocks)
+    assert removed and all(s.rows_per_block >= 16 for s in removed)
+    hand_rule = default_schedule(task(features=32), stats, H100)  # 16 rows per block, protected
+    assert all(s.rows_per_block < 16 for s in result.kept if s != hand_rule) and hand_rule in result.kept
+    assert pruned_space(task(features=32), stats, H100, Thresholds(min_blocks_per_sm=0.0)).alone()[
+        "utilisation"] == 0
+
+
+@pytest.mark.parametrize("features", [1, 4, 16, 100, 602])
+def test_pruning_keeps_the_hand_rules_pick_and_never_empties_the_space(features: int) -> None:
+    strict = Thresholds(min_blocks_per_sm=1e6, max_row_cov=0.0, max_column_waste=0.0)
+    for g in (_skewed(), _uniform(), named_graph("long_row")):
+        for thresholds in (Thresholds(), strict):
+            t = task(features=features)
+            result = pruned_space(t, g.stats, H100, thresholds)
+            assert default_schedule(t, g.stats, H100) in result.kept
+            assert set(result.kept) <= set(schedule_space(t, g.stats, H100))
+            assert len(result.candidates) == len(schedule_space(t, g.stats, H100))
+
+
+def test_the_register_constraint_compiles_only_when_asked(monkeypatch) -> None:
+    stats = _skewed().stats
+    t = task(features=64)
+    compiled = []
+
+    def spills(task_, schedule, target):
+        compiled.append(schedule)
+        return 8.0 if schedule.nnz_tile == 4 else 0.0
+
+    monkeypatch.setattr(spmm_space, "register_spills", spills)
+    off = pruned_space(t, stats, H100)
+    assert not compiled and off.in_order()["registers"] is None
+    kept = pruned_space(t, stats, H100, registers="kept")
+    assert set(compiled) == set(off.kept)  # only what the arithmetic constraints kept
+    hand_rule = default_schedule(t, stats, H100)
+    assert all(s.nnz_tile != 4 or s == hand_rule for s in kept.kept)
+    assert kept.in_order()["registers"] == sum(s.nnz_tile == 4 and s != hand_rule for s in off.kept)

@@ -22,7 +22,7 @@ from . import codegen
 from .default import default_schedule
 from .plan import build_plan
 from .schedule import SDDMM_SCHEDULES, Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
-from .space import schedule_space
+from .space import pruned_space, register_spills, schedule_space
 from .task import SddmmAlgorithm, SddmmTask
 
 __all__ = [
@@ -38,6 +38,8 @@ __all__ = [
     "default_schedule",
     "hand_rule",
     "load_kernels",
+    "pruned_space",
+    "register_spills",
     "run_sddmm",
     "schedule_space",
     "task_for",

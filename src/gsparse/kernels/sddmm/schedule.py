@@ -73,6 +73,7 @@ class _Lanes(Schedule):
 
     @property
     def threads(self) -> int:
+        """Threads per block, a warp per group."""
         return self.groups_per_block * _WARP
 
     @property
@@ -124,6 +125,7 @@ class Edge(_Lanes):
 
     @property
     def threads(self) -> int:
+        """Threads per block, ``lanes`` per edge."""
         return self.groups_per_block * self.lanes
 
     def __str__(self) -> str:
@@ -182,4 +184,5 @@ class EdgeTransposed(_Batches):
 
 
 SddmmSchedule = Edge | Row | RowTransposed | EdgeTransposed
+"""Any g-SDDMM schedule (the type :func:`gsparse.gsddmm`'s ``schedule`` takes)."""
 SDDMM_SCHEDULES: tuple[type, ...] = (Edge, Row, RowTransposed, EdgeTransposed)

@@ -1,19 +1,35 @@
-"""The g-SDDMM search space of a task on a graph and a target."""
+"""The g-SDDMM search space of a task on a graph and a target, and its pruning for the
+graph at hand (:func:`pruned_space`, LO-SpMM's constraints of
+:mod:`gsparse.kernels.pruning` over the :func:`facts` of each candidate)."""
 
 from __future__ import annotations
 
 import itertools
+from typing import Literal
 
 import torch
 
 from ...graph import GraphStats
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
+from ..pruning import (
+    THRESHOLDS,
+    Facts,
+    Pruning,
+    Thresholds,
+    column_waste,
+    program_spills,
+    prune,
+    row_tile_cov,
+)
 from ..space import Space
-from .schedule import Edge, EdgeTransposed, Row, RowTransposed
+from . import codegen
+from .default import default_schedule
+from .plan import grid
+from .schedule import Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
 from .task import SddmmTask
 
-__all__ = ["schedule_space"]
+__all__ = ["facts", "pruned_space", "register_spills", "schedule_space"]
 
 _LANES = (1, 2, 4, 8, 16, 32)
 
@@ -82,3 +98,44 @@ def schedule_space(task: SddmmTask, stats: GraphStats, target: Target) -> Space:
                         grid.append(EdgeTransposed(groups_per_block=4, edges_per_batch=batch,
                                                    **knobs))
     return Space([s for s in grid if not s.problems()])
+
+
+def facts(task: SddmmTask, stats: GraphStats, target: Target, schedule: SddmmSchedule) -> Facts:
+    """What the pruning constraints read of ``schedule`` for ``task`` on a graph of ``stats``.
+
+    - Blocks: one launch's grid (:func:`~.plan.grid`).
+    - COV_row: the edge skeletons give each block equal edges (balanced); the row skeletons'
+      row tile is the ``groups_per_block`` rows (a warp each) of a block, in graph order.
+    - WASTE_col: the features a group's passes over each launch's span cover beyond it.
+    """
+    del target
+    x, y = grid(schedule, task, stats.num_edges, stats.num_dst)
+    balanced = isinstance(schedule, (Edge, EdgeTransposed))
+    return Facts(blocks=x * y, row_cov=row_tile_cov(stats.rows.cov, schedule.groups_per_block, balanced),
+                 column_waste=column_waste(task.head_len, schedule.feature_slice,
+                                           schedule.features_per_launch))
+
+
+def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
+                 *, registers: Literal["off", "kept", "all"] = "off") -> Pruning:
+    """:func:`schedule_space` and the hand rule's pick, pruned by LO-SpMM's constraints
+    (:func:`gsparse.kernels.pruning.prune`), the hand rule's pick protected; ``registers``
+    as for :func:`gsparse.kernels.spmm.space.pruned_space`.
+
+    The pick joins the candidates where the space lacks it (a head more than four times
+    its slice, such as 602 features in slices of 32): the tuner measures it first and
+    searches from it."""
+    default = default_schedule(task, stats, target)
+    candidates = Space([*schedule_space(task, stats, target), default]).candidates()
+    protected = (default,)
+    measures = [facts(task, stats, target, s) for s in candidates]
+    if registers == "off":
+        return prune(candidates, measures, target, thresholds, protected=protected)
+    return prune(candidates, measures, target, thresholds, protected=protected,
+                 registers=lambda s: register_spills(task, s, target), registers_on=registers)
+
+
+def register_spills(task: SddmmTask, schedule: SddmmSchedule, target: Target) -> float:
+    """The register constraint's measure of ``schedule``'s program for ``task`` on ``target``
+    (:func:`~gsparse.kernels.pruning.program_spills`): compiles it with NVRTC, once."""
+    return program_spills(codegen.program(task.algorithm, schedule), target)

@@ -23,7 +23,7 @@ from . import codegen
 from .default import default_schedule
 from .plan import build_plan
 from .schedule import SPMM_SCHEDULES, ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
-from .space import schedule_space
+from .space import pruned_space, register_spills, schedule_space
 from .task import SpmmAlgorithm, SpmmTask
 
 __all__ = [
@@ -39,6 +39,8 @@ __all__ = [
     "default_schedule",
     "hand_rule",
     "load_kernels",
+    "pruned_space",
+    "register_spills",
     "run_spmm",
     "schedule_space",
     "task_for",

@@ -20,20 +20,14 @@ from ..operands import indexed_offsets
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from . import codegen
 from .codegen import column_tiled, one_pass, output_tiled, split_rows
-from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
-from .shapes import MAX_TILE_ROWS, tile_rows
+from .schedule import ColumnTiled, OutputTiled, SplitRows, SpmmSchedule
+from .shapes import MAX_TILE_ROWS, column_tiled_block_rows, row_grid, tile_rows
 from .structures import column_tiles, output_tiles, work_list
 from .task import SpmmAlgorithm, SpmmTask
 
 __all__ = ["Plan", "build_plan", "check_schedule"]
 
 Plan = Callable[..., None]
-
-# Output rows one block of the column-tiled skeleton may cover, widest first, and the
-# blocks per SM its grid keeps at least (see _tiled_block_rows).
-_TILED_BLOCK_ROWS = (4096, 2048, 1024)
-_TILED_BLOCKS_PER_SM = 3
-
 
 def check_schedule(task: SpmmTask, schedule: SpmmSchedule) -> None:
     """ValueError unless ``schedule`` is valid and can run ``task`` (a forced schedule is
@@ -77,16 +71,11 @@ def build_plan(g: Graph, task: SpmmTask, schedule: SpmmSchedule, target: Target,
     if isinstance(schedule, SplitRows):
         return _split_rows(g, task, schedule, program, device, loader, operands)
     return program.prepare(
-        one_pass.KERNEL, device, _row_grid(schedule, g.num_dst, task.num_features),
+        one_pass.KERNEL, device, row_grid(schedule, g.num_dst, task.num_features),
         schedule.threads, loader=loader, rowptr=g.rowptr, col=g.col,
         row_order=g.degree_sorted_rows if schedule.degree_sorted else None,
         lhs=OPERAND, rhs=OPERAND, out=OPERAND, arg_u=OPERAND, arg_e=OPERAND,
         num_rows=g.num_dst, **operands)
-
-
-def _row_grid(schedule: OnePass | SplitRows, num_rows: int, num_features: int) -> tuple[int, int]:
-    """Blocks over (row groups, feature slices)."""
-    return (-(-num_rows // schedule.rows_per_block), -(-num_features // schedule.feature_slice))
 
 
 def _partials(count: int, algorithm: SpmmAlgorithm,
@@ -110,20 +99,6 @@ def _tile_merge(program, device: int, loader: KernelLoader, g: Graph, eid: torch
                            num_rows=g.num_dst, num_features=num_features, num_tiles=tiles)
 
 
-def _tiled_block_rows(num_rows: int, tile_blocks: int, sms: int) -> int:
-    """Output rows per block of the column-tiled skeleton, chosen at launch.
-
-    The widest of 4,096, 2,048 and 1,024 whose grid (``tile_blocks`` blocks per row range:
-    tiles times feature slices) still has 3 blocks per SM; else 1,024. Every block stages a
-    whole tile, so fewer, wider blocks stage less, but with fewer than about 3 blocks per
-    SM the unequal tiles and the last partial wave leave SMs idle.
-    """
-    for rows in _TILED_BLOCK_ROWS:
-        if tile_blocks * -(-num_rows // rows) >= _TILED_BLOCKS_PER_SM * sms:
-            return rows
-    return _TILED_BLOCK_ROWS[-1]
-
-
 def _column_tiled(g: Graph, task: SpmmTask, schedule: ColumnTiled, target: Target, program,
                   device: int, loader: KernelLoader, operands: dict) -> Plan:
     """Per-tile partial rows, then a merge in tile order."""
@@ -141,7 +116,7 @@ def _column_tiled(g: Graph, task: SpmmTask, schedule: ColumnTiled, target: Targe
             f"than {MAX_TILE_ROWS}; use a wider column_tile or another skeleton")
     tiles = column_tiles(g, schedule.column_tile)
     slices = -(-task.num_features // schedule.feature_slice)
-    block_rows = _tiled_block_rows(g.num_dst, tiles.tiles * slices, target.sms)
+    block_rows = column_tiled_block_rows(g.num_dst, tiles.tiles * slices, target.sms)
     first = program.prepare(
         column_tiled.KERNEL, device, (-(-g.num_dst // block_rows), tiles.tiles * slices),
         schedule.threads, shared_bytes=shared_bytes, loader=loader,
@@ -168,7 +143,7 @@ def _split_rows(g: Graph, task: SpmmTask, schedule: SplitRows, program, device: 
     row's chunks in chunk order."""
     work = work_list(g, schedule.row_split, schedule.degree_sorted)
     first = program.prepare(
-        split_rows.KERNEL, device, _row_grid(schedule, work.num_items, task.num_features),
+        split_rows.KERNEL, device, row_grid(schedule, work.num_items, task.num_features),
         schedule.threads, loader=loader, rowptr=g.rowptr, col=g.col, work_row=work.row,
         work_start=work.start, lhs=OPERAND, rhs=OPERAND, out=OPERAND, arg_u=OPERAND,
         arg_e=OPERAND, partial=OPERAND, partial_arg=OPERAND, num_items=work.num_items,

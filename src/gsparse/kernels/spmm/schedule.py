@@ -28,7 +28,7 @@ of short rows.
 
 The fourth skeleton, :class:`OutputTiled`, keeps a block's output rows in shared memory
 while it stages every column tile of ``lhs`` in turn (see
-:mod:`gsparse.kernels.spmm.codegen.output_tiled`): a warp walks a chunk of edges and each
+``gsparse.kernels.spmm.codegen.output_tiled``): a warp walks a chunk of edges and each
 lane carries all ``vector_width * outputs_per_thread`` features of an edge.
 """
 
@@ -71,6 +71,7 @@ class _RowGroups(Schedule):
 
     @property
     def threads(self) -> int:
+        """Threads per block, ``rows_per_block * group``."""
         return self.rows_per_block * self.group
 
     @property
@@ -175,7 +176,7 @@ class ColumnTiled(_RowGroups):
 @dataclass(frozen=True, kw_only=True)
 class OutputTiled(Schedule):
     """A block keeps its row range's results in shared memory while it stages the column
-    tiles of ``lhs`` (see :mod:`gsparse.kernels.spmm.codegen.output_tiled`).
+    tiles of ``lhs`` (see ``gsparse.kernels.spmm.codegen.output_tiled``).
 
     Attributes:
         warps_per_block: 8, 16 or 32; a warp walks one chunk of edges of each tile.
@@ -194,6 +195,7 @@ class OutputTiled(Schedule):
 
     @property
     def threads(self) -> int:
+        """Threads per block, ``32 * warps_per_block``."""
         return self.warps_per_block * _WARP
 
     @property
@@ -216,4 +218,5 @@ class OutputTiled(Schedule):
 
 
 SpmmSchedule = OnePass | SplitRows | ColumnTiled | OutputTiled
+"""Any g-SpMM schedule (the type :func:`gsparse.gspmm`'s ``schedule`` takes)."""
 SPMM_SCHEDULES: tuple[type, ...] = (OnePass, SplitRows, ColumnTiled, OutputTiled)

@@ -9,11 +9,11 @@ import torch
 
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least
-from .schedule import OutputTiled
+from .schedule import OnePass, OutputTiled, SplitRows
 
 __all__ = ["MAX_TILE_ROWS", "OUTPUT_TILED_FEATURES", "TILE_ROWS_PER_EDGE", "column_tile_for",
-           "edge_lanes_for", "output_tiled_schedule", "output_tiled_warps", "row_splits_for",
-           "tile_rows"]
+           "column_tiled_block_rows", "edge_lanes_for", "output_tiled_schedule", "output_tiled_warps",
+           "row_grid", "row_splits_for", "tile_rows"]
 
 # The most features the space and the default rule offer the output-tiled skeleton (wider
 # ones stage too much of lhs per edge; any count runs when forced).
@@ -22,6 +22,10 @@ OUTPUT_TILED_FEATURES = 4
 # outweighs the edges it indexes, and past 2**31 it is more than one allocation can count.
 TILE_ROWS_PER_EDGE = 16
 MAX_TILE_ROWS = 2**31 - 1
+# Output rows one block of the column-tiled skeleton may cover, widest first, and the
+# blocks per SM its grid keeps at least (see column_tiled_block_rows).
+_TILED_BLOCK_ROWS = (4096, 2048, 1024)
+_TILED_BLOCKS_PER_SM = 3
 
 
 def edge_lanes_for(mean_degree: float, budget: int) -> int:
@@ -44,15 +48,28 @@ def row_splits_for(mean_degree: float, max_degree: int) -> list[int]:
     return fits[:2]
 
 
-# A column-tiled plan indexes its edges by (tile, row): beyond this many entries the index
-# outweighs the edges it indexes, and past 2**31 it is more than one allocation can count.
-_TILE_ROWS_PER_EDGE = 16
-MAX_TILE_ROWS = 2**31 - 1
-
-
 def tile_rows(num_src: int, num_dst: int, tile: int) -> int:
     """Entries of the column-tiled skeleton's (tile, row) index for tiles of ``tile`` rows."""
     return -(-num_src // tile) * num_dst + 1
+
+
+def row_grid(schedule: OnePass | SplitRows, num_rows: int, num_features: int) -> tuple[int, int]:
+    """Blocks of the row-walking skeletons over (row groups, feature slices)."""
+    return (-(-num_rows // schedule.rows_per_block), -(-num_features // schedule.feature_slice))
+
+
+def column_tiled_block_rows(num_rows: int, tile_blocks: int, sms: int) -> int:
+    """Output rows per block of the column-tiled skeleton, chosen at launch.
+
+    The widest of 4,096, 2,048 and 1,024 whose grid (``tile_blocks`` blocks per row range:
+    tiles times feature slices) still has 3 blocks per SM; else 1,024. Every block stages a
+    whole tile, so fewer, wider blocks stage less, but with fewer than about 3 blocks per
+    SM the unequal tiles and the last partial wave leave SMs idle.
+    """
+    for rows in _TILED_BLOCK_ROWS:
+        if tile_blocks * -(-num_rows // rows) >= _TILED_BLOCKS_PER_SM * sms:
+            return rows
+    return _TILED_BLOCK_ROWS[-1]
 
 
 def column_tile_for(lhs_len: int, dtype: torch.dtype, target: Target) -> int:

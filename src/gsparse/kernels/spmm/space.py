@@ -1,35 +1,50 @@
-"""The g-SpMM search space of a task on a graph and a target.
+"""The g-SpMM search space of a task on a graph and a target, and its pruning.
 
 Pruned by construction to the shapes that can win (see :func:`one_pass_grid`), plus, where
 they apply: column-tiled schedules for short features of tasks that read ``lhs``,
 split-rows variants of the degree-sorted schedules on graphs whose longest row is far
-longer than the mean, and output-tiled schedules for copy_lhs of up to 4 features.
+longer than the mean, and output-tiled schedules for copy_lhs of up to 4 features. Then
+:func:`pruned_space` removes, for the graph at hand, the candidates LO-SpMM's constraints
+say cannot win (:mod:`gsparse.kernels.pruning`), from the :func:`facts` of each.
 """
 
 from __future__ import annotations
 
-
+from typing import Literal
 
 from ...graph import GraphStats
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
+from ..pruning import (
+    THRESHOLDS,
+    Facts,
+    Pruning,
+    Thresholds,
+    column_waste,
+    program_spills,
+    prune,
+    row_tile_cov,
+)
 from ..space import Space
+from . import codegen
 from .default import default_schedule
-from .schedule import ColumnTiled, OnePass, SplitRows
+from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
 from .shapes import (
     MAX_TILE_ROWS,
     OUTPUT_TILED_FEATURES,
     TILE_ROWS_PER_EDGE,
     column_tile_for,
+    column_tiled_block_rows,
     edge_lanes_for,
     output_tiled_schedule,
     output_tiled_warps,
+    row_grid,
     row_splits_for,
     tile_rows,
 )
 from .task import SpmmTask
 
-__all__ = ["one_pass_grid", "schedule_space"]
+__all__ = ["facts", "one_pass_grid", "pruned_space", "register_spills", "schedule_space"]
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 # The column-tiled skeleton's share of the space: up to this many features.
@@ -111,3 +126,62 @@ def schedule_space(task: SpmmTask, stats: GraphStats, target: Target) -> Space:
     # The hand rule's pick is always a candidate: a search never starts behind it.
     space.append(default_schedule(task, stats, target))
     return Space(space)
+
+
+def facts(task: SpmmTask, stats: GraphStats, target: Target, schedule: SpmmSchedule) -> Facts:
+    """What the pruning constraints read of ``schedule`` for ``task`` on a graph of ``stats``.
+
+    - Blocks: the row-walking skeletons' grid (:func:`~.shapes.row_grid`; split rows count
+      their whole rows only, a lower bound); the column-tiled grid with the rows per block
+      its plan picks; the output-tiled skeleton's row ranges times column groups, at least
+      one block per SM.
+    - COV_row (:func:`~gsparse.kernels.pruning.row_tile_cov`): a row tile is the rows one
+      block walks, ``rows_per_block`` for the one-pass and split-rows skeletons (split rows
+      counted whole: an upper bound) and the plan's rows per block for the column-tiled
+      one; degree-sorted walks and the output-tiled row ranges (cut at equal edge counts)
+      count as balanced.
+    - WASTE_col: the features a group's slices cover beyond the feature vector, or those a
+      lane of the output-tiled skeleton carries beyond it.
+    """
+    features = task.num_features
+    row_cov = stats.rows.cov
+    if isinstance(schedule, OutputTiled):
+        groups = schedule.column_groups
+        return Facts(blocks=-(-target.sms // groups) * groups, row_cov=0.0,
+                     column_waste=column_waste(features, schedule.features_covered))
+    waste = column_waste(features, schedule.feature_slice)
+    slices = -(-features // schedule.feature_slice)
+    if isinstance(schedule, ColumnTiled):
+        tiles = -(-stats.num_src // schedule.column_tile)
+        rows = column_tiled_block_rows(stats.num_dst, tiles * slices, target.sms)
+        blocks = -(-stats.num_dst // rows) * tiles * slices
+        return Facts(blocks=blocks, row_cov=row_tile_cov(row_cov, rows, schedule.degree_sorted),
+                     column_waste=waste)
+    x, y = row_grid(schedule, stats.num_dst, features)
+    return Facts(blocks=x * y, column_waste=waste,
+                 row_cov=row_tile_cov(row_cov, schedule.rows_per_block, schedule.degree_sorted))
+
+
+def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
+                 *, registers: Literal["off", "kept", "all"] = "off") -> Pruning:
+    """:func:`schedule_space` pruned by LO-SpMM's constraints
+    (:func:`gsparse.kernels.pruning.prune`), the hand rule's pick protected.
+
+    ``registers`` turns on the register constraint: ``"kept"`` compiles (NVRTC, for
+    ``target.arch``, through the kernel cache) the candidates the arithmetic constraints
+    leave, ``"all"`` every candidate; ``"off"`` compiles nothing (what the model policy
+    uses).
+    """
+    candidates = schedule_space(task, stats, target).candidates()
+    protected = (default_schedule(task, stats, target),)
+    measures = [facts(task, stats, target, s) for s in candidates]
+    if registers == "off":
+        return prune(candidates, measures, target, thresholds, protected=protected)
+    return prune(candidates, measures, target, thresholds, protected=protected,
+                 registers=lambda s: register_spills(task, s, target), registers_on=registers)
+
+
+def register_spills(task: SpmmTask, schedule: SpmmSchedule, target: Target) -> float:
+    """The register constraint's measure of ``schedule``'s program for ``task`` on ``target``
+    (:func:`~gsparse.kernels.pruning.program_spills`): compiles it with NVRTC, once."""
+    return program_spills(codegen.program(task.algorithm, schedule, task.num_features), target)

@@ -37,7 +37,11 @@ def sw_rnnz_choices(subwarps: int) -> tuple[float, ...]:
 class SptrsvSchedule(Schedule):
     """One point of the SpTRSV scheme space (a plain value: hashable, JSON round trip).
 
-    Code variant (§4.2):
+    The knobs of the code variant (§4.2) are ``warps_per_block`` to ``early_division``, those
+    of the transform (§4.3) ``merge`` to ``reorder``, those of the scheduling (§4.4)
+    ``grouping``, ``warp_schedule`` and ``alpha_level``.
+
+    Attributes:
         warps_per_block: warps of a block that solve (``nw``); a block is pinned to one SM
             and the rest of its 1024 threads idle, which caps how many warps run at once.
         subwarps: subwarps per warp (``ng``, a power of two 1..32); each solves one row group.
@@ -50,15 +54,11 @@ class SptrsvSchedule(Schedule):
             dependencies, and rows nobody waits for write no ready flag.
         early_division: the reciprocal of the diagonal is taken before the wait, and the
             result is a multiplication by it.
-
-    Transform (§4.3):
         merge: ``merge_fixed``, ``merge_avg`` or ``merge_thresh``.
         merge_rows: ``rb``, rows per block of the merge (a power of two 1..32).
         merge_thresh: ``thresh`` of ``merge_avg`` / ``merge_thresh`` (a power of two 1..32);
             0 for ``merge_fixed``, which has none.
         reorder: renumber rows by level before merging.
-
-    Scheduling (§4.4):
         grouping: ``rg_sequential`` (a level's row groups in row order) or ``rg_balance``
             (by decreasing entries) when cutting a level into node groups of ``subwarps``.
         warp_schedule: ``ws_rr``, ``ws_balance`` or ``ws_locality``: which warp of the

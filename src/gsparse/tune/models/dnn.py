@@ -83,6 +83,8 @@ class DnnCostModel:
         )
 
     def fit(self, features: np.ndarray, times_ms: np.ndarray, groups: np.ndarray) -> None:
+        """Train on ``features`` ``[n, d]``, ``times_ms`` ``[n]`` and ``groups`` ``[n]`` (see
+        :class:`gsparse.tune.CostModel`)."""
         x, t, g = check_training_data(features, times_ms, groups)
         before = torch.get_num_threads()
         torch.set_num_threads(self.params["threads"])
@@ -142,6 +144,7 @@ class DnnCostModel:
         return (h @ w["5.weight"].T + w["5.bias"])[:, 0]
 
     def save(self, path: str | Path) -> None:
+        """Write the trained weights to ``path`` as JSON."""
         if self.weights is None:
             raise RuntimeError("the DNN cost model is not trained: nothing to save")
         Path(path).write_text(json.dumps({
@@ -151,6 +154,7 @@ class DnnCostModel:
         }))
 
     def load(self, path: str | Path) -> DnnCostModel:
+        """Read the weights :meth:`save` wrote into this model, and return it."""
         data = json.loads(Path(path).read_text())
         if not isinstance(data, dict) or data.get("format") != _FORMAT or data.get("version") != _VERSION:
             raise ValueError(f"{path} is not a DNN cost model of format {_FORMAT!r} version {_VERSION}")

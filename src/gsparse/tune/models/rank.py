@@ -53,7 +53,7 @@ class RankModel:
         max_depth: most splits on a path (bounds the NumPy evaluator's steps).
         learning_rate: shrinkage of each tree.
         min_rows_in_leaf: fewest training rows in a leaf.
-        grades: relevance grades per group (see :func:`relevance_grades`; LightGBM's
+        grades: relevance grades per group (see ``gsparse.tune.models.relevance_grades``; LightGBM's
             default gains ``2^g - 1`` weigh the fastest rows most).
         truncation: how many top positions of each group the lambdarank gradient covers.
         seed: seed of LightGBM's randomness (training is deterministic for a seed).
@@ -77,6 +77,8 @@ class RankModel:
         self.booster: Any = None  # the LightGBM booster of the last fit (None after load)
 
     def fit(self, features: np.ndarray, times_ms: np.ndarray, groups: np.ndarray) -> None:
+        """Train the LambdaMART ensemble (with LightGBM) on ``features`` ``[n, d]``,
+        ``times_ms`` ``[n]`` and ``groups`` ``[n]`` (see :class:`gsparse.tune.CostModel`)."""
         try:
             import lightgbm
         except ImportError as error:
@@ -108,12 +110,14 @@ class RankModel:
         return -self.ensemble.predict(check_features(features, self.ensemble.num_features))
 
     def save(self, path: str | Path) -> None:
+        """Write the trained ensemble to ``path`` as JSON."""
         if self.ensemble is None:
             raise RuntimeError("the rank model is not trained: nothing to save")
         Path(path).write_text(json.dumps({"format": _FORMAT, "version": _VERSION, "params": self.params,
                                           "ensemble": self.ensemble.to_dict()}))
 
     def load(self, path: str | Path) -> RankModel:
+        """Read the ensemble :meth:`save` wrote into this model, and return it."""
         data = json.loads(Path(path).read_text())
         if not isinstance(data, dict) or data.get("format") != _FORMAT or data.get("version") != _VERSION:
             raise ValueError(f"{path} is not a rank model of format {_FORMAT!r} version {_VERSION}")

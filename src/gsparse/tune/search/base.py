@@ -20,12 +20,20 @@ from ..interfaces import CostModel, RunResult, S, SearchSpace
 from ..space import SpaceIndex, index
 
 Scorer = Callable[[Sequence[S]], np.ndarray]
+"""A function from ``n`` schedules to their ``[n]`` predicted costs (lower is faster)."""
 
 
 class SearchStrategy(Protocol[S]):
-    def propose(self, k: int) -> list[S]: ...
+    """Proposes schedules of one space to measure and learns from their results (see the
+    module docstring)."""
 
-    def observe(self, results: Sequence[RunResult[S]]) -> None: ...
+    def propose(self, k: int) -> list[S]:
+        """Up to ``k`` schedules never proposed nor observed before; ``[]`` when done."""
+        ...
+
+    def observe(self, results: Sequence[RunResult[S]]) -> None:
+        """Take in measured results (failures included); their schedules are not proposed again."""
+        ...
 
 
 def model_scorer(model: CostModel, featurize: Callable[[Sequence[S]], np.ndarray]) -> Scorer:
@@ -59,6 +67,7 @@ class StrategyBase(Generic[S]):
         self.results: dict[S, RunResult[S]] = {}
 
     def observe(self, results: Sequence[RunResult[S]]) -> None:
+        """Record ``results`` and mark their schedules seen."""
         for result in results:
             self.results[result.schedule] = result
             if result.schedule in self.index:

@@ -81,6 +81,7 @@ class GeneticSearch(StrategyBase[S]):
         self._pending: list[S] = []
 
     def propose(self, k: int) -> list[S]:
+        """Up to ``k`` schedules never proposed nor observed before; ``[]`` when done."""
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
         while not self._pending and self._can_advance():

@@ -45,6 +45,7 @@ class RandomSampling(StrategyBase[S]):
         self._next = 0
 
     def propose(self, k: int) -> list[S]:
+        """Up to ``k`` schedules never proposed nor observed before; ``[]`` when done."""
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
         candidates = self.index.candidates()

@@ -1,0 +1,311 @@
+"""LO-SpMM's pruning of a search space before anything is measured.
+
+An operator's space (``kernels/<op>/space.py``) holds the schedules that can run its task;
+many of them cannot win on a given graph, feature length and GPU. Four constraints remove
+those, in this fixed order (the cheapest first):
+
+1. ``utilisation``: the candidate's grid has at least ``min_blocks_per_sm`` blocks per SM
+   of the target (LO-SpMM: half as many blocks as SMs). Threads per block a multiple of
+   32, LO-SpMM's other utilisation rule, is a validity rule of every schedule already.
+2. ``row_balance`` (COV_row): the coefficient of variation of the edges per row tile, the
+   rows one block walks, is at most ``max_row_cov``. Each operator estimates it from the
+   graph's row statistics (:func:`row_tile_cov`).
+3. ``column_waste`` (WASTE_col): the share of the feature columns a candidate's slices
+   cover that lie past the feature vector (padding) is at most ``max_column_waste``.
+4. ``registers``: every kernel of the candidate's program keeps its registers within the
+   SM's register file at the blocks per SM its ``__launch_bounds__`` asks for, and spills
+   at most ``max_spill_bytes`` bytes per thread, as ptxas reports for the target's
+   architecture (:func:`program_spills`: a compile-only NVRTC build, through the disk
+   kernel cache and an in-memory cache keyed by source and architecture). The only
+   constraint that compiles anything, so it is asked for separately.
+
+Rules every pruning keeps:
+
+- The arithmetic constraints (1-3) never remove a candidate that is as good on their
+  measure as the best candidate of the space: where no candidate meets a threshold, the
+  bar is the best value the space reaches. LO-SpMM removes a tile size because a better one
+  exists; a property of the graph or the feature length that no candidate escapes (100
+  features padded to 128 by every slice) removes nothing. The register constraint is
+  absolute: a spill is a defect of one kernel, not of the problem.
+- ``protected`` candidates (the hand rule's pick, which the tuner measures first) are never
+  removed, and never counted as removed.
+- A space is never pruned to nothing: if the constraints together leave no candidate, the
+  candidates that fail the fewest constraints stay (all of them, in the space's order).
+
+Two counts per constraint (:class:`Pruning`): ``alone``, the candidates it would remove on
+its own from the whole space, and ``in_order``, what it removes from what the constraints
+before it left (these add up to the candidates removed, fallback aside).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+from .. import runtime
+from ..target import Target
+from .source import Program
+
+__all__ = ["CONSTRAINTS", "Facts", "Pruning", "RegisterBudgetError", "THRESHOLDS", "Thresholds",
+           "column_waste", "program_spills", "prune", "row_tile_cov"]
+
+CONSTRAINTS = ("utilisation", "row_balance", "column_waste", "registers")
+_ARITHMETIC = CONSTRAINTS[:3]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The bars of the four constraints (see the module docstring).
+
+    The defaults are LO-SpMM's, but for ``max_row_cov``: with this estimate of the row-tile
+    COV, its 0.25 left the fastest kept schedule up to 17% behind the fastest measured on
+    recorded H100 spaces, 0.5 at most 11% (``docs/performance.md``, "Pruning the spaces
+    before measuring").
+
+    Attributes:
+        min_blocks_per_sm: least blocks of a candidate's main launch per SM (LO-SpMM: 0.5).
+        max_row_cov: most COV_row, the coefficient of variation of edges per row tile.
+        max_column_waste: most WASTE_col, the padded share of the feature columns covered
+            (LO-SpMM: 0.25).
+        max_spill_bytes: most bytes of register spill stores and loads per thread, summed
+            over a program's kernels.
+    """
+
+    min_blocks_per_sm: float = 0.5
+    max_row_cov: float = 0.5
+    max_column_waste: float = 0.25
+    max_spill_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("min_blocks_per_sm", "max_row_cov", "max_column_waste"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"Thresholds.{name} must be a number >= 0, got {value!r}")
+        if isinstance(self.max_spill_bytes, bool) or not isinstance(self.max_spill_bytes, int) \
+                or self.max_spill_bytes < 0:
+            raise ValueError(f"Thresholds.max_spill_bytes must be an int >= 0, got {self.max_spill_bytes!r}")
+
+    def to_json(self) -> dict[str, float]:
+        return asdict(self)
+
+
+# The defaults every policy prunes with.
+THRESHOLDS = Thresholds()
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the arithmetic constraints read of one candidate on one graph and target.
+
+    Attributes:
+        blocks: blocks of its main launch (a lower bound where the graph's layout decides,
+            such as the work list of split rows).
+        row_cov: COV_row, the coefficient of variation of the edges per row tile; NaN where
+            the row statistics do not say (never removed then).
+        column_waste: WASTE_col, ``(covered - features) / covered`` for the feature columns
+            its slices cover.
+    """
+
+    blocks: int
+    row_cov: float
+    column_waste: float
+
+
+def row_tile_cov(row_cov: float, rows_per_tile: int, ordered: bool = False) -> float:
+    """COV_row of row tiles of ``rows_per_tile`` rows on a graph whose row lengths have the
+    coefficient of variation ``row_cov``.
+
+    Row lengths are taken as independent of their position, so a tile's edges are a sum of
+    ``rows_per_tile`` draws: ``row_cov / sqrt(rows_per_tile)``. An ``ordered`` walk (rows
+    longest first, or tiles cut at equal edge counts) counts as balanced, 0: tiles handed
+    out longest first leave no SM idle at the end of the grid for their inequality, and the
+    tiles that run side by side are of about one length.
+    """
+    if ordered:
+        return 0.0
+    return row_cov / math.sqrt(max(1, rows_per_tile))
+
+
+def column_waste(features: int, slice_: int, launch: int = 0) -> float:
+    """WASTE_col of covering ``features`` features, in launches of ``launch`` features each
+    (0: one launch), with slices of ``slice_`` features: the padded share of the columns
+    the slices cover."""
+    if features <= 0:
+        return 0.0
+    launch = launch or features
+    full, rest = divmod(features, launch)
+    covered = full * -(-launch // slice_) * slice_ + -(-rest // slice_) * slice_
+    return (covered - features) / covered if covered else 0.0
+
+
+# --- the register constraint ------------------------------------------------------------------
+
+_BOUNDS = re.compile(r"__launch_bounds__\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)\s*(\w+)\(")
+# ptxas's assumption for a kernel without launch bounds: blocks of up to 1024 threads, one
+# of which must fit.
+_UNBOUNDED = (1024, 1)
+# Registers are allocated per warp in units of 256 (8 per thread).
+_REGISTER_UNIT = 256
+_MAX_REGISTERS_PER_THREAD = 255
+
+
+@functools.lru_cache(maxsize=4096)
+def _resources(source: str, arch: str) -> Mapping[str, runtime.Resources]:
+    """ptxas's resource report of every kernel of ``source`` for ``arch``: a compile-only
+    build through the disk kernel cache, kept here per (source, arch) so that a space is
+    never built twice in a process."""
+    return runtime.compile_cuda(source, arch=arch, context="register report").resources
+
+
+def program_spills(program: Program, target: Target) -> float:
+    """The register measure of ``program`` on ``target``: bytes of spill stores and loads
+    per thread over its kernels, or infinity where a kernel's registers times its threads
+    per block, times the blocks per SM its ``__launch_bounds__`` asks for, exceed the SM's
+    register file (the launch would fail, or run below the occupancy the schedule needs).
+
+    Compiles the program for ``target.arch`` once per process (and once per machine, through
+    the disk kernel cache); needs NVRTC, no GPU.
+    """
+    report = _resources(program.source, target.arch)
+    bounds = {name: (int(threads), int(blocks or 1))
+              for threads, blocks, name in _BOUNDS.findall(program.source)}
+    spills = 0.0
+    for name in program.kernels:
+        resources = report[name]
+        threads, blocks = bounds.get(name, _UNBOUNDED)
+        warp_registers = -(-resources.registers * 32 // _REGISTER_UNIT) * _REGISTER_UNIT
+        if (resources.registers > _MAX_REGISTERS_PER_THREAD
+                or warp_registers * -(-threads // 32) * blocks > target.registers_per_sm):
+            return math.inf
+        spills += resources.spill_stores + resources.spill_loads
+    return spills
+
+
+class RegisterBudgetError(ValueError):
+    """A schedule the register constraint removes, found when it was built (the tuner's
+    lazy check): its kernels spill, or do not fit the SM at the occupancy they ask for."""
+
+    def __init__(self, schedule: object, spills: float, max_spill_bytes: int) -> None:
+        why = ("a kernel's registers do not fit the SM's register file at the blocks per SM its "
+               "launch bounds ask for" if math.isinf(spills)
+               else f"its kernels spill {spills:g} bytes per thread, more than max_spill_bytes = "
+                    f"{max_spill_bytes}")
+        super().__init__(f"schedule {schedule} is pruned by the register constraint: {why}")
+
+
+# --- pruning ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """The outcome of pruning one space.
+
+    Attributes:
+        candidates: every candidate, in the space's order.
+        kept: the candidates left, in the same order.
+        failed: per candidate, the constraints it fails (protected ones included).
+        protected: the candidates never removed.
+        thresholds: the bars used.
+        registers: where the register constraint was evaluated: ``"off"``, ``"kept"`` (on
+            the candidates the arithmetic constraints left) or ``"all"``.
+        fallback: True when the constraints together left nothing and the fewest-failures
+            rule chose what stays.
+    """
+
+    candidates: tuple
+    kept: tuple
+    failed: tuple[frozenset[str], ...]
+    protected: frozenset
+    thresholds: Thresholds
+    registers: str
+    fallback: bool
+
+    def _evaluated(self) -> tuple[str, ...]:
+        return CONSTRAINTS if self.registers != "off" else _ARITHMETIC
+
+    def alone(self) -> dict[str, int | None]:
+        """Per constraint, the candidates it would remove on its own (None for the register
+        constraint unless it was evaluated on every candidate)."""
+        counts: dict[str, int | None] = {}
+        for constraint in CONSTRAINTS:
+            if constraint == "registers" and self.registers != "all":
+                counts[constraint] = None
+                continue
+            counts[constraint] = sum(constraint in f and s not in self.protected
+                                     for s, f in zip(self.candidates, self.failed))
+        return counts
+
+    def in_order(self) -> dict[str, int | None]:
+        """Per constraint, the candidates it removes after the constraints before it in
+        :data:`CONSTRAINTS` (None for the register constraint when it was off)."""
+        counts: dict[str, int | None] = {c: 0 for c in self._evaluated()}
+        for s, f in zip(self.candidates, self.failed):
+            if s in self.protected:
+                continue
+            first = next((c for c in CONSTRAINTS if c in f), None)
+            if first is not None:
+                counts[first] += 1
+        if self.registers == "off":
+            counts["registers"] = None
+        return counts
+
+    def to_json(self) -> dict[str, object]:
+        """The counts, JSON-ready (what a benchmark sweep records)."""
+        return {"candidates": len(self.candidates), "kept": len(self.kept),
+                "alone": self.alone(), "in_order": self.in_order(), "registers": self.registers,
+                "fallback": self.fallback, "thresholds": self.thresholds.to_json()}
+
+
+def prune(candidates: Sequence, facts: Sequence[Facts], target: Target,
+          thresholds: Thresholds = THRESHOLDS, *, protected: Sequence = (),
+          registers: Callable[[object], float] | None = None, registers_on: str = "kept") -> Pruning:
+    """Prune ``candidates`` (with their ``facts``) for ``target`` (see the module docstring).
+
+    Args:
+        registers: the register measure of a candidate (:func:`program_spills` of its
+            program); None leaves the register constraint off, and nothing is compiled.
+        registers_on: ``"kept"`` measures only the candidates the arithmetic constraints
+            leave (what a search needs), ``"all"`` every candidate (what a report of each
+            constraint's count alone needs).
+    """
+    if len(facts) != len(candidates):
+        raise ValueError(f"facts has {len(facts)} entries for {len(candidates)} candidates")
+    if registers_on not in ("kept", "all"):
+        raise ValueError(f"registers_on must be 'kept' or 'all', got {registers_on!r}")
+    protected = frozenset(protected)
+    fails: list[set[str]] = [set() for _ in candidates]
+    if candidates:
+        blocks_bar = min(thresholds.min_blocks_per_sm * target.sms, max(f.blocks for f in facts))
+        covs = [f.row_cov for f in facts if not math.isnan(f.row_cov)]
+        cov_bar = max(thresholds.max_row_cov, min(covs, default=0.0))
+        waste_bar = max(thresholds.max_column_waste, min(f.column_waste for f in facts))
+        for fail, f in zip(fails, facts):
+            if f.blocks < blocks_bar:
+                fail.add("utilisation")
+            if f.row_cov > cov_bar:  # False for NaN
+                fail.add("row_balance")
+            if f.column_waste > waste_bar:
+                fail.add("column_waste")
+    state = "off"
+    if registers is not None:
+        state = registers_on
+        measured = [i for i, fail in enumerate(fails) if registers_on == "all" or not fail]
+        # Each measure may compile; NVRTC releases the GIL, so threads compile in parallel.
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            spills = list(pool.map(lambda i: registers(candidates[i]), measured))
+        for i, spill in zip(measured, spills):
+            if spill > thresholds.max_spill_bytes:
+                fails[i].add("registers")
+    kept = [s for s, fail in zip(candidates, fails) if not fail or s in protected]
+    fallback = not kept and bool(candidates)
+    if fallback:
+        fewest = min(len(fail) for fail in fails)
+        kept = [s for s, fail in zip(candidates, fails) if len(fail) == fewest]
+    return Pruning(candidates=tuple(candidates), kept=tuple(kept),
+                   failed=tuple(frozenset(f) for f in fails), protected=protected,
+                   thresholds=thresholds, registers=state, fallback=fallback)
