@@ -8,7 +8,7 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
   nothing is compiled), and its first choice runs. No measurement; the only device work is
   the graph's signature and structure statistics, computed once per graph. The spaces it
   ranked are kept with the part of their features that does not read the graph
-  (:class:`_SpaceCache`).
+  (``_SpaceCache``).
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
   search over the pruned space seeded by the model, a budget of :data:`TUNE_BUDGET` more
   measurements, every one checked against the hand rule's output), record every sample in
