@@ -135,6 +135,8 @@ def _sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule, key=Non
 
 _TARGET_WORDS = {"u": "source node", "v": "destination node", "e": "edge"}
 _TARGET_SIZES = {"u": "num_src", "v": "num_dst", "e": "num_edges"}
+_TARGET_PLACES = {"u": "the source node of each edge", "v": "the destination node of each edge",
+                  "e": "each edge"}
 
 
 def _binary_shorthand(lhs_target: str, op: str, rhs_target: str):
@@ -144,9 +146,8 @@ def _binary_shorthand(lhs_target: str, op: str, rhs_target: str):
     fn.__name__ = fn.__qualname__ = f"{lhs_target}_{op}_{rhs_target}"
     out = "``[num_edges, *shape]`` (``shape`` the broadcast of all but the last dimension, then 1)" \
         if op == "dot" else "``[num_edges, *shape]`` (``shape`` the broadcast of ``x_shape`` and ``y_shape``)"
-    fn.__doc__ = (f"g-SDDMM: ``Z_e = x_{lhs_target} {op} y_{rhs_target}`` with ``x`` on the "
-                  f"{_TARGET_WORDS[lhs_target]} and ``y`` on the {_TARGET_WORDS[rhs_target]} of each "
-                  f"edge.\n\n``x``: ``[{_TARGET_SIZES[lhs_target]}, *x_shape]``; ``y``: "
+    fn.__doc__ = (f"g-SDDMM: ``Z_e = x_{lhs_target} {op} y_{rhs_target}`` with ``x`` on "
+                  f"{_TARGET_PLACES[lhs_target]} and ``y`` on {_TARGET_PLACES[rhs_target]}.\n\n``x``: ``[{_TARGET_SIZES[lhs_target]}, *x_shape]``; ``y``: "
                   f"``[{_TARGET_SIZES[rhs_target]}, *y_shape]``; returns {out}, in edge order. "
                   f"Same as ``gsddmm(g, '{op}', x, y, '{lhs_target}', '{rhs_target}')``.")
     return fn
