@@ -10,7 +10,7 @@ import torch
 from graphs import edge_lists
 from hypothesis import given, settings
 
-import gsparse.graph as graph_module
+import gsparse._graph_build as graph_build
 from gsparse import Graph, nn as gnn
 from gsparse.graph import RowStats
 from gsparse.kernels import memory
@@ -131,7 +131,7 @@ def test_block_inputs_are_checked_for_type_and_shape():
 def test_building_a_block_and_training_a_layer_on_it_reads_nothing_back(monkeypatch, layer, dst_sorted):
     # The CUDA backend's host path on the CPU, with the checks a GPU runs: nothing in the block's
     # construction, its derived structures, schedules, plans, forward or backward reads a value.
-    monkeypatch.setattr(graph_module, "_check_on_device", lambda ok, m: torch._assert_async(ok, m))
+    monkeypatch.setattr(graph_build, "check_on_device", lambda ok, m: torch._assert_async(ok, m))
     torch.manual_seed(0)
     ei = torch.randint(0, 40, (2, 300))
     ei[1, :20] = ei[0, :20]  # self loops, which the square layers must mask

@@ -11,12 +11,12 @@ addresses, as :class:`~gsparse.Graph` is.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
 import torch
 
+from ._live import LiveRegistry
 from .kernels.sptrsv import FactorPlans
 from .kernels.sptrsv.levelset import LevelSetPlan, levelset_plan
 
@@ -24,7 +24,7 @@ __all__ = ["Pattern", "read_factor", "check_values", "check_diagonal", "SUPPORTE
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
 
-_LIVE: weakref.WeakValueDictionary[tuple[torch.device, int, int], Pattern] = weakref.WeakValueDictionary()
+_LIVE: LiveRegistry[Pattern] = LiveRegistry()
 
 
 class Pattern:
@@ -44,7 +44,7 @@ class Pattern:
         self._levelset: dict[bool, LevelSetPlan] = {}
         self._device_plans: FactorPlans | None = None
         if register:
-            _LIVE[_key(crow, col)] = self
+            _LIVE.add(crow, col, self)
 
     @property
     def n(self) -> int:
@@ -61,7 +61,7 @@ class Pattern:
     @classmethod
     def find(cls, crow: torch.Tensor, col: torch.Tensor, lower: bool) -> Pattern:
         """The live pattern over these index tensors, else an unregistered one (empty caches)."""
-        found = _LIVE.get(_key(crow, col))
+        found = _LIVE.get(crow, col)
         if found is not None and found.lower == lower and found.crow.shape == crow.shape \
                 and found.col.shape == col.shape:
             return found
@@ -87,10 +87,6 @@ class Pattern:
         counts = self.crow[1:] - self.crow[:-1]
         return torch.repeat_interleave(torch.arange(self.n, device=self.device), counts,
                                        output_size=self.nnz)
-
-
-def _key(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.device, int, int]:
-    return crow.device, crow.data_ptr(), col.data_ptr()
 
 
 def _dtype_problem(kind: str, itemsize: int) -> str:

@@ -8,48 +8,20 @@ are always given and returned in the user's edge order.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
-import numpy as np
 import torch
 
-from ._index_checks import check_count, check_fits, check_index_tensor, check_range, first_true
+from . import _graph_build as build
+from ._live import LiveRegistry, same_memory, static_address
 from .derived import DerivedCache
 
 __all__ = ["Graph", "GraphStats", "RowStats"]
 
-_INT32_MAX = torch.iinfo(torch.int32).max
-
-
-# Live graphs by the device and addresses of their rowptr and col. The custom ops
-# (gsparse._ops) take a graph's tensors, not the Graph, and find it again here with its
-# caches (reverse graph, COO); keyed by address rather than tensor identity so that the
-# aliases torch.compile and autograd hand over (detached views of the same memory) still
-# find it. Entries die with their graph, and a live graph keeps its tensors, so their
-# addresses are not reused meanwhile.
-_LIVE: weakref.WeakValueDictionary[tuple[torch.device, int, int], Graph] = weakref.WeakValueDictionary()
-
-
-def _live_key(rowptr: torch.Tensor, col: torch.Tensor) -> tuple[torch.device, int, int]:
-    return rowptr.device, rowptr.data_ptr(), col.data_ptr()
-
-
-def _static_address(t: torch.Tensor | None) -> None:
-    """Mark a graph tensor for torch.compile as an input whose address stays the same between
-    calls (``torch._dynamo.mark_static_address``, unguarded). CUDA-graph trees
-    (``mode="reduce-overhead"``) then hand it to the custom ops as it is, instead of a copy
-    in their own memory pool, whose address would not find the graph in :data:`_LIVE`."""
-    if t is not None and getattr(t, "_dynamo_static_input_type", None) is None:
-        t._dynamo_static_input_type = "unguarded"
-
-
-def _same_memory(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.dtype == b.dtype
+# The custom ops (gsparse._ops) find a graph again from its rowptr and col.
+_LIVE: LiveRegistry[Graph] = LiveRegistry()
 
 
 @dataclass(frozen=True)
@@ -76,56 +48,6 @@ class GraphStats:
     num_dst: int
     num_edges: int
     rows: RowStats
-
-
-def _sparse_coo(tensor: Any, name: str) -> tuple[torch.Tensor, torch.Tensor, int, int]:
-    """``(row, col, num_rows, num_cols)`` of a 2-D ``torch.sparse`` tensor, in its storage
-    order (a CSR's or CSC's compressed index expanded)."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.dim() != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {tuple(tensor.shape)}")
-    rows, cols = tensor.shape
-    if tensor.layout == torch.sparse_coo:
-        row, col = tensor._indices()
-    elif tensor.layout == torch.sparse_csr:
-        crow = tensor.crow_indices()
-        row = torch.repeat_interleave(torch.arange(rows, device=crow.device, dtype=crow.dtype), crow.diff())
-        col = tensor.col_indices()
-    elif tensor.layout == torch.sparse_csc:
-        ccol = tensor.ccol_indices()
-        col = torch.repeat_interleave(torch.arange(cols, device=ccol.device, dtype=ccol.dtype), ccol.diff())
-        row = tensor.row_indices()
-    else:
-        raise ValueError(f"{name} must have layout torch.sparse_coo, torch.sparse_csr or "
-                         f"torch.sparse_csc, got {tensor.layout}")
-    return row, col, rows, cols
-
-
-def _is_sparse_tensor_of_torch_sparse(obj: Any) -> bool:
-    return type(obj).__name__ == "SparseTensor" and type(obj).__module__.startswith("torch_sparse")
-
-
-def _index_dtype_for(*counts: int) -> torch.dtype:
-    return torch.int32 if max(counts, default=0) <= _INT32_MAX else torch.int64
-
-
-def _check_on_device(ok: torch.Tensor, message: str) -> None:
-    """Raise ValueError(``message``) unless the 0-d bool ``ok`` holds: at once on the CPU,
-    as a device-side assertion on a GPU (the host does not wait for the verdict)."""
-    if ok.device.type == "cpu":
-        if not bool(ok):
-            raise ValueError(message)
-    else:
-        torch._assert_async(ok, message)
-
-
-def _offsets(sorted_keys: torch.Tensor, count: int) -> torch.Tensor:
-    """``[count + 1]`` CSR offsets of keys sorted in ``[0, count)``: entry ``k`` is the
-    number of keys below ``k``. A search, not a ``bincount``, whose output size would
-    depend on the data (and make CUDA wait for it)."""
-    bounds = torch.arange(count + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
-    return torch.searchsorted(sorted_keys, bounds, out_int32=sorted_keys.dtype == torch.int32)
 
 
 class Graph:
@@ -181,9 +103,9 @@ class Graph:
         self.calls: DerivedCache = DerivedCache("the front ends' calls resolved to their launches, "
                                                 "by the facts of the call")
         for t in (rowptr, col, eid):
-            _static_address(t)
+            static_address(t)
         if _register:  # the newest graph over these tensors is the one the custom ops find
-            _LIVE[_live_key(rowptr, col)] = self
+            _LIVE.add(rowptr, col, self)
 
     @property
     def parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int]:
@@ -200,9 +122,9 @@ class Graph:
         The tensors must come from a validated graph. A new graph starts with empty caches
         and is not registered, so that it cannot displace the live graph of its tensors.
         """
-        g = _LIVE.get(_live_key(rowptr, col))
-        if (g is not None and g._num_src == num_src and _same_memory(g._rowptr, rowptr)
-                and _same_memory(g._col, col) and _same_memory(g._eid, eid)):
+        g = _LIVE.get(rowptr, col)
+        if (g is not None and g._num_src == num_src and same_memory(g._rowptr, rowptr)
+                and same_memory(g._col, col) and same_memory(g._eid, eid)):
             return g
         return cls(rowptr, col, eid, num_src, _validated=True, _register=False)
 
@@ -225,46 +147,7 @@ class Graph:
             eid: ``[E]`` user edge id of each CSR position, a permutation of ``0..E-1``;
                 ``None`` means CSR order is the edge order.
         """
-        rowptr = check_index_tensor("rowptr", rowptr, 1)
-        col = check_index_tensor("col", col, 1)
-        if rowptr.numel() == 0:
-            raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
-        if col.device != rowptr.device:
-            raise ValueError(f"col is on {col.device} but rowptr is on {rowptr.device}")
-        num_edges = col.numel()
-        if int(rowptr[0]) != 0:
-            raise ValueError(f"rowptr[0] must be 0, got {int(rowptr[0])}")
-        steps = rowptr[1:] - rowptr[:-1]
-        if bool((steps < 0).any()):
-            i = first_true(steps < 0)
-            raise ValueError(
-                f"rowptr must be non-decreasing: rowptr[{i + 1}] = {int(rowptr[i + 1])} "
-                f"< rowptr[{i}] = {int(rowptr[i])}"
-            )
-        if int(rowptr[-1]) != num_edges:
-            raise ValueError(
-                f"rowptr[-1] = {int(rowptr[-1])} must equal the number of entries of col ({num_edges})"
-            )
-        if num_src is None:
-            num_src = int(col.max()) + 1 if num_edges else 0
-        num_src = check_count("num_src", num_src)
-        check_fits(rowptr.device, num_src, rowptr.numel() - 1, num_edges)
-        check_range("col", col, num_src, "num_src")
-        if eid is not None:
-            eid = check_index_tensor("eid", eid, 1)
-            if eid.device != rowptr.device:
-                raise ValueError(f"eid is on {eid.device} but rowptr is on {rowptr.device}")
-            if eid.numel() != num_edges:
-                raise ValueError(f"eid has {eid.numel()} entries but col has {num_edges}")
-            check_range("eid", eid, num_edges, "the number of edges")
-            seen = torch.zeros(num_edges, dtype=torch.int32, device=eid.device)
-            seen.index_add_(0, eid.long(), torch.ones_like(eid, dtype=torch.int32))
-            if bool((seen != 1).any()):
-                missing = first_true(seen != 1)
-                raise ValueError(f"eid must be a permutation of 0..{num_edges - 1}: edge id {missing} "
-                                 f"appears {int(seen[missing])} times")
-        num_dst = rowptr.numel() - 1
-        return cls._assemble(rowptr, col, eid, num_src, num_dst)
+        return cls._made(build.from_csr(rowptr, col, num_src, eid))
 
     @classmethod
     def from_edge_index(
@@ -282,19 +165,7 @@ class Graph:
         ``num_src`` and/or ``num_dst`` are given (each defaults to one more than the largest
         index of its own row). Edge ``i`` keeps id ``i``.
         """
-        edge_index = check_index_tensor("edge_index", edge_index, 2)
-        if edge_index.shape[0] != 2:
-            raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
-        src, dst = edge_index[0], edge_index[1]
-        if num_nodes is not None and (num_src is not None or num_dst is not None):
-            raise ValueError(f"give num_nodes (a square graph) or num_src / num_dst (a bipartite "
-                             f"one), not both: got num_nodes={num_nodes}, num_src={num_src}, "
-                             f"num_dst={num_dst}")
-        if num_src is None and num_dst is None:
-            if num_nodes is None:
-                num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
-            num_src = num_dst = check_count("num_nodes", num_nodes)
-        return cls._from_coo(src, dst, num_src, num_dst, "edge_index[0]", "edge_index[1]")
+        return cls._made(build.from_edge_index(edge_index, num_nodes, num_src, num_dst))
 
     @classmethod
     def from_scipy(cls, matrix: Any) -> Graph:
@@ -302,15 +173,7 @@ class Graph:
 
         Edge ids follow the matrix's storage order (its COO order).
         """
-        import scipy.sparse as sp
-
-        if not (sp.issparse(matrix)):
-            raise TypeError(f"matrix must be a SciPy sparse matrix or array, got {type(matrix).__name__}")
-        coo = matrix.tocoo()
-        num_src, num_dst = coo.shape
-        src = torch.from_numpy(np.asarray(coo.row, dtype=np.int64))
-        dst = torch.from_numpy(np.asarray(coo.col, dtype=np.int64))
-        return cls._from_coo(src, dst, num_src, num_dst, "matrix row", "matrix column")
+        return cls._made(build.from_scipy(matrix))
 
     @classmethod
     def from_torch_sparse(cls, tensor: torch.Tensor) -> Graph:
@@ -321,8 +184,7 @@ class Graph:
         in edge order. For PyG's transposed ``adj_t`` (rows are destinations) use
         :meth:`from_pyg`.
         """
-        src, dst, num_src, num_dst = _sparse_coo(tensor, "tensor")
-        return cls._from_coo(src, dst, num_src, num_dst, "tensor row", "tensor column")
+        return cls._made(build.from_torch_sparse(tensor))
 
     @classmethod
     def from_pyg(cls, adj: Any, num_nodes: int | None = None) -> Graph:
@@ -345,76 +207,11 @@ class Graph:
             order, so ``adj_t.values()`` (or a ``SparseTensor``'s ``storage.value()``) are
             edge weights in edge order.
         """
-        if _is_sparse_tensor_of_torch_sparse(adj):
-            rowptr, col, _ = adj.csr()
-            num_dst, num_src = adj.sparse_sizes()
-            return cls.from_csr(rowptr, col, num_src)
-        if not isinstance(adj, torch.Tensor):
-            raise TypeError(f"adj must be an edge_index tensor [2, E], a torch.sparse adjacency or a "
-                            f"torch_sparse.SparseTensor, got {type(adj).__name__}")
-        if adj.layout == torch.sparse_csr:
-            num_dst, num_src = adj.shape
-            return cls.from_csr(adj.crow_indices(), adj.col_indices(), num_src)
-        if adj.layout in (torch.sparse_coo, torch.sparse_csc):
-            dst, src, num_dst, num_src = _sparse_coo(adj, "adj")
-            return cls._from_coo(src, dst, num_src, num_dst, "adj column", "adj row")
-        size = getattr(adj, "sparse_size", None)
-        if type(adj) is not torch.Tensor:  # EdgeIndex and other subclasses: as a plain tensor
-            adj = adj.as_subclass(torch.Tensor)
-        if num_nodes is None and callable(size):
-            num_src, num_dst = size()
-            if num_src is not None or num_dst is not None:
-                if num_src == num_dst:
-                    return cls.from_edge_index(adj, num_nodes=num_src)
-                return cls.from_edge_index(adj, num_src=num_src, num_dst=num_dst)
-        return cls.from_edge_index(adj, num_nodes=num_nodes)
+        return cls._made(build.from_pyg(adj, num_nodes))
 
     @classmethod
-    def _from_coo(
-        cls,
-        src: torch.Tensor,
-        dst: torch.Tensor,
-        num_src: int | None,
-        num_dst: int | None,
-        src_name: str,
-        dst_name: str,
-    ) -> Graph:
-        num_edges = src.numel()
-        num_src = check_count("num_src", num_src if num_src is not None
-                               else (int(src.max()) + 1 if num_edges else 0))
-        num_dst = check_count("num_dst", num_dst if num_dst is not None
-                               else (int(dst.max()) + 1 if num_edges else 0))
-        check_fits(src.device, num_src, num_dst, num_edges)
-        check_range(src_name, src, num_src, "num_src")
-        check_range(dst_name, dst, num_dst, "num_dst")
-        dst64 = dst.long()
-        # A stable sort keeps each row's edges in the user's order, as DGL's CSR does.
-        order = torch.argsort(dst64, stable=True)
-        counts = torch.bincount(dst64, minlength=num_dst)
-        idx = _index_dtype_for(num_edges, num_src, num_dst)
-        rowptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=src.device)
-        torch.cumsum(counts, 0, out=rowptr[1:])
-        col = src.long()[order]
-        identity = torch.arange(num_edges, device=src.device)
-        eid = None if bool((order == identity).all()) else order.to(idx)
-        return cls._assemble(rowptr.to(idx), col.to(idx), eid, num_src, num_dst)
-
-    @classmethod
-    def _assemble(
-        cls,
-        rowptr: torch.Tensor,
-        col: torch.Tensor,
-        eid: torch.Tensor | None,
-        num_src: int,
-        num_dst: int,
-    ) -> Graph:
-        idx = _index_dtype_for(col.numel(), num_src, num_dst)
-        rowptr, col = rowptr.to(idx).contiguous(), col.to(idx).contiguous()
-        if eid is not None:
-            eid = eid.to(idx).contiguous()
-            if bool((eid == torch.arange(eid.numel(), device=eid.device, dtype=idx)).all()):
-                eid = None
-        return cls(rowptr, col, eid, num_src, _validated=True)
+    def _made(cls, csr: build.Csr, *, sync_free: bool = False, max_degree: int | None = None) -> Graph:
+        return cls(*csr, _validated=True, _sync_free=sync_free, _max_degree=max_degree)
 
     # ------------------------------------------------------------------ sampled blocks
 
@@ -460,36 +257,10 @@ class Graph:
         waits; the checks cost about ten small launches. To find the culprit, build the
         same block with :meth:`from_edge_index`, whose errors name the bad index.
         """
-        edge_index = check_index_tensor("edge_index", edge_index, 2)
-        if edge_index.shape[0] != 2:
-            raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
-        num_src, num_dst = check_count("num_src", num_src), check_count("num_dst", num_dst)
-        max_degree = None if max_degree is None else check_count("max_degree", max_degree)
-        num_edges = edge_index.shape[1]
-        idx = _index_dtype_for(num_edges, num_src, num_dst)
-        indices = edge_index.to(idx, memory_format=torch.contiguous_format)
-        src, dst = indices[0], indices[1]
-        ok = None
-        if check and num_edges:
-            low, high = torch.aminmax(edge_index, dim=1)
-            ok = (low.min() >= 0) & (high[0] < num_src) & (high[1] < num_dst)
-            if dst_sorted:
-                ok &= (edge_index[1, 1:] >= edge_index[1, :-1]).all()
-            _check_on_device(ok, "from_block: edge_index has an index out of range (0 <= "
-                             f"edge_index[0] < num_src = {num_src}, 0 <= edge_index[1] < num_dst = "
-                             f"{num_dst})" + (" or destinations out of order (dst_sorted=True)"
-                                              if dst_sorted else ""))
-        if dst_sorted:
-            col, eid, sorted_dst = src, None, dst
-        else:
-            # A stable sort keeps each row's edges in the user's order, as from_edge_index.
-            sorted_dst, order = torch.sort(dst, stable=True)
-            col, eid = src.index_select(0, order), order.to(idx)
-        rowptr = _offsets(sorted_dst, num_dst)
-        if check and num_edges and num_dst and max_degree is not None:
-            _check_on_device((rowptr[1:] - rowptr[:-1]).max() <= max_degree,
-                             f"from_block: a destination has more than max_degree = {max_degree} edges")
-        return cls(rowptr, col, eid, num_src, _validated=True, _sync_free=True, _max_degree=max_degree)
+        csr, max_degree = build.block_from_edge_index(edge_index, num_src, num_dst, dst_sorted,
+                                                      max_degree, check)
+        return cls._made(csr, sync_free=True, max_degree=max_degree)
+
 
     @classmethod
     def from_block_csr(
@@ -516,42 +287,9 @@ class Graph:
         repeated id only misplaces results, it reads nothing out of bounds); rows no longer
         than ``max_degree``.
         """
-        rowptr = check_index_tensor("rowptr", rowptr, 1)
-        col = check_index_tensor("col", col, 1)
-        if rowptr.numel() == 0:
-            raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
-        if col.device != rowptr.device:
-            raise ValueError(f"col is on {col.device} but rowptr is on {rowptr.device}")
-        num_src = check_count("num_src", num_src)
-        max_degree = None if max_degree is None else check_count("max_degree", max_degree)
-        num_edges, num_dst = col.numel(), rowptr.numel() - 1
-        if eid is not None:
-            eid = check_index_tensor("eid", eid, 1)
-            if eid.device != rowptr.device:
-                raise ValueError(f"eid is on {eid.device} but rowptr is on {rowptr.device}")
-            if eid.numel() != num_edges:
-                raise ValueError(f"eid has {eid.numel()} entries but col has {num_edges}")
-        if check:
-            steps = rowptr[1:] - rowptr[:-1]
-            ok = (rowptr[0] == 0) & (rowptr[-1] == num_edges)
-            if num_dst:
-                ok &= steps.min() >= 0
-                if max_degree is not None:
-                    ok &= steps.max() <= max_degree
-            if num_edges:
-                low, high = torch.aminmax(col)
-                ok &= (low >= 0) & (high < num_src)
-                if eid is not None:
-                    low, high = torch.aminmax(eid)
-                    ok &= (low >= 0) & (high < num_edges)
-            _check_on_device(ok, f"from_block_csr: rowptr must run from 0 to len(col) = {num_edges} "
-                                 f"without decreasing, with col in [0, num_src = {num_src}) and eid in "
-                                 f"[0, {num_edges})" + ("" if max_degree is None else
-                                                        f" and rows of at most {max_degree} edges"))
-        idx = _index_dtype_for(num_edges, num_src, num_dst)
-        return cls(rowptr.to(idx).contiguous(), col.to(idx).contiguous(),
-                   None if eid is None else eid.to(idx).contiguous(), num_src, _validated=True,
-                   _sync_free=True, _max_degree=max_degree)
+        csr, max_degree = build.block_from_csr(rowptr, col, num_src, eid, max_degree, check)
+        return cls._made(csr, sync_free=True, max_degree=max_degree)
+
 
     @property
     def sync_free(self) -> bool:
@@ -635,29 +373,13 @@ class Graph:
 
     @cached_property
     def _reverse(self) -> Graph:
-        # The transpose keeps the original edge ids, so one edge-feature tensor serves both.
         if self._sync_free:
-            rev = self._reverse_on_device()
-            rev.__dict__["_reverse"] = self
-            return rev
-        order = torch.argsort(self._col.long(), stable=True)
-        counts = torch.bincount(self._col.long(), minlength=self.num_src)
-        rowptr = torch.zeros(self.num_src + 1, dtype=torch.int64, device=self.device)
-        torch.cumsum(counts, 0, out=rowptr[1:])
-        col = self.csr_dst[order]
-        eid = order if self._eid is None else self._eid.long()[order]
-        rev = Graph._assemble(rowptr, col, eid, self.num_dst, self.num_src)
+            rev = Graph._made(build.transpose_on_device(self._col, self._eid, self.num_src, self.num_dst,
+                                                        self.csr_dst), sync_free=True)
+        else:
+            rev = Graph._made(build.transpose(self._rowptr, self._col, self._eid, self.num_src, self.csr_dst))
         rev.__dict__["_reverse"] = self
         return rev
-
-    def _reverse_on_device(self) -> Graph:
-        """The transpose of a block, built without reading the device (its edge ids stay,
-        even where they are CSR positions: knowing that would take a read)."""
-        sorted_src, order = torch.sort(self._col, stable=True)
-        col = self.csr_dst.index_select(0, order)
-        eid = order.to(self.index_dtype) if self._eid is None else self._eid.index_select(0, order)
-        return Graph(_offsets(sorted_src, self.num_src), col, eid, self.num_dst, _validated=True,
-                     _sync_free=True)
 
     def reverse(self) -> Graph:
         """The transposed graph (edges from destinations to sources), same edge ids. Cached."""
@@ -724,28 +446,22 @@ class Graph:
             device = torch.device("cuda", torch.cuda.current_device())
         if device == self.device:
             return self
-        moved = Graph(
-            self._rowptr.to(device),
-            self._col.to(device),
-            None if self._eid is None else self._eid.to(device),
-            self._num_src,
-            _validated=True,
-            _sync_free=self._sync_free,
-            _max_degree=self._max_degree,
-        )
-        return moved
+        return self._converted(lambda t: t.to(device))
 
     def with_index_dtype(self, dtype: torch.dtype) -> Graph:
         """The same graph with ``int32`` or ``int64`` indices (int32 only where counts fit)."""
         if dtype not in (torch.int32, torch.int64):
             raise TypeError(f"dtype must be torch.int32 or torch.int64, got {dtype}")
-        if dtype == torch.int32 and _index_dtype_for(self.num_edges, self.num_src, self.num_dst) != dtype:
+        if dtype == torch.int32 and build.index_dtype_for(self.num_edges, self.num_src, self.num_dst) != dtype:
             raise ValueError(f"{self} has counts beyond the int32 range; it needs int64 indices")
         if dtype == self.index_dtype:
             return self
-        return Graph(self._rowptr.to(dtype), self._col.to(dtype),
-                     None if self._eid is None else self._eid.to(dtype), self._num_src, _validated=True,
-                     _sync_free=self._sync_free, _max_degree=self._max_degree)
+        return self._converted(lambda t: t.to(dtype))
+
+    def _converted(self, convert: Callable[[torch.Tensor], torch.Tensor]) -> Graph:
+        csr = build.Csr(convert(self._rowptr), convert(self._col),
+                        None if self._eid is None else convert(self._eid), self._num_src)
+        return Graph._made(csr, sync_free=self._sync_free, max_degree=self._max_degree)
 
     def coalesce(
         self, edge_weight: torch.Tensor | None = None, reduce: str = "sum"
@@ -762,41 +478,7 @@ class Graph:
             ``(graph, weights)`` with ``weights`` ``[E', *shape]``. The new graph's edges are
             sorted by destination, then source; its edge ids follow that order.
         """
-        reducers = ("sum", "mean", "max", "min", "first")
-        if reduce not in reducers:
-            raise ValueError(f"reduce must be one of {reducers}, got {reduce!r}")
-        if edge_weight is not None:
-            if not isinstance(edge_weight, torch.Tensor):
-                raise TypeError(f"edge_weight must be a torch.Tensor, got {type(edge_weight).__name__}")
-            if edge_weight.dim() == 0 or edge_weight.shape[0] != self.num_edges:
-                raise ValueError(f"edge_weight has shape {tuple(edge_weight.shape)} but the graph has "
-                                 f"{self.num_edges} edges")
-            if edge_weight.device != self.device:
-                raise ValueError(f"edge_weight is on {edge_weight.device} but the graph is on {self.device}")
-        dst = self.csr_dst.long()
-        src = self._col.long()
-        eid = (torch.arange(self.num_edges, device=self.device) if self._eid is None
-               else self._eid.long())
-        # Sort by (dst, src, edge id) so that duplicates are adjacent and "first" is the lowest id.
-        order = torch.argsort(eid)
-        order = order[torch.argsort(src[order], stable=True)]
-        order = order[torch.argsort(dst[order], stable=True)]
-        key = dst[order] * max(self.num_src, 1) + src[order]
-        is_new = torch.ones_like(key, dtype=torch.bool)
-        is_new[1:] = key[1:] != key[:-1]
-        group = torch.cumsum(is_new, 0) - 1
-        keep = order[is_new]
-        rowptr = torch.zeros(self.num_dst + 1, dtype=torch.int64, device=self.device)
-        torch.cumsum(torch.bincount(dst[keep], minlength=self.num_dst), 0, out=rowptr[1:])
-        graph = Graph._assemble(rowptr, src[keep], None, self.num_src, self.num_dst)
-        if edge_weight is None:
-            return graph
-        w = edge_weight[eid[order]]
-        n = int(keep.numel())
-        if reduce == "first":
-            return graph, w[is_new]
-        index = group.view(-1, *([1] * (w.dim() - 1))).expand_as(w)
-        out = torch.zeros((n, *w.shape[1:]), dtype=w.dtype, device=w.device)
-        torch_reduce = {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[reduce]
-        out.scatter_reduce_(0, index, w, torch_reduce, include_self=False)
-        return graph, out
+        csr, weights = build.coalesce(self._rowptr, self._col, self._eid, self.num_src, self.csr_dst,
+                                      edge_weight, reduce)
+        graph = Graph._made(csr)
+        return graph if edge_weight is None else (graph, weights)
