@@ -2,8 +2,10 @@
 
 Every function here returns :class:`Csr`, the parts a :class:`~gsparse.graph.Graph` is made
 of, after checking its inputs once: the host-side constructors raise at once and name the
-bad index; the block constructors check on the device (``torch._assert_async``) so that
-the host never waits. The graph's public constructors document the arguments.
+bad index; the block constructors check on the device so that the host never waits: on a
+GPU in one launch of a check kernel (:mod:`._block_checks`), elsewhere with PyTorch
+operations (raising at once on the CPU). The graph's public constructors document the
+arguments.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from . import _block_checks as block_checks
 from ._index_checks import check_count, check_fits, check_index_tensor, check_range, first_true
 
 _INT32_MAX = torch.iinfo(torch.int32).max
@@ -226,7 +229,17 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
     idx = index_dtype_for(num_edges, num_src, num_dst)
     indices = edge_index.to(idx, memory_format=torch.contiguous_format)
     src, dst = indices[0], indices[1]
-    if check and num_edges:
+    if dst_sorted:
+        col, eid, sorted_dst = src, None, dst
+    else:
+        # A stable sort keeps each row's edges in the user's order, as from_edge_index.
+        sorted_dst, order = torch.sort(dst, stable=True)
+        col, eid = src.index_select(0, order), order.to(idx)
+    check = check and num_edges > 0
+    on_gpu = check and block_checks.on_gpu(edge_index)
+    if on_gpu:  # one launch, before any kernel reads the block
+        block_checks.check_edges(edge_index, sorted_dst, num_src, num_dst, dst_sorted, max_degree)
+    elif check:
         low, high = torch.aminmax(edge_index, dim=1)
         ok = (low.min() >= 0) & (high[0] < num_src) & (high[1] < num_dst)
         if dst_sorted:
@@ -235,14 +248,8 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
                         f"edge_index[0] < num_src = {num_src}, 0 <= edge_index[1] < num_dst = "
                         f"{num_dst})" + (" or destinations out of order (dst_sorted=True)"
                                          if dst_sorted else ""))
-    if dst_sorted:
-        col, eid, sorted_dst = src, None, dst
-    else:
-        # A stable sort keeps each row's edges in the user's order, as from_edge_index.
-        sorted_dst, order = torch.sort(dst, stable=True)
-        col, eid = src.index_select(0, order), order.to(idx)
     rowptr = offsets(sorted_dst, num_dst)
-    if check and num_edges and num_dst and max_degree is not None:
+    if check and not on_gpu and num_dst and max_degree is not None:
         check_on_device((rowptr[1:] - rowptr[:-1]).max() <= max_degree,
                         f"from_block: a destination has more than max_degree = {max_degree} edges")
     return Csr(rowptr, col, eid, num_src), max_degree
@@ -263,7 +270,9 @@ def block_from_csr(rowptr: Any, col: Any, num_src: Any, eid: Any, max_degree: An
     num_edges, num_dst = col.numel(), rowptr.numel() - 1
     if eid is not None:
         eid = _checked_eid(eid, rowptr.device, num_edges)
-    if check:
+    if check and block_checks.on_gpu(rowptr):  # one launch
+        block_checks.check_csr(rowptr, col, eid, num_src, max_degree)
+    elif check:
         steps = rowptr[1:] - rowptr[:-1]
         ok = (rowptr[0] == 0) & (rowptr[-1] == num_edges)
         if num_dst:

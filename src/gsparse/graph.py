@@ -250,12 +250,13 @@ class Graph:
 
         Validation: on the CPU, indices out of range, unsorted destinations under
         ``dst_sorted`` and rows longer than ``max_degree`` raise ValueError at once. On a GPU
-        the same conditions are checked by the device (``torch._assert_async``), in order on
-        the stream before any kernel reads the graph, so that the host never waits: a
-        violation is a device-side assertion, reported at the next synchronisation, and
-        the CUDA context cannot be used afterwards. That is the price of a step that never
-        waits; the checks cost about ten small launches. To find the culprit, build the
-        same block with :meth:`from_edge_index`, whose errors name the bad index.
+        the same conditions are checked by the device, in one launch of a check kernel
+        ordered on the stream before any kernel reads the graph, so that the host never
+        waits: a violation is a device-side assertion (the kernel prints the bad index),
+        reported at the next synchronisation, and the CUDA context cannot be used
+        afterwards. That is the price of a step that never waits. To find the culprit
+        without losing the context, build the same block with :meth:`from_edge_index`,
+        whose errors name the bad index.
         """
         csr, max_degree = build.block_from_edge_index(edge_index, num_src, num_dst, dst_sorted,
                                                       max_degree, check)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import _block_checks as block_checks
 from . import backends, datasets, runtime
 from ._usage import Parser, UsageError, one_line
 from .backends import cpu as cpu_backend
@@ -377,6 +378,8 @@ def precompile(ops: Sequence[str] = DEFAULT_OPS, models: Sequence[str] = (), *,
         for target in targets_for(arch):
             for source, context in programs(tasks, stats, target, real_graphs).items():
                 work[(arch, source)] = context
+    for arch in archs:  # the checks of the first sampled block, whatever the operators
+        work[(arch, block_checks.source())] = block_checks.CONTEXT
     report.programs = len(work)
     progress(f"{len(tasks)} tasks: {len(work)} programs for {', '.join(archs)}")
     if dry_run:

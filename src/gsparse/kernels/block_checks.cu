@@ -1,0 +1,120 @@
+// The checks of Graph.from_block and Graph.from_block_csr, each in one launch.
+//
+// A sampled block is checked on the device so that the host never waits for a verdict:
+// every thread checks a few positions (a grid-stride loop) and a violation stops the
+// kernel with a device-side assertion (the error torch._assert_async raises), after
+// printing which index broke which rule. Nothing is written; a valid block costs one read
+// of its indices.
+//
+// Index types vary per argument (the user's int32 / int64 tensors are read as given, so
+// that an int64 index is checked before it is narrowed): each entry point below is one
+// instantiation, named after its types.
+
+extern "C" __device__ void __assertfail(const char* message, const char* file, unsigned line,
+                                        const char* function, size_t char_size);
+
+#define BLOCK_CHECK(cond, ...)                                                        \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            printf(__VA_ARGS__);                                                      \
+            __assertfail(#cond, __FILE__, __LINE__, __func__, sizeof(char));          \
+        }                                                                             \
+    } while (0)
+
+// Edge i of a [2, E] edge list: edges[i * stride] -> edges[row_stride + i * stride], the
+// tensor's strides as they are (a transposed [E, 2] view is read in place).
+// `sorted` holds the destinations in order (the CSR's row of each position) when a
+// max_degree is to be checked: a row has more than max_degree edges exactly when some
+// position i has sorted[i - max_degree] == sorted[i].
+template <typename K, typename S>
+__device__ void check_edges(const K* __restrict__ edges, long long row_stride, long long stride,
+                            const S* __restrict__ sorted, long long num_edges, long long num_src,
+                            long long num_dst, long long max_degree, int dst_sorted)
+{
+    const K* src = edges;
+    const K* dst = edges + row_stride;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < num_edges; i += step) {
+        const long long u = src[i * stride], v = dst[i * stride];
+        BLOCK_CHECK(0 <= u && u < num_src,
+                    "from_block: edge_index[0, %lld] = %lld is out of range [0, num_src = %lld)\n",
+                    i, u, num_src);
+        BLOCK_CHECK(0 <= v && v < num_dst,
+                    "from_block: edge_index[1, %lld] = %lld is out of range [0, num_dst = %lld)\n",
+                    i, v, num_dst);
+        if (dst_sorted && i > 0) {
+            const long long before = dst[(i - 1) * stride];
+            BLOCK_CHECK(before <= v,
+                        "from_block: destinations out of order (dst_sorted=True): edge_index[1, %lld] "
+                        "= %lld > edge_index[1, %lld] = %lld\n", i - 1, before, i, v);
+        }
+        if (sorted != nullptr && i >= max_degree) {
+            BLOCK_CHECK(sorted[i - max_degree] != sorted[i],
+                        "from_block: destination %lld has more than max_degree = %lld edges\n",
+                        (long long)sorted[i], max_degree);
+        }
+    }
+}
+
+// A CSR over num_dst rows: rowptr[0] == 0, rowptr[num_dst] == E, rows of 0..max_degree
+// edges (max_degree < 0: no bound), col in [0, num_src), eid (optional) in [0, E).
+template <typename I>
+__device__ void check_csr(const I* __restrict__ rowptr, const I* __restrict__ col,
+                          const I* __restrict__ eid, long long num_dst, long long num_edges,
+                          long long num_src, long long max_degree)
+{
+    const long long step = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (first == 0) {
+        BLOCK_CHECK(rowptr[0] == 0 && rowptr[num_dst] == num_edges,
+                    "from_block_csr: rowptr must run from 0 to len(col) = %lld, got rowptr[0] = "
+                    "%lld and rowptr[-1] = %lld\n", num_edges, (long long)rowptr[0],
+                    (long long)rowptr[num_dst]);
+    }
+    for (long long r = first; r < num_dst; r += step) {
+        const long long length = (long long)rowptr[r + 1] - rowptr[r];
+        BLOCK_CHECK(length >= 0, "from_block_csr: rowptr decreases: rowptr[%lld] = %lld < "
+                    "rowptr[%lld] = %lld\n", r + 1, (long long)rowptr[r + 1], r, (long long)rowptr[r]);
+        BLOCK_CHECK(max_degree < 0 || length <= max_degree,
+                    "from_block_csr: row %lld has %lld edges, more than max_degree = %lld\n",
+                    r, length, max_degree);
+    }
+    for (long long e = first; e < num_edges; e += step) {
+        const long long u = col[e];
+        BLOCK_CHECK(0 <= u && u < num_src,
+                    "from_block_csr: col[%lld] = %lld is out of range [0, num_src = %lld)\n",
+                    e, u, num_src);
+        if (eid != nullptr) {
+            const long long id = eid[e];
+            BLOCK_CHECK(0 <= id && id < num_edges,
+                        "from_block_csr: eid[%lld] = %lld is out of range [0, %lld)\n",
+                        e, id, num_edges);
+        }
+    }
+}
+
+#define CHECK_EDGES(name, K, S)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                            \
+    name(const K* __restrict__ edges, long long row_stride, long long stride,                    \
+         const S* __restrict__ sorted, long long num_edges, long long num_src, long long num_dst, \
+         long long max_degree, int dst_sorted)                                                   \
+    {                                                                                            \
+        check_edges(edges, row_stride, stride, sorted, num_edges, num_src, num_dst, max_degree,          \
+                    dst_sorted);                                                                 \
+    }
+
+CHECK_EDGES(check_edges_i32_i32, int, int)
+CHECK_EDGES(check_edges_i32_i64, int, long long)
+CHECK_EDGES(check_edges_i64_i32, long long, int)
+CHECK_EDGES(check_edges_i64_i64, long long, long long)
+
+#define CHECK_CSR(name, I)                                                                       \
+    extern "C" __global__ void __launch_bounds__(256)                                            \
+    name(const I* __restrict__ rowptr, const I* __restrict__ col, const I* __restrict__ eid,     \
+         long long num_dst, long long num_edges, long long num_src, long long max_degree)        \
+    {                                                                                            \
+        check_csr(rowptr, col, eid, num_dst, num_edges, num_src, max_degree);                    \
+    }
+
+CHECK_CSR(check_csr_i32, int)
+CHECK_CSR(check_csr_i64, long long)
