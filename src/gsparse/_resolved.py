@@ -98,43 +98,38 @@ _softmax_apply = super(torch.autograd.Function, _SoftmaxFunction).apply
 _grad_enabled = torch.is_grad_enabled
 
 
-def _shaped(t: Optional[Tensor], shape) -> Optional[Tensor]:
-    if shape is None:
-        return t
-    return None if shape is False else t.reshape(shape)
+def _operands(call: _calls.Call, lhs: Optional[Tensor],
+              rhs: Optional[Tensor]) -> tuple[Optional[Tensor], Optional[Tensor], bool]:
+    """The operands as ``call`` runs them (see :attr:`~gsparse._calls.Call.shapes`), and
+    whether autograd records the call: it is on and an operand requires grad."""
+    lhs_shape, rhs_shape = call.shapes
+    if lhs_shape is not None:
+        lhs = None if lhs_shape is False else lhs.reshape(lhs_shape)
+    if rhs_shape is not None:
+        rhs = None if rhs_shape is False else rhs.reshape(rhs_shape)
+    return lhs, rhs, _grad_enabled() and ((lhs is not None and lhs.requires_grad)
+                                          or (rhs is not None and rhs.requires_grad))
 
 
 def spmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
     """The g-SpMM of a resolved call on these operands, recording autograd where it is on
     and an operand requires grad."""
-    lhs_shape, rhs_shape = call.shapes
-    if lhs_shape is not None:
-        lhs = _shaped(lhs, lhs_shape)
-    if rhs_shape is not None:
-        rhs = _shaped(rhs, rhs_shape)
-    if _grad_enabled() and ((lhs is not None and lhs.requires_grad)
-                            or (rhs is not None and rhs.requires_grad)):
-        op, reduce = call.args
-        if not REDUCERS[reduce].keeps_arg:
-            return _spmm_apply(call, lhs, rhs)
-        if "with_arg" not in call.extra:
-            call.extra["with_arg"] = _calls.resolve_spmm(call.graph, op, reduce, lhs, rhs,
-                                                         call.out_shape, with_arg=True)
-        return _spmm_arg_apply(call, lhs, rhs)
-    return call.run(lhs, rhs)
+    lhs, rhs, records = _operands(call, lhs, rhs)
+    if not records:
+        return call.run(lhs, rhs)
+    op, reduce = call.args
+    if not REDUCERS[reduce].keeps_arg:
+        return _spmm_apply(call, lhs, rhs)
+    if "with_arg" not in call.extra:
+        call.extra["with_arg"] = _calls.resolve_spmm(call.graph, op, reduce, lhs, rhs,
+                                                     call.out_shape, with_arg=True)
+    return _spmm_arg_apply(call, lhs, rhs)
 
 
 def sddmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
     """The g-SDDMM of a resolved call on these operands (see :func:`spmm_resolved`)."""
-    lhs_shape, rhs_shape = call.shapes
-    if lhs_shape is not None:
-        lhs = _shaped(lhs, lhs_shape)
-    if rhs_shape is not None:
-        rhs = _shaped(rhs, rhs_shape)
-    if _grad_enabled() and ((lhs is not None and lhs.requires_grad)
-                            or (rhs is not None and rhs.requires_grad)):
-        return _sddmm_apply(call, lhs, rhs)
-    return call.run(lhs, rhs)
+    lhs, rhs, records = _operands(call, lhs, rhs)
+    return _sddmm_apply(call, lhs, rhs) if records else call.run(lhs, rhs)
 
 
 def softmax_resolved(call: _calls.Call, logits: Tensor) -> Tensor:
