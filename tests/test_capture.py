@@ -162,3 +162,25 @@ def test_reduce_overhead_compiles_the_models_and_matches_eager(name):
         torch.testing.assert_close(out, want_out, rtol=1e-4, atol=1e-4)
         for got, want in zip(grads, want_grads):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_gat_compiles_with_inductor_at_eight_heads_of_32(mode):
+    # At these widths torch 2.11's inductor tiled the backward of (h * att).sum(-1) into a
+    # reduction that faulted with a misaligned address; GATConv contracts instead.
+    torch.manual_seed(0)
+    model = TwoLayer(gnn.GATConv(64, 32, heads=8), gnn.GATConv(256, 41, heads=1, concat=False)).cuda()
+    g = _graph(3)
+    x = torch.randn(N, 64, device="cuda", requires_grad=True)
+    params = [x, *model.parameters()]
+    want_out = model(x, g)
+    want_grads = torch.autograd.grad((want_out * want_out).sum(), params)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, mode=mode)
+    for _ in range(3):
+        torch.compiler.cudagraph_mark_step_begin()
+        out = compiled(x, g)
+        grads = torch.autograd.grad((out * out).sum(), params)
+        torch.testing.assert_close(out, want_out, rtol=1e-4, atol=1e-4)
+        for got, want in zip(grads, want_grads):
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)

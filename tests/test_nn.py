@@ -129,8 +129,11 @@ def test_gat_returns_the_attention_weights_of_each_edge(add_self_loops):
     assert edges.dtype == torch.int64 and alpha.shape == alpha_theirs.shape
     # The same (edge, weight) pairs, each list in its own edge order.
     def by_edge(e, a):
-        return sorted((int(s), int(d), *[round(float(v), 5) for v in w]) for s, d, w in zip(e[0], e[1], a.detach()))
-    assert by_edge(edges, alpha) == by_edge(edges_theirs, alpha_theirs)
+        order = sorted(range(e.shape[1]), key=lambda i: (int(e[0, i]), int(e[1, i]), *a[i].tolist()))
+        return e[:, order], a.detach()[order]
+    (e, a), (e_theirs, a_theirs) = by_edge(edges, alpha), by_edge(edges_theirs, alpha_theirs)
+    assert torch.equal(e, e_theirs)
+    torch.testing.assert_close(a, a_theirs, rtol=1e-5, atol=1e-5)
 
 
 def test_gat_attention_dropout_only_in_training():

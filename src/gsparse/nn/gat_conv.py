@@ -119,8 +119,10 @@ class GATConv(nn.Module):
         x = check_node_features("x", x, self.in_channels)
         g = as_graph(graph, x.shape[0], x.shape[0])
         h = self.lin(x).view(-1, self.heads, self.out_channels)
-        score_src = (h * self.att_src).sum(-1)
-        score_dst = (h * self.att_dst).sum(-1)
+        # Contractions, not (h * att).sum(-1): torch 2.11's inductor tiles the backward of
+        # that sum into a reduction that faults with a misaligned address on an H100.
+        score_src = torch.einsum("nhc,hc->nh", h, self.att_src[0])
+        score_dst = torch.einsum("nhc,hc->nh", h, self.att_dst[0])
         masked = None
         if self.add_self_loops:
             loops = self_loops(g)
