@@ -11,9 +11,9 @@ import torch
 
 from gsparse import Graph
 from gsparse.datasets import (FAMILIES, ORDERINGS, STENCILS, Choice, LogNormal, PowerLaw, Range, Regular,
-                              block_model_graph, community_graph, corpus, describe_structure, hub_graph,
+                              banded_graph, block_model_graph, community_graph, corpus, describe_structure, hub_graph,
                               lattice_edge_count, lattice_graph, node_order, random_graph, relabel, reorder,
-                              rmat_graph, road_graph, sample_blocks)
+                              popular_graph, rmat_graph, road_graph, sample_blocks)
 from gsparse.datasets.orderings import _components, _undirected
 
 
@@ -145,6 +145,27 @@ def test_hub_rows_and_hub_columns_have_the_requested_degrees():
     top = torch.sort(cols, descending=True).values
     assert abs(float(top[0]) - 0.4) < 0.02 and abs(float(top[1]) - 0.4) < 0.02
     assert float(top[2]) < 0.05
+
+
+def test_banded_sources_lie_within_the_band_wrapped_at_the_ends():
+    n, width = 5_000, 40
+    g = banded_graph(n, LogNormal(12, 0.8), width, seed=3)
+    assert g.num_edges == 12 * n and _rows_sorted(g)
+    distance = (g.col.long() - g.csr_dst.long()).abs()
+    distance = torch.minimum(distance, n - distance)  # wrapped
+    assert int(distance.max()) <= width and float(distance.double().mean()) > width / 3
+    assert describe_structure(g).block_spread < 0.05  # a block of rows reads a narrow range
+
+
+def test_popular_sources_feed_most_rows_and_zero_popularity_is_uniform():
+    g = popular_graph(20_000, Regular(8), 1.2, num_src=5_000, seed=4)
+    assert (g.num_dst, g.num_src, g.num_edges) == (20_000, 5_000, 160_000)
+    reads = torch.sort(g.out_degrees().double(), descending=True).values
+    assert float(reads[:50].sum()) > 0.5 * g.num_edges  # 1% of the sources take most edges
+    flat = popular_graph(20_000, Regular(8), 0.0, num_src=5_000, seed=4).out_degrees().double()
+    assert float(flat.std() / flat.mean()) < 0.2  # Poisson(32): cov about 0.18
+    with pytest.raises(ValueError, match="popularity"):
+        popular_graph(10, Regular(2), -1.0)
 
 
 def test_rmat_is_skewed_with_graph500_parameters_and_flat_with_equal_quadrants():

@@ -134,9 +134,13 @@ def reference_scores(ensemble, x: np.ndarray) -> np.ndarray:
 
 
 def reference_choice(model, operator: str, task, stats: GraphStats, structure: GraphStructure, target: Target):
-    """The schedule of the task's pruned space that ``model`` ranks first, the plain way."""
+    """The schedule of the task's pruned space and the hand rule's pick that ``model``
+    ranks first, the plain way."""
     ops = spmm if operator == "spmm" else sddmm
-    candidates = ops.pruned_space(task, stats, target).kept
+    candidates = list(ops.pruned_space(task, stats, target).kept)
+    default = ops.default_schedule(task, stats, target)
+    if default not in candidates:
+        candidates.append(default)
     costs = -reference_scores(model.ensemble, reference_featurize(task, structure, target, candidates))
     return candidates[int(costs.argmin())]
 

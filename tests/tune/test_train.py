@@ -78,3 +78,21 @@ def test_training_holds_out_whole_families_and_writes_the_rank_model(tmp_path, c
     [cell] = train.load_cells([path])[-1:]
     quality = train.judge(model, [cell])
     assert quality["spearman_within_cell"] > 0.8  # it learnt the order of the made-up times
+
+
+def test_the_hand_rules_pick_outside_the_sweep_joins_the_cell_with_its_own_time(tmp_path):
+    docs = _cells("lognormal", 2, seed=3)[:2]
+    default = docs[0]["default"]["schedule"]
+    docs[0] = {**docs[0], "schedules": [s for s in docs[0]["schedules"] if s["schedule"] != default]}
+    first, second = train.load_cells([_write(tmp_path / "cells.jsonl", docs, zipped=False)])
+    assert first.schedules[-1] == first.default_schedule and first.times_ms[-1] == first.default_ms == 99.0
+    assert len(first.schedules) == len(docs[0]["schedules"]) + 1
+    assert len(second.schedules) == len(docs[1]["schedules"])  # swept: not added twice
+
+
+def test_training_with_no_held_out_cells_ships_models_trained_on_every_family(tmp_path, capsys):
+    pytest.importorskip("lightgbm")
+    path = _write(tmp_path / "cells.jsonl", _cells("lognormal", 8, seed=1) + _cells("rmat", 4, seed=2), zipped=False)
+    assert train.main([str(path), "--held-out", "banded", "--model", "rank", "--out", str(tmp_path / "m")]) == 0
+    assert "no cells of ['banded']; trained on all 12 cells" in capsys.readouterr().out
+    assert RankModel().load(tmp_path / "m" / "spmm-rank.json").ensemble is not None

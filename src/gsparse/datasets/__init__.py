@@ -23,7 +23,8 @@ The benchmark suite and the tuner both draw their graphs from here.
 """
 
 from .corpus import FAMILIES, Choice, Family, Range, corpus
-from .families import DegreeLaw, Regular, block_model_graph, community_graph, hub_graph, random_graph
+from .families import (DegreeLaw, Regular, banded_graph, block_model_graph, community_graph, hub_graph,
+                       popular_graph, random_graph)
 from .lattices import STENCILS, lattice_edge_count, lattice_graph, road_graph
 from .orderings import ORDERINGS, node_order, relabel, reorder
 from .presets import PRESETS, SUITES, Preset, preset, scale_for_edges
@@ -64,6 +65,8 @@ __all__ = [
     "community_graph",
     "block_model_graph",
     "hub_graph",
+    "banded_graph",
+    "popular_graph",
     "rmat_graph",
     "STENCILS",
     "lattice_graph",

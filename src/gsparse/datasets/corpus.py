@@ -21,7 +21,8 @@ import torch
 
 from ..graph import Graph
 from ._edges import check_int
-from .families import Regular, block_model_graph, community_graph, hub_graph, random_graph
+from .families import (Regular, banded_graph, block_model_graph, community_graph, hub_graph, popular_graph,
+                       random_graph)
 from .lattices import lattice_edge_count, lattice_graph, road_graph
 from .orderings import ORDERINGS, reorder
 from .rmat import rmat_graph
@@ -224,6 +225,21 @@ def _bipartite(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.de
     return random_graph(num_dst, law, num_src=num_src, seed=seed, device=device)
 
 
+def _banded(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    n, mean = _nodes(num_edges, p["mean_degree"])
+    return banded_graph(n, LogNormal(mean, p["cov"]), p["bandwidth"], seed=seed, device=device)
+
+
+def _popular(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    # Sized as _bipartite: num_src <= num_edges, and a row's mean length <= num_src.
+    ratio = p["src_per_dst"]
+    mean = min(max(p["mean_degree"], ratio, 1.0), math.sqrt(ratio * num_edges))
+    num_dst = max(1, round(num_edges / mean))
+    num_src = max(1, round(ratio * num_dst))
+    law = LogNormal(min(num_edges / num_dst, num_src), p["cov"])
+    return popular_graph(num_dst, law, p["popularity"], num_src=num_src, seed=seed, device=device)
+
+
 def _sampled(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device,
              max_edges: int | None) -> Graph:
     fanout, hops, mean = p["fanout"], p["hops"], p["base_mean_degree"]
@@ -293,6 +309,12 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            {"law": Choice(("lognormal", "power_law", "regular")), "src_per_dst": Range(0.01, 100, log=True),
             "mean_degree": Range(2, 128, log=True), "cov": _LOGNORMAL_COV,
             "exponent": _POWER_LAW_EXPONENT, "jitter": _REGULAR_JITTER}, _bipartite),
+    Family("banded", "square, every source within a band of ids around its row (wrapped at the ends)",
+           {"mean_degree": Range(2, 256, log=True), "cov": Range(0.1, 1.5),
+            "bandwidth": Range(4, 65536, log=True, integer=True)}, _banded),
+    Family("popular", "tall or wide, lognormal row lengths, Zipf-popular sources (few sources feed most rows)",
+           {"src_per_dst": Range(0.1, 10, log=True), "mean_degree": Range(2, 128, log=True),
+            "cov": Range(0.2, 1.5), "popularity": Range(0.5, 1.3)}, _popular),
     Family("sampled", "mini-batch blocks of uniform neighbour sampling from a larger base graph",
            {"base": Choice(("power_law", "community", "rmat")), "base_mean_degree": Range(8, 64, log=True),
             "hops": Range(1, 3, integer=True), "fanout": Range(2, 32, log=True, integer=True),

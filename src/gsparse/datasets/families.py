@@ -1,4 +1,5 @@
-"""Random graph families: degree laws, bipartite shapes, communities, block models, hubs.
+"""Random graph families: degree laws, bipartite shapes, communities, block models, hubs,
+banded matrices and popular sources.
 
 Every family is a function of explicit parameters and a ``seed``, built with vectorised
 torch on ``device`` (CPU or CUDA; the graph is a function of the arguments and the device
@@ -25,7 +26,8 @@ from ._edges import (check_fraction, check_int, check_seed, generator, graph_fro
                      rows_of, uniform_below)
 from .synthetic import LogNormal, PowerLaw, _check_real, _fit_total, _midpoint_quantiles, _round_to_total
 
-__all__ = ["Regular", "DegreeLaw", "random_graph", "community_graph", "block_model_graph", "hub_graph"]
+__all__ = ["Regular", "DegreeLaw", "random_graph", "community_graph", "block_model_graph", "hub_graph",
+           "banded_graph", "popular_graph"]
 
 
 @dataclass(frozen=True)
@@ -278,3 +280,74 @@ def hub_graph(
         dst.append(joined)
         src.append(hub.expand(joined.numel()))
     return graph_from_pairs(torch.cat(dst), torch.cat(src), n, n)
+
+
+def banded_graph(
+    num_nodes: int,
+    degree: DegreeLaw,
+    bandwidth: int,
+    *,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> Graph:
+    """A banded matrix: every source of row ``v`` lies within ``bandwidth`` ids of ``v``.
+
+    Row lengths follow ``degree``; each source is ``v + d`` with ``d`` uniform in
+    ``[-bandwidth, bandwidth]``, wrapped around the ends (``mod num_nodes``), as a finite
+    element or sequence matrix in a bandwidth-reducing order reads its neighbours.
+
+    Args:
+        num_nodes: nodes (rows and sources), ``>= 1``.
+        degree: row-length law; ``degree.mean <= num_nodes``.
+        bandwidth: half-width of the band, ``>= 0``.
+        seed: random seed.
+        device: where the graph is built.
+    """
+    n = check_int("num_nodes", num_nodes, 1)
+    width = min(check_int("bandwidth", bandwidth, 0), n // 2)
+    device = torch.device(device)
+    gen = generator(check_seed(seed), device)
+    lengths = _row_lengths(degree, n, n, gen, device)
+    num_edges = int(lengths.sum())
+    row = rows_of(lengths, num_edges)
+    offset = uniform_below(torch.full((num_edges,), 2 * width + 1, device=device), gen) - width
+    return graph_from_rows(lengths, row, torch.remainder(row + offset, n), n)
+
+
+def popular_graph(
+    num_dst: int,
+    degree: DegreeLaw,
+    popularity: float,
+    *,
+    num_src: int | None = None,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> Graph:
+    """Row lengths from ``degree``, sources drawn by Zipf popularity: a few sources feed most rows.
+
+    The source of popularity rank ``k`` (1-based, ranks given to the ids in a random order)
+    is drawn with probability proportional to ``k ** -popularity``, as the items of a
+    recommendation graph are: column lengths skewed, row lengths as the law says.
+
+    Args:
+        num_dst: destination nodes (rows), ``>= 1``.
+        degree: row-length law; ``degree.mean <= num_src``.
+        popularity: Zipf exponent, ``>= 0`` (0: uniform sources).
+        num_src: source nodes, ``>= 1``; ``None`` for ``num_dst``.
+        seed: random seed.
+        device: where the graph is built.
+    """
+    num_dst = check_int("num_dst", num_dst, 1)
+    num_src = num_dst if num_src is None else check_int("num_src", num_src, 1)
+    if _check_real("popularity", popularity) < 0:
+        raise ValueError(f"popularity must be >= 0, got {popularity}")
+    device = torch.device(device)
+    gen = generator(check_seed(seed), device)
+    lengths = _row_lengths(degree, num_dst, num_src, gen, device)
+    num_edges = int(lengths.sum())
+    weights = torch.arange(1, num_src + 1, device=device, dtype=torch.float64) ** -float(popularity)
+    cdf = torch.cumsum(weights, 0)
+    draws = torch.rand(num_edges, generator=gen, device=device, dtype=torch.float64) * cdf[-1]
+    rank = torch.clamp(torch.searchsorted(cdf, draws), max=num_src - 1)
+    col = torch.randperm(num_src, generator=gen, device=device)[rank]
+    return graph_from_rows(lengths, rows_of(lengths, num_edges), col, num_src)

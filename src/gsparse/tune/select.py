@@ -5,7 +5,8 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
 
 - ``"model"`` (the default): the cost model shipped with gsparse ranks the task's space,
   pruned by LO-SpMM's arithmetic constraints (``gsparse.kernels.spmm.pruned_space``;
-  nothing is compiled), and its first choice runs. No measurement; the only device work is
+  nothing is compiled, with the hand rule's pick added where the pruning removed it or
+  the space lacks it), and its first choice runs. No measurement; the only device work is
   the graph's signature and structure statistics, computed once per graph. The spaces it
   ranked are kept with the part of their features that does not read the graph
   (``_SpaceCache``).
@@ -216,7 +217,8 @@ def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tens
 
 def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
     """The shipped model's first choice of ``task``'s pruned space on ``g`` for ``target``
-    (LO-SpMM's arithmetic constraints, :data:`~gsparse.kernels.pruning.THRESHOLDS`): what
+    (LO-SpMM's arithmetic constraints, :data:`~gsparse.kernels.pruning.THRESHOLDS`) and
+    the hand rule's pick (some graphs' best, e.g. very short rows, lie outside the space): what
     the "model" policy runs where no tuning record exists (the hand rule's pick where no
     model ships for ``operator``). Measures and compiles nothing; ``g`` may live on any
     device."""
@@ -230,6 +232,15 @@ def _first_choice(model: RankModel, space: SpaceFeatures, structure) -> Any:
     """The schedule of ``space`` that ``model`` ranks first on a graph of ``structure``
     (the earliest of equal costs)."""
     return space.schedules[int(model.predict(space(structure)).argmin())]
+
+
+def ranked_candidates(operator: str, task: Any, stats: GraphStats, target: Target) -> tuple:
+    """What the "model" policy ranks: the pruned space, then the hand rule's pick where
+    the space does not hold it."""
+    ops = kernels.OPERATORS[operator]
+    kept = tuple(ops.pruned_space(task, stats, target).kept)
+    default = ops.default_schedule(task, stats, target)
+    return kept if default in kept else (*kept, default)
 
 
 class _SpaceCache:
@@ -250,8 +261,7 @@ class _SpaceCache:
         key = (operator, task, target, stats)
         found = self._entries.get(key)
         if found is None:
-            candidates = kernels.OPERATORS[operator].pruned_space(task, stats, target).kept
-            found = self._entries[key] = SpaceFeatures(task, target, candidates)
+            found = self._entries[key] = SpaceFeatures(task, target, ranked_candidates(operator, task, stats, target))
             if len(self._entries) > self._size:  # pop, not del: another thread may have evicted it
                 self._entries.pop(next(iter(self._entries)), None)
         return found
