@@ -117,6 +117,17 @@ def test_bad_block_csrs_raise_on_the_cpu(rowptr, col, eid, message):
                              eid=None if eid is None else torch.tensor(eid))
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("dst_sorted", [True, False])
+def test_a_block_from_a_strided_edge_list_has_contiguous_indices(dtype, dst_sorted):
+    # A transposed [E, 2] view of the index dtype was kept strided, so the CSR's col (and
+    # the GPU check kernel's sorted destinations) were strided views the kernels read densely.
+    ei = torch.tensor([[0, 1, 2, 0], [0, 0, 1, 2]], dtype=dtype).t().contiguous().t()
+    g = Graph.from_block(ei, num_src=3, num_dst=3, dst_sorted=dst_sorted, max_degree=2)
+    assert g.col.is_contiguous() and g.rowptr.is_contiguous()
+    assert g.col.tolist() == [0, 1, 2, 0] and g.rowptr.tolist() == [0, 2, 3, 4]
+
+
 def test_block_inputs_are_checked_for_type_and_shape():
     with pytest.raises(TypeError, match="edge_index must have dtype int32 or int64"):
         Graph.from_block(torch.zeros(2, 3), num_src=1, num_dst=1)

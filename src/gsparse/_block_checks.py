@@ -69,6 +69,8 @@ def check_edges(edge_index: torch.Tensor, sorted_dst: torch.Tensor | None, num_s
     when ``dst_sorted``, and, when ``max_degree`` is given, that no destination appears
     more than ``max_degree`` times in ``sorted_dst`` (the destinations sorted)."""
     sorted_dst = None if max_degree is None else sorted_dst
+    if sorted_dst is not None and not sorted_dst.is_contiguous():
+        raise ValueError("the sorted destinations must be contiguous: the kernel reads them densely")
     index_type = _SUFFIX[edge_index.dtype if sorted_dst is None else sorted_dst.dtype]
     row_stride, stride = edge_index.stride()
     num_edges = edge_index.shape[1]

@@ -227,7 +227,9 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
     max_degree = None if max_degree is None else check_count("max_degree", max_degree)
     num_edges = edge_index.shape[1]
     idx = index_dtype_for(num_edges, num_src, num_dst)
-    indices = edge_index.to(idx, memory_format=torch.contiguous_format)
+    # .to() returns a tensor of the right dtype as it is (a transposed [E, 2] view stays
+    # strided): the rows must be contiguous, they become the CSR's col and the checks' input.
+    indices = edge_index.to(idx).contiguous()
     src, dst = indices[0], indices[1]
     if dst_sorted:
         col, eid, sorted_dst = src, None, dst
