@@ -3,7 +3,6 @@ index type, catches each kind of bad block, and lets every good one through."""
 
 from __future__ import annotations
 
-import importlib.resources
 import subprocess
 import sys
 import textwrap
@@ -25,8 +24,7 @@ _KERNELS = [f"check_edges_{k}_{s}" for k in ("i32", "i64") for s in ("i32", "i64
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_the_check_kernels_compile_for_every_index_type_without_spills(arch):
-    source = importlib.resources.files("gsparse.kernels").joinpath("block_checks.cu").read_text()
-    binary = compile_cuda(source, arch=arch, cache=None)
+    binary = compile_cuda(block_checks.source(), arch=arch, cache=None)
     assert sorted(binary.resources) == sorted(_KERNELS)
     for name in _KERNELS:  # printf's arguments take a little stack; nothing spills
         assert binary.resources[name].spill_stores == 0 and binary.resources[name].spill_loads == 0
@@ -70,6 +68,11 @@ def gpu_path(monkeypatch):
     return recorder
 
 
+def _value(argument) -> int:
+    """A scalar launch argument's value (arguments are bound by name through a Signature)."""
+    return argument.value
+
+
 def _ops(build) -> list[str]:
     with _TensorOps() as mode:
         build()
@@ -88,7 +91,7 @@ def test_a_gpu_block_is_checked_in_one_launch_and_no_other_operation(gpu_path, d
     [(name, grid, block, args)] = gpu_path.launches
     assert name == f"check_edges_{block_checks._SUFFIX[dtype]}_i32" and (grid, block) == (1, 256)
     assert args[0] is ei and args[3] is not None and args[3].dtype == torch.int32
-    assert [int(a) for a in args[1:3] + args[4:]] == [ei.stride(0), ei.stride(1), 5, 5, 3, 2,
+    assert [_value(a) for a in args[1:3] + args[4:]] == [ei.stride(0), ei.stride(1), 5, 5, 3, 2,
                                                       int(dst_sorted)]
     assert torch.equal(args[3].long(), torch.tensor([0, 0, 1, 2, 2]))  # the rows, sorted
 
@@ -98,7 +101,7 @@ def test_a_gpu_blocks_checks_read_a_transposed_edge_list_in_place(gpu_path):
     Graph.from_block(ei, num_src=3, num_dst=2, dst_sorted=True)
     [(name, _, _, args)] = gpu_path.launches
     assert name == "check_edges_i64_i64" and args[0] is ei and args[3] is None  # no max_degree
-    assert (int(args[1]), int(args[2]), int(args[7])) == (1, 2, -1)
+    assert (_value(args[1]), _value(args[2]), _value(args[7])) == (1, 2, -1)
 
 
 def test_a_gpu_blocks_csr_is_checked_in_one_launch(gpu_path):
@@ -112,7 +115,7 @@ def test_a_gpu_blocks_csr_is_checked_in_one_launch(gpu_path):
     build(True)
     [(name, grid, block, args)] = gpu_path.launches
     assert name == "check_csr_i64" and (grid, block) == (1, 256)
-    assert [int(a) for a in args[3:]] == [2, 3, 3, 2]
+    assert [_value(a) for a in args[3:]] == [2, 3, 3, 2]
     assert torch.equal(args[1], col.long())
 
 

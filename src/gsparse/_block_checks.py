@@ -10,20 +10,44 @@ compiled once per GPU architecture through the disk cache, like every generated 
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from . import runtime
 
+if TYPE_CHECKING:
+    from .kernels.source import Signature
+
 BLOCK = 256  # threads per block
 MAX_BLOCKS = 1024  # a grid-stride loop covers the rest
+_C_TYPE = {torch.int32: "int", torch.int64: "long long"}
 _SUFFIX = {torch.int32: "i32", torch.int64: "i64"}
-# NumPy scalars are typed kernel arguments too, and cost a tenth of runtime.i64's checks
-# (the counts here are checked already: non-negative ints of at most 63 bits).
-_i64 = np.int64
+
+
+# The signatures are made on first use: gsparse.kernels imports the graph, which imports this.
+@functools.cache
+def _edges_signature(edges: torch.dtype, sorted_dst: torch.dtype) -> Signature:
+    from .kernels.source import Signature
+
+    return Signature(f"check_edges_{_SUFFIX[edges]}_{_SUFFIX[sorted_dst]}", (
+        (f"const {_C_TYPE[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
+        ("long long", "stride"), (f"const {_C_TYPE[sorted_dst]}* __restrict__", "sorted"),
+        ("long long", "num_edges"), ("long long", "num_src"), ("long long", "num_dst"),
+        ("long long", "max_degree"), ("int", "dst_sorted")))
+
+
+@functools.cache
+def _csr_signature(index: torch.dtype) -> Signature:
+    from .kernels.source import Signature
+
+    pointer = f"const {_C_TYPE[index]}* __restrict__"
+    return Signature(f"check_csr_{_SUFFIX[index]}", (
+        (pointer, "rowptr"), (pointer, "col"), (pointer, "eid"), ("long long", "num_dst"),
+        ("long long", "num_edges"), ("long long", "num_src"), ("long long", "max_degree")))
+
 
 
 CONTEXT = "gsparse block checks"
@@ -31,7 +55,15 @@ CONTEXT = "gsparse block checks"
 
 def source() -> str:
     """The program of the check kernels (``gsparse precompile`` builds it too)."""
-    return importlib.resources.files("gsparse.kernels").joinpath("block_checks.cu").read_text()
+    body = importlib.resources.files("gsparse.kernels").joinpath("block_checks.cu").read_text()
+    entries = [_entry(_edges_signature(k, s), "check_edges") for k in _C_TYPE for s in _C_TYPE]
+    entries += [_entry(_csr_signature(i), "check_csr") for i in _C_TYPE]
+    return body + "\n" + "\n\n".join(entries) + "\n"
+
+
+def _entry(signature: Signature, template: str) -> str:
+    arguments = ", ".join(name for _, name in signature.params)
+    return f"{signature.declaration((BLOCK,))}\n{{\n    {template}({arguments});\n}}"
 
 
 class CheckKernels:
@@ -57,9 +89,9 @@ def on_gpu(tensor: torch.Tensor) -> bool:
     return tensor.is_cuda
 
 
-def _launch(name: str, device: torch.device, positions: int, args: list[Any]) -> None:
+def _launch(signature: Signature, device: torch.device, positions: int, values: dict[str, Any]) -> None:
     blocks = min(max(-(-positions // BLOCK), 1), MAX_BLOCKS)
-    KERNELS(name, device.index).launch(blocks, BLOCK, args)
+    KERNELS(signature.name, device.index).launch(blocks, BLOCK, signature.arguments(values))
 
 
 def check_edges(edge_index: torch.Tensor, sorted_dst: torch.Tensor | None, num_src: int,
@@ -71,12 +103,14 @@ def check_edges(edge_index: torch.Tensor, sorted_dst: torch.Tensor | None, num_s
     sorted_dst = None if max_degree is None else sorted_dst
     if sorted_dst is not None and not sorted_dst.is_contiguous():
         raise ValueError("the sorted destinations must be contiguous: the kernel reads them densely")
-    index_type = _SUFFIX[edge_index.dtype if sorted_dst is None else sorted_dst.dtype]
+    signature = _edges_signature(edge_index.dtype,
+                                 edge_index.dtype if sorted_dst is None else sorted_dst.dtype)
     row_stride, stride = edge_index.stride()
     num_edges = edge_index.shape[1]
-    _launch(f"check_edges_{_SUFFIX[edge_index.dtype]}_{index_type}", edge_index.device, num_edges,
-            [edge_index, _i64(row_stride), _i64(stride), sorted_dst, _i64(num_edges), _i64(num_src),
-             _i64(num_dst), _i64(-1 if max_degree is None else max_degree), np.int32(dst_sorted)])
+    _launch(signature, edge_index.device, num_edges, dict(
+        edges=edge_index, row_stride=row_stride, stride=stride, sorted=sorted_dst, num_edges=num_edges,
+        num_src=num_src, num_dst=num_dst, max_degree=-1 if max_degree is None else max_degree,
+        dst_sorted=int(dst_sorted)))
 
 
 def check_csr(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None, num_src: int,
@@ -90,6 +124,6 @@ def check_csr(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None,
     rowptr, col = rowptr.to(dtype).contiguous(), col.to(dtype).contiguous()
     eid = None if eid is None else eid.to(dtype).contiguous()
     num_dst, num_edges = rowptr.shape[0] - 1, col.shape[0]
-    _launch(f"check_csr_{_SUFFIX[dtype]}", rowptr.device, max(num_dst, num_edges, 1),
-            [rowptr, col, eid, _i64(num_dst), _i64(num_edges), _i64(num_src),
-             _i64(-1 if max_degree is None else max_degree)])
+    _launch(_csr_signature(dtype), rowptr.device, max(num_dst, num_edges, 1), dict(
+        rowptr=rowptr, col=col, eid=eid, num_dst=num_dst, num_edges=num_edges, num_src=num_src,
+        max_degree=-1 if max_degree is None else max_degree))

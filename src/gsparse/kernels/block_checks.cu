@@ -7,7 +7,7 @@
 // of its indices.
 //
 // Index types vary per argument (the user's int32 / int64 tensors are read as given, so
-// that an int64 index is checked before it is narrowed): each entry point below is one
+// that an int64 index is checked before it is narrowed): each entry point is one
 // instantiation, named after its types.
 
 extern "C" __device__ void __assertfail(const char* message, const char* file, unsigned line,
@@ -93,28 +93,5 @@ __device__ void check_csr(const I* __restrict__ rowptr, const I* __restrict__ co
     }
 }
 
-#define CHECK_EDGES(name, K, S)                                                                  \
-    extern "C" __global__ void __launch_bounds__(256)                                            \
-    name(const K* __restrict__ edges, long long row_stride, long long stride,                    \
-         const S* __restrict__ sorted, long long num_edges, long long num_src, long long num_dst, \
-         long long max_degree, int dst_sorted)                                                   \
-    {                                                                                            \
-        check_edges(edges, row_stride, stride, sorted, num_edges, num_src, num_dst, max_degree,          \
-                    dst_sorted);                                                                 \
-    }
-
-CHECK_EDGES(check_edges_i32_i32, int, int)
-CHECK_EDGES(check_edges_i32_i64, int, long long)
-CHECK_EDGES(check_edges_i64_i32, long long, int)
-CHECK_EDGES(check_edges_i64_i64, long long, long long)
-
-#define CHECK_CSR(name, I)                                                                       \
-    extern "C" __global__ void __launch_bounds__(256)                                            \
-    name(const I* __restrict__ rowptr, const I* __restrict__ col, const I* __restrict__ eid,     \
-         long long num_dst, long long num_edges, long long num_src, long long max_degree)        \
-    {                                                                                            \
-        check_csr(rowptr, col, eid, num_dst, num_edges, num_src, max_degree);                    \
-    }
-
-CHECK_CSR(check_csr_i32, int)
-CHECK_CSR(check_csr_i64, long long)
+// The entry points, one per index-type pair, are declared by gsparse._block_checks from
+// their Signature, which also binds each launch's arguments by name.
