@@ -12,7 +12,6 @@ import torch
 
 from gsparse import datasets
 from gsparse.kernels import sddmm, spmm
-from gsparse.kernels.pruning import RegisterBudgetError
 from gsparse.target import H100
 from gsparse.tune import select
 from gsparse.tune.database import TuningDatabase

@@ -169,7 +169,7 @@ def measure_bandwidth(device: torch.device, *, copy_bytes: int | None = None) ->
     n = copy_bytes // 4
     src = torch.rand(n, device=device)
     dst = torch.empty_like(src)
-    copy_time = time_calls(lambda: dst.copy_(src), [()], device, budget_s=0.3, min_repeats=5).median_ms
+    copy_time = time_calls(lambda dst=dst, src=src: dst.copy_(src), [()], device, budget_s=0.3, min_repeats=5).median_ms
     del src, dst
 
     rows = max(1, cache // 4 // _GATHER_ROW_BYTES)

@@ -264,7 +264,7 @@ def _measure(model: nn.Module, w: Workload, graph: Any, epochs: int, warmup: int
         torch.cuda.reset_peak_memory_stats(device)
     opt = _optimizer(model)
     try:
-        epoch_ms = [timer(lambda: _train_step(model, opt, w, graph)) for _ in range(warmup + epochs)][warmup:]
+        epoch_ms = [timer(lambda opt=opt: _train_step(model, opt, w, graph)) for _ in range(warmup + epochs)][warmup:]
         model.eval()
         with torch.no_grad():
             infer_ms = [timer(lambda: model(w.x, graph)) for _ in range(warmup + epochs)][warmup:]
