@@ -6,12 +6,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..algebra import REDUCERS
 from ..sddmm import gsddmm
 from ..softmax import edge_softmax
 from ..spmm import gspmm
 from ._graph import GraphLike, as_graph, check_node_features, edge_index_of, glorot_, self_loops
 
-_FILL_REDUCERS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max", "min": "min"}
+# PyG's fill_value names of a reduction, onto gsparse's reducers.
+_FILL_REDUCERS = {"mean": REDUCERS["mean"], "add": REDUCERS["sum"], "sum": REDUCERS["sum"],
+                  "max": REDUCERS["max"], "min": REDUCERS["min"]}
 
 
 class GATConv(nn.Module):
@@ -175,14 +178,14 @@ class GATConv(nn.Module):
         reducer = _FILL_REDUCERS[self.fill_value]
         placeholder = torch.zeros(n, edge_attr.shape[1], dtype=edge_attr.dtype, device=edge_attr.device)
         features = torch.cat([edge_attr, placeholder])[loops.origin]
-        if reducer in ("sum", "mean"):
+        if not reducer.keeps_arg:  # sum or mean
             total = gspmm(loops.graph, "copy_rhs", "sum", None, features)
-            if reducer == "sum":
+            if not reducer.divides_by_degree:
                 return total
             others = (loops.graph.in_degrees() - 1).clamp(min=1).to(edge_attr.dtype).unsqueeze(-1)
             return total / others
         # max / min: the loop's placeholder must not win; rows with no other edge give 0.
-        sign = 1.0 if reducer == "max" else -1.0
+        sign = 1.0 if reducer.selects_by == ">" else -1.0
         lowest = torch.finfo(edge_attr.dtype).min
         features = torch.cat([sign * edge_attr, placeholder.fill_(lowest)])[loops.origin]
         best = gspmm(loops.graph, "copy_rhs", "max", None, features)
