@@ -56,12 +56,15 @@ def facts(t: Any) -> Any:
     return t.shape, t.dtype, t.device, -1  # made contiguous per call, into aligned storage
 
 
-def shaping(padded: Tensor | None, given: Any, used: bool) -> Any:
+def shaping(padded: Tensor | None, given: Any, used: bool, as_given: bool = False) -> Any:
     """How a resolved call shapes an operand (see :attr:`Call.shapes`): False when the
     operator ignores it, else the shape the front end padded it to (``padded``), or None
-    when that is the shape it was ``given`` with (its :func:`facts`)."""
+    when that is the shape it was ``given`` with (its :func:`facts`) or the run takes it
+    as given (``as_given``)."""
     if not used:
         return False
+    if as_given:
+        return None
     shape = tuple(padded.shape)
     return None if given is not None and tuple(given[0]) == shape else shape
 
@@ -140,7 +143,9 @@ def _bind(backend: Any, name: str, fallback: Callable[..., Any], *args: Any) -> 
 
 def resolve_spmm(g: Graph, op: str, reduce: str, lhs: Tensor | None, rhs: Tensor | None,
                  out_shape: tuple[int, ...], with_arg: bool = False) -> Callable[..., Any]:
-    """The backend's g-SpMM bound for operands like these (``run(lhs, rhs)``)."""
+    """The backend's g-SpMM bound for operands like these (``run(lhs, rhs)``). A bound run
+    whose ``flat_rhs`` attribute is true takes ``rhs`` in the shape it was given (its
+    elements are what it reads), which spares the call a reshape."""
     backend = backends.for_device(g.device)
 
     def run(lhs, rhs):

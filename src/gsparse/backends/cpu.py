@@ -264,8 +264,14 @@ def _bound_row_sum(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs
         return None
     if narrow and g.num_edges <= _SMALL_GRAPH_EDGES:
         product = _weighted_adjacency(g, lhs.dtype).product
-        return lambda lhs, rhs: product(lhs.contiguous(), rhs.reshape(-1))
-    return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), rhs.reshape(-1))
+
+        def run(lhs, rhs):
+            return product(lhs.contiguous(), rhs if rhs.dim() == 1 else rhs.reshape(-1))
+    else:
+        def run(lhs, rhs):
+            return _row_sum(g, lhs.contiguous(), rhs if rhs.dim() == 1 else rhs.reshape(-1))
+    run.flat_rhs = True  # one weight per edge, in any shape: the front end need not pad it
+    return run
 
 
 class _TorchBackend:
