@@ -56,15 +56,12 @@ def facts(t: Any) -> Any:
     return t.shape, t.dtype, t.device, -1  # made contiguous per call, into aligned storage
 
 
-def shaping(padded: Tensor | None, given: Any, used: bool, as_given: bool = False) -> Any:
+def shaping(padded: Tensor | None, given: Any, used: bool) -> Any:
     """How a resolved call shapes an operand (see :attr:`Call.shapes`): False when the
     operator ignores it, else the shape the front end padded it to (``padded``), or None
-    when that is the shape it was ``given`` with (its :func:`facts`) or the run takes it
-    as given (``as_given``)."""
+    when that is the shape it was ``given`` with (its :func:`facts`)."""
     if not used:
         return False
-    if as_given:
-        return None
     shape = tuple(padded.shape)
     return None if given is not None and tuple(given[0]) == shape else shape
 
@@ -96,9 +93,13 @@ class Call:
         generation: the graph's ``schedules`` and ``plans`` generations at resolution.
         device_type: where it runs (autocast is checked for this device type).
         extra: what else the owner resolves later (the run with arg indices of a max/min).
+        flat_rhs: whether ``run`` takes ``rhs`` in the shape it was given, unpadded (a
+            bound run with a true ``flat_rhs`` attribute reads only its elements); autograd's
+            formulas still get it padded.
     """
 
-    __slots__ = ("run", "shapes", "out_shape", "args", "parts", "generation", "device_type", "extra")
+    __slots__ = ("run", "shapes", "out_shape", "args", "parts", "generation", "device_type", "extra",
+                 "flat_rhs")
 
     def __init__(self, g: Graph, run: Callable[..., Any], shapes: tuple[Any, ...],
                  out_shape: tuple[int, ...], args: tuple[Any, ...]) -> None:
@@ -110,6 +111,7 @@ class Call:
         self.generation = _generation(g)
         self.device_type = g.device.type
         self.extra: dict[str, Any] = {}
+        self.flat_rhs = getattr(run, "flat_rhs", False)
 
     @property
     def graph(self) -> Graph:
@@ -143,9 +145,8 @@ def _bind(backend: Any, name: str, fallback: Callable[..., Any], *args: Any) -> 
 
 def resolve_spmm(g: Graph, op: str, reduce: str, lhs: Tensor | None, rhs: Tensor | None,
                  out_shape: tuple[int, ...], with_arg: bool = False) -> Callable[..., Any]:
-    """The backend's g-SpMM bound for operands like these (``run(lhs, rhs)``). A bound run
-    whose ``flat_rhs`` attribute is true takes ``rhs`` in the shape it was given (its
-    elements are what it reads), which spares the call a reshape."""
+    """The backend's g-SpMM bound for operands like these (``run(lhs, rhs)``); see
+    :attr:`Call.flat_rhs`."""
     backend = backends.for_device(g.device)
 
     def run(lhs, rhs):

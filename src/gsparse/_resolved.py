@@ -110,10 +110,10 @@ def spmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor
     lhs_shape, rhs_shape = call.shapes
     if lhs_shape is not None:
         lhs = _shaped(lhs, lhs_shape)
-    if rhs_shape is not None:
-        rhs = _shaped(rhs, rhs_shape)
     if _grad_enabled() and ((lhs is not None and lhs.requires_grad)
                             or (rhs is not None and rhs.requires_grad)):
+        if rhs_shape is not None:
+            rhs = _shaped(rhs, rhs_shape)
         op, reduce = call.args
         if not REDUCERS[reduce].keeps_arg:
             return _spmm_apply(call, lhs, rhs)
@@ -121,6 +121,8 @@ def spmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor
             call.extra["with_arg"] = _calls.resolve_spmm(call.graph, op, reduce, lhs, rhs,
                                                          call.out_shape, with_arg=True)
         return _spmm_arg_apply(call, lhs, rhs)
+    if rhs_shape is not None and not call.flat_rhs:
+        rhs = _shaped(rhs, rhs_shape)
     return call.run(lhs, rhs)
 
 

@@ -90,7 +90,7 @@ def gspmm(
     if key is not None and False not in key and not torch.is_autocast_enabled(g.device.type):
         run = _calls.resolve_spmm(g, op, reduce, lhs, rhs, out_shape)
         padded = (_calls.shaping(lhs, key[3], binop.uses_lhs),
-                  _calls.shaping(rhs, key[4], binop.uses_rhs, getattr(run, "flat_rhs", False)))
+                  _calls.shaping(rhs, key[4], binop.uses_rhs))
         call = _calls.store(g, key, _calls.Call(g, run, padded, out_shape, (op, reduce)))
         return _resolved.spmm_resolved(call, lhs, rhs)
     grad = _ops.needs_grad(lhs, rhs)
