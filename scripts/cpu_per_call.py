@@ -3,7 +3,7 @@
 Run from the repository root: ``OMP_NUM_THREADS=1 PYTHONPATH=src python3 scripts/cpu_per_call.py``
 (``--graph random`` for a random graph of Cora's size when the data is not at hand).
 
-For ``u_mul_e_sum`` and ``copy_u_sum`` at 4 and 64 features, prints microseconds per call
+For ``u_mul_e_sum`` and ``copy_u_sum`` at 4 and 64 features (``--features``), prints microseconds per call
 of gsparse (the public operator, eager, no autograd) and of ``torch.sparse.mm`` on a CSR
 built once with the same weights in CSR order (what a PyG user calls with ``adj_t``), and
 their ratio. The two take turns call by call; each number is the median over ``--rounds``
@@ -51,12 +51,13 @@ def main() -> None:
     parser.add_argument("--graph", choices=("cora", "random"), default="cora")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--features", type=int, nargs="+", default=[4, 64])
     args = parser.parse_args()
     g = _graph(args.graph)
     print(f"{args.graph}: {g}; torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
     print(f"{'case':<12} {'F':>3} {'gsparse µs':>11} {'torch.sparse.mm µs':>19} {'ratio':>6}")
     gen = torch.Generator().manual_seed(1)
-    for features in (4, 64):
+    for features in args.features:
         x = torch.randn(g.num_src, features, generator=gen)
         w = torch.rand(g.num_edges, generator=gen)
         in_csr_order = w if g.eid is None else w[g.eid.long()]

@@ -295,3 +295,30 @@ def test_a_graph_sharing_a_rowptr_does_not_hide_the_live_one(recorder):
     torch.testing.assert_close(gsparse.gspmm(g, "copy_lhs", "sum", x), x.flip(0))
     gsparse.gspmm(other, "copy_lhs", "sum", x)
     assert recorder.calls[0][1] is g and recorder.calls[1][1] is other
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+def test_weighted_sums_follow_weights_changed_between_calls(graph):
+    """The CPU backend writes each call's weights into a CSR it keeps with the graph (small
+    graphs, narrow rows): forward and backward see the weights as they are at the call,
+    whether an optimizer step, a write behind autograd's back (.data, NumPy) or new memory
+    changed them."""
+    g = _graph(graph)
+    src, dst = (i.long() for i in g.edges())
+    x, w = _leaf((g.num_src, 3), 1), _leaf((g.num_edges,), 2)
+    optimizer = torch.optim.SGD([x, w], lr=0.5)
+    changes = [optimizer.step, lambda: w.data.mul_(-2.0), lambda: w.detach().numpy().__setitem__(0, 7.0),
+               lambda: setattr(w, "data", torch.rand(g.num_edges, dtype=torch.float64)), lambda: None]
+    for change in changes:
+        grad = torch.randn(g.num_dst, 3, dtype=torch.float64)
+        optimizer.zero_grad()
+        out = gsparse.u_mul_e_sum(g, x, w)
+        out.backward(grad)
+        got = (out.detach(), x.grad.clone(), w.grad.clone())
+        reference = torch.zeros(g.num_dst, 3, dtype=torch.float64).index_add_(0, dst, x[src] * w[:, None])
+        want = (reference.detach(), *torch.autograd.grad(reference, (x, w), grad))
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+        with torch.no_grad():  # no autograd: the direct call
+            torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), reference.detach(), rtol=0, atol=1e-12)
+        change()

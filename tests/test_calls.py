@@ -138,6 +138,24 @@ def test_resolved_calls_pad_broadcast_operands_and_ignore_unused_ones():
     assert not out.requires_grad
 
 
+def test_a_run_that_takes_flat_weights_gets_them_as_given():
+    """The CPU backend's weighted sums read one weight per edge whatever its shape: their
+    resolved call passes ``[E]`` weights on unpadded (padded for autograd's formulas), and
+    the results and gradients do not change."""
+    g = named_graph("random")
+    x, w = torch.randn(g.num_src, 3, dtype=torch.float64), torch.rand(g.num_edges, dtype=torch.float64)
+    want = gsparse.gspmm(g, "mul", "sum", x, w.unsqueeze(-1))
+    for _ in range(2):
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), want, rtol=0, atol=1e-12)
+    calls = list(g.calls._entries.values())
+    assert [c.shapes for c in calls] == [(None, None), (None, (g.num_edges, 1))]  # autograd pads [E]
+    assert [c.flat_rhs for c in calls] == [True, True]
+    w.requires_grad_()
+    torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), want, rtol=0, atol=1e-12)
+    gsparse.u_mul_e_sum(g, x, w).sum().backward()
+    torch.testing.assert_close(w.grad, gsparse.u_dot_v(g, x, torch.ones(g.num_dst, 3, dtype=torch.float64)).view(-1))
+
+
 def test_building_a_plan_during_a_capture_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     with pytest.raises(RuntimeError, match="while a CUDA graph was being captured.*Run the same "

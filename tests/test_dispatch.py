@@ -106,10 +106,11 @@ def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch, width):
     gsparse.gspmm(g, "copy_lhs", "mean", x)
     gsparse.gspmm(g, "mul", "sum", x, w)
     gsparse.gspmm(g, "mul", "sum", x[:, 0], w[:, 0, 0])  # [N, F] and [E]: no reshapes
-    # a small graph's weighted sums: embedding_bag (torch.sparse.mm would need a new CSR)
-    assert calls == [(_kernel(3 * width), (20, 3 * width)), ("bag", (20, 3 * width)), ("bag", (20, width))]
+    # a small graph's weighted sums too: its CSR is kept, the weights written into it per call
+    assert calls == [(_kernel(3 * width), (20, 3 * width)), (_kernel(3 * width), (20, 3 * width)),
+                     (_kernel(width), (20, width))]
     gsparse.gspmm(g, "mul", "mean", x, torch.rand(80, 3, 1))  # one product per head
-    assert calls[3:] == [("bag", (20, width))] * 3
+    assert calls[3:] == [(_kernel(width), (20, width))] * 3
     gsparse.gspmm(g, "mul", "sum", x, torch.rand(80, 1, width))  # weights per feature: messages
     gsparse.gspmm(g, "copy_lhs", "max", x)
     assert len(calls) == 6
@@ -195,33 +196,65 @@ def test_a_bound_cpu_call_matches_the_backend_call(op, reduce, rhs_shape, width)
         torch.testing.assert_close(run(x, padded), cpu.BACKEND.spmm(g, op, reduce, x, padded, (width,)))
 
 
-def test_cpu_narrow_sums_reuse_the_csr_of_weights_given_again(monkeypatch):
-    """A GCN passes the same normalised weights every call: from the second call on, a small
-    graph's narrow sums run as torch.sparse.mm on a CSR over them, on a graph in CSR edge
-    order (where the CSR's values are the weights' own memory). Weights changed in place,
-    also behind autograd's back (.data), or other weights, never meet a stale CSR; on a
-    graph with an edge permutation nothing is kept."""
+def test_cpu_narrow_weighted_sums_never_meet_stale_weights(monkeypatch):
+    """A small graph's narrow weighted sums run as torch.sparse.mm on a CSR kept with the
+    graph, whose values each call sets from its weights (through the edge permutation, on
+    a graph out of CSR order). Weights changed in place, also behind autograd's back
+    (.data, NumPy), replaced (.data =) or other weights always give the sums of the
+    weights as they are at the call."""
     calls = []
     real_mm = torch.sparse.mm
     monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append("mm") or real_mm(a, b))
     edges = torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(3))
     permuted = gsparse.Graph.from_edge_index(edges, num_nodes=50)
     in_order = gsparse.Graph.from_csr(permuted.rowptr, permuted.col, num_src=50)
+    assert permuted.eid is not None and in_order.eid is None
     x = torch.randn(50, 4, dtype=torch.float64)
 
     def expected(g, weights):
         src, dst = g.edges()
         return torch.zeros(50, 4, dtype=torch.float64).index_add_(0, dst, x[src] * weights.unsqueeze(-1))
 
-    for g, kept in ((in_order, True), (permuted, False)):
+    for g in (in_order, permuted):
         calls.clear()
         w = torch.rand(400, dtype=torch.float64)
+
+        def check():
+            torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w), rtol=0, atol=1e-12)
+
         for _ in range(3):
-            torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
-        assert calls == (["mm", "mm"] if kept else [])  # the first call saw the weights
+            check()
+        assert calls == ["mm"] * 3
         w.mul_(2.0)
-        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        check()
         w.data.add_(1.0)  # no version bump
-        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), expected(g, w))
+        check()
+        w.numpy()[:7] = -3.0  # none either
+        check()
+        w.data = torch.rand(400, dtype=torch.float64)  # other memory
+        check()
+        w[::3] = 0.5  # through a view
+        check()
         other = torch.rand(400, dtype=torch.float64)
         torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, other), expected(g, other))
+        check()
+
+
+def test_cpu_weighted_sums_leave_the_kept_csr_to_the_thread_writing_it(monkeypatch):
+    """Two threads' calls cannot share the kept CSR's values: a call that finds them taken
+    sums by embedding_bag instead, with the same result."""
+    from gsparse.backends import cpu
+
+    calls = []
+    real_bag = torch.embedding_bag
+    monkeypatch.setattr(torch, "embedding_bag", lambda x, *args: calls.append("bag") or real_bag(x, *args))
+    g = _graph()
+    x, w = torch.randn(20, 4, dtype=torch.float64), torch.rand(80, dtype=torch.float64)
+    free = gsparse.u_mul_e_sum(g, x, w)
+    assert calls == []
+    kept = g.cpu.get(("weighted adjacency", torch.float64), None)
+    with kept._lock:
+        taken = gsparse.u_mul_e_sum(g, x, w)
+    assert calls == ["bag"]
+    torch.testing.assert_close(taken, free)
+    assert isinstance(kept, cpu._WeightedAdjacency)

@@ -93,9 +93,13 @@ class Call:
         generation: the graph's ``schedules`` and ``plans`` generations at resolution.
         device_type: where it runs (autocast is checked for this device type).
         extra: what else the owner resolves later (the run with arg indices of a max/min).
+        flat_rhs: whether ``run`` takes ``rhs`` in the shape it was given, unpadded (a
+            bound run with a true ``flat_rhs`` attribute reads only its elements); autograd's
+            formulas still get it padded.
     """
 
-    __slots__ = ("run", "shapes", "out_shape", "args", "parts", "generation", "device_type", "extra")
+    __slots__ = ("run", "shapes", "out_shape", "args", "parts", "generation", "device_type", "extra",
+                 "flat_rhs")
 
     def __init__(self, g: Graph, run: Callable[..., Any], shapes: tuple[Any, ...],
                  out_shape: tuple[int, ...], args: tuple[Any, ...]) -> None:
@@ -107,6 +111,7 @@ class Call:
         self.generation = _generation(g)
         self.device_type = g.device.type
         self.extra: dict[str, Any] = {}
+        self.flat_rhs = getattr(run, "flat_rhs", False)
 
     @property
     def graph(self) -> Graph:
@@ -140,7 +145,8 @@ def _bind(backend: Any, name: str, fallback: Callable[..., Any], *args: Any) -> 
 
 def resolve_spmm(g: Graph, op: str, reduce: str, lhs: Tensor | None, rhs: Tensor | None,
                  out_shape: tuple[int, ...], with_arg: bool = False) -> Callable[..., Any]:
-    """The backend's g-SpMM bound for operands like these (``run(lhs, rhs)``)."""
+    """The backend's g-SpMM bound for operands like these (``run(lhs, rhs)``); see
+    :attr:`Call.flat_rhs`."""
     backend = backends.for_device(g.device)
 
     def run(lhs, rhs):

@@ -101,14 +101,19 @@ _grad_enabled = torch.is_grad_enabled
 def _operands(call: _calls.Call, lhs: Optional[Tensor],
               rhs: Optional[Tensor]) -> tuple[Optional[Tensor], Optional[Tensor], bool]:
     """The operands as ``call`` runs them (see :attr:`~gsparse._calls.Call.shapes`), and
-    whether autograd records the call: it is on and an operand requires grad."""
+    whether autograd records the call: it is on and an operand requires grad. A run that
+    takes its rhs as given (:attr:`~gsparse._calls.Call.flat_rhs`) gets it unshaped unless
+    autograd records, whose formulas take the shaped operands."""
     lhs_shape, rhs_shape = call.shapes
     if lhs_shape is not None:
         lhs = None if lhs_shape is False else lhs.reshape(lhs_shape)
-    if rhs_shape is not None:
-        rhs = None if rhs_shape is False else rhs.reshape(rhs_shape)
-    return lhs, rhs, _grad_enabled() and ((lhs is not None and lhs.requires_grad)
-                                          or (rhs is not None and rhs.requires_grad))
+    if rhs_shape is False:
+        rhs = None
+    records = _grad_enabled() and ((lhs is not None and lhs.requires_grad)
+                                   or (rhs is not None and rhs.requires_grad))
+    if rhs_shape and (records or not call.flat_rhs):
+        rhs = rhs.reshape(rhs_shape)
+    return lhs, rhs, records
 
 
 def spmm_resolved(call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:

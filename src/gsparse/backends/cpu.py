@@ -13,6 +13,7 @@ are rounded once at the end, like the generated kernels. Results are always new 
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 
 import torch
@@ -73,13 +74,15 @@ _MOST_HEADS = 64  # per-head products beyond this would cost more than the messa
 # Which CPU kernel sums rows (measured on Cora and on 0.2M- and 2M-edge presets, one thread):
 # PyTorch's embedding_bag over the CSR rows is 1.6-4x faster than torch.sparse.mm (MKL) from
 # 16 features per row on, unless rows are long (a mean over 128: 1.4x slower at 16, par at
-# 64). Below 16 features torch.sparse.mm is up to 1.4x faster, on a CSR kept with the graph;
-# with weights it needs a new CSR each call, which costs more than it saves on small graphs,
-# unless the same weights come again (_WeightedAdjacency).
+# 64). Below 16 features torch.sparse.mm is up to 1.4x faster, on a CSR kept with the graph
+# (int32 indices, which MKL takes without a cast); with weights, on small graphs, the CSR's
+# values are set per call (_WeightedAdjacency): building a CSR per call costs more than
+# torch.sparse.mm saves over embedding_bag there.
 _BAG_FEATURES = 16
 _BAG_FEATURES_LONG_ROWS = 64
 _LONG_ROWS = 128
 _SMALL_GRAPH_EDGES = 100_000
+_grad_enabled = torch.is_grad_enabled
 
 
 def _edge_index64(g: Graph) -> torch.Tensor | None:
@@ -87,25 +90,35 @@ def _edge_index64(g: Graph) -> torch.Tensor | None:
     return None if g.eid is None else g.cpu.get("eid64", lambda: g.eid.long())
 
 
+def _wide(g: Graph, features: int) -> bool:
+    """Whether sums of ``features`` per row run as ``embedding_bag`` (else ``torch.sparse.mm``)."""
+    return features >= (_BAG_FEATURES_LONG_ROWS if g.num_edges > _LONG_ROWS * g.num_dst else _BAG_FEATURES)
+
+
+def _adjacency(g: Graph, dtype: torch.dtype) -> torch.Tensor:
+    """The graph's CSR with all values 1, kept with the graph."""
+    return g.cpu.get(("adjacency", dtype), lambda: unchecked_csr(
+        g.rowptr, g.col, torch.ones(g.num_edges, dtype=dtype), (g.num_dst, g.num_src)))
+
+
+def _weighted_adjacency(g: Graph, dtype: torch.dtype) -> _WeightedAdjacency:
+    return g.cpu.get(("weighted adjacency", dtype), lambda: _WeightedAdjacency(g, dtype))
+
+
 def _row_sum(g: Graph, x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """``out_v = Σ_{e → v} w_e x_{u(e)}`` over the CSR rows, ``[num_dst, F]``: ``x``
     ``[num_src, F]`` contiguous, ``weights`` ``[E]`` in the user's edge order or None (all
     1). A CSR times dense product, by PyTorch's ``embedding_bag`` with the rows as bags or
     by ``torch.sparse.mm``, whichever is faster for the shape: no ``[E, F]`` messages."""
-    features, edges = x.shape[1], g.num_edges
-    wide = features >= (_BAG_FEATURES_LONG_ROWS if edges > _LONG_ROWS * g.num_dst else _BAG_FEATURES)
+    wide = _wide(g, x.shape[1])
     if weights is None:
         if wide:
             return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, None, True)[0]
-        adjacency = g.cpu.get(("adjacency", x.dtype), lambda: unchecked_csr(
-            g.rowptr, g.col, torch.ones(g.num_edges, dtype=x.dtype), (g.num_dst, g.num_src)))
-        return torch.sparse.mm(adjacency, x)
-    if not wide and edges <= _SMALL_GRAPH_EDGES and g.eid is None:
-        adjacency = g.cpu.get("weighted adjacency", _WeightedAdjacency).find(g, weights)
-        if adjacency is not None:
-            return torch.sparse.mm(adjacency, x)
+        return torch.sparse.mm(_adjacency(g, x.dtype), x)
+    if not wide and g.num_edges <= _SMALL_GRAPH_EDGES:
+        return _weighted_adjacency(g, x.dtype).product(x, weights)
     in_csr_order = _in_csr_order(g, weights)
-    if wide or edges <= _SMALL_GRAPH_EDGES:
+    if wide or g.num_edges <= _SMALL_GRAPH_EDGES:
         return torch.embedding_bag(x, g._col, g._rowptr, False, 0, False, in_csr_order, True)[0]
     return torch.sparse.mm(unchecked_csr(g._rowptr, g._col, in_csr_order, (g.num_dst, g.num_src)), x)
 
@@ -116,33 +129,39 @@ def _in_csr_order(g: Graph, weights: torch.Tensor) -> torch.Tensor:
 
 
 class _WeightedAdjacency:
-    """The CSR over the weights a small graph's narrow weighted sums were last given.
+    """A small graph's CSR whose values each narrow weighted sum sets to its weights.
 
-    On a small graph, building a CSR for each call's weights costs more than
-    ``torch.sparse.mm`` saves over ``embedding_bag``; but the same weights given again (a
-    GCN's normalisation, every layer and epoch) can reuse one. Only on a graph in CSR edge
-    order: there the CSR's values *are* the given weights (same memory), so a change to
-    them, even one that bypasses autograd's version counter (``.data``, as gradcheck's
-    perturbations do), reaches the CSR; a permuted copy would go stale. The weights are
-    known by their storage and layout, and held so that their memory cannot go to other
-    weights while they are known.
+    On a small graph, building a CSR per call costs more than ``torch.sparse.mm`` saves over
+    ``embedding_bag``; this one is built once, and each call writes its weights into the
+    CSR's values (in CSR order: through the graph's edge permutation) before the product.
+    Nothing of one call's weights is kept for the next, so no change to them, in place or
+    behind autograd's back (``.data``), can meet a stale CSR. The values are the one thing
+    calls share: a call that finds another thread writing them, or that autograd records
+    (the product would save the CSR for backward), takes ``embedding_bag`` instead.
     """
 
-    def __init__(self) -> None:
-        self._key: tuple | None = None
-        self._held: torch.Tensor | None = None
-        self._matrix: torch.Tensor | None = None
+    def __init__(self, g: Graph, dtype: torch.dtype) -> None:
+        self._lock = threading.Lock()
+        self._eid = _edge_index64(g)
+        self._rowptr, self._col = g._rowptr, g._col
+        self._values = torch.empty(g.num_edges, dtype=dtype)
+        self._matrix = unchecked_csr(g._rowptr, g._col, self._values, (g.num_dst, g.num_src))
 
-    def find(self, g: Graph, weights: torch.Tensor) -> torch.Tensor | None:
-        """The CSR over ``weights`` (``[E]``, in CSR order) when the previous call was given
-        them too, else None (and they are remembered)."""
-        key = (weights.data_ptr(), weights.shape, weights.stride(), weights.dtype)
-        if key != self._key:
-            self._key, self._held, self._matrix = key, weights, None
-            return None
-        if self._matrix is None:
-            self._matrix = unchecked_csr(g._rowptr, g._col, weights, (g.num_dst, g.num_src))
-        return self._matrix
+    def product(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``A x``, ``A`` the adjacency weighted by ``weights`` (``[E]``, in the user's edge
+        order, ``x``'s dtype): ``[num_dst, F]``."""
+        if (not (_grad_enabled() and (weights.requires_grad or x.requires_grad))
+                and self._lock.acquire(blocking=False)):
+            try:
+                if self._eid is None:
+                    self._values.copy_(weights)
+                else:
+                    torch.index_select(weights, 0, self._eid, out=self._values)
+                return torch.sparse.mm(self._matrix, x)
+            finally:
+                self._lock.release()
+        in_csr_order = weights if self._eid is None else weights.index_select(0, self._eid)
+        return torch.embedding_bag(x, self._col, self._rowptr, False, 0, False, in_csr_order, True)[0]
 
 
 def _sparse_product(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None,
@@ -229,18 +248,30 @@ def _sampled_dot(g: Graph, lhs: torch.Tensor, rhs: torch.Tensor, lhs_target: str
 def _bound_row_sum(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
                    out_shape: tuple[int, ...]):
     """For the common case of :func:`_sparse_product` (``[N, F]`` float32/64 features, one
-    weight per edge or none, a sum): ``run(lhs, rhs)`` with the kernel, its CSR and the edge
-    permutation picked once; None for other calls."""
+    weight per edge or none, a sum): ``run(lhs, rhs)`` with the kernel and its CSR picked
+    once; None for other calls."""
     reducer, binop = REDUCERS[reduce], BINARY_OPS[op]
     if (g.device.type != "cpu" or reducer.keeps_arg or reducer.divides_by_degree or lhs is None
             or lhs.dim() != 2 or lhs.dtype not in _FULL_PRECISION or tuple(lhs.shape[1:]) != tuple(out_shape)):
         return None
+    narrow = not _wide(g, lhs.shape[1])
     if binop.copies == "lhs":
-        _row_sum(g, lhs.contiguous(), None)  # builds what the kernel keeps with the graph
+        if narrow:
+            adjacency = _adjacency(g, lhs.dtype)
+            return lambda lhs, rhs: torch.sparse.mm(adjacency, lhs.contiguous())
         return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), None)
     if not (binop.scales and not binop.reduces_last_dim and rhs is not None and rhs.numel() == g.num_edges):
         return None
-    return lambda lhs, rhs: _row_sum(g, lhs.contiguous(), rhs.reshape(-1))
+    if narrow and g.num_edges <= _SMALL_GRAPH_EDGES:
+        product = _weighted_adjacency(g, lhs.dtype).product
+
+        def run(lhs, rhs):
+            return product(lhs.contiguous(), rhs if rhs.dim() == 1 else rhs.reshape(-1))
+    else:
+        def run(lhs, rhs):
+            return _row_sum(g, lhs.contiguous(), rhs if rhs.dim() == 1 else rhs.reshape(-1))
+    run.flat_rhs = True  # one weight per edge, in any shape: the front end need not pad it
+    return run
 
 
 class _TorchBackend:
