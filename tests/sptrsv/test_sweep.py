@@ -56,7 +56,9 @@ def test_a_record_checks_and_times_the_default_first_then_the_sample():
     schemes = sweep.sample_schemes(4, seed=0)
     record = _record("laplacian2d", schemes, k=3)
     keys = [e["schedule"] for e in record["schemes"]]
-    assert keys[0] == record["default"] and len(keys) == len(set(keys)) >= 4
+    assert keys[:2] == [record["default"], record["by_value"]] and len(keys) == len(set(keys)) >= 5
+    assert SptrsvSchedule.from_json(record["by_value"]) == SptrsvSchedule(
+        **{**SptrsvSchedule.from_json(record["default"]).knobs(), "ready_by_value": True})
     assert all(e["status"] == "ok" and e["relative_error"] <= 1e-10 and e["median_ms"] > 0
                for e in record["schemes"]), record["schemes"]
     assert set(record["features"]) == set(FEATURE_NAMES) and record["levels"] > 1
@@ -95,3 +97,11 @@ def test_the_summary_compares_and_fits_the_mlp_leaving_each_family_out():
     assert all(f"\n| {r['matrix']} | 1 |" in text for r in records)
     assert "geomean cuSPARSE / best-of-space: " in text
     assert "leave-one-family-out MLP within 10% of the best measured: " in text
+
+
+def test_every_sampled_scheme_can_be_measured_with_values_as_ready_signals_too():
+    schemes = sweep.sample_schemes(2, seed=4)
+    record = _record("power_law", schemes, by_value="all")
+    by_value = [SptrsvSchedule.from_json(e["schedule"]) for e in record["schemes"]]
+    assert sum(s.ready_by_value for s in by_value) >= 3 and all(e["status"] == "ok" for e in record["schemes"])
+    assert _record("road", schemes, by_value="none")["by_value"] is None

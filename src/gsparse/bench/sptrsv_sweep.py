@@ -14,8 +14,11 @@ written as soon as the factor is done:
 - ``cusparse``: SpSM's ``analysis_ms`` and the solve's ``median_ms`` (CuPy; the
   benchmark's :class:`~.cusparse_triangular.CuSparseSpSM`);
 - ``default`` and ``mlp`` (with ``--selector``): the scheme each picks, as JSON;
-- ``schemes``: one entry per scheme measured (the default's and the MLP's first, then the
-  sample): ``schedule`` (JSON), ``status`` (``ok``, ``wrong``, ``failed``, ``skipped``),
+  ``by_value``: the default with ``ready_by_value`` (rows signal readiness by their values,
+  not by flags; not in the reduced space yet), measured unless ``--by-value none``;
+- ``schemes``: one entry per scheme measured (the default's, its ``by_value`` twin and the
+  MLP's first, then the sample; with ``--by-value all`` each sampled scheme is followed by
+  its ``ready_by_value`` twin): ``schedule`` (JSON), ``status`` (``ok``, ``wrong``, ``failed``, ``skipped``),
   ``median_ms``, ``repeats``, ``plan_ms`` (transform, scheduling, arrays to the device),
   ``codegen_ms`` (source, NVRTC and module load: cold on a program's first use only),
   ``launches``; ``truncated`` when the factor's time slice ran out first.
@@ -136,12 +139,13 @@ def _cusparse(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, b: to
 def sweep_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, device: torch.device,
                  schemes: list[SptrsvSchedule], target: Target, *, deadline: float,
                  time_s: float = 0.15, slow_ms: float = 200.0, max_launches: int = 20_000,
-                 selector: Any = None, prepare: Callable[..., tuple[Callable, dict]] = gpu_prepare,
+                 selector: Any = None, by_value: str = "default", prepare: Callable[..., tuple[Callable, dict]] = gpu_prepare,
                  clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """One factor's record (see the module docstring): ``L x = b`` for the lower factor
     ``matrix`` with ``k`` right-hand sides; no scheme starts after ``clock()`` passes
-    ``deadline``. ``prepare(plans, task, schedule, target, values, b)`` makes a scheme's
-    solve (:func:`gpu_prepare`; a CPU model in tests)."""
+    ``deadline``. ``by_value``: ``none``, ``default`` (the default's ``ready_by_value`` twin is
+    measured too) or ``all`` (every scheme's). ``prepare(plans, task, schedule, target,
+    values, b)`` makes a scheme's solve (:func:`gpu_prepare`; a CPU model in tests)."""
     from scipy.sparse.linalg import spsolve_triangular
 
     n, nnz = matrix.shape[0], matrix.nnz
@@ -159,16 +163,19 @@ def sweep_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, device: tor
     task = plans.task(dtype, False, False, k)
     default = plans.chosen_schedule(task, target)
     mlp = selector.select(features) if selector is not None else None
+    twin = _by_value(default) if by_value != "none" else None
     record: dict[str, Any] = {
         "format": FORMAT, "matrix": name, "n": n, "nnz": nnz, "levels": int(features[FEATURE_NAMES.index("layer_num")]),
         "k": k, "dtype": str(dtype).removeprefix("torch."),
         "features": dict(zip(FEATURE_NAMES, map(float, features))), "analysis_ms": analysis_ms,
         "cusparse": _cusparse(crow, col, values, b, n, k, reference, device, time_s),
-        "default": default.to_json(), "mlp": mlp.to_json() if mlp is not None else None,
+        "default": default.to_json(), "by_value": twin.to_json() if twin is not None else None,
+        "mlp": mlp.to_json() if mlp is not None else None,
         "schemes": [], "truncated": False,
     }
     seen: set[str] = set()
-    for schedule in [default, *([mlp] if mlp is not None else []), *schemes]:
+    sample = [t for s in schemes for t in (s, _by_value(s))] if by_value == "all" else schemes
+    for schedule in [default, *(s for s in (twin, mlp) if s is not None), *sample]:
         key = schedule.to_json()
         if key in seen:
             continue
@@ -190,6 +197,10 @@ def sweep_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, device: tor
         del solve
         record["schemes"].append(entry)
     return record
+
+
+def _by_value(schedule: SptrsvSchedule) -> SptrsvSchedule:
+    return SptrsvSchedule(**{**schedule.knobs(), "ready_by_value": True})
 
 
 # ---------------------------------------------------------------------- the summary
@@ -232,8 +243,8 @@ def summary(records: list[dict[str, Any]]) -> str:
     default, the MLP's pick (``--selector``) and the leave-one-family-out MLP over the best."""
     loo = _loo_mlp(records)
     lines = ["| matrix | k | n | nnz | levels | cuSPARSE ms | best ms | cuSPARSE / best | default ms | "
-             "cuSPARSE / default | MLP / best | LOFO MLP / best | schemes ok | best scheme |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "cuSPARSE / default | default by value ms | MLP / best | LOFO MLP / best | schemes ok | best scheme |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     speedups: dict[str, list[float]] = {"best": [], "default": []}
     for i, r in enumerate(records):
         times = _times(r)
@@ -242,6 +253,7 @@ def summary(records: list[dict[str, Any]]) -> str:
         best = times.get(best_key)
         dflt = times.get(r["default"])
         mlp = times.get(r["mlp"]) if r.get("mlp") else None
+        twin = times.get(r["by_value"]) if r.get("by_value") else None
 
         def ratio(a: float | None, b: float | None) -> str:
             return f"{a / b:.2f}" if a and b else "-"
@@ -253,7 +265,7 @@ def summary(records: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['matrix']} | {r['k']} | {r['n']:,} | {r['nnz']:,} | {r['levels']:,} | "
             f"{cus or float('nan'):.3f} | {best or float('nan'):.3f} | {ratio(cus, best)} | "
-            f"{dflt or float('nan'):.3f} | {ratio(cus, dflt)} | {ratio(mlp, best)} | "
+            f"{dflt or float('nan'):.3f} | {ratio(cus, dflt)} | {twin or float('nan'):.3f} | {ratio(mlp, best)} | "
             f"{f'{loo[i]:.2f}' if i in loo else '-'} | {len(times)}/{len(r['schemes'])}"
             f"{' (truncated)' if r.get('truncated') else ''} | "
             f"{SptrsvSchedule.from_json(best_key) if best_key else '-'} |")
@@ -284,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-ms", type=float, default=200.0, help="a slower checked solve is timed once")
     parser.add_argument("--max-launches", type=int, default=20_000, help="skip schemes with more launches")
     parser.add_argument("--selector", help="a trained SchemeSelector file: its pick is measured too")
+    parser.add_argument("--by-value", default="default", choices=("none", "default", "all"),
+                        help="which schemes are also measured with ready_by_value")
     parser.add_argument("--summarize", action="store_true", help="only rebuild summary.md from sweep.jsonl")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -324,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs -= 1
             record = sweep_matrix(f"{family}:{rows}:{seed}", matrix, k, getattr(torch, args.dtype), device,
                                   schemes, target, deadline=deadline, time_s=args.time_s, slow_ms=args.slow_ms,
-                                  max_launches=args.max_launches, selector=selector)
+                                  max_launches=args.max_launches, selector=selector, by_value=args.by_value)
             record["elapsed_s"] = time.monotonic() - start
             records.append(record)
             with jsonl.open("a") as f:
@@ -333,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"matrix": record["matrix"], "k": k, "levels": record["levels"],
                               "cusparse_ms": record["cusparse"].get("median_ms"),
                               "default_ms": times.get(record["default"]),
+                              "by_value_ms": times.get(record["by_value"]),
                               "best_ms": min(times.values(), default=None),
                               "measured": len(record["schemes"]), "elapsed_s": round(record["elapsed_s"], 1)}),
                   flush=True)
