@@ -2,8 +2,8 @@
 
 Meant to run under compute-sanitizer (scripts/sanitize_sptrsv.sh): every code variant of
 the reduced space (its 12: warps, subwarps, row paths, with and without reordering), plus
-schemes with the code optimisations switched off, is launched on the factors of
-:func:`gsparse.datasets.triangular.edge_cases` (a dense row, rows without off-diagonal
+schemes with the code optimisations switched off, each also with ``ready_by_value``, is
+launched on the factors of :func:`gsparse.datasets.triangular.edge_cases` (a dense row, rows without off-diagonal
 entries, diagonal only, n = 1, a unit diagonal stored nowhere, no entries at all) and a
 small member of each family, in float32 and float64, with 1 and 16 right-hand sides,
 lower, upper and transposed, int32 and int64 indices; outputs start poisoned (NaN), so an
@@ -52,7 +52,7 @@ def schedules(rng: random.Random) -> list[SptrsvSchedule]:
     for schedule in rng.sample(picked, 2):
         picked.append(SptrsvSchedule(**{**schedule.knobs(), "collaborative_read": False,
                                         "sync_elimination": False, "early_division": False}))
-    return picked
+    return picked + [SptrsvSchedule(**{**s.knobs(), "ready_by_value": True}) for s in picked]
 
 
 def check(matrix: sp.csr_array, lower: bool, unit: bool, transpose: bool, k: int, dtype: torch.dtype,

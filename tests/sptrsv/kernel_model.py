@@ -38,7 +38,8 @@ class _Kernel:
         self.val = _numpy(args["val"])
         self.order = _numpy(args["order"])
         self.position = _numpy(args["position"])
-        self.row_flag = _numpy(args["row_flag"])
+        # Under ready_by_value every row's values are its signal: as if every row flagged.
+        self.row_flag = None if variant.ready_by_value else _numpy(args["row_flag"])
         self.per_thread = _numpy(args["group_per_thread"])
         self.group_start = _numpy(args["group_start"]).astype(np.int64)
         self.slot_group = _numpy(args["slot_group"]).astype(np.int64)
@@ -116,9 +117,14 @@ class _Kernel:
         groups = self.slot_group[s0:s0 + count]
         return [(int(g), int(self.group_start[g]), int(self.group_start[g + 1])) for g in groups]
 
-    def waited(self, g: int, first: int, j: int, waits: bool) -> bool:
-        inside = self.position_of(j) >= first
-        return (waits or inside) if self.rows_per_thread(g) else (waits and not inside)
+    def waited(self, g: int, first: int, j: int, waits: bool, k: int | None = None) -> bool:
+        """Whether the row at position ``k`` of group ``g`` waits for row ``j`` (``k`` matters
+        only for ``j`` inside the group: a thread does not wait for the rows it solved itself)."""
+        pj = self.position_of(j)
+        if pj < first:
+            return waits
+        width = self.var.subwarp_width
+        return self.rows_per_thread(g) and (pj - first) % width != (k - first) % width
 
     def may_start(self, q: int, waits: bool) -> bool:
         for g, first, last in self.slots(q):
@@ -145,7 +151,7 @@ class _Kernel:
                 for p in range(s, e):
                     j = int(self.col[p])
                     inside = self.position_of(j) >= first
-                    if self.waited(g, first, j, waits):
+                    if self.waited(g, first, j, waits, k):
                         ready = self.flagged[j] if inside else start_flagged[j]
                         if not ready:
                             raise KernelFault(f"row {r} waits for row {j}, which writes no flag"

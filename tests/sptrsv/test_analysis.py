@@ -224,11 +224,16 @@ def test_threads_of_a_subwarp_flag_rows_of_their_own_group():
     graph = _row_graph(triangular.banded(64, 1, 0.0))  # a chain: every row depends on the last
     level = analysis.levels(graph.ptr, graph.deps)
     shared = scheduling.plan(graph, level, SptrsvSchedule(merge_rows=32, alpha_level=0), 2, 4)
-    per_thread = scheduling.plan(graph, level, SptrsvSchedule(merge_rows=32, subwarps=32, sw_rnnz=math.inf,
+    per_thread = scheduling.plan(graph, level, SptrsvSchedule(merge_rows=32, subwarps=8, sw_rnnz=math.inf,
+                                                              alpha_level=0), 2, 4)
+    one_thread = scheduling.plan(graph, level, SptrsvSchedule(merge_rows=32, subwarps=32, sw_rnnz=math.inf,
                                                               alpha_level=0), 2, 4)
     assert not shared.group_per_thread.any() and not shared.row_flag.any()
     assert per_thread.group_per_thread.all()
+    # 4 threads take the group's rows in turn: each row but the group's last has a dependent
+    # on another thread. A subwarp of one thread reads its own rows in program order.
     np.testing.assert_array_equal(per_thread.row_flag, np.arange(64) % 32 != 31)
+    assert one_thread.group_per_thread.all() and not one_thread.row_flag.any()
 
 
 def test_plan_rejects_a_bad_grid_and_an_invalid_schedule():

@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 
-from gsparse.kernels.sptrsv.codegen import KERNEL, CodeVariant, generate, program
+from gsparse.kernels.sptrsv.codegen import KERNEL, SENTINEL, CodeVariant, generate, program
 from gsparse.kernels.sptrsv.schedule import POWERS_OF_TWO, SptrsvSchedule
 from gsparse.kernels.sptrsv.space import reduced_space
 from gsparse.kernels.sptrsv.task import SptrsvAlgorithm
@@ -27,14 +27,15 @@ REGISTERS_PER_SM = 65536
 
 
 def _variants() -> list[CodeVariant]:
-    """Every code variant: warps, subwarps, row paths and the four flags (staging only
+    """Every code variant: warps, subwarps, row paths and the five flags (staging only
     without reordering, as CodeVariant.of makes it)."""
     out = []
     paths = ((True, False), (False, True), (True, True))
-    for nw, ng, (shared, per_thread), stage, eliminate, early, reorder in itertools.product(
-            POWERS_OF_TWO, POWERS_OF_TWO, paths, (False, True), (False, True), (False, True), (False, True)):
+    for nw, ng, (shared, per_thread), stage, eliminate, early, by_value, reorder in itertools.product(
+            POWERS_OF_TWO, POWERS_OF_TWO, paths, (False, True), (False, True), (False, True), (False, True),
+            (False, True)):
         if not (stage and reorder):
-            out.append(CodeVariant(nw, ng, shared, per_thread, stage, eliminate, early, reorder))
+            out.append(CodeVariant(nw, ng, shared, per_thread, stage, eliminate, early, by_value, reorder))
     return out
 
 
@@ -60,7 +61,8 @@ def _sample(count: int, seed: int) -> list[tuple[SptrsvAlgorithm, CodeVariant]]:
     rng = random.Random(seed)
     variants, algorithms = _variants(), _algorithms()
     heavy = SptrsvAlgorithm(torch.float64, torch.int64, False, False, 40)
-    pairs = [(heavy, CodeVariant(32, ng, True, True, ng != 32, True, True, False)) for ng in (1, 4, 32)]
+    pairs = [(heavy, CodeVariant(32, ng, True, True, ng != 32, True, True, by_value, False))
+             for ng in (1, 4, 32) for by_value in (False, True)]
     pairs += [(rng.choice(algorithms), rng.choice(variants)) for _ in range(count)]
     return pairs
 
@@ -110,7 +112,7 @@ def test_reordering_switches_the_collaborative_read_off():
 ])
 def test_right_hand_sides_map_onto_column_lanes(k, dtype, width, lanes, shared_columns, thread_columns):
     algorithm = SptrsvAlgorithm(dtype, torch.int32, True, False, k)
-    source = generate(algorithm, CodeVariant(4, 32 // width, True, True, True, True, True, False)).source
+    source = generate(algorithm, CodeVariant(4, 32 // width, True, True, True, True, True, False, False)).source
     assert f"constexpr int W = {width};" in source
     assert f"constexpr int CL = {lanes};" in source
     assert f"constexpr int CPL = {shared_columns};" in source
@@ -127,3 +129,5 @@ def test_generated_source_reads_well():
     assert '__launch_bounds__(256, 1)' in source
     assert "long long n," in source and "int stage_capacity)" in source
     assert "\t" not in source and "{{" not in source
+    assert f"constexpr unsigned SENTINEL = {SENTINEL[torch.float32]:#x}u;" in source
+    assert "constexpr bool READY_BY_VALUE = false;" in source

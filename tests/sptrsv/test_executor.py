@@ -138,7 +138,8 @@ def test_a_warp_waiting_on_its_own_later_work_deadlocks():
 
 def test_threads_waiting_on_an_unflagged_row_of_their_own_group_are_caught():
     system = SYSTEMS["banded lower"]()
-    plan = scheduling.plan(system.rows, system.level, SptrsvSchedule(merge_rows=8, subwarps=32, sw_rnnz=float("inf")),
+    # 8-row groups on 4-lane subwarps: each row waits on the row before it, another lane's.
+    plan = scheduling.plan(system.rows, system.level, SptrsvSchedule(merge_rows=8, subwarps=8, sw_rnnz=float("inf")),
                            NUM_BLOCKS, MAX_WARPS)
     broken = dataclasses.replace(plan, row_flag=np.zeros_like(plan.row_flag))
     with pytest.raises(ScheduleError, match=r"waits, thread by thread, for row \d+ of its own row group, "

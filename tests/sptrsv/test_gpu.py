@@ -83,7 +83,8 @@ def _cases(count: int, seed: int) -> list[tuple]:
         if rng.random() < 0.33:
             schedule = SptrsvSchedule(**{**schedule.knobs(), "collaborative_read": rng.random() < 0.5,
                                          "sync_elimination": rng.random() < 0.5,
-                                         "early_division": rng.random() < 0.5})
+                                         "early_division": rng.random() < 0.5,
+                                         "ready_by_value": rng.random() < 0.5})
         bits = [(i >> j) & 1 for j in range(5)]
         cases.append((triangular.FAMILIES[i % len(triangular.FAMILIES)], bool(bits[0]), bool(bits[1]),
                       bool(bits[2]), 16 if bits[3] else 1, torch.float64 if bits[4] else torch.float32,

@@ -16,7 +16,7 @@ from scipy.sparse.linalg import spsolve_triangular
 from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
 from gsparse.kernels.sptrsv import FactorPlans, default_schedule, plan as plan_module
-from gsparse.kernels.sptrsv.codegen import KERNEL, CodeVariant
+from gsparse.kernels.sptrsv.codegen import KERNEL, SENTINEL, CodeVariant
 from gsparse.kernels.sptrsv.plan import co_resident_blocks, stage_capacity
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
 from gsparse.kernels.sptrsv.space import reduced_space
@@ -79,7 +79,8 @@ def _cases(count: int, seed: int) -> list[tuple]:
         if rng.random() < 0.3:
             schedule = SptrsvSchedule(**{**schedule.knobs(), "collaborative_read": rng.random() < 0.5,
                                          "sync_elimination": rng.random() < 0.5,
-                                         "early_division": rng.random() < 0.5})
+                                         "early_division": rng.random() < 0.5,
+                                         "ready_by_value": rng.random() < 0.5})
         cases.append((triangular.FAMILIES[i % len(triangular.FAMILIES)], rng.random() < 0.5,
                       rng.random() < 0.3, rng.random() < 0.5, rng.choice([1, 3, 16]),
                       rng.choice([torch.float32, torch.float64]), schedule))
@@ -142,6 +143,18 @@ def test_launch_geometry_and_arguments():
         assert named["epoch"].item() == 1
         assert named["row_flag"] is not None and named["order"] is None  # sync elimination, no reorder
     assert loader.kernel_stub.prepared == 1  # one prepared launch serves every partition
+
+
+@pytest.mark.parametrize("dtype, bits", [(torch.float64, torch.int64), (torch.float32, torch.int32)])
+def test_ready_by_value_starts_x_as_a_signalling_nan_sentinel(dtype, bits):
+    matrix = family_factor("power_law")
+    plans, loader = _factor_plans(matrix, True)
+    schedule = SptrsvSchedule(subwarps=4, sw_rnnz=2, ready_by_value=True)
+    x = plans.solve(torch.from_numpy(matrix.data).to(dtype), _rhs(matrix.shape[0], 3, dtype), False, False, schedule)
+    assert _named(loader)["x"] is x and (x.view(bits) == SENTINEL[dtype]).all()  # as the launches find it
+    assert torch.isnan(x).all()
+    quiet_bit = 1 << (51 if dtype == torch.float64 else 22)
+    assert SENTINEL[dtype] & quiet_bit == 0  # signalling: no arithmetic result has these bits
 
 
 def _named(loader: RecordingLoader, launch: int = -1) -> dict:
@@ -213,7 +226,8 @@ def test_a_plan_refuses_a_task_of_the_other_orientation():
 
 def test_the_kernel_model_catches_a_missing_flag_and_a_lost_segment():
     matrix = family_factor("laplacian2d")
-    schedule = SptrsvSchedule(subwarps=32, sw_rnnz=math.inf, merge="merge_fixed", merge_rows=4)
+    # 4-row groups on 4-lane subwarps: each row's lane waits on its group's rows through flags.
+    schedule = SptrsvSchedule(subwarps=8, sw_rnnz=math.inf, merge="merge_fixed", merge_rows=4)
     plans, loader = _factor_plans(matrix, True)
     task = plans.task(torch.float64, False, False, 1)
     plans.build_plan(task, schedule, H100)(torch.from_numpy(matrix.data), _rhs(matrix.shape[0], 1, torch.float64))
@@ -267,3 +281,12 @@ def test_dense_system_helper_agrees_with_the_expected_solution():
         dense = dense_system(matrix, False, transpose)
         np.testing.assert_allclose(_expected(matrix, True, False, transpose, b),
                                    np.linalg.solve(dense, b.numpy()), rtol=1e-10)
+
+
+def test_a_thread_waits_for_no_row_it_solved_itself():
+    matrix = family_factor("banded")  # a chain: 32-row groups, each solved by one thread
+    schedule = SptrsvSchedule(warps_per_block=4, subwarps=32, sw_rnnz=math.inf, merge_rows=32)
+    x, expected, plan = _solve_with_model(matrix, True, False, False, 1, torch.float64, schedule)
+    np.testing.assert_allclose(x.numpy(), expected, rtol=1e-11, atol=1e-11)
+    flags = plan.solve_plan.row_flag
+    assert flags.sum() < matrix.shape[0] // 8  # only rows a later group depends on

@@ -112,7 +112,9 @@ def _check_own_group_flags(plan: SolvePlan, group_of_position: np.ndarray) -> No
     rows = plan.rows
     dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))
     own = group_of_position[rows.deps] == group_of_position[dependent]
-    needs = own & plan.group_per_thread[group_of_position[dependent]] & ~plan.row_flag[rows.deps]
+    lane = (np.arange(rows.n, dtype=np.int64) - plan.group_starts[group_of_position]) % plan.schedule.subwarp_width
+    other_lane = lane[rows.deps] != lane[dependent]  # a thread reads its own rows in program order
+    needs = own & other_lane & plan.group_per_thread[group_of_position[dependent]] & ~plan.row_flag[rows.deps]
     if needs.any():
         i = int(np.flatnonzero(needs)[0])
         raise ScheduleError(

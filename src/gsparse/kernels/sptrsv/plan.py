@@ -29,7 +29,7 @@ from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from .analysis import RowGraph, dependency_graph, levels, ranges
-from .codegen import KERNEL, CodeVariant, program
+from .codegen import KERNEL, SENTINEL, CodeVariant, program
 from .features import matrix_features
 from .levelset import transposed_pattern
 from .schedule import SptrsvSchedule
@@ -164,6 +164,7 @@ class SptrsvPlan:
         self.task, self.schedule, self.target = task, schedule, target
         self.n = analysis.n
         variant = CodeVariant.of(schedule)
+        self._sentinel = SENTINEL[task.dtype] if schedule.ready_by_value else None
         self.solve_plan = plan(analysis.rows, analysis.row_level, schedule, target.sms, target.resident_warps)
         arrays = _schedule_arrays(self.solve_plan)
         index = task.index_dtype
@@ -213,6 +214,8 @@ class SptrsvPlan:
         if self.n == 0:
             return x
         val = self._system_values(values)
+        if self._sentinel is not None:  # ready_by_value: every entry unsolved until written
+            x.view(torch.int64 if x.element_size() == 8 else torch.int32).fill_(self._sentinel)
         epoch = self._next_epoch()
         for p in range(self.num_launches):
             self._launch(val=val, b=b, x=x, epoch=epoch, part=self._parts[p])

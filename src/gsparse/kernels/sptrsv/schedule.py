@@ -54,6 +54,11 @@ class SptrsvSchedule(Schedule):
             dependencies, and rows nobody waits for write no ready flag.
         early_division: the reciprocal of the diagonal is taken before the wait, and the
             result is a multiplication by it.
+        ready_by_value: a row's values are its ready signal, instead of a flag: ``x`` starts
+            filled with a sentinel (a signalling NaN, which arithmetic never produces) and a
+            waiting row polls the values it reads until they are not the sentinel. No flag,
+            no fence, no acquire load: one trip through L2 per dependency instead of three.
+            Not one of the paper's knobs (not searched yet).
         merge: ``merge_fixed``, ``merge_avg`` or ``merge_thresh``.
         merge_rows: ``rb``, rows per block of the merge (a power of two 1..32).
         merge_thresh: ``thresh`` of ``merge_avg`` / ``merge_thresh`` (a power of two 1..32);
@@ -75,6 +80,7 @@ class SptrsvSchedule(Schedule):
     collaborative_read: bool = True
     sync_elimination: bool = True
     early_division: bool = True
+    ready_by_value: bool = False
     merge: str = "merge_fixed"
     merge_rows: int = 1
     merge_thresh: int = 0
@@ -95,7 +101,7 @@ class SptrsvSchedule(Schedule):
             value = getattr(self, name)
             if isinstance(value, bool) or value not in POWERS_OF_TWO:
                 found.append(f"{name} must be one of {POWERS_OF_TWO}, got {value!r}")
-        for name in ("collaborative_read", "sync_elimination", "early_division", "reorder"):
+        for name in ("collaborative_read", "sync_elimination", "early_division", "ready_by_value", "reorder"):
             if not isinstance(getattr(self, name), bool):
                 found.append(f"{name} must be a bool, got {getattr(self, name)!r}")
         for name, choices in (("merge", MERGE_STRATEGIES), ("grouping", GROUPINGS),
@@ -121,6 +127,7 @@ class SptrsvSchedule(Schedule):
         flags = "".join(f"+{name}" for name, on in (("cr", self.collaborative_read),
                                                      ("se", self.sync_elimination),
                                                      ("ed", self.early_division),
+                                                     ("rv", self.ready_by_value),
                                                      ("reorder", self.reorder)) if on)
         return (f"nw{self.warps_per_block}.ng{self.subwarps}.sw{_number(self.sw_rnnz)}{flags}."
                 f"{merge}.{self.grouping}.{self.warp_schedule}.a{_number(self.alpha_level)}")

@@ -167,16 +167,18 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
     kernel_levels = np.add.reduceat(np.diff(nodes.level, prepend=-1) > 0, kernel_ptr[:-1]) \
         if nodes.count else np.zeros(0, np.int64)
     waits = (kernel_levels > 1) | (not schedule.sync_elimination)
-    row_flag = _row_flags(groups, nodes, kernel_ptr, waits, per_thread, schedule.sync_elimination)
+    row_flag = _row_flags(groups, nodes, kernel_ptr, waits, per_thread, schedule.sync_elimination,
+                          schedule.subwarp_width)
     return SolvePlan(schedule=schedule, num_blocks=num_blocks, rows=groups.rows, group_starts=groups.starts,
                      group_level=groups.level, group_per_thread=per_thread, nodes=nodes, node_warp=node_warp,
                      kernel_ptr=kernel_ptr, kernel_waits=waits, row_flag=row_flag)
 
 
 def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, waits: np.ndarray,
-               per_thread: np.ndarray, sync_elimination: bool) -> np.ndarray:
+               per_thread: np.ndarray, sync_elimination: bool, width: int) -> np.ndarray:
     """A row writes its flag when a row that waits depends on it: a row of another group in
-    a waiting kernel, or a row of its own group whose threads solve rows one each."""
+    a waiting kernel, or a row of its own group whose threads solve rows one each, solved by
+    another of the subwarp's ``width`` threads (a thread reads its own rows in program order)."""
     rows = groups.rows
     if not sync_elimination:
         return np.ones(rows.n, dtype=bool)
@@ -187,8 +189,10 @@ def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, wai
     dependent_group = np.repeat(group_of_position, np.diff(rows.ptr))
     dep_group = group_of_position[rows.deps]
     same = dep_group == dependent_group
+    lane = (np.arange(rows.n, dtype=np.int64) - groups.starts[group_of_position]) % width
+    dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))
     waiting = waits[kernel_of_node[node_of_group[dependent_group]]]
-    needed = np.where(same, per_thread[dependent_group], waiting)
+    needed = np.where(same, per_thread[dependent_group] & (lane[rows.deps] != lane[dependent]), waiting)
     flag = np.zeros(rows.n, dtype=bool)
     flag[rows.deps[needed]] = True
     return flag

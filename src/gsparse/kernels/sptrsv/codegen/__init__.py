@@ -28,12 +28,14 @@ import functools
 import math
 from dataclasses import dataclass
 
+import torch
+
 from ...operands import pow2_at_least
 from ...source import ACCUMULATOR_TYPES, INDEX_TYPES, PRELUDE, SCALAR_TYPES, Program, Signature, device_code
 from ..schedule import SptrsvSchedule
 from ..task import SptrsvAlgorithm
 
-__all__ = ["KERNEL", "STAGE_MIN", "CodeVariant", "generate", "program", "signature"]
+__all__ = ["KERNEL", "STAGE_MIN", "SENTINEL", "CodeVariant", "generate", "program", "signature"]
 
 KERNEL = "sptrsv"
 # A node group's entries are staged in shared memory only if there are at least this many:
@@ -45,6 +47,11 @@ STAGE_MIN = 32
 _SHARED_COLUMN_BYTES = 16
 _THREAD_COLUMN_BYTES = 32
 _WARP = 32
+# The bits of an unsolved entry of x under ready_by_value, per dtype: a signalling NaN with a
+# payload (arithmetic only ever produces quiet NaNs); a result with these bits is stored as
+# the quiet NaN instead, so a solved row can never look unsolved.
+SENTINEL = {torch.float64: 0x7FF4_DEAD_BEEF_CAFE, torch.float32: 0x7FA0_BEEF}
+QUIET_NAN = {torch.float64: 0x7FF8_0000_0000_0000, torch.float32: 0x7FC0_0000}
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ class CodeVariant:
             rows, so never with ``reorder``).
         eliminate: sync elimination (rows write flags only where the plan says so).
         early_division: the diagonal's reciprocal is taken before the waits.
+        ready_by_value: rows signal readiness by their values (``x`` starts as
+            :data:`SENTINEL`), not by flags.
         reorder: rows are solved in a stored order rather than by index.
     """
 
@@ -71,6 +80,7 @@ class CodeVariant:
     stage: bool
     eliminate: bool
     early_division: bool
+    ready_by_value: bool
     reorder: bool
 
     @classmethod
@@ -83,6 +93,7 @@ class CodeVariant:
             stage=schedule.collaborative_read and not schedule.reorder,
             eliminate=schedule.sync_elimination,
             early_division=schedule.early_division,
+            ready_by_value=schedule.ready_by_value,
             reorder=schedule.reorder,
         )
 
@@ -115,6 +126,7 @@ def signature(algorithm: SptrsvAlgorithm) -> Signature:
 
 def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
     k = algorithm.num_rhs
+    bits = "unsigned long long" if algorithm.dtype.itemsize == 8 else "unsigned"
     width = variant.subwarp_width
     column_lanes = min(width, pow2_at_least(k))
     size = algorithm.dtype.itemsize
@@ -127,6 +139,7 @@ def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
              ("STAGE", variant.stage, "collaborative read into shared memory"),
              ("ELIMINATE", variant.eliminate, "sync elimination: flags only where the plan says"),
              ("EARLY_DIVISION", variant.early_division, "reciprocal of the diagonal before the waits"),
+             ("READY_BY_VALUE", variant.ready_by_value, "x is the ready signal (starts as SENTINEL)"),
              ("REORDER", variant.reorder, "positions map to rows through `order`"))
     lines = [
         f"using T = {SCALAR_TYPES[algorithm.dtype]};",
@@ -139,6 +152,8 @@ def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
         f"constexpr int CPL = {shared_columns};  // columns per lane per pass over a shared row",
         f"constexpr int KC = {thread_columns};  // columns per pass over a row of one thread",
         f"constexpr int STAGE_MIN = {STAGE_MIN};  // fewest entries worth a collaborative read",
+        f"constexpr {bits} SENTINEL = {SENTINEL[algorithm.dtype]:#x}u;  // x not yet solved (a signalling NaN)",
+        f"constexpr {bits} QUIET_NAN = {QUIET_NAN[algorithm.dtype]:#x}u;  // written instead of SENTINEL",
         *(f"constexpr bool {name} = {'true' if on else 'false'};  // {why}" for name, on, why in flags),
     ]
     return "\n".join(lines)

@@ -19,7 +19,10 @@
 //
 // Dependencies across row groups are waited on through ready flags: row r is final once
 // flags[r] == epoch (an acquire load); its solver writes x, then the flag with a release
-// store. The epoch changes every solve, so flags never need clearing between solves. The grid
+// store. The epoch changes every solve, so flags never need clearing between solves. With
+// READY_BY_VALUE the values are the signal instead: x starts as SENTINEL, a row's solver stores
+// its values with strong (relaxed, GPU-scope) stores, and a waiting row polls each value it
+// reads until it is not SENTINEL: no flag, no fence, no acquire. The grid
 // is persistent and never larger than what the GPU holds at once (the plan sizes it), so a
 // spinning warp never waits on a block that has not started.
 
@@ -40,6 +43,40 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 __device__ __forceinline__ void store_release(unsigned* p, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
 }
+
+// Strong accesses to x under READY_BY_VALUE, as bits. The polling load has no memory clobber,
+// so the compiler may issue the row's other loads (col, val, b) around it; the plain one
+// (reads the subwarp ordered by __syncwarp) and the store keep theirs.
+__device__ __forceinline__ unsigned long long poll_bits(const double* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ unsigned poll_bits(const float* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ unsigned long long load_bits(const double* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned load_bits(const float* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_bits(double* p, unsigned long long v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void store_bits(float* p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ double from_bits(unsigned long long v) { return __longlong_as_double((long long)v); }
+__device__ __forceinline__ float from_bits(unsigned v) { return __uint_as_float(v); }
+__device__ __forceinline__ unsigned long long to_bits(double v) { return (unsigned long long)__double_as_longlong(v); }
+__device__ __forceinline__ unsigned to_bits(float v) { return __float_as_uint(v); }
 
 // What every row solve reads; one per thread.
 struct System {
@@ -73,8 +110,32 @@ struct System {
     }
 
     __device__ __forceinline__ bool writes_flag(I k) const {
-        if constexpr (ELIMINATE) return row_flag[k] != 0;
+        if constexpr (READY_BY_VALUE) return false;
+        else if constexpr (ELIMINATE) return row_flag[k] != 0;
         else return true;
+    }
+
+    // x[o] of a dependency: with READY_BY_VALUE polled until solved when the row waits for
+    // it (`wait`); with flags, the caller has waited on the row's flag already.
+    __device__ __forceinline__ A read_x(long long o, bool wait) const {
+        if constexpr (READY_BY_VALUE) {
+            if (!wait) return gs::to_acc(from_bits(load_bits(x + o)));
+            auto v = poll_bits(x + o);
+            while (v == SENTINEL) v = poll_bits(x + o);
+            return gs::to_acc(from_bits(v));
+        } else {
+            return gs::to_acc(x[o]);
+        }
+    }
+
+    __device__ __forceinline__ void write_x(long long o, A value) const {
+        const T v = gs::from_acc<T>(value);
+        if constexpr (READY_BY_VALUE) {
+            const auto bits = to_bits(v);
+            store_bits(x + o, bits == SENTINEL ? QUIET_NAN : bits);
+        } else {
+            x[o] = v;
+        }
     }
 
     // Narrows [s, e) to the row's off-diagonal entries and returns its diagonal (1 when unit).
@@ -155,11 +216,14 @@ __device__ __forceinline__ void shared_rows(const System& sys, const Entries& in
             for (I p = s + el; p < e; p += EL) {
                 const I j = in.col(sys, p);
                 const A v = in.val(sys, p);
-                if (c0 == 0 && waits && sys.position_of(j) < first) sys.wait_ready(j);
+                const bool wait = waits && sys.position_of(j) < first;
+                if constexpr (!READY_BY_VALUE) {
+                    if (c0 == 0 && wait) sys.wait_ready(j);
+                }
 #pragma unroll
                 for (int i = 0; i < CPL; ++i) {
                     const int c = c0 + cl + i * CL;
-                    if (c < K) acc[i] += v * gs::to_acc(sys.x[(long long)j * K + c]);
+                    if (c < K) acc[i] += v * sys.read_x((long long)j * K + c, wait);
                 }
             }
 #pragma unroll
@@ -173,7 +237,7 @@ __device__ __forceinline__ void shared_rows(const System& sys, const Entries& in
                     const int c = c0 + cl + i * CL;
                     if (c < K) {
                         const long long o = (long long)r * K + c;
-                        sys.x[o] = gs::from_acc<T>(finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
+                        sys.write_x(o, finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
                     }
                 }
             }
@@ -188,8 +252,9 @@ __device__ __forceinline__ void shared_rows(const System& sys, const Entries& in
 
 // Each lane of the subwarp solves rows of the group on its own (positions first + lane,
 // first + lane + W, ...), all K right-hand sides, KC at a time. Rows of the group depend on
-// each other, so a lane waits on every dependency inside the group (the plan flags them) and
-// on those outside it when the launch waits.
+// each other, so a lane waits on the group's rows that other lanes solve (the plan flags
+// them; its own it solved before, in program order) and on rows outside the group when the
+// launch waits.
 __device__ __forceinline__ void per_thread_rows(const System& sys, const Entries& in, I first, I last,
                                                 bool waits, int lane) {
     for (I k = first + lane; k < last; k += W) {
@@ -208,17 +273,21 @@ __device__ __forceinline__ void per_thread_rows(const System& sys, const Entries
             for (I p = s; p < e; ++p) {
                 const I j = in.col(sys, p);
                 const A v = in.val(sys, p);
-                if (c0 == 0 && (waits || sys.position_of(j) >= first)) sys.wait_ready(j);
+                const I pj = sys.position_of(j);
+                const bool wait = pj < first ? waits : W > 1 && (pj - first) % W != lane;
+                if constexpr (!READY_BY_VALUE) {
+                    if (c0 == 0 && wait) sys.wait_ready(j);
+                }
 #pragma unroll
                 for (int i = 0; i < KC; ++i) {
-                    if (c0 + i < K) acc[i] += v * gs::to_acc(sys.x[(long long)j * K + c0 + i]);
+                    if (c0 + i < K) acc[i] += v * sys.read_x((long long)j * K + c0 + i, wait);
                 }
             }
 #pragma unroll
             for (int i = 0; i < KC; ++i) {
                 if (c0 + i < K) {
                     const long long o = (long long)r * K + c0 + i;
-                    sys.x[o] = gs::from_acc<T>(finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
+                    sys.write_x(o, finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
                 }
             }
         }
