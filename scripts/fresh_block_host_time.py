@@ -145,7 +145,7 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
 
     for name, (module, bip) in _layers(args.features, args.hidden, args.heads).items():
         module = module.to(device)
-        fresh, seen, ops = [], [], []
+        fresh, seen = [], []
         for g in (bipartite if bip else square)[1:]:
             x = torch.randn(g.num_src, args.features, device=device, requires_grad=True)
             sync()

@@ -69,14 +69,17 @@ class DerivedCache(Generic[K, V]):
 
     def clear(self) -> None:
         """Drop every entry (they are rebuilt on next use)."""
-        for key in self._entries:
-            self.__dict__.pop(_slot(key), None)
+        for name in [name for name in self.__dict__ if name.startswith(_SLOT_PREFIX)]:
+            del self.__dict__[name]
         self._entries.clear()
         self.generation += 1
 
 
+_SLOT_PREFIX = "entry "
+
+
 def _slot(key: Hashable) -> str:
-    return f"entry {key!r}"
+    return f"{_SLOT_PREFIX}{key!r}"
 
 
 class CompileError(RuntimeError):
