@@ -20,7 +20,8 @@ timed span; the median over ``--blocks`` blocks):
   it has run on before, and the difference: what the layer builds per block (normalised
   graph, self loops, reverse graph, binds);
 - ``torch ops``: the torch functions a layer's fresh forward and backward call from Python,
-  less those of a repeated one (each is a kernel launch on a GPU).
+  less those of a repeated one (most are a kernel launch on a GPU), and ``calls resolved``:
+  the operator calls it resolves on the new graphs (each a ``bind``).
 
 Output lines are ``name: value`` with a stable format, so that two runs can be compared.
 """
@@ -41,7 +42,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import gsparse
-from gsparse import Graph, nn as gnn
+from gsparse import Graph, _calls, nn as gnn
 
 
 class _NoLaunch:
@@ -156,8 +157,14 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
         x = torch.randn(g.num_src, args.features, device=device, requires_grad=True)
         fresh_g = block(args.seeds, fanouts, bip, device, gen)[0]
         x_fresh = torch.randn(fresh_g.num_src, args.features, device=device, requires_grad=True)
-        with _CountOps() as counted_fresh:
-            _layer_step(module, bip, fresh_g, x_fresh)
+        bind = _calls._bind
+        binds = []
+        _calls._bind = lambda *a: (binds.append(a[1]), bind(*a))[1]
+        try:
+            with _CountOps() as counted_fresh:
+                _layer_step(module, bip, fresh_g, x_fresh)
+        finally:
+            _calls._bind = bind
         with _CountOps() as counted_seen:
             _layer_step(module, bip, fresh_g, x_fresh)
         f, s = statistics.median(fresh), statistics.median(seen)
@@ -165,6 +172,7 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
                                                     f"seen {s:.1f})")
         report[f"torch ops {name}"] = (f"{counted_fresh.count - counted_seen.count} per fresh block "
                                        f"(fresh {counted_fresh.count}, seen {counted_seen.count})")
+        report[f"calls resolved {name}"] = f"{len(binds)} per fresh block"
         if args.profile:
             profile = cProfile.Profile()
             graphs = [block(args.seeds, fanouts, bip, device, gen)[0] for _ in range(args.blocks)]
