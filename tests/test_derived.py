@@ -81,3 +81,23 @@ def test_replacing_or_clearing_entries_moves_the_generation() -> None:
     assert cache.get("a", lambda: 3) == 2 and cache.generation == 1
     cache.clear()
     assert cache.generation == 2 and "a" not in cache
+
+
+def test_an_eager_lookup_never_prints_its_key() -> None:
+    # The attribute a compiled graph reads is named by the key's repr, which costs more than
+    # the lookup (a plan's key holds a task and a schedule): only derive under torch.compile
+    # sets it, and replace and clear keep it current where it exists.
+    class Key(tuple):
+        def __repr__(self) -> str:
+            raise AssertionError("the key was printed")
+
+    cache: DerivedCache = DerivedCache("test")
+    key = Key((1, 2))
+    assert cache.get(key, lambda: "built") == "built" and cache.get(key, lambda: "other") == "built"
+    assert not [name for name in vars(cache) if name.startswith("entry ")]
+    cache.__dict__["entry (3, 4)"] = "old"
+    cache.get((3, 4), lambda: "old")
+    cache.replace((3, 4), "new")
+    assert cache.__dict__["entry (3, 4)"] == "new"
+    cache.clear()
+    assert "entry (3, 4)" not in vars(cache) and len(cache) == 0

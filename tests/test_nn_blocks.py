@@ -84,3 +84,27 @@ def test_sage_on_bipartite_blocks_matches_the_validated_graph():
     block = Graph.from_block(ei, num_src=40, num_dst=12, dst_sorted=True, max_degree=150)
     torch.testing.assert_close(layer((x, x[:12]), block),
                                layer((x, x[:12]), Graph.from_edge_index(ei, num_src=40, num_dst=12)))
+
+
+def test_a_blocks_loop_graph_knows_its_destinations_without_expanding_its_rows():
+    block = Graph.from_block(_edges(3), num_src=30, num_dst=30)
+    graph = self_loops(block).graph
+    assert "csr_dst" in graph.__dict__  # set where the loops are built
+    expanded = torch.repeat_interleave(torch.arange(30, dtype=graph.index_dtype), graph.in_degrees())
+    assert graph.csr_dst.dtype == graph.index_dtype and torch.equal(graph.csr_dst, expanded)
+
+
+@pytest.mark.parametrize("improved", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_gcn_block_weights_are_bitwise_the_generic_normalisation_without_its_operator_calls(
+        monkeypatch, improved, seed):
+    from gsparse.nn import gcn_conv
+
+    block = Graph.from_block(_edges(seed), num_src=30, num_dst=30)
+    graph, w = gcn_conv._normalize(block, None, improved, True, torch.float32)
+    calls = []
+    monkeypatch.setattr(gcn_conv, "gspmm", lambda *a, **k: calls.append("gspmm"))
+    monkeypatch.setattr(gcn_conv, "gsddmm", lambda *a, **k: calls.append("gsddmm"))
+    norm = gcn_conv._build_normalized(block, improved, True)
+    assert norm.graph is graph and norm.dinv is None and torch.equal(norm.weight, w)
+    assert calls == []  # no g-SpMM or g-SDDMM resolved on the loop graph, new with each block

@@ -56,27 +56,30 @@ class DerivedCache(Generic[K, V]):
                     f"inside a torch.compile graph (its size depends on the data): build it "
                     f"through gsparse.derived.derive, or run the model once eagerly on this graph")
             found = self._entries[key] = build()
-            # Each entry is an attribute too: what torch.compile reads (see derive).
-            self.__dict__[_slot(key)] = found
         return found
 
     def replace(self, key: K, value: V) -> None:
         """Set the entry for ``key``, whatever was there (a new choice of schedule): the next
         call that reads it takes ``value``."""
         self._entries[key] = value
-        self.__dict__[_slot(key)] = value
+        slot = _slot(key)
+        if slot in self.__dict__:  # what a compiled graph reads (see derive)
+            self.__dict__[slot] = value
         self.generation += 1
 
     def clear(self) -> None:
         """Drop every entry (they are rebuilt on next use)."""
-        for key in self._entries:
-            del self.__dict__[_slot(key)]
+        for name in [name for name in self.__dict__ if name.startswith(_SLOT_PREFIX)]:
+            del self.__dict__[name]
         self._entries.clear()
         self.generation += 1
 
 
+_SLOT_PREFIX = "entry "
+
+
 def _slot(key: Hashable) -> str:
-    return f"entry {key!r}"
+    return f"{_SLOT_PREFIX}{key!r}"
 
 
 class CompileError(RuntimeError):
@@ -124,10 +127,15 @@ def _build_while_tracing(cache: DerivedCache, key: Hashable, build: Callable[...
     global _building_eagerly
     before, _building_eagerly = _building_eagerly, True
     try:
-        cache.get(key, lambda: build(*args))
+        found = cache.get(key, lambda: build(*args))
     finally:
         _building_eagerly = before
-    return _slot(key)
+    # The entry as an attribute, set here rather than by every eager get: its name is the
+    # key's repr, which costs more than the rest of a lookup (a plan's key holds a task and
+    # a schedule).
+    slot = _slot(key)
+    cache.__dict__[slot] = found
+    return slot
 
 
 # torch.compiler.assume_constant_result(_build_while_tracing), without importing the compiler

@@ -85,6 +85,17 @@ def test_arguments_say_what_is_wrong(values: dict, error: type, message: str) ->
         SCALE.arguments(values)
 
 
+def test_converted_sizes_are_remembered_by_value_and_type() -> None:
+    narrow = Signature("k", [("int", "n"), ("float", "scale")])
+    first = narrow.arguments({"n": 40_961, "scale": 3})
+    again = narrow.arguments({"n": 40_961, "scale": 3})
+    assert first == again and first[0] is again[0]  # one conversion for the plans of new graphs
+    for refused in (40_961.0, True, [40_961]):  # equal or hashable or not, still refused
+        with pytest.raises(TypeError, match="kernel 'k': parameter 'n' \\(int\\)"):
+            narrow.arguments({"n": refused, "scale": 3})
+    assert narrow.arguments({"n": 1, "scale": 1.0})[1] == runtime.f32(1.0)
+
+
 # --- programs and their launches ---------------------------------------------------------------
 
 

@@ -66,6 +66,22 @@ def test_the_default_policy_runs_the_hand_rule():
     assert chosen == spmm.default_schedule(task, g.stats, H100)
 
 
+@pytest.mark.parametrize("policy", ["model", "tune"])
+def test_a_sync_free_graph_takes_the_hand_rule_without_signature_features_or_database(monkeypatch, policy):
+    from gsparse import Graph
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a sync-free graph's choice read the graph or the tuner's state")
+
+    for name in ("graph_signature", "_structure", "featurize", "database_path", "tuning_key", "model_choice"):
+        monkeypatch.setattr(select, name, refused)
+    block = Graph.from_block(torch.randint(0, 50, (2, 400)), num_src=50, num_dst=50, max_degree=400)
+    task = _spmm_task(block)
+    with select.policy(policy):
+        chosen = select.choose("spmm", block, task, _never_called, H100)
+    assert chosen == spmm.default_schedule(task, block.stats, H100)
+
+
 @pytest.mark.parametrize("operator", ["spmm", "sddmm"])
 def test_the_model_policy_picks_from_the_space_in_about_a_millisecond(operator):
     g = named_graph("long_row")

@@ -22,6 +22,9 @@ __all__ = ["Schedule", "SCHEDULES", "schedule_from_json", "one_of"]
 
 # Every schedule class by its skeleton name.
 SCHEDULES: dict[str, type[Schedule]] = {}
+# Schedules found valid (a plain value's validity never changes), bounded.
+_VALID: set[tuple] = set()
+_VALID_LIMIT = 4096
 
 
 class Schedule:
@@ -46,8 +49,17 @@ class Schedule:
 
     def validate(self):
         """``self``, or ValueError listing every problem."""
+        # Rules and plans validate the same few schedules on every new graph. Known by their
+        # knobs' values and types: 1 == True, but degree_sorted=1 is invalid.
+        knobs = tuple(self.__dict__.values())
+        key = (type(self), knobs, tuple(map(type, knobs)))
+        if key in _VALID:
+            return self
         if problems := self.problems():
             raise ValueError(f"invalid {type(self).__name__} {self}: " + "; ".join(problems))
+        if len(_VALID) >= _VALID_LIMIT:
+            _VALID.clear()
+        _VALID.add(key)
         return self
 
     def knobs(self) -> dict[str, Any]:

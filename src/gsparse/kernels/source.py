@@ -119,6 +119,10 @@ def identity_expr(value: float) -> str:
 
 # How a Python value becomes a by-value argument of each scalar C type a signature declares.
 _SCALARS = {"int": runtime.i32, "long long": runtime.i64, "float": runtime.f32, "double": runtime.f64}
+# Scalars are plain values, and plans of new graphs pass the same sizes again and again: the
+# conversions of plain ints and floats are kept (anything else is converted each time).
+_RECENT_SCALARS = {c_type: functools.lru_cache(maxsize=1024, typed=True)(convert)
+                   for c_type, convert in _SCALARS.items()}
 _SCALAR_C_TYPES = {"int": "int32_t", "long long": "int64_t", "float": "float", "double": "double"}
 _WRAP = 100  # columns of a printed parameter list
 
@@ -145,6 +149,11 @@ class Signature:
             if "*" not in c_type and c_type not in _SCALARS:
                 raise ValueError(f"parameter {pname!r} of {name!r} has type {c_type!r}: a pointer "
                                  f"or one of {sorted(_SCALARS)}")
+        # Looked up once: every launch plan of a new graph binds its arguments by name.
+        object.__setattr__(self, "_declared", frozenset(names))
+        object.__setattr__(self, "_scalars", tuple(
+            None if "*" in c_type else (_SCALARS[c_type], _RECENT_SCALARS[c_type], _SCALAR_C_TYPES[c_type])
+            for c_type, _ in self.params))
 
     def declaration(self, bounds: tuple[int, ...] | None = None) -> str:
         """``extern "C" __global__ void [__launch_bounds__(...)]`` and the name with its
@@ -172,31 +181,38 @@ class Signature:
         Raises TypeError naming any parameter missing from ``values``, any name the
         signature does not declare, and a scalar given to a pointer or the reverse.
         """
-        declared = {pname for _, pname in self.params}
-        if missing := [pname for _, pname in self.params if pname not in values]:
-            raise TypeError(f"kernel {self.name!r}: no value for {missing}")
-        if unknown := sorted(set(values) - declared):
+        if values.keys() != self._declared:
+            if missing := [pname for _, pname in self.params if pname not in values]:
+                raise TypeError(f"kernel {self.name!r}: no value for {missing}")
+            unknown = sorted(set(values) - self._declared)
             raise TypeError(f"kernel {self.name!r} has no parameters {unknown}; it takes "
                             f"{[pname for _, pname in self.params]}")
-        return [_argument(self.name, c_type, pname, values[pname]) for c_type, pname in self.params]
+        return [_argument(self.name, c_type, pname, values[pname], scalar)
+                for (c_type, pname), scalar in zip(self.params, self._scalars)]
 
 
-def _argument(kernel: str, c_type: str, name: str, value: Any) -> Any:
-    if "*" in c_type:
-        if value is None or value is OPERAND or isinstance(value, torch.Tensor):
+_Tensor = torch.Tensor
+
+
+def _argument(kernel: str, c_type: str, name: str, value: Any, scalar: tuple | None) -> Any:
+    """``value`` as the launch argument of parameter ``name``; ``scalar`` is None for a
+    pointer, else ``(converter, its cached twin for plain numbers, its C type)``."""
+    if scalar is None:
+        if value is None or value is OPERAND or isinstance(value, _Tensor):
             return value
         raise TypeError(f"kernel {kernel!r}: pointer parameter {name!r} ({c_type}) takes a tensor, "
                         f"None or OPERAND, got {type(value).__name__}")
+    convert, recent, exact = scalar
     if isinstance(value, runtime.Scalar):
-        if value.c_type != _SCALAR_C_TYPES[c_type]:
+        if value.c_type != exact:
             raise TypeError(f"kernel {kernel!r}: parameter {name!r} is a {c_type}, got a "
                             f"{value.c_type} scalar")
         return value
-    if value is OPERAND or value is None or isinstance(value, torch.Tensor):
+    if value is OPERAND or value is None or isinstance(value, _Tensor):
         raise TypeError(f"kernel {kernel!r}: scalar parameter {name!r} ({c_type}) takes a number, "
                         f"got {value!r}")
     try:
-        return _SCALARS[c_type](value)
+        return recent(value) if type(value) is int or type(value) is float else convert(value)
     except (TypeError, ValueError) as error:
         raise type(error)(f"kernel {kernel!r}: parameter {name!r} ({c_type}): {error}") from None
 

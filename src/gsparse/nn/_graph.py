@@ -181,12 +181,14 @@ def _self_loops_on_device(g: Graph) -> SelfLoops:
     nodes = torch.arange(n + 1, device=device)
     rowptr = g.rowptr.long() + nodes
     dst = g.csr_dst.long()
-    moved = torch.arange(e, device=device) + dst  # CSR position p of g, in the new graph
+    positions = torch.arange(e, device=device)
+    moved = positions + dst  # CSR position p of g, in the new graph
     loop_at = rowptr[1:] - 1
     col = torch.empty(e + n, dtype=index, device=device)
     col[moved] = g.col
-    col[loop_at] = nodes[:-1].to(index)
-    eid = torch.arange(e, device=device) if g.eid is None else g.eid.long()
+    loop_nodes = nodes[:-1].to(index)
+    col[loop_at] = loop_nodes
+    eid = positions if g.eid is None else g.eid.long()
     origin = torch.empty(e + n, dtype=torch.int64, device=device)
     origin[moved] = eid
     origin[loop_at] = e + nodes[:-1]
@@ -197,6 +199,13 @@ def _self_loops_on_device(g: Graph) -> SelfLoops:
     loop_edge.scatter_reduce_(0, dst, torch.where(is_loop, eid, -1), "amax")
     degree = None if g._max_degree is None else g._max_degree + 1
     graph = Graph.from_block_csr(rowptr.to(index), col, num_src=n, max_degree=degree, check=False)
+    if graph.index_dtype == index:
+        # Its destinations (Graph.csr_dst) are known here: two scatters, where expanding
+        # its rows again would take a repeat_interleave.
+        loop_dst = torch.empty(e + n, dtype=index, device=device)
+        loop_dst[moved] = g.csr_dst
+        loop_dst[loop_at] = loop_nodes
+        graph.__dict__["csr_dst"] = loop_dst
     return SelfLoops(graph, origin, loop_edge, masked)
 
 

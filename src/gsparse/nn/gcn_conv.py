@@ -72,9 +72,20 @@ def _unit_weights(g: Graph, improved: bool, add_self_loops: bool) -> bool:
     return not (add_self_loops and improved) or bool((self_loops(g).loop_edge >= 0).all())
 
 
+def _block_weights(g: Graph, improved: bool) -> tuple[Graph, torch.Tensor]:
+    """:func:`_normalize` of a block without ``edge_weight``, with the same values: every
+    weight of ``Â`` is 0 (a masked loop), 1 or the loop's fill, so the degrees are exact
+    sums in any order and two torch ops give them and the edge weights, where a g-SpMM and
+    a g-SDDMM would each resolve a call on the loop graph, which is new with every block."""
+    graph, w = _loop_weights(g, None, 2.0 if improved else 1.0, torch.float32)
+    dst = graph.csr_dst
+    dinv = _inverse_sqrt(torch.zeros(graph.num_dst, dtype=w.dtype, device=w.device).index_add_(0, dst, w))
+    return graph, dinv.index_select(0, graph.col) * dinv.index_select(0, dst) * w
+
+
 def _build_normalized(g: Graph, improved: bool, add_self_loops: bool) -> _Normalized:
     if add_self_loops and _masked_loops(self_loops(g)) is not None:  # a block: weights mask its loops
-        graph, w = _normalize(g, None, improved, add_self_loops, torch.float32)
+        graph, w = _block_weights(g, improved)
         return _Normalized(graph, None, w)
     if _unit_weights(g, improved, add_self_loops):
         graph = self_loops(g).graph if add_self_loops else g

@@ -51,11 +51,17 @@ class Scalar:
         return _C_TYPES[self.c_type](self.value)
 
 
+_INTEGER_RANGES = {32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}
+
+
 def _integer(value: SupportsIndex, c_type: str, bits: int) -> Scalar:
-    if isinstance(value, bool):
+    if type(value) is int:  # the common case, first: every launch plan converts several
+        integer = value
+    elif isinstance(value, bool):
         raise TypeError(f"{c_type} argument must be an integer, got bool {value}")
-    integer = operator.index(value)  # rejects floats instead of truncating them
-    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    else:
+        integer = operator.index(value)  # rejects floats instead of truncating them
+    low, high = _INTEGER_RANGES[bits]
     if not low <= integer <= high:
         raise ValueError(f"{c_type} argument must be in [{low}, {high}], got {integer}")
     return Scalar(c_type, integer)

@@ -1,0 +1,225 @@
+"""Host time of the first calls on a fresh sampled block (``Graph.from_block``), what a
+mini-batch step pays for every block it builds.
+
+On a GPU machine, from the repository root:
+``PYTHONPATH=src python3 scripts/fresh_block_host_time.py [--blocks 40] [--profile]``.
+Without a GPU, ``--cpu-mock`` runs the CUDA backend's host path on CPU tensors with
+launches that do nothing (``tests/cuda_path.py``), on smaller blocks (``--seeds 32
+--fanouts 4 3`` unless given), where the tensor work is as cheap as a GPU's launches.
+
+Blocks are built ahead, sorted by destination as a neighbour sampler emits them: the
+outer block of a two-layer step (``seeds`` destinations with ``fanouts[0]`` sources each,
+their sources with ``fanouts[1]`` each; square on every node, as GCN and GAT take it, and
+bipartite for SAGE). Every figure is host microseconds (no synchronisation inside the
+timed span; the median over ``--blocks`` blocks):
+
+- ``bind``: per operator, its first call on a fresh block less a repeated call on the same
+  block (``first`` and ``resolved`` are printed too): the task, schedule, plan and bound
+  launch that a fresh graph resolves;
+- ``layer``: forward and backward of a GCN, GAT and SAGE layer on a fresh block, on a block
+  it has run on before, and the difference: what the layer builds per block (normalised
+  graph, self loops, reverse graph, binds);
+- ``torch ops``: the torch functions a layer's fresh forward and backward call from Python,
+  less those of a repeated one (most are a kernel launch on a GPU), and ``calls resolved``:
+  the operator calls it resolves on the new graphs (each a ``bind``).
+
+Output lines are ``name: value`` with a stable format, so that two runs can be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+import gsparse
+from gsparse import Graph, _calls, nn as gnn
+
+
+class _NoLaunch:
+    """A kernel loader whose launches do nothing."""
+
+    def kernel(self, program, name, device_index):
+        return self
+
+    def prepare(self, grid, block, args, *, shared_bytes=0, context=""):
+        return lambda *operands, stream=None: None
+
+
+def block(seeds: int, fanouts: tuple[int, int], bipartite: bool, device: str,
+          gen: torch.Generator) -> tuple[Graph, int, int]:
+    """A fresh outer block: ``(graph, num_src, num_dst)``."""
+    n1 = seeds * (1 + fanouts[0])
+    n0 = n1 * (1 + fanouts[1])
+    degree = torch.cat([torch.full((seeds,), fanouts[0]), torch.full((n1 - seeds,), fanouts[1])])
+    dst = torch.repeat_interleave(torch.arange(n1), degree)
+    src = torch.randint(0, n0, (dst.numel(),), generator=gen)
+    num_dst = n1 if bipartite else n0
+    edge_index = torch.stack([src, dst]).to(device)
+    g = Graph.from_block(edge_index, num_src=n0, num_dst=num_dst, dst_sorted=True,
+                         max_degree=max(fanouts))
+    return g, n0, num_dst
+
+
+def _host_us(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e6
+
+
+def _operator_cases(g: Graph, features: int, heads: int) -> dict[str, Callable[[], object]]:
+    device = g.device
+    x = torch.randn(g.num_src, features, device=device)
+    y = torch.randn(g.num_dst, features, device=device)
+    w = torch.randn(g.num_edges, 1, device=device)
+    s_src = torch.randn(g.num_src, heads, device=device)
+    s_dst = torch.randn(g.num_dst, heads, device=device)
+    logits = torch.randn(g.num_edges, heads, device=device)
+    return {
+        "gspmm copy_lhs sum": lambda: gsparse.gspmm(g, "copy_lhs", "sum", x),
+        "gspmm mul sum": lambda: gsparse.gspmm(g, "mul", "sum", x, w),
+        "gspmm copy_rhs sum": lambda: gsparse.gspmm(g, "copy_rhs", "sum", None, w),
+        "gsddmm add u v": lambda: gsparse.gsddmm(g, "add", s_src, s_dst, "u", "v"),
+        "gsddmm dot u v": lambda: gsparse.gsddmm(g, "dot", x[: g.num_dst] if g.num_src >= g.num_dst
+                                                 else x, y, "u", "v"),
+        "edge_softmax": lambda: gsparse.edge_softmax(g, logits),
+    }
+
+
+class _CountOps(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _layers(features: int, hidden: int, heads: int) -> dict[str, tuple[torch.nn.Module, bool]]:
+    return {"GCN": (gnn.GCNConv(features, hidden), False),
+            "GAT": (gnn.GATConv(features, hidden // heads, heads=heads), False),
+            "SAGE": (gnn.SAGEConv(features, hidden), True)}
+
+
+def _layer_step(module: torch.nn.Module, bipartite: bool, g: Graph, x: torch.Tensor) -> None:
+    out = module((x, x[: g.num_dst]), g) if bipartite else module(x, g)
+    out.sum().backward()
+
+
+def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None:
+    gen = torch.Generator().manual_seed(0)
+    fanouts = tuple(args.fanouts)
+    report: dict[str, str] = {}
+
+    # Warm-up: one block of each kind runs everything once (kernels compiled and loaded).
+    square = [block(args.seeds, fanouts, False, device, gen)[0] for _ in range(args.blocks + 1)]
+    bipartite = [block(args.seeds, fanouts, True, device, gen)[0] for _ in range(args.blocks + 1)]
+    sync()
+    for name in _operator_cases(square[0], args.features, args.heads):
+        _operator_cases(square[0], args.features, args.heads)[name]()
+    for name, (module, bip) in _layers(args.features, args.hidden, args.heads).items():
+        g = (bipartite if bip else square)[0]
+        x = torch.randn(g.num_src, args.features, device=device, requires_grad=True)
+        _layer_step(module.to(device), bip, g, x)
+    sync()
+
+    for name in _operator_cases(square[0], args.features, args.heads):
+        first, resolved = [], []
+        for g in square[1:]:
+            case = _operator_cases(g, args.features, args.heads)[name]
+            sync()
+            first.append(_host_us(case))
+            resolved.append(_host_us(case))
+            sync()
+        f, r = statistics.median(first), statistics.median(resolved)
+        report[f"bind {name}"] = f"{f - r:.1f} us (first {f:.1f}, resolved {r:.1f})"
+
+    for name, (module, bip) in _layers(args.features, args.hidden, args.heads).items():
+        module = module.to(device)
+        fresh, seen = [], []
+        for g in (bipartite if bip else square)[1:]:
+            x = torch.randn(g.num_src, args.features, device=device, requires_grad=True)
+            sync()
+            fresh.append(_host_us(lambda: _layer_step(module, bip, g, x)))
+            seen.append(_host_us(lambda: _layer_step(module, bip, g, x)))
+            sync()
+        g = (bipartite if bip else square)[0]
+        x = torch.randn(g.num_src, args.features, device=device, requires_grad=True)
+        fresh_g = block(args.seeds, fanouts, bip, device, gen)[0]
+        x_fresh = torch.randn(fresh_g.num_src, args.features, device=device, requires_grad=True)
+        bind = _calls._bind
+        binds = []
+        _calls._bind = lambda *a: (binds.append(a[1]), bind(*a))[1]
+        try:
+            with _CountOps() as counted_fresh:
+                _layer_step(module, bip, fresh_g, x_fresh)
+        finally:
+            _calls._bind = bind
+        with _CountOps() as counted_seen:
+            _layer_step(module, bip, fresh_g, x_fresh)
+        f, s = statistics.median(fresh), statistics.median(seen)
+        report[f"layer {name} forward+backward"] = (f"{f - s:.1f} us per fresh block (fresh {f:.1f}, "
+                                                    f"seen {s:.1f})")
+        report[f"torch ops {name}"] = (f"{counted_fresh.count - counted_seen.count} per fresh block "
+                                       f"(fresh {counted_fresh.count}, seen {counted_seen.count})")
+        report[f"calls resolved {name}"] = f"{len(binds)} per fresh block"
+        if args.profile:
+            profile = cProfile.Profile()
+            graphs = [block(args.seeds, fanouts, bip, device, gen)[0] for _ in range(args.blocks)]
+            xs = [torch.randn(g.num_src, args.features, device=device, requires_grad=True) for g in graphs]
+            profile.enable()
+            for g, x in zip(graphs, xs):
+                _layer_step(module, bip, g, x)
+            profile.disable()
+            print(f"--- profile of {name} forward+backward on {args.blocks} fresh blocks")
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+    sizes = block(args.seeds, fanouts, False, device, gen)[0]
+    print(f"device: {device}{' (mocked launches)' if args.cpu_mock else ''}; square block "
+          f"{sizes.num_src} nodes, {sizes.num_edges} edges; median of {args.blocks} fresh blocks")
+    for name, value in report.items():
+        print(f"{name}: {value}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-mock", action="store_true",
+                        help="no GPU: the CUDA backend's host path on CPU tensors, launches doing nothing")
+    parser.add_argument("--seeds", type=int, default=None, help="default 1024 (32 with --cpu-mock)")
+    parser.add_argument("--fanouts", type=int, nargs=2, default=None,
+                        help="default 25 10 (4 3 with --cpu-mock)")
+    parser.add_argument("--blocks", type=int, default=40)
+    parser.add_argument("--features", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--profile", action="store_true", help="also profile each layer on fresh blocks")
+    args = parser.parse_args()
+    small = args.cpu_mock
+    args.seeds = args.seeds if args.seeds is not None else (32 if small else 1024)
+    args.fanouts = args.fanouts if args.fanouts is not None else ([4, 3] if small else [25, 10])
+    if args.cpu_mock:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from cuda_path import cuda_path_on_cpu
+
+        context, device, sync = cuda_path_on_cpu(_NoLaunch()), "cpu", lambda: None
+        # One thread: some CPU kernels (repeat_interleave) take milliseconds to wake a pool.
+        torch.set_num_threads(1)
+    else:
+        context, device, sync = contextlib.nullcontext(), "cuda", torch.cuda.synchronize
+    torch.manual_seed(0)
+    with context:
+        run(args, device, sync)
+
+
+if __name__ == "__main__":
+    main()
