@@ -17,9 +17,11 @@ from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
 from gsparse.kernels.sptrsv import FactorPlans, default_schedule, plan as plan_module
 from gsparse.kernels.sptrsv.codegen import KERNEL, SENTINEL, CodeVariant
+from gsparse.kernels.sptrsv.features import FEATURE_NAMES
 from gsparse.kernels.sptrsv.plan import co_resident_blocks, stage_capacity
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
 from gsparse.kernels.sptrsv.space import reduced_space
+from gsparse.kernels.sptrsv.task import SptrsvTask
 from gsparse.target import A100, H100
 
 from . import kernel_model
@@ -259,7 +261,61 @@ def test_the_hand_rule_picks_a_scheme_of_the_reduced_space(family, k):
     plans, _ = _factor_plans(family_factor(family), True)
     task = plans.task(torch.float64, False, False, k)
     schedule = default_schedule(plans.analysis(False).features, task, H100)
-    assert schedule in SPACE
+    assert schedule.ready_by_value
+    assert SptrsvSchedule(**{**schedule.knobs(), "ready_by_value": False}) in SPACE
+
+
+def _features(**named: float) -> np.ndarray:
+    """A feature vector with the named features set (the rest 1)."""
+    features = np.ones(len(FEATURE_NAMES))
+    for name, value in named.items():
+        features[FEATURE_NAMES.index(name)] = value
+    return features
+
+
+# The six 500K-row factors of the H100 sweep (docs/results/sptrsv/h100-2026-11-25-sweep-500k.jsonl.gz),
+# by the features the rule reads, and the best scheme measured for each (rv added where the
+# sweep measured the scheme without it).
+_SWEPT = {
+    "laplacian2d": (dict(m=500465, rnnz=3.0, rnnz_cov=0.02, layer_num=1457, dep_dist=1.0),
+                    "nw4.ng32.swinf+cr+se+ed+rv.merge_fixed(1).rg_sequential.ws_rr.a2"),
+    "laplacian3d": (dict(m=493790, rnnz=3.96, rnnz_cov=0.05, layer_num=242, dep_dist=0.99),
+                    "nw4.ng32.swinf+cr+se+ed+rv.merge_fixed(1).rg_sequential.ws_rr.a2"),
+    "banded": (dict(m=500000, rnnz=2.27, rnnz_cov=0.22, layer_num=500000, dep_dist=1.0),
+               "nw4.ng32.swinf+cr+se+ed+rv.merge_fixed(32).rg_sequential.ws_rr.a2"),
+    "power_law": (dict(m=500000, rnnz=6.25, rnnz_cov=12.3, layer_num=432, dep_dist=0.0),
+                  "nw32.ng1.sw0+cr+se+ed+rv.merge_fixed(4).rg_sequential.ws_rr.a2"),
+    "rmat": (dict(m=524288, rnnz=6.75, rnnz_cov=7.9, layer_num=671, dep_dist=0.0),
+             "nw32.ng1.sw0+cr+se+ed+rv.merge_fixed(4).rg_sequential.ws_rr.a2"),
+    "road": (dict(m=499849, rnnz=2.39, rnnz_cov=0.27, layer_num=1413, dep_dist=0.69),
+             "nw4.ng32.swinf+cr+se+ed+rv.merge_fixed(1).rg_sequential.ws_rr.a2"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(_SWEPT))
+def test_the_hand_rule_gives_each_swept_factor_its_best_measured_scheme(family):
+    named, best = _SWEPT[family]
+    task = SptrsvTask(torch.float64, torch.int32, True, False, False, 1)
+    assert str(default_schedule(_features(**named), task, H100)) == best
+
+
+def test_the_hand_rule_shares_heavy_tailed_rows_by_warps_and_merges_only_independent_neighbours():
+    task = SptrsvTask(torch.float64, torch.int32, True, False, False, 1)
+    skewed = dict(m=500000, rnnz=3.0, rnnz_cov=3.0, layer_num=400)
+    independent = default_schedule(_features(**skewed, dep_dist=0.0), task, H100)
+    assert (independent.subwarps, independent.sw_rnnz, independent.merge_rows) == (1, 0, 4)
+    chained = default_schedule(_features(**skewed, dep_dist=0.9), task, H100)
+    assert (chained.subwarps, chained.merge_rows) == (1, 1)
+    even = default_schedule(_features(m=500000, rnnz=3.0, rnnz_cov=0.5, layer_num=400, dep_dist=0.0), task, H100)
+    assert (even.subwarps, even.merge_rows) == (32, 1)
+
+
+def test_the_hand_rule_gives_thread_per_row_factors_32_warps_only_when_levels_fill_them():
+    task = SptrsvTask(torch.float64, torch.int32, True, False, False, 1)
+    # 4 warps per SM of 32 rows each: 132 x 4 x 32 = 16,896 rows per level on an H100.
+    narrow = default_schedule(_features(m=2_000_000, rnnz=3.0, rnnz_cov=0.0, layer_num=1000), task, H100)
+    wide = default_schedule(_features(m=20_000_000, rnnz=3.0, rnnz_cov=0.0, layer_num=1000), task, H100)
+    assert (narrow.subwarps, narrow.warps_per_block, wide.warps_per_block) == (32, 4, 32)
 
 
 def test_the_hand_rule_merges_chains_and_splits_few_levels():
@@ -267,7 +323,7 @@ def test_the_hand_rule_merges_chains_and_splits_few_levels():
     plans, _ = _factor_plans(chain, True)
     task = plans.task(torch.float64, False, False, 1)
     chained = default_schedule(plans.analysis(False).features, task, H100)
-    assert (chained.merge_rows, chained.warps_per_block, chained.alpha_level) == (32, 4, math.inf)
+    assert (chained.merge_rows, chained.warps_per_block, chained.alpha_level) == (32, 4, 2)
     plans, _ = _factor_plans(sp.csr_array(sp.diags(np.arange(1.0, 301))), True)
     flat = default_schedule(plans.analysis(False).features, task, H100)
     assert (flat.merge_rows, flat.alpha_level) == (1, 0)

@@ -58,7 +58,7 @@ def test_a_record_checks_and_times_the_default_first_then_the_sample():
     keys = [e["schedule"] for e in record["schemes"]]
     assert keys[:2] == [record["default"], record["by_value"]] and len(keys) == len(set(keys)) >= 5
     assert SptrsvSchedule.from_json(record["by_value"]) == SptrsvSchedule(
-        **{**SptrsvSchedule.from_json(record["default"]).knobs(), "ready_by_value": True})
+        **{**SptrsvSchedule.from_json(record["default"]).knobs(), "ready_by_value": False})
     assert all(e["status"] == "ok" and e["relative_error"] <= 1e-10 and e["median_ms"] > 0
                for e in record["schemes"]), record["schemes"]
     assert set(record["features"]) == set(FEATURE_NAMES) and record["levels"] > 1
@@ -105,3 +105,12 @@ def test_every_sampled_scheme_can_be_measured_with_values_as_ready_signals_too()
     by_value = [SptrsvSchedule.from_json(e["schedule"]) for e in record["schemes"]]
     assert sum(s.ready_by_value for s in by_value) >= 3 and all(e["status"] == "ok" for e in record["schemes"])
     assert _record("road", schemes, by_value="none")["by_value"] is None
+
+
+def test_schemes_asked_for_with_also_are_measured_before_the_sample():
+    extra = SptrsvSchedule(warps_per_block=4, subwarps=32, sw_rnnz=math.inf, ready_by_value=True,
+                           grouping="rg_balance", alpha_level=4)
+    record = _record("laplacian3d", sweep.sample_schemes(2, seed=1), also=(extra,))
+    keys = [e["schedule"] for e in record["schemes"]]
+    assert keys.index(extra.to_json()) == 2 and len(keys) == len(set(keys))
+    assert all(e["status"] == "ok" for e in record["schemes"]), record["schemes"]

@@ -14,11 +14,12 @@ written as soon as the factor is done:
 - ``cusparse``: SpSM's ``analysis_ms`` and the solve's ``median_ms`` (CuPy; the
   benchmark's :class:`~.cusparse_triangular.CuSparseSpSM`);
 - ``default`` and ``mlp`` (with ``--selector``): the scheme each picks, as JSON;
-  ``by_value``: the default with ``ready_by_value`` (rows signal readiness by their values,
-  not by flags; not in the reduced space yet), measured unless ``--by-value none``;
-- ``schemes``: one entry per scheme measured (the default's, its ``by_value`` twin and the
-  MLP's first, then the sample; with ``--by-value all`` each sampled scheme is followed by
-  its ``ready_by_value`` twin): ``schedule`` (JSON), ``status`` (``ok``, ``wrong``, ``failed``, ``skipped``),
+  ``by_value``: the default's ``ready_by_value`` twin (the knob flipped: rows signal
+  readiness by their values or by flags; the hand rule signals by values, so its twin is
+  the flag scheme), measured unless ``--by-value none``;
+- ``schemes``: one entry per scheme measured (the default's, its ``by_value`` twin, the
+  MLP's and each ``--also`` scheme first, then the sample; with ``--by-value all`` each
+  sampled scheme is followed by its ``ready_by_value`` twin): ``schedule`` (JSON), ``status`` (``ok``, ``wrong``, ``failed``, ``skipped``),
   ``median_ms``, ``repeats``, ``plan_ms`` (transform, scheduling, arrays to the device),
   ``codegen_ms`` (source, NVRTC and module load: cold on a program's first use only),
   ``launches``; ``truncated`` when the factor's time slice ran out first.
@@ -139,12 +140,13 @@ def _cusparse(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, b: to
 def sweep_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, device: torch.device,
                  schemes: list[SptrsvSchedule], target: Target, *, deadline: float,
                  time_s: float = 0.15, slow_ms: float = 200.0, max_launches: int = 20_000,
-                 selector: Any = None, by_value: str = "default", prepare: Callable[..., tuple[Callable, dict]] = gpu_prepare,
+                 selector: Any = None, by_value: str = "default", also: tuple[SptrsvSchedule, ...] = (),
+                 prepare: Callable[..., tuple[Callable, dict]] = gpu_prepare,
                  clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """One factor's record (see the module docstring): ``L x = b`` for the lower factor
     ``matrix`` with ``k`` right-hand sides; no scheme starts after ``clock()`` passes
     ``deadline``. ``by_value``: ``none``, ``default`` (the default's ``ready_by_value`` twin is
-    measured too) or ``all`` (every scheme's). ``prepare(plans, task, schedule, target,
+    measured too) or ``all`` (every scheme's). ``also``: schemes measured before the sample. ``prepare(plans, task, schedule, target,
     values, b)`` makes a scheme's solve (:func:`gpu_prepare`; a CPU model in tests)."""
     from scipy.sparse.linalg import spsolve_triangular
 
@@ -175,7 +177,7 @@ def sweep_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, device: tor
     }
     seen: set[str] = set()
     sample = [t for s in schemes for t in (s, _by_value(s))] if by_value == "all" else schemes
-    for schedule in [default, *(s for s in (twin, mlp) if s is not None), *sample]:
+    for schedule in [default, *(s for s in (twin, mlp) if s is not None), *also, *sample]:
         key = schedule.to_json()
         if key in seen:
             continue
@@ -200,7 +202,8 @@ def sweep_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, device: tor
 
 
 def _by_value(schedule: SptrsvSchedule) -> SptrsvSchedule:
-    return SptrsvSchedule(**{**schedule.knobs(), "ready_by_value": True})
+    """``schedule`` with ``ready_by_value`` flipped."""
+    return SptrsvSchedule(**{**schedule.knobs(), "ready_by_value": not schedule.ready_by_value})
 
 
 # ---------------------------------------------------------------------- the summary
@@ -243,7 +246,7 @@ def summary(records: list[dict[str, Any]]) -> str:
     default, the MLP's pick (``--selector``) and the leave-one-family-out MLP over the best."""
     loo = _loo_mlp(records)
     lines = ["| matrix | k | n | nnz | levels | cuSPARSE ms | best ms | cuSPARSE / best | default ms | "
-             "cuSPARSE / default | default by value ms | MLP / best | LOFO MLP / best | schemes ok | best scheme |",
+             "cuSPARSE / default | default's rv twin ms | MLP / best | LOFO MLP / best | schemes ok | best scheme |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     speedups: dict[str, list[float]] = {"best": [], "default": []}
     for i, r in enumerate(records):
@@ -298,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selector", help="a trained SchemeSelector file: its pick is measured too")
     parser.add_argument("--by-value", default="default", choices=("none", "default", "all"),
                         help="which schemes are also measured with ready_by_value")
+    parser.add_argument("--also", action="append", default=[], metavar="SCHEME_JSON",
+                        help="a scheme (SptrsvSchedule JSON) measured on every factor; repeatable")
     parser.add_argument("--summarize", action="store_true", help="only rebuild summary.md from sweep.jsonl")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -320,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         from ..kernels.sptrsv.selector import SchemeSelector
 
         selector = SchemeSelector.load(args.selector)
+    also = tuple(SptrsvSchedule.from_json(text).validate() for text in args.also)
     specs = matrix_specs(args.families.split(","), args.rows, [int(s) for s in args.seeds.split(",")])
     rhs = [int(v) for v in args.rhs.split(",")]
     jsonl = out / "sweep.jsonl"
@@ -338,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             jobs -= 1
             record = sweep_matrix(f"{family}:{rows}:{seed}", matrix, k, getattr(torch, args.dtype), device,
                                   schemes, target, deadline=deadline, time_s=args.time_s, slow_ms=args.slow_ms,
-                                  max_launches=args.max_launches, selector=selector, by_value=args.by_value)
+                                  max_launches=args.max_launches, selector=selector, by_value=args.by_value,
+                                  also=also)
             record["elapsed_s"] = time.monotonic() - start
             records.append(record)
             with jsonl.open("a") as f:
