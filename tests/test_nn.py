@@ -298,3 +298,13 @@ def test_layers_take_pyg_edge_index_objects():
     ei = _edge_index(23)
     _compare(gnn.GATConv(F_IN, F_OUT, heads=2), pyg_nn.GATConv(F_IN, F_OUT, heads=2),
              (pyg.EdgeIndex(ei, sparse_size=(N, N)),), (ei,))
+
+
+def test_gat_scores_bf16_features_in_float32_under_autocast():
+    # As PyG's (h * att).sum(-1) promotes: the contraction must not run in bf16.
+    layer = gnn.GATConv(F_IN, F_OUT, heads=2)
+    h = torch.randn(7, 2, F_OUT).to(torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        score_src, score_dst = layer._scores(h)
+    assert score_src.dtype == score_dst.dtype == torch.float32
+    torch.testing.assert_close(score_src, (h.float() * layer.att_src).sum(-1))

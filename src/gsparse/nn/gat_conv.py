@@ -122,10 +122,7 @@ class GATConv(nn.Module):
         x = check_node_features("x", x, self.in_channels)
         g = as_graph(graph, x.shape[0], x.shape[0])
         h = self.lin(x).view(-1, self.heads, self.out_channels)
-        # Contractions, not (h * att).sum(-1): torch 2.11's inductor tiles the backward of
-        # that sum into a reduction that faults with a misaligned address on an H100.
-        score_src = torch.einsum("nhc,hc->nh", h, self.att_src[0])
-        score_dst = torch.einsum("nhc,hc->nh", h, self.att_dst[0])
+        score_src, score_dst = self._scores(h)
         masked = None
         if self.add_self_loops:
             loops = self_loops(g)
@@ -153,6 +150,20 @@ class GATConv(nn.Module):
         if return_attention_weights is not None:
             return out, (edge_index_of(g), alpha)
         return out
+
+    def _scores(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each node's source and destination attention scores ``[N, H]``.
+
+        Contractions, not ``(h * att).sum(-1)``: torch 2.11's inductor tiles the backward of
+        that sum into a reduction that faults with a misaligned address on an H100. They
+        run in the dtype the product would have, autocast off, so that under autocast
+        bf16 features times float32 attention vectors score in float32, as PyG's do.
+        """
+        dtype = torch.promote_types(h.dtype, self.att_src.dtype)
+        with torch.autocast(h.device.type, enabled=False):
+            h = h.to(dtype)
+            return (torch.einsum("nhc,hc->nh", h, self.att_src[0].to(dtype)),
+                    torch.einsum("nhc,hc->nh", h, self.att_dst[0].to(dtype)))
 
     def _edge_features(self, g, edge_attr: torch.Tensor) -> torch.Tensor:
         if self.lin_edge is None:
