@@ -271,12 +271,12 @@ def prune(candidates: Sequence, facts: Sequence[Facts], target: Target,
             program); None leaves the register constraint off, and nothing is compiled.
         registers_on: ``"kept"`` measures only the candidates the arithmetic constraints
             leave (what a search needs), ``"all"`` every candidate (what a report of each
-            constraint's count alone needs).
+            constraint's count alone needs), ``"off"`` none (as ``registers=None``).
     """
     if len(facts) != len(candidates):
         raise ValueError(f"facts has {len(facts)} entries for {len(candidates)} candidates")
-    if registers_on not in ("kept", "all"):
-        raise ValueError(f"registers_on must be 'kept' or 'all', got {registers_on!r}")
+    if registers_on not in ("off", "kept", "all"):
+        raise ValueError(f"registers_on must be 'off', 'kept' or 'all', got {registers_on!r}")
     protected = frozenset(protected)
     fails: list[set[str]] = [set() for _ in candidates]
     if candidates:
@@ -292,7 +292,7 @@ def prune(candidates: Sequence, facts: Sequence[Facts], target: Target,
             if f.column_waste > waste_bar:
                 fail.add("column_waste")
     state = "off"
-    if registers is not None:
+    if registers is not None and registers_on != "off":
         state = registers_on
         measured = [i for i, fail in enumerate(fails) if registers_on == "all" or not fail]
         # Each measure may compile; NVRTC releases the GIL, so threads compile in parallel.

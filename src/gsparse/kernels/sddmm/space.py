@@ -129,8 +129,6 @@ def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds:
     candidates = Space([*schedule_space(task, stats, target), default]).candidates()
     protected = (default,)
     measures = [facts(task, stats, target, s) for s in candidates]
-    if registers == "off":
-        return prune(candidates, measures, target, thresholds, protected=protected)
     return prune(candidates, measures, target, thresholds, protected=protected,
                  registers=lambda s: register_spills(task, s, target), registers_on=registers)
 

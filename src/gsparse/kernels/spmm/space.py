@@ -175,8 +175,6 @@ def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: 
     candidates = schedule_space(task, stats, target).candidates()
     protected = (default_schedule(task, stats, target),)
     measures = [facts(task, stats, target, s) for s in candidates]
-    if registers == "off":
-        return prune(candidates, measures, target, thresholds, protected=protected)
     return prune(candidates, measures, target, thresholds, protected=protected,
                  registers=lambda s: register_spills(task, s, target), registers_on=registers)
 
