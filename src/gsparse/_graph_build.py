@@ -67,12 +67,7 @@ def assemble(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None,
 # ---------------------------------------------------------------------- host-validated inputs
 
 def from_csr(rowptr: Any, col: Any, num_src: Any, eid: Any) -> Csr:
-    rowptr = check_index_tensor("rowptr", rowptr, 1)
-    col = check_index_tensor("col", col, 1)
-    if rowptr.numel() == 0:
-        raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
-    if col.device != rowptr.device:
-        raise ValueError(f"col is on {col.device} but rowptr is on {rowptr.device}")
+    rowptr, col = _checked_csr_arrays(rowptr, col)
     num_edges = col.numel()
     if int(rowptr[0]) != 0:
         raise ValueError(f"rowptr[0] must be 0, got {int(rowptr[0])}")
@@ -182,6 +177,18 @@ def from_coo(src: torch.Tensor, dst: torch.Tensor, num_src: Any, num_dst: Any,
     return assemble(rowptr, src.long()[order], eid, num_src, num_dst)
 
 
+def _checked_csr_arrays(rowptr: Any, col: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rowptr`` and ``col`` as index tensors of one device, ``rowptr`` not empty (their
+    values are checked by the caller: on the host, or on the device for a block)."""
+    rowptr = check_index_tensor("rowptr", rowptr, 1)
+    col = check_index_tensor("col", col, 1)
+    if rowptr.numel() == 0:
+        raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
+    if col.device != rowptr.device:
+        raise ValueError(f"col is on {col.device} but rowptr is on {rowptr.device}")
+    return rowptr, col
+
+
 def _checked_eid(eid: Any, device: torch.device, num_edges: int) -> torch.Tensor:
     eid = check_index_tensor("eid", eid, 1)
     if eid.device != device:
@@ -261,12 +268,7 @@ def block_from_csr(rowptr: Any, col: Any, num_src: Any, eid: Any, max_degree: An
                    check: bool) -> tuple[Csr, int | None]:
     """A block's CSR as a sampler produced it and its checked ``max_degree``, checked on
     the device."""
-    rowptr = check_index_tensor("rowptr", rowptr, 1)
-    col = check_index_tensor("col", col, 1)
-    if rowptr.numel() == 0:
-        raise ValueError("rowptr must have at least one entry (num_dst + 1), got 0")
-    if col.device != rowptr.device:
-        raise ValueError(f"col is on {col.device} but rowptr is on {rowptr.device}")
+    rowptr, col = _checked_csr_arrays(rowptr, col)
     num_src = check_count("num_src", num_src)
     max_degree = None if max_degree is None else check_count("max_degree", max_degree)
     num_edges, num_dst = col.numel(), rowptr.numel() - 1
