@@ -17,14 +17,18 @@ from .algebra import REDUCERS
 __all__ = ["spmm_resolved", "sddmm_resolved", "softmax_resolved"]
 
 
-class _SpmmFunction(torch.autograd.Function):
-    """g-SpMM sum/mean of a resolved call, differentiable (the eager path)."""
+class _RunFunction(torch.autograd.Function):
+    """A resolved call's run, its operands saved for the backward of a subclass."""
 
     @staticmethod
     def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
         ctx.call = call
         ctx.save_for_backward(lhs, rhs)
         return call.run(lhs, rhs)
+
+
+class _SpmmFunction(_RunFunction):
+    """g-SpMM sum/mean of a resolved call, differentiable (the eager path)."""
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -55,14 +59,8 @@ class _SpmmArgFunction(torch.autograd.Function):
         return None, d_lhs, d_rhs
 
 
-class _SddmmFunction(torch.autograd.Function):
+class _SddmmFunction(_RunFunction):
     """g-SDDMM of a resolved call, differentiable (the eager path)."""
-
-    @staticmethod
-    def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
-        ctx.call = call
-        ctx.save_for_backward(lhs, rhs)
-        return call.run(lhs, rhs)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
