@@ -237,10 +237,10 @@ def _first_choice(model: RankModel, space: SpaceFeatures, structure) -> Any:
 def ranked_candidates(operator: str, task: Any, stats: GraphStats, target: Target) -> tuple:
     """What the "model" policy ranks: the pruned space, then the hand rule's pick where
     the space does not hold it."""
-    ops = kernels.OPERATORS[operator]
-    kept = tuple(ops.pruned_space(task, stats, target).kept)
-    default = ops.default_schedule(task, stats, target)
-    return kept if default in kept else (*kept, default)
+    pruning = kernels.OPERATORS[operator].pruned_space(task, stats, target)
+    kept = tuple(pruning.kept)
+    # The pruning protects the hand rule's pick: it is kept wherever the space holds it.
+    return kept + tuple(pick for pick in pruning.protected if pick not in kept)
 
 
 class _SpaceCache:
