@@ -101,25 +101,34 @@ def test_the_model_policy_picks_from_the_space_in_about_a_millisecond(operator):
     def median_ms(decide) -> float:
         for _ in range(10):
             assert decide() == chosen
-        times = []
-        for _ in range(100):
-            start = time.thread_time()  # this thread's CPU time: a busy machine's waits do not count
-            decide()
-            times.append(time.thread_time() - start)
-        return statistics.median(times) * 1e3
+        rounds = []
+        for _ in range(3):  # the least disturbed round: a busy machine slows even CPU time
+            times = []
+            for _ in range(100):
+                start = time.thread_time()  # this thread's CPU time: a busy machine's waits do not count
+                decide()
+                times.append(time.thread_time() - start)
+            rounds.append(statistics.median(times))
+        return min(rounds) * 1e3
 
-    def first_of_its_task():  # the space is built too
+    def new_graph():  # what every new graph of a task seen before pays: its pruned space
         select._SPACES.clear()
         return select.model_choice(operator, g, task, H100)
 
-    def space_kept():  # what every new graph of the task pays for g-SDDMM, whose space reads the task alone
+    def first_of_its_task():  # g-SDDMM's space, which reads the task alone, is built too
+        sddmm.space._space.cache_clear()
+        return new_graph()
+
+    def space_kept():  # the same graph deciding again (moved to another device, a new record)
         return select.model_choice(operator, g, task, H100)
 
-    # 81 (g-SpMM) and 115 (g-SDDMM) candidates here: 0.9 and 1.1 ms (1.9 and 2.5 ms before the
-    # decision was vectorised), 0.27 and 0.3 ms with the space kept, on a busy 2-core machine.
-    # The bounds catch a measurement, a compilation or a device read sneaking in, and
-    # per-candidate Python returning.
-    assert median_ms(first_of_its_task) < 3.0
+    # 81 (g-SpMM) and 115 (g-SDDMM) candidates here. On an idle 2-core machine a new graph
+    # pays 1.1 and 1.2 ms (twice that when the machine is busy), the first of a task 1.1 and
+    # 1.7 ms, and 0.27 and 0.3 ms with the space kept. The bounds catch per-candidate Python
+    # returning to what repeats (a new graph: every mini-batch block), and a measurement, a
+    # compilation or a device read sneaking into any decision.
+    assert median_ms(new_graph) < 3.0
+    assert median_ms(first_of_its_task) < 10.0
     assert median_ms(space_kept) < 1.0
 
 

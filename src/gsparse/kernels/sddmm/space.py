@@ -4,6 +4,7 @@ graph at hand (:func:`pruned_space`, LO-SpMM's constraints of
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Literal
 
@@ -62,12 +63,20 @@ def schedule_space(task: SddmmTask, stats: GraphStats, target: Target) -> Space:
     under the same budget (two indices per edge). The graph and target do not shape it.
     """
     del stats, target
-    feature_len, dtype = task.head_len, task.dtype
+    return _space(task.head_len, task.dtype, task.vector_ok, task.is_dot)
+
+
+# Kept: every new graph of a task asks for the same space (every mini-batch block under the
+# model policy, which prunes it by the graph's statistics), and building it is most of a decision.
+@functools.lru_cache(maxsize=256)
+def _space(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool) -> Space:
+    """:func:`schedule_space` for a head of ``feature_len`` features of ``dtype``, vectors
+    of at most ``vector_ok`` elements, ``is_dot`` as :attr:`SddmmTask.is_dot`."""
     size = dtype.itemsize
     launches = [0]
     if size >= 4:
         launches += [w for w in (32, 128) if w < feature_len]
-    vectors = sorted({1, widest_vector(feature_len, min(task.vector_ok, VECTOR_BYTES // size))})
+    vectors = sorted({1, widest_vector(feature_len, min(vector_ok, VECTOR_BYTES // size))})
     accumulator_words = 2 if dtype == torch.float64 else 1
     grid: list = []
     for launch in launches:
@@ -89,7 +98,7 @@ def schedule_space(task: SddmmTask, stats: GraphStats, target: Target) -> Space:
                 if batch_fits(batch, lane_values, accumulator_words, indices=1):
                     # Only a dot has a reduction to transpose: other operators run the row code.
                     grid.append(RowTransposed(groups_per_block=4, features_per_launch=launch,
-                                              edges_per_batch=batch, **knobs) if task.is_dot
+                                              edges_per_batch=batch, **knobs) if is_dot
                                 else Row(groups_per_block=4, features_per_launch=launch, **knobs))
             if not launch:
                 for batch in sorted({4, 8, lanes}) if lanes >= 4 else []:

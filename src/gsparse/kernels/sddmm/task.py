@@ -117,11 +117,12 @@ class SddmmTask:
         return SddmmAlgorithm(self.op, self.lhs_target, self.rhs_target, layout(self.lhs_shape),
                               layout(self.rhs_shape), self.dtype, self.index_dtype, self.has_eid)
 
-    @property
+    # Cached: spaces, pruning and features read these once per candidate.
+    @cached_property
     def is_dot(self) -> bool:
         return BINARY_OPS[self.op].reduces_last_dim
 
-    @property
+    @cached_property
     def head_len(self) -> int:
         """Features of one head: what a ``dot`` reduces, or all features."""
         return self.full_shape[-1] if self.is_dot else math.prod(self.full_shape)
