@@ -258,3 +258,22 @@ def test_the_shipped_models_score_spaces_as_the_plain_evaluation(operator):
         task, target = random_task(rng, g), TARGETS[rng.integers(len(TARGETS))]
         x = reference_featurize(task, structure, target, ops.schedule_space(task, stats, target).candidates())
         assert np.array_equal(ensemble.predict(x), reference_scores(ensemble, x))
+
+
+@pytest.mark.parametrize("operator", ["spmm", "sddmm"])
+def test_the_shipped_models_score_random_rows_as_the_plain_evaluation(operator):
+    """Every feature varies, each value a threshold of its feature, one beside it or a
+    random one: every row of every feature's table is read."""
+    from gsparse.tune import select
+
+    from .reference_decision import reference_scores
+
+    ensemble = select._model(operator).ensemble
+    rng = np.random.default_rng(19)
+    x = rng.normal(size=(400, ensemble.num_features)) * 100
+    for j in range(ensemble.num_features):
+        thresholds = ensemble.threshold[ensemble.feature == j]
+        if len(thresholds):
+            picks = rng.choice(thresholds, size=len(x))
+            x[:, j] = np.where(rng.random(len(x)) < 0.7, picks + rng.choice([-1e-9, 0.0, 1e-9], size=len(x)), x[:, j])
+    assert np.array_equal(ensemble.predict(x), reference_scores(ensemble, x))
