@@ -82,6 +82,21 @@ def test_a_sync_free_graph_takes_the_hand_rule_without_signature_features_or_dat
     assert chosen == spmm.default_schedule(task, block.stats, H100)
 
 
+def test_without_a_tuning_database_the_model_policy_reads_no_signature(monkeypatch):
+    """The signature only keys a lookup or a tuning run: a first call after a fresh
+    install (kernels precompiled, no tuning database) pays for the statistics alone."""
+    def refused(*args, **kwargs):
+        raise AssertionError("the model policy computed a tuning key with no database to look in")
+
+    monkeypatch.setattr(select, "graph_signature", refused)
+    monkeypatch.setattr(select, "tuning_key", refused)
+    g = named_graph("random")
+    task = _spmm_task(g)
+    assert select._database() is None
+    chosen = select.choose("spmm", g, task, _never_called, H100)
+    assert chosen == select.model_choice("spmm", g, task, H100)
+
+
 @pytest.mark.parametrize("operator", ["spmm", "sddmm"])
 def test_the_model_policy_picks_from_the_space_in_about_a_millisecond(operator):
     g = named_graph("long_row")

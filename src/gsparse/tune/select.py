@@ -200,9 +200,10 @@ def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tens
     # the hand rule: a signature or a structure would read it back.
     if _State.policy == "default" or operator not in _MODELLED or g.sync_free:
         return ops.default_schedule(task, g.stats, target)
-    key = tuning_key(operator, g, task, target)
+    # Only a lookup or a tuning run needs the key, whose graph signature reads the graph
+    # back: a "model" call in a process without a tuning database skips it.
     database = _database()
-    if database is not None and (record := database.get_best(key)) is not None:
+    if database is not None and (record := database.get_best(tuning_key(operator, g, task, target))) is not None:
         from ..kernels.schedule import schedule_from_json
 
         try:
@@ -212,7 +213,8 @@ def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tens
     if _State.policy == "model":
         return model_choice(operator, g, task, target)
     space = Space(ops.pruned_space(task, g.stats, target).kept)
-    return _tune_now(operator, g, task, call, target, key, space, _model(operator), _structure(g))
+    return _tune_now(operator, g, task, call, target, tuning_key(operator, g, task, target), space,
+                     _model(operator), _structure(g))
 
 
 def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
