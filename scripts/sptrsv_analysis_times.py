@@ -4,7 +4,7 @@
     PYTHONPATH=src python scripts/sptrsv_analysis_times.py --rows 500000 --rhs 1,16 --repeats 3
 
 Prints one Markdown table, a row per family and number of right-hand sides (float64): the
-factor's size and levels, then milliseconds of each stage of
+factor's size and levels, the milliseconds to generate it (once), then those of each stage of
 :func:`gsparse.bench.sptrsv`'s ``_gsparse``, each the least of ``--repeats`` runs (a shared
 machine's noise only ever adds):
 
@@ -81,12 +81,12 @@ def main() -> None:
     parser.add_argument("--schemes", action="store_true", help="time the plans of the fixed schemes too")
     args = parser.parse_args()
     extra = (["nvrtc"] if args.compile else []) + ([f"plan {k}" for k in SCHEMES] if args.schemes else [])
-    columns = ["graph", "levels", "features", "select", "schedule", "plan", "prep"] + extra
+    columns = ["build", "graph", "levels", "features", "select", "schedule", "plan", "prep"] + extra
     print(f"| family | rows | nnz | levels | k | {' | '.join(f'{c} ms' for c in columns)} | scheme |")
     print("|" + "---|" * (6 + len(columns)))
     r = args.repeats
     for family in args.families.split(","):
-        matrix = triangular.generate(family, args.rows, seed=0)
+        matrix, build_ms = _best_ms(lambda: triangular.generate(family, args.rows, seed=0), 1)
         crow, col = (torch.from_numpy(a.astype(np.int64)) for a in (matrix.indptr, matrix.indices))
         rows, graph_ms = _best_ms(lambda: analysis.dependency_graph(matrix.indptr, matrix.indices, True), r)
         level, levels_ms = _best_ms(lambda: analysis.levels(rows.ptr, rows.deps), r)
@@ -100,7 +100,7 @@ def main() -> None:
             _, schedule_ms = _best_ms(lambda: scheduling.plan(system.rows, system.row_level, schedule, H100.sms,
                                                               H100.resident_warps), r)
             _, plan_ms = _best_ms(lambda: plans.build_plan(task, schedule, H100), r)
-            times = [graph_ms, levels_ms, features_ms, select_ms, schedule_ms, plan_ms,
+            times = [build_ms, graph_ms, levels_ms, features_ms, select_ms, schedule_ms, plan_ms,
                      graph_ms + levels_ms + features_ms + select_ms + plan_ms]
             if args.compile:
                 times.append(_compile_ms(task, schedule))
