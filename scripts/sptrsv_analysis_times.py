@@ -1,10 +1,24 @@
-"""Times of SpTRSV's host-side preprocessing per matrix family: build, analysis, plan, selection.
+"""Times of SpTRSV's host-side preprocessing per matrix family: what the benchmark's
+``gsparse prep ms`` spends on the host, stage by stage.
 
-    PYTHONPATH=src python scripts/sptrsv_analysis_times.py --rows 4000000
+    PYTHONPATH=src python scripts/sptrsv_analysis_times.py --rows 500000 --rhs 1,16 --repeats 3
 
-Prints one Markdown table: seconds to generate the factor, to build its row graph, to
-compute its levels, its 10 features, one plan per scheme below, and the selector's pick
-(an untrained MLP over the reduced space: selection cost does not depend on training).
+Prints one Markdown table, a row per family and number of right-hand sides (float64): the
+factor's size and levels, the milliseconds to generate it (once), then those of each stage of
+:func:`gsparse.bench.sptrsv`'s ``_gsparse``, each the least of ``--repeats`` runs (a shared
+machine's noise only ever adds):
+
+- ``graph``, ``levels``, ``features``: the analysis (``FactorPlans.analysis`` and its
+  features);
+- ``select``: the hand rule's scheme (``default_schedule``);
+- ``schedule``: the scheme's transform and scheduling (``scheduling.plan``);
+- ``plan``: the whole plan (``SptrsvPlan``: the scheduling again, the launch tables, the
+  arrays as tensors; a loader that compiles nothing, on the CPU);
+- ``prep``: analysis + select + plan, what the benchmark's phases add up to without its
+  ``codegen`` (NVRTC, cold only on a new kernel cache) and the copies to the GPU.
+
+With ``--compile``, a column of NVRTC's time for the chosen scheme's program (sm_90, no
+cache). With ``--schemes``, one more column per fixed scheme below: its plan's seconds.
 The grid is an H100's: 132 blocks, 8,448 resident warps.
 """
 
@@ -12,15 +26,22 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from gsparse.datasets import triangular
-from gsparse.kernels.sptrsv import analysis, features, scheduling, selector
+from gsparse.kernels.sptrsv import FactorPlans, analysis, features, scheduling
+from gsparse.kernels.sptrsv.codegen import program
+from gsparse.kernels.sptrsv.default import default_schedule
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
-from gsparse.kernels.sptrsv.space import reduced_space
+from gsparse.target import H100
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sptrsv"))
+from loader import RecordingLoader  # noqa: E402  (the tests' loader: records, compiles nothing)
 
 SCHEMES = {
     "rr": SptrsvSchedule(),
@@ -31,34 +52,65 @@ SCHEMES = {
 }
 
 
-def _timed(fn):
+def _best_ms(fn, repeats: int):
+    """``(fn(), least milliseconds over repeats runs)``."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return out, min(times)
+
+
+def _compile_ms(task, schedule) -> float:
+    from gsparse.runtime._compile import compile_cuda
+
+    source = program(task.algorithm, schedule).source
     start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
+    compile_cuda(source, arch=H100.arch, cache=None)
+    return (time.perf_counter() - start) * 1e3
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--families", default=",".join(triangular.FAMILIES))
+    parser.add_argument("--rhs", default="1,16")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--compile", action="store_true", help="time NVRTC on the chosen scheme's program")
+    parser.add_argument("--schemes", action="store_true", help="time the plans of the fixed schemes too")
     args = parser.parse_args()
-    dummy = selector.SchemeSelector(reduced_space(), torch.zeros(66), torch.ones(66))
-    print(f"| family | rows | nnz | levels | build s | graph s | levels s | features ms | "
-          f"{' | '.join(f'plan {k} s' for k in SCHEMES)} | select ms |")
-    print("|" + "---|" * (9 + len(SCHEMES)))
+    extra = (["nvrtc"] if args.compile else []) + ([f"plan {k}" for k in SCHEMES] if args.schemes else [])
+    columns = ["build", "graph", "levels", "features", "select", "schedule", "plan", "prep"] + extra
+    print(f"| family | rows | nnz | levels | k | {' | '.join(f'{c} ms' for c in columns)} | scheme |")
+    print("|" + "---|" * (6 + len(columns)))
+    r = args.repeats
     for family in args.families.split(","):
-        matrix, build = _timed(lambda: triangular.generate(family, args.rows, seed=0))
-        rows, graph_s = _timed(lambda: analysis.dependency_graph(matrix.indptr, matrix.indices, True))
-        level, levels_s = _timed(lambda: analysis.levels(rows.ptr, rows.deps))
-        feats, features_s = _timed(lambda: features.matrix_features(rows, level))
-        plans = [_timed(lambda s=s: scheduling.plan(rows, level, s, 132, 8448))[1] for s in SCHEMES.values()]
-        dummy.select(feats)
-        _, select_s = _timed(lambda: dummy.select(feats))
-        print(f"| {family} | {matrix.shape[0]:,} | {matrix.nnz:,} | {int(level.max()) + 1:,} | {build:.2f} | "
-              f"{graph_s:.2f} | {levels_s:.2f} | {features_s * 1e3:.1f} | "
-              f"{' | '.join(f'{p:.2f}' for p in plans)} | {select_s * 1e3:.2f} |", flush=True)
+        matrix, build_ms = _best_ms(lambda: triangular.generate(family, args.rows, seed=0), 1)
+        crow, col = (torch.from_numpy(a.astype(np.int64)) for a in (matrix.indptr, matrix.indices))
+        rows, graph_ms = _best_ms(lambda: analysis.dependency_graph(matrix.indptr, matrix.indices, True), r)
+        level, levels_ms = _best_ms(lambda: analysis.levels(rows.ptr, rows.deps), r)
+        feats, features_ms = _best_ms(lambda: features.matrix_features(rows, level), r)
+        for k in (int(v) for v in args.rhs.split(",")):
+            plans = FactorPlans(crow, col, True)
+            plans.loader = RecordingLoader()
+            system = plans.analysis(False)
+            task = plans.task(torch.float64, False, False, k)
+            schedule, select_ms = _best_ms(lambda: default_schedule(feats, task, H100), r)
+            _, schedule_ms = _best_ms(lambda: scheduling.plan(system.rows, system.row_level, schedule, H100.sms,
+                                                              H100.resident_warps), r)
+            _, plan_ms = _best_ms(lambda: plans.build_plan(task, schedule, H100), r)
+            times = [build_ms, graph_ms, levels_ms, features_ms, select_ms, schedule_ms, plan_ms,
+                     graph_ms + levels_ms + features_ms + select_ms + plan_ms]
+            if args.compile:
+                times.append(_compile_ms(task, schedule))
+            if args.schemes:
+                times += [_best_ms(lambda s=s: plans.build_plan(task, s, H100), r)[1] for s in SCHEMES.values()]
+            print(f"| {family} | {matrix.shape[0]:,} | {matrix.nnz:,} | {int(level.max()) + 1:,} | {k} | "
+                  f"{' | '.join(f'{t:.1f}' for t in times)} | {schedule} |", flush=True)
 
 
 if __name__ == "__main__":
     np.seterr(all="ignore")
+    torch.set_num_threads(1)
     main()

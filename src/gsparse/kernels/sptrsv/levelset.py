@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .analysis import dependency_graph, levels
+from .analysis import dependency_graph, levels, ranges, stable_order
 
 __all__ = ["LevelSetPlan", "transposed_pattern", "levelset_plan", "levelset_solve"]
 
@@ -54,13 +54,16 @@ class LevelSetPlan:
 
 def transposed_pattern(crow: np.ndarray, col: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(crow_t, col_t, value_index)``: the CSR of ``A^T`` (columns increasing) and, for each
-    of its entries, the index of that entry among ``A``'s."""
+    of its entries, the index of that entry among ``A``'s. SciPy's CSR-to-CSC conversion is
+    a counting sort that keeps each column's entries in ``A``'s order (a stable sort by
+    column), converting the entries' indices along: several times faster than ``argsort``."""
+    import scipy.sparse as sp  # here: `import gsparse` does not load SciPy
+
     n = len(crow) - 1
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(crow))
-    value_index = np.argsort(col, kind="stable")
-    crow_t = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(col, minlength=n), out=crow_t[1:])
-    return crow_t, rows[value_index], value_index
+    entries = np.arange(len(col), dtype=np.int64)
+    csc = sp.csr_array((entries, col, crow), shape=(n, n)).tocsc()
+    return (csc.indptr.astype(np.int64, copy=False), csc.indices.astype(np.int64, copy=False),
+            csc.data)
 
 
 def levelset_plan(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool,
@@ -77,7 +80,7 @@ def levelset_plan(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: boo
     graph = dependency_graph(crow, col, lower)
     level_of_row = np.empty(n, dtype=np.int64)
     level_of_row[graph.order] = levels(graph.ptr, graph.deps)
-    perm = np.argsort(level_of_row, kind="stable")
+    perm = stable_order(level_of_row)
     new_index = np.empty(n, dtype=np.int64)
     new_index[perm] = np.arange(n, dtype=np.int64)
     counts = np.bincount(level_of_row, minlength=1) if n else np.zeros(0, np.int64)
@@ -87,8 +90,8 @@ def levelset_plan(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: boo
     diagonal = col == rows
     diagonal_index = np.zeros(n, dtype=np.int64)
     diagonal_index[new_index[rows[diagonal]]] = value_index[diagonal]
-    off = np.flatnonzero(~diagonal)
-    off = off[np.argsort(new_index[rows[off]], kind="stable")]  # entries grouped by level
+    by_level = ranges(crow[perm], np.diff(crow)[perm])  # the rows' entries, rows in level order
+    off = by_level[~diagonal[by_level]]
     entry_level = level_of_row[rows[off]]
     entry_ptr = np.searchsorted(entry_level, np.arange(len(level_ptr)), side="left")
     local_row = new_index[rows[off]] - level_ptr[entry_level]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import RowGraph, ranges
+from .analysis import RowGraph, ranges, stable_order
 from .schedule import SptrsvSchedule
 from .transforms import RowGroups, row_groups
 from .warps import assign_warps
@@ -53,13 +53,14 @@ def node_groups(groups: RowGroups, subwarps: int, grouping: str) -> NodeGroups:
     m = groups.count
     index = np.arange(m, dtype=np.int64)
     if grouping == "rg_sequential":
-        order = np.lexsort((index, groups.level))
+        order = stable_order(groups.level)
     elif grouping == "rg_balance":
         order = np.lexsort((index, -groups.nnz, groups.level))
     else:
         raise ValueError(f"grouping must be 'rg_sequential' or 'rg_balance', got {grouping!r}")
     level = groups.level[order]
-    rank = index - np.searchsorted(level, level, side="left")
+    per_level = np.bincount(level) if m else np.zeros(0, np.int64)
+    rank = index - (np.cumsum(per_level) - per_level)[level]
     firsts = np.flatnonzero(rank % subwarps == 0)
     ptr = np.append(firsts, np.int64(m)).astype(np.int64)
     nnz = np.add.reduceat(groups.nnz[order], firsts) if m else np.zeros(0, np.int64)
@@ -160,7 +161,7 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
                         schedule.reorder)
     nodes = node_groups(groups, schedule.subwarps, schedule.grouping)
     kernel_ptr = partition(nodes.level, schedule.alpha_level, max_warps)
-    parents = _node_parents(groups, nodes)
+    parents = _node_parents(groups, nodes) if schedule.warp_schedule == "ws_locality" else None
     node_warp = assign_warps(nodes.level, nodes.nnz, parents, kernel_ptr, schedule.warp_schedule,
                              num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
@@ -182,17 +183,22 @@ def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, wai
     rows = groups.rows
     if not sync_elimination:
         return np.ones(rows.n, dtype=bool)
-    group_of_position = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)
+    counts = np.diff(rows.ptr)
     node_of_group = np.empty(groups.count, dtype=np.int64)
     node_of_group[nodes.members] = np.repeat(np.arange(nodes.count, dtype=np.int64), np.diff(nodes.ptr))
     kernel_of_node = np.repeat(np.arange(len(kernel_ptr) - 1, dtype=np.int64), np.diff(kernel_ptr))
-    dependent_group = np.repeat(group_of_position, np.diff(rows.ptr))
-    dep_group = group_of_position[rows.deps]
-    same = dep_group == dependent_group
-    lane = (np.arange(rows.n, dtype=np.int64) - groups.starts[group_of_position]) % width
-    dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))
-    waiting = waits[kernel_of_node[node_of_group[dependent_group]]]
-    needed = np.where(same, per_thread[dependent_group] & (lane[rows.deps] != lane[dependent]), waiting)
+    group_of_position = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)
+    row_waits = waits[kernel_of_node[node_of_group]][group_of_position]
+    # Groups are runs of positions and a dependency is an earlier position: it lies in its
+    # dependent's group exactly when it is not before the group's first position.
+    same = rows.deps >= np.repeat(groups.starts[group_of_position], counts)
+    needed = np.repeat(row_waits, counts) & ~same
+    inside = np.flatnonzero(same)
+    if inside.size:
+        dependent = np.searchsorted(rows.ptr, inside, side="right") - 1
+        # Lanes are positions modulo the width, counted from the group's first position.
+        other_lane = (dependent - rows.deps[inside]) % width != 0
+        needed[inside] = per_thread[group_of_position[dependent]] & other_lane
     flag = np.zeros(rows.n, dtype=bool)
     flag[rows.deps[needed]] = True
     return flag

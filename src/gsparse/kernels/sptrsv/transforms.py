@@ -74,9 +74,13 @@ class RowGroups:
         self.rows = rows
         self.row_level = row_level
         self.starts = starts
-        self.ptr, self.deps = contract(rows.ptr, rows.deps, starts)
-        # Single-row groups keep their rows' levels; merged ones need them recomputed.
-        self.level = row_level if len(starts) == rows.n + 1 else levels(self.ptr, self.deps)
+        # Single-row groups are the rows' DAG itself and keep their levels; merged ones are
+        # contracted and need their levels recomputed.
+        if len(starts) == rows.n + 1:
+            self.ptr, self.deps, self.level = rows.ptr, rows.deps, row_level
+        else:
+            self.ptr, self.deps = contract(rows.ptr, rows.deps, starts)
+            self.level = levels(self.ptr, self.deps)
         self.nnz = np.add.reduceat(rows.row_nnz, starts[:-1]) if rows.n else np.zeros(0, np.int64)
 
     @property

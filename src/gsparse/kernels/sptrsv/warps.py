@@ -64,13 +64,14 @@ class _Grid:
         return warp
 
 
-def assign_warps(level: np.ndarray, nnz: np.ndarray, parents: tuple[np.ndarray, np.ndarray],
+def assign_warps(level: np.ndarray, nnz: np.ndarray, parents: tuple[np.ndarray, np.ndarray] | None,
                  kernel_ptr: np.ndarray, strategy: str, num_blocks: int, warps_per_block: int) -> np.ndarray:
     """``[q]`` warp of each node group.
 
     Args:
         level, nnz: ``[q]`` level and entries of each node group (numbered level by level).
-        parents: ``(ptr, ids)``, the node groups each node group depends on.
+        parents: ``(ptr, ids)``, the node groups each node group depends on; read by
+            ``ws_locality`` only (None for the others).
         kernel_ptr: ``[K + 1]`` node-group cuts of the kernels (at level boundaries).
         strategy: ``ws_rr``, ``ws_balance`` or ``ws_locality``.
         num_blocks, warps_per_block: the persistent grid.
