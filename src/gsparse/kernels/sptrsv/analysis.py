@@ -145,21 +145,14 @@ def levels(ptr: np.ndarray, deps: np.ndarray) -> np.ndarray:
     dependents_ptr, dependents = transpose(ptr, deps)
     frontier = np.flatnonzero(waiting == 0)
     current = done = 0
-    # Each round costs a dozen NumPy calls on small arrays: written out rather than through
-    # `ranges` and `np.diff`, whose Python-level steps would double a round's cost.
     while frontier.size and (current < _FREE_ROUNDS or done >= _MIN_MEAN_FRONTIER * current):
         level[frontier] = current
         done += frontier.size
         current += 1
         starts = dependents_ptr[frontier]
-        counts = dependents_ptr[frontier + 1] - starts
-        ends = counts.cumsum()
-        total = int(ends[-1])
-        if total == 0:
+        reached = dependents[ranges(starts, dependents_ptr[frontier + 1] - starts)]
+        if reached.size == 0:
             break
-        index = np.repeat(starts - ends + counts, counts)
-        index += np.arange(total)
-        reached = dependents[index]
         np.subtract.at(waiting, reached, 1)
         # A node reached through several of its dependencies is listed once per dependency.
         ready = reached[waiting[reached] == 0]
