@@ -63,7 +63,7 @@ def test_sweep_times_the_spmm_schedule_space_on_the_gpu():
     swept, unswept = by_case["copy_lhs_sum"], by_case["u_mul_e_sum"]
     assert set(by_case) == {"copy_lhs_sum", "u_mul_e_sum", "copy_lhs_mean", "copy_lhs_max"}
     g = datasets.real_graph("cora").graph
-    assert swept["sweep"]["status"] == "ok"
+    assert swept["sweep"]["status"] == "ok", swept["sweep"]
     x = torch.randn(g.num_src, 32, device="cuda")
     task = spmm.task_for(g.to("cuda"), "copy_lhs", "sum", x, None, (32,))
     size = len(spmm.schedule_space(task, g.stats, Target.of("cuda")))

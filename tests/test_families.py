@@ -369,6 +369,22 @@ def test_describe_structure_synchronises_once_on_a_gpu():
     assert len([w for w in caught if "synchroniz" in str(w.message)]) <= 1
 
 
+
+@pytest.mark.gpu
+def test_a_small_gpu_graph_is_described_on_the_host_without_a_kernel():
+    # The first use of each PyTorch reduction costs a GPU process tens of ms: a small graph's
+    # statistics (the model's inputs at a first call) are computed from one copy instead.
+    on_host = random_graph(3_000, LogNormal(4, 1.0), seed=0)
+    g = on_host.to("cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        structure, rows = describe_structure(g), g.row_stats
+        torch.cuda.synchronize()
+    kernels = [e.name for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "memcpy" not in e.name.lower()]
+    assert kernels == []
+    assert (structure, rows) == (describe_structure(on_host), on_host.row_stats)
+
+
 # ------------------------------------------------------------------ the registry and the corpus
 
 

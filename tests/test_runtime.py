@@ -29,6 +29,7 @@ from gsparse.runtime import (
     _bindings,
     _driver,
     _nvrtc,
+    _toolchain,
     cache_key,
     compile_cuda,
     f32,
@@ -419,6 +420,8 @@ def test_device_arch_clamps_within_the_gpu_family(monkeypatch: pytest.MonkeyPatc
     assert runtime.device_arch() == "sm_90"
     capability = (8, 9)
     assert runtime.device_arch(0) == "sm_89"
+    older = _toolchain.NvrtcFacts(runtime.nvrtc_version(), (75, 80, 86), from_memo=False)
+    monkeypatch.setattr(_toolchain._State, "facts", older)
     monkeypatch.setattr(_nvrtc, "supported_archs", lambda: ["sm_75", "sm_80", "sm_86"])
     assert runtime.device_arch(0) == "sm_86"
     capability = (9, 0)

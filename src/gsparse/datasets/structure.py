@@ -1,7 +1,8 @@
 """Cheap structure statistics of a graph: inputs a cost model can afford at call time.
 
-Everything is computed on the graph's device with a few reductions over the edges and one
-transfer of the results, so it costs milliseconds on a 10M-edge graph on a GPU.
+Everything is computed with a few reductions over the edges and one transfer of the
+results, so it costs milliseconds on a 10M-edge graph on a GPU. A small graph on a GPU is
+described on the host instead (see ``graph.HOST_STATISTICS_SIZE``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..graph import Graph
+from ..graph import HOST_STATISTICS_SIZE, Graph
 from ._edges import check_int
 
 __all__ = ["GraphStructure", "describe_structure"]
@@ -78,6 +79,8 @@ def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 
     if num_edges == 0:
         return GraphStructure(num_src, num_dst, 0, 0.0, 0, 0.0, 1.0 if num_dst else 0.0, 0, 0.0,
                               0.0, 0.0, 0.0, rows_per_block, window)
+    if graph.device.type != "cpu" and num_edges <= HOST_STATISTICS_SIZE:
+        graph = graph.to("cpu")
     device = graph.device
     rows = graph.in_degrees().double()
     col = graph.col.long()

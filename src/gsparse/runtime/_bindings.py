@@ -1,8 +1,14 @@
-"""Lazy access to NVIDIA's CUDA Python bindings.
+"""Access to NVIDIA's CUDA Python bindings.
 
-This is the only module of gsparse that imports ``cuda.bindings``. The import happens on
-first use, so ``import gsparse`` works on machines without the bindings or without a GPU;
-only a compile or a launch then fails, with a message that says what to install.
+This is the only module of gsparse that imports ``cuda.bindings``. ``import gsparse`` works
+on machines without the bindings or without a GPU: only a compile or a launch then fails,
+with a message that says what to install.
+
+The driver bindings are imported with this module where they are installed, as PyTorch
+2.13 itself does: their import (with ``cuda.pathfinder``, 70-90 ms on an H100 host) is then
+paid by ``import gsparse``, not by the first kernel launch, whose latency ``gsparse
+precompile`` exists to cut. NVRTC is imported on first use: a process whose kernels are all
+in the disk cache never needs it (see ``_toolchain``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,11 @@ from types import ModuleType
 
 NVRTC_MISSING = "NVRTC is not available: pip install 'gsparse[cuda]'"
 DRIVER_MISSING = "the CUDA driver bindings are not available: pip install 'gsparse[cuda]'"
+
+try:
+    from cuda.bindings import driver as _driver
+except ImportError:
+    _driver = None
 
 
 def nvrtc() -> ModuleType:
@@ -24,8 +35,6 @@ def nvrtc() -> ModuleType:
 
 def driver() -> ModuleType:
     """``cuda.bindings.driver``, or RuntimeError when cuda-bindings is not installed."""
-    try:
-        from cuda.bindings import driver as bindings
-    except ImportError as exc:
-        raise RuntimeError(DRIVER_MISSING) from exc
-    return bindings
+    if _driver is None:
+        raise RuntimeError(DRIVER_MISSING)
+    return _driver

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._binary import Binary, Resources
-from ._nvrtc import DEFAULT_OPTIONS, nvrtc_version
+from . import _toolchain
+from ._nvrtc import DEFAULT_OPTIONS
 
 # Bump when the entry layout or the key recipe change: old entries then stop matching
 # instead of being misread.
@@ -53,9 +54,11 @@ def cache_key(source: str, arch: str, options: Sequence[str]) -> str:
 
     That is the source, the architecture, the caller's options, the runtime's default
     options, the NVRTC version and the cache's format version. Header search paths are
-    left out: the CUDA headers found are those of the same CUDA release as NVRTC.
+    left out: the CUDA headers found are those of the same CUDA release as NVRTC. The
+    version is read from the memo of :mod:`._toolchain` where it is valid, so a lookup
+    does not load NVRTC.
     """
-    recipe = [FORMAT_VERSION, list(DEFAULT_OPTIONS), nvrtc_version(), arch, list(options), source]
+    recipe = [FORMAT_VERSION, list(DEFAULT_OPTIONS), _toolchain.facts().version, arch, list(options), source]
     return hashlib.sha256(json.dumps(recipe).encode()).hexdigest()
 
 

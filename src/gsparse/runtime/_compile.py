@@ -9,7 +9,7 @@ from typing import Final, Literal
 
 import torch
 
-from . import _nvrtc
+from . import _nvrtc, _toolchain
 from ._binary import Binary, parse_resources
 from ._cache import KernelCache, cache_key
 from ._device import cuda_device_index
@@ -39,12 +39,12 @@ def device_arch(device: int | str | torch.device | None = None) -> str:
         )
     major, minor = torch.cuda.get_device_capability(cuda_device_index(device))
     capability = 10 * major + minor
-    supported = [_nvrtc.arch_number(arch) for arch in _nvrtc.supported_archs()]
-    usable = [n for n in supported if n // 10 == major and n <= capability]
+    usable = [n for n in _toolchain.facts().archs if n // 10 == major and n <= capability]
     if not usable:
+        supported = _nvrtc.supported_archs()  # loads NVRTC: a RuntimeError saying how to install it if missing
         raise RuntimeError(
             f"the GPU is sm_{capability} but NVRTC {_nvrtc.nvrtc_version()} only builds for "
-            f"{_nvrtc.supported_archs()}; install a newer nvidia-cuda-nvrtc"
+            f"{supported}; install a newer nvidia-cuda-nvrtc"
         )
     return f"sm_{max(usable)}"
 
@@ -88,6 +88,14 @@ def compile_cuda(
     key = cache_key(source, arch, options)
     if store is not None and (hit := store.get(key)) is not None:
         return hit
+    if _toolchain.facts().from_memo:
+        # The key's NVRTC version came from the memo; compiling loads NVRTC itself, and a
+        # program is stored under the version that builds it.
+        _toolchain.loaded()
+        if (fresh := cache_key(source, arch, options)) != key:
+            key = fresh
+            if store is not None and (hit := store.get(key)) is not None:
+                return hit
     cubin, log = _nvrtc.compile_to_cubin(
         source, arch=arch, options=options, name=name, context=context
     )

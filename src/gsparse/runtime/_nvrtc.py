@@ -56,7 +56,8 @@ def nvrtc_version() -> tuple[int, int] | None:
 
 
 @functools.cache
-def _supported_arch_numbers() -> tuple[int, ...]:
+def supported_arch_numbers() -> tuple[int, ...]:
+    """The numbers of :func:`supported_archs` (RuntimeError when NVRTC is not available)."""
     bindings = _library()
     (archs,) = _check(bindings, bindings.nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs")
     return tuple(sorted(int(a) for a in archs))
@@ -67,7 +68,7 @@ def supported_archs() -> list[str]:
 
     Raises RuntimeError when NVRTC is not available.
     """
-    return [f"sm_{n}" for n in _supported_arch_numbers()]
+    return [f"sm_{n}" for n in supported_arch_numbers()]
 
 
 def arch_number(arch: str) -> int:
@@ -125,7 +126,7 @@ def compile_to_cubin(
     """
     bindings = _library()
     number = arch_number(arch)
-    if number not in _supported_arch_numbers():
+    if number not in supported_arch_numbers():
         raise ValueError(
             f"arch {arch!r} is not supported by NVRTC {nvrtc_version()}; "
             f"it targets {supported_archs()}"
