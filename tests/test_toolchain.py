@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gsparse import runtime
-from gsparse.runtime import _toolchain, cache_key, compile_cuda
+from gsparse.runtime import KernelCache, _toolchain, cache_key, compile_cuda
 
 pytestmark = pytest.mark.skipif(runtime.nvrtc_version() is None, reason="needs NVRTC")
 
@@ -39,6 +39,8 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """An empty cache directory, and a process that has read no memo yet."""
     monkeypatch.setenv("GSPARSE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_toolchain._State, "facts", None)
+    monkeypatch.setattr(_toolchain._State, "memo", None)
+    monkeypatch.setattr(_toolchain._State, "remembered", set())
     return tmp_path
 
 
@@ -82,3 +84,12 @@ def test_an_unwritable_cache_directory_only_costs_the_memo(fresh: Path, monkeypa
     monkeypatch.setenv("GSPARSE_CACHE_DIR", str(blocked / "cache"))  # under a file: mkdir fails
     assert _toolchain.facts().version == runtime.nvrtc_version()
     assert not (blocked / "cache").exists()
+
+
+def test_a_cache_filled_elsewhere_carries_the_memo(fresh: Path) -> None:
+    # `gsparse precompile --cache-dir D` fills D; a process run with GSPARSE_CACHE_DIR=D
+    # then finds the memo there.
+    elsewhere = fresh / "elsewhere"
+    compile_cuda(SOURCE + "\n// elsewhere", arch="sm_90", cache=KernelCache(elsewhere))
+    memo = json.loads((elsewhere / "nvrtc.json").read_text())
+    assert tuple(memo["version"]) == runtime.nvrtc_version()

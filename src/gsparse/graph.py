@@ -24,11 +24,12 @@ __all__ = ["Graph", "GraphStats", "RowStats"]
 _LIVE: LiveRegistry[Graph] = LiveRegistry()
 
 HOST_STATISTICS_SIZE = 1 << 18
-"""A GPU graph with at most this many rows (:attr:`Graph.row_stats`) or edges
-(:func:`gsparse.datasets.describe_structure`) has its statistics computed on the host from
-one copy. A process's first use of each PyTorch reduction on a GPU costs 10-70 ms (kernels
-load lazily): 490 ms of a Cora-sized graph's first call on an H100, where the host takes
-about 55 ns per edge (15 ms at this size on a 2-core VM)."""
+"""A GPU graph with at most this many rows (:attr:`Graph.row_stats`,
+:attr:`Graph.degree_sorted_rows`) or edges (:func:`gsparse.datasets.describe_structure`)
+has them computed on the host from one copy, unless it is :attr:`Graph.sync_free`. A
+process's first use of each PyTorch reduction or sort on a GPU costs 10-70 ms (kernels load
+lazily): 530 ms of a Cora-sized graph's first call on an H100, where the host takes about
+55 ns per edge (15 ms at this size on a 2-core VM)."""
 
 
 @dataclass(frozen=True)
@@ -445,8 +446,11 @@ class Graph:
     @cached_property
     def degree_sorted_rows(self) -> torch.Tensor:
         """``[num_dst]`` destination rows ordered by decreasing in-degree (stable)."""
-        order = torch.argsort(self.in_degrees(), descending=True, stable=True)
-        return order.to(self.index_dtype)
+        rowptr = self._rowptr
+        if rowptr.device.type != "cpu" and not self._sync_free and self.num_dst <= HOST_STATISTICS_SIZE:
+            rowptr = rowptr.cpu()  # a sort's first use on a GPU costs 40 ms (HOST_STATISTICS_SIZE)
+        order = torch.argsort(rowptr[1:] - rowptr[:-1], descending=True, stable=True)
+        return order.to(self.index_dtype).to(self.device)
 
     # ------------------------------------------------------------------ conversions
 

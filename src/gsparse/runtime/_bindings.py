@@ -4,10 +4,10 @@ This is the only module of gsparse that imports ``cuda.bindings``. ``import gspa
 on machines without the bindings or without a GPU: only a compile or a launch then fails,
 with a message that says what to install.
 
-The driver bindings are imported with this module where they are installed, as PyTorch
-2.13 itself does: their import (with ``cuda.pathfinder``, 70-90 ms on an H100 host) is then
-paid by ``import gsparse``, not by the first kernel launch, whose latency ``gsparse
-precompile`` exists to cut. NVRTC is imported on first use: a process whose kernels are all
+The driver bindings and ``cuda.pathfinder`` (which they find libcuda with) are imported
+with this module where they are installed, as PyTorch 2.13 itself does: their import (70-90
+ms on an H100 host) is then paid by ``import gsparse``, not by the first kernel launch,
+whose latency ``gsparse precompile`` exists to cut. NVRTC is imported on first use: a process whose kernels are all
 in the disk cache never needs it (see ``_toolchain``).
 """
 
@@ -20,6 +20,9 @@ DRIVER_MISSING = "the CUDA driver bindings are not available: pip install 'gspar
 
 try:
     from cuda.bindings import driver as _driver
+
+    # What some versions of the bindings import only at their first call, to find libcuda.
+    import cuda.pathfinder  # noqa: F401
 except ImportError:
     _driver = None
 

@@ -103,6 +103,7 @@ def compile_cuda(
     if store is not None:
         try:
             store.put(binary)
+            _toolchain.remember(store.directory)
         except OSError as exc:
             warnings.warn(
                 f"could not write the kernel cache in {store.directory}: {exc}",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import _nvrtc
 
-__all__ = ["NvrtcFacts", "facts", "loaded", "memo_path"]
+__all__ = ["NvrtcFacts", "facts", "loaded", "memo_path", "remember"]
 
 _MEMO = "nvrtc.json"
 
@@ -39,13 +39,18 @@ class NvrtcFacts:
 
 class _State:
     facts: NvrtcFacts | None = None
+    memo: dict[str, object] | None = None  # of the NVRTC loaded, where its file is known
+    remembered: set[Path] = set()  # directories whose memo this process has written or found current
 
 
-def memo_path() -> Path:
-    """Where the memo lives: ``nvrtc.json`` in the kernel cache directory of the moment."""
-    from ._cache import default_cache_dir  # _cache keys entries with these facts
+def memo_path(directory: Path | None = None) -> Path:
+    """Where the memo lives: ``nvrtc.json`` in ``directory``, by default the kernel cache
+    directory of the moment."""
+    if directory is None:
+        from ._cache import default_cache_dir  # _cache keys entries with these facts
 
-    return default_cache_dir() / _MEMO
+        directory = default_cache_dir()
+    return Path(directory) / _MEMO
 
 
 def facts() -> NvrtcFacts:
@@ -62,15 +67,26 @@ def loaded() -> NvrtcFacts:
     return _State.facts
 
 
+def remember(directory: Path) -> None:
+    """Write the memo of the NVRTC this process loaded into ``directory``, where a compiled
+    program was just stored; once per directory and process."""
+    directory = Path(directory)
+    if _State.memo is not None and directory not in _State.remembered:
+        _State.remembered.add(directory)
+        if _read_raw(directory) != _State.memo:
+            _write_memo(directory, _State.memo)
+
+
 def _load() -> NvrtcFacts:
     version = _nvrtc.nvrtc_version()
     if version is None:
         return NvrtcFacts(None, (), from_memo=False)
     found = NvrtcFacts(version, _nvrtc.supported_arch_numbers(), from_memo=False)
     if (stamp := _library_stamp()) is not None:
-        memo = {"library": stamp, "version": list(version), "archs": list(found.archs)}
-        if _read_raw() != memo:
-            _write_memo(memo)
+        _State.memo = {"library": stamp, "version": list(version), "archs": list(found.archs)}
+        default = memo_path().parent
+        _State.remembered.discard(default)  # its memo was missing, stale or of another library
+        remember(default)
     return found
 
 
@@ -94,9 +110,9 @@ def _stamp(path: str) -> dict[str, object] | None:
     return {"path": path, "size": status.st_size, "inode": status.st_ino, "mtime_ns": status.st_mtime_ns}
 
 
-def _read_raw() -> object:
+def _read_raw(directory: Path | None = None) -> object:
     try:
-        return json.loads(memo_path().read_text())
+        return json.loads(memo_path(directory).read_text())
     except (OSError, ValueError):
         return None
 
@@ -114,10 +130,10 @@ def _read_memo() -> NvrtcFacts | None:
         return None
 
 
-def _write_memo(memo: dict[str, object]) -> None:
+def _write_memo(directory: Path, memo: dict[str, object]) -> None:
     """Write the memo atomically (a private file renamed over it); a cache directory that
     cannot be written only leaves the next process to load NVRTC again."""
-    path = memo_path()
+    path = memo_path(directory)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".nvrtc.", suffix=".tmp")
