@@ -378,11 +378,14 @@ def test_a_small_gpu_graph_is_described_on_the_host_without_a_kernel():
     g = on_host.to("cuda")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
         structure, rows = describe_structure(g), g.row_stats
+        dst, order = g.csr_dst, g.degree_sorted_rows
         torch.cuda.synchronize()
     kernels = [e.name for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and "memcpy" not in e.name.lower()]
     assert kernels == []
     assert (structure, rows) == (describe_structure(on_host), on_host.row_stats)
+    assert dst.is_cuda and order.is_cuda
+    assert torch.equal(dst.cpu(), on_host.csr_dst) and torch.equal(order.cpu(), on_host.degree_sorted_rows)
 
 
 # ------------------------------------------------------------------ the registry and the corpus

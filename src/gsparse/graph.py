@@ -24,12 +24,11 @@ __all__ = ["Graph", "GraphStats", "RowStats"]
 _LIVE: LiveRegistry[Graph] = LiveRegistry()
 
 HOST_STATISTICS_SIZE = 1 << 18
-"""A GPU graph with at most this many rows (:attr:`Graph.row_stats`,
-:attr:`Graph.degree_sorted_rows`) or edges (:func:`gsparse.datasets.describe_structure`)
-has them computed on the host from one copy, unless it is :attr:`Graph.sync_free`. A
-process's first use of each PyTorch reduction or sort on a GPU costs 10-70 ms (kernels load
-lazily): 530 ms of a Cora-sized graph's first call on an H100, where the host takes about
-55 ns per edge (15 ms at this size on a 2-core VM)."""
+"""Structures of at most this many elements of a GPU graph that is not
+:attr:`Graph.sync_free` (row statistics, degree order, :attr:`Graph.csr_dst`,
+:func:`gsparse.datasets.describe_structure`) are computed on the host from one copy: a
+process's first use of each PyTorch reduction, scan or sort on a GPU costs 10-70 ms (lazy
+loading; 530 ms of a Cora-sized graph's first call on an H100), the host 55 ns per edge."""
 
 
 @dataclass(frozen=True)
@@ -355,11 +354,17 @@ class Graph:
 
     # ------------------------------------------------------------------ derived structures
 
+    def _rowptr_for(self, size: int) -> torch.Tensor:
+        """The rowptr to derive ``size`` elements from (a host copy: HOST_STATISTICS_SIZE)."""
+        small = self.device.type != "cpu" and not self._sync_free and size <= HOST_STATISTICS_SIZE
+        return self._rowptr.cpu() if small else self._rowptr
+
     @cached_property
     def csr_dst(self) -> torch.Tensor:
         """``[E]`` destination node of each CSR position (the row index, expanded)."""
-        rows = torch.arange(self.num_dst, device=self.device, dtype=self.index_dtype)
-        return torch.repeat_interleave(rows, self.in_degrees(), output_size=self.num_edges)
+        rowptr = self._rowptr_for(self.num_edges)
+        rows = torch.arange(self.num_dst, device=rowptr.device, dtype=self.index_dtype)
+        return torch.repeat_interleave(rows, rowptr[1:] - rowptr[:-1], output_size=self.num_edges).to(self.device)
 
     @cached_property
     def _coo(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -413,9 +418,7 @@ class Graph:
     @cached_property
     def row_stats(self) -> RowStats:
         """Mean, max and coefficient of variation of the row lengths."""
-        rowptr = self._rowptr
-        if rowptr.device.type != "cpu" and self.num_dst <= HOST_STATISTICS_SIZE:
-            rowptr = rowptr.cpu()
+        rowptr = self._rowptr_for(self.num_dst)
         deg = (rowptr[1:] - rowptr[:-1]).double()
         if deg.numel() == 0:
             return RowStats(0.0, 0, 0.0)
@@ -446,9 +449,7 @@ class Graph:
     @cached_property
     def degree_sorted_rows(self) -> torch.Tensor:
         """``[num_dst]`` destination rows ordered by decreasing in-degree (stable)."""
-        rowptr = self._rowptr
-        if rowptr.device.type != "cpu" and not self._sync_free and self.num_dst <= HOST_STATISTICS_SIZE:
-            rowptr = rowptr.cpu()  # a sort's first use on a GPU costs 40 ms (HOST_STATISTICS_SIZE)
+        rowptr = self._rowptr_for(self.num_dst)
         order = torch.argsort(rowptr[1:] - rowptr[:-1], descending=True, stable=True)
         return order.to(self.index_dtype).to(self.device)
 
