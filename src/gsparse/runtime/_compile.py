@@ -95,6 +95,7 @@ def compile_cuda(
         if (fresh := cache_key(source, arch, options)) != key:
             key = fresh
             if store is not None and (hit := store.get(key)) is not None:
+                _toolchain.remember(store.directory)  # the memo read back was stale
                 return hit
     cubin, log = _nvrtc.compile_to_cubin(
         source, arch=arch, options=options, name=name, context=context

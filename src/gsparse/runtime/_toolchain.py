@@ -84,9 +84,7 @@ def _load() -> NvrtcFacts:
     found = NvrtcFacts(version, _nvrtc.supported_arch_numbers(), from_memo=False)
     if (stamp := _library_stamp()) is not None:
         _State.memo = {"library": stamp, "version": list(version), "archs": list(found.archs)}
-        default = memo_path().parent
-        _State.remembered.discard(default)  # its memo was missing, stale or of another library
-        remember(default)
+        _State.remembered = set()  # memos written before described what the memo read back did
     return found
 
 
