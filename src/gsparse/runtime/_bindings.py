@@ -7,8 +7,8 @@ with a message that says what to install.
 The driver bindings and ``cuda.pathfinder`` (which they find libcuda with) are imported
 with this module where they are installed, as PyTorch 2.13 itself does: their import (70-90
 ms on an H100 host) is then paid by ``import gsparse``, not by the first kernel launch,
-whose latency ``gsparse precompile`` exists to cut. NVRTC is imported on first use: a process whose kernels are all
-in the disk cache never needs it (see ``_toolchain``).
+whose latency ``gsparse precompile`` exists to cut. NVRTC is imported on first use: a
+process whose kernels are all in the disk cache never needs it (see ``_toolchain``).
 """
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ import json
 import os
 import re
 import struct
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._binary import Binary, Resources
 from . import _toolchain
+from ._binary import Binary, Resources
+from ._files import replace_atomically
 from ._nvrtc import DEFAULT_OPTIONS
 
 # Bump when the entry layout or the key recipe change: old entries then stop matching
@@ -106,20 +106,7 @@ class KernelCache:
 
     def put(self, binary: Binary) -> None:
         """Store ``binary`` under ``binary.key`` atomically (raises OSError if the disk does)."""
-        path = self._path(binary.key)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(
-            dir=self.directory, prefix=f".{binary.key[:16]}.", suffix=".tmp"
-        )
-        try:
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(_encode(binary))
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            _discard(Path(temporary))
-            raise
+        replace_atomically(self._path(binary.key), _encode(binary), prefix=f".{binary.key[:16]}.")
 
     def clear(self) -> int:
         """Delete every entry (and leftover temporary files); returns the number of entries."""

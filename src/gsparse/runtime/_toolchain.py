@@ -3,10 +3,12 @@
 Every cache key holds NVRTC's version, and the architecture a GPU's programs are built for
 depends on the architectures NVRTC targets. Loading NVRTC for them (its bindings and
 ``libnvrtc``, a 100 MB library) costs a GPU process 30-100 ms, most of the first call of an
-operator whose kernels ``gsparse precompile`` has already built. So the first process that
-loads NVRTC writes both facts to ``nvrtc.json`` in the kernel cache directory, with the
-library's path, size, inode and modification time; later processes read them back for as
-long as the file at that path is unchanged. A process that compiles loads NVRTC anyway
+operator whose kernels ``gsparse precompile`` has already built. So a process that loads
+NVRTC writes both facts, with the library's path, size, inode and modification time, to
+``nvrtc.json`` in every cache directory it stores a program in (:func:`remember`: a cache
+filled by ``gsparse precompile --cache-dir`` carries them, and a compile that stores
+nothing writes nothing). Later processes using that directory read them back for as long
+as the file at that path is unchanged. A process that compiles loads NVRTC anyway
 (:func:`loaded`): the facts it finds replace those read back, and the memo, if they differ.
 """
 
@@ -15,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import _nvrtc
+from ._files import replace_atomically
 
 __all__ = ["NvrtcFacts", "facts", "loaded", "memo_path", "remember"]
 
@@ -84,7 +86,7 @@ def _load() -> NvrtcFacts:
     found = NvrtcFacts(version, _nvrtc.supported_arch_numbers(), from_memo=False)
     if (stamp := _library_stamp()) is not None:
         _State.memo = {"library": stamp, "version": list(version), "archs": list(found.archs)}
-        _State.remembered = set()  # memos written before described what the memo read back did
+        _State.remembered = set()  # memos checked so far were checked against other facts
     return found
 
 
@@ -129,17 +131,7 @@ def _read_memo() -> NvrtcFacts | None:
 
 
 def _write_memo(directory: Path, memo: dict[str, object]) -> None:
-    """Write the memo atomically (a private file renamed over it); a cache directory that
-    cannot be written only leaves the next process to load NVRTC again."""
-    path = memo_path(directory)
+    """Write the memo atomically; a cache directory that cannot be written only leaves the
+    next process to load NVRTC again."""
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".nvrtc.", suffix=".tmp")
-        try:
-            with os.fdopen(descriptor, "w") as file:
-                json.dump(memo, file)
-            os.replace(temporary, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        replace_atomically(memo_path(directory), json.dumps(memo).encode(), prefix=".nvrtc.")
