@@ -354,17 +354,19 @@ class Graph:
 
     # ------------------------------------------------------------------ derived structures
 
-    def _rowptr_for(self, size: int) -> torch.Tensor:
-        """The rowptr to derive ``size`` elements from (a host copy: HOST_STATISTICS_SIZE)."""
+    def _in_degrees_for(self, size: int) -> torch.Tensor:
+        """:meth:`in_degrees` where a structure of ``size`` elements is derived (on the host:
+        HOST_STATISTICS_SIZE)."""
         small = self.device.type != "cpu" and not self._sync_free and size <= HOST_STATISTICS_SIZE
-        return self._rowptr.cpu() if small else self._rowptr
+        rowptr = self._rowptr.cpu() if small else self._rowptr
+        return rowptr[1:] - rowptr[:-1]
 
     @cached_property
     def csr_dst(self) -> torch.Tensor:
         """``[E]`` destination node of each CSR position (the row index, expanded)."""
-        rowptr = self._rowptr_for(self.num_edges)
-        rows = torch.arange(self.num_dst, device=rowptr.device, dtype=self.index_dtype)
-        return torch.repeat_interleave(rows, rowptr[1:] - rowptr[:-1], output_size=self.num_edges).to(self.device)
+        degrees = self._in_degrees_for(self.num_edges)
+        rows = torch.arange(self.num_dst, device=degrees.device, dtype=self.index_dtype)
+        return torch.repeat_interleave(rows, degrees, output_size=self.num_edges).to(self.device)
 
     @cached_property
     def _coo(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -418,8 +420,7 @@ class Graph:
     @cached_property
     def row_stats(self) -> RowStats:
         """Mean, max and coefficient of variation of the row lengths."""
-        rowptr = self._rowptr_for(self.num_dst)
-        deg = (rowptr[1:] - rowptr[:-1]).double()
+        deg = self._in_degrees_for(self.num_dst).double()
         if deg.numel() == 0:
             return RowStats(0.0, 0, 0.0)
         mean = float(deg.mean())
@@ -449,8 +450,7 @@ class Graph:
     @cached_property
     def degree_sorted_rows(self) -> torch.Tensor:
         """``[num_dst]`` destination rows ordered by decreasing in-degree (stable)."""
-        rowptr = self._rowptr_for(self.num_dst)
-        order = torch.argsort(rowptr[1:] - rowptr[:-1], descending=True, stable=True)
+        order = torch.argsort(self._in_degrees_for(self.num_dst), descending=True, stable=True)
         return order.to(self.index_dtype).to(self.device)
 
     # ------------------------------------------------------------------ conversions
