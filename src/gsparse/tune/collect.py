@@ -217,6 +217,20 @@ def collect_cell(case: Case, g: Graph, feature_len: int, dtype: torch.dtype, tar
     return cell
 
 
+def row_length_profile(g: Graph) -> dict[str, list[float]]:
+    """The row lengths in more detail than the structure statistics hold, for features yet to
+    be tried offline: rows per power-of-two length class (``rows[0]``: empty rows,
+    ``rows[b]``: lengths in ``[2^(b-1), 2^b)``), and for each lane group ``2^i`` (1 to 256)
+    the edges a kernel giving each row whole groups of that many lanes would cover, over the
+    real edges (``padding[i] = sum(ceil(len / 2^i) 2^i) / E``)."""
+    lengths = (g.rowptr[1:] - g.rowptr[:-1]).to(torch.int64)
+    classes = torch.where(lengths > 0, lengths.clamp(min=1).double().log2().floor().to(torch.int64) + 1, 0)
+    rows = torch.bincount(classes, minlength=34)
+    covered = [float(((lengths + (1 << i) - 1) >> i).sum()) * (1 << i) for i in range(9)]
+    padding = [c / max(g.num_edges, 1) for c in covered]
+    return {"rows": rows.tolist(), "padding": padding}
+
+
 def _feature_lengths(lengths: tuple[int, ...], num_edges: int, cap: int) -> list[int]:
     """The lengths whose per-edge work (E x F) stays under ``cap`` elements."""
     return [f for f in lengths if num_edges * f <= cap]
@@ -269,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
             structure = describe_structure(g)
             graph_doc = {"index": index, "family": family, "parameters": parameters,
-                         "structure": structure.as_dict()}
+                         "structure": structure.as_dict(), "row_lengths": row_length_profile(g)}
             cells = [(case, dtype, f) for case in cases for dtype in dtypes
                      for f in _feature_lengths(lengths, g.num_edges, int(args.work_cap))]
             if args.cells_per_graph:
