@@ -336,6 +336,8 @@ def test_describe_structure_matches_hand_computed_values():
     assert s.block_range == 0.25
     # |source - row| <= 1 for all edges but 4 <- 7 and 5 <- 0.
     assert s.window_fraction == pytest.approx(7 / 9)
+    # Lengths 2 1 0 0 2 1 1 2 in steps of 1, 2 (2 2 0 0 2 2 2 2), 4, ... 32 lanes.
+    assert s.lane_padding == (1.0, 12 / 9, 24 / 9, 48 / 9, 96 / 9, 192 / 9)
 
 
 def test_describe_structure_scales_the_window_to_bipartite_shapes():

@@ -82,6 +82,30 @@ def _spmm_row(s, task: spmm.SpmmTask, structure: GraphStructure, target: Target)
     ]
 
 
+def _spmm_estimate(s, task: spmm.SpmmTask, structure: GraphStructure, target: Target) -> tuple[float, ...]:
+    """(estimate, memory, latency, longest row) in seconds, as ``features._spmm_estimate``."""
+    F, elem, E = task.num_features, task.dtype.itemsize, max(structure.num_edges, 1)
+    if isinstance(s, spmm.OutputTiled):
+        feature_lanes, edge_lanes, nnz, split = 1, 32, 1, 0
+        slices, slice_bytes = 1, min(s.features_covered, F) * elem
+    else:
+        feature_lanes, edge_lanes = s.feature_lanes, s.edge_lanes
+        nnz, split = getattr(s, "nnz_tile", 1), getattr(s, "row_split", 0)
+        slices, slice_bytes = -(-F // s.feature_slice), min(s.feature_slice, F) * elem
+    sectors = slices * (math.ceil(slice_bytes / 32) * 32)
+    rows_per_warp = min(max(32 // (feature_lanes * edge_lanes), 1), 32)
+    wait = 0.5e-6
+    outputs = structure.num_dst * F * elem
+    dense = structure.num_src * slice_bytes
+    miss = min(max(1 - target.l2_bytes / max(dense, 1), 0), 1)
+    memory = max((E * (sectors + 4 * slices) + outputs) / 8.0e12,
+                 (dense * slices + E * sectors * miss + (E * 8 + outputs)) / 3.0e12)
+    padding = structure.lane_padding[int(math.log2(edge_lanes))]
+    latency = (E * padding) * (slices * wait / (edge_lanes * nnz * rows_per_warp * target.resident_warps))
+    longest_row = min(structure.row_max, split if split else math.inf) * (slices * wait / (edge_lanes * nnz))
+    return max(memory, latency, longest_row), memory, latency, longest_row
+
+
 def _sddmm_row(s, task: sddmm.SddmmTask, structure: GraphStructure, target: Target) -> list[float]:
     head, elem = task.head_len, task.dtype.itemsize
     skeletons = (sddmm.Edge, sddmm.Row, sddmm.RowTransposed, sddmm.EdgeTransposed)
@@ -108,7 +132,10 @@ def reference_featurize(task, structure: GraphStructure, target: Target, schedul
         extra = [float(a.lhs_layout is not None), float(a.rhs_layout is not None), float(task.rhs_len == 1),
                  float(a.reducer.keeps_arg), float(a.with_arg), float(a.reducer.divides_by_degree)]
         problem = _problem(structure, target, task.num_features, task.dtype.itemsize, extra)
-        rows = [problem + _spmm_row(s, task, structure, target) for s in schedules]
+        estimates = [_spmm_estimate(s, task, structure, target) for s in schedules]
+        least = min((e[0] for e in estimates), default=1.0)
+        rows = [problem + _spmm_row(s, task, structure, target) + [e[0] * 1e6, *(part / least for part in e)]
+                for s, e in zip(schedules, estimates)]
     else:
         extra = [float(task.is_dot), task.num_heads, float(task.lhs_target == "e"),
                  float(task.rhs_target == "e"), float(task.rhs_len == 1)]
@@ -168,7 +195,10 @@ def random_graph(rng: np.random.Generator) -> tuple[GraphStats, GraphStructure]:
         col_max=int(min(num_dst, num_edges / num_src * 10 ** rng.uniform(0, 3))) + 1,
         col_cov=float(rng.uniform(0, 4)), block_spread=float(rng.uniform(0, 1)),
         block_range=float(rng.uniform(0, 1)), window_fraction=float(rng.uniform(0, 1)),
-        rows_per_block=32, window=4096)
+        rows_per_block=32, window=4096,
+        # rows of about the mean's length, each group's padding raised for a spread of lengths
+        lane_padding=tuple(math.ceil(mean / 2**k) * 2**k / mean * float(rng.uniform(1, 1 + cov)) if k else 1.0
+                           for k in range(6)))
     return stats, structure
 
 

@@ -36,6 +36,12 @@ class GraphStructure:
       the destination's position scaled to the source range, ``(v + 1/2) num_src / num_dst
       - 1/2`` (``v`` itself on a square graph): the edges a diagonal sliding window of
       cached features would serve.
+
+    ``lane_padding[k]`` (``k = 0 .. 5``) is ``sum(ceil(len / 2^k) 2^k) / E``: the edge
+    slots a kernel that walks every row in whole steps of ``2^k`` lanes covers, over the real
+    edges (1 for one lane; large where most rows are shorter than the group). It is exact
+    where the row mean and CoV would only estimate it, and the cost models read it at each
+    schedule's edge lanes.
     """
 
     num_src: int
@@ -52,8 +58,9 @@ class GraphStructure:
     window_fraction: float
     rows_per_block: int
     window: int
+    lane_padding: tuple[float, ...]
 
-    def as_dict(self) -> dict[str, int | float]:
+    def as_dict(self) -> dict[str, int | float | tuple[float, ...]]:
         """The fields by name, a flat record."""
         return asdict(self)
 
@@ -61,6 +68,14 @@ class GraphStructure:
 def _cov(lengths: torch.Tensor) -> torch.Tensor:
     mean = lengths.mean()
     return torch.where(mean > 0, lengths.std(unbiased=False) / mean, torch.zeros_like(mean))
+
+
+# Lane groups of 1 to 32: a warp's lanes.
+_LANE_GROUPS = 6
+
+
+def _lane_padding(lengths: torch.Tensor, num_edges: int) -> list[torch.Tensor]:
+    return [((lengths + (1 << k) - 1) >> k).sum().double() * (1 << k) / num_edges for k in range(_LANE_GROUPS)]
 
 
 def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 4096) -> GraphStructure:
@@ -78,11 +93,12 @@ def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 
     num_src, num_dst, num_edges = graph.num_src, graph.num_dst, graph.num_edges
     if num_edges == 0:
         return GraphStructure(num_src, num_dst, 0, 0.0, 0, 0.0, 1.0 if num_dst else 0.0, 0, 0.0,
-                              0.0, 0.0, 0.0, rows_per_block, window)
+                              0.0, 0.0, 0.0, rows_per_block, window, (1.0,) * _LANE_GROUPS)
     if graph.device.type != "cpu" and num_edges <= HOST_STATISTICS_SIZE:
         graph = graph.to("cpu")
     device = graph.device
-    rows = graph.in_degrees().double()
+    lengths = graph.in_degrees().long()
+    rows = lengths.double()
     col = graph.col.long()
     cols = torch.zeros(num_src, dtype=torch.float64, device=device)
     cols.index_add_(0, col, torch.ones(num_edges, dtype=torch.float64, device=device))
@@ -117,8 +133,9 @@ def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 
     values = torch.stack([
         rows.mean(), rows.max(), _cov(rows), (rows == 0).double().mean(),
         cols.max(), _cov(cols), spread.nanmedian(), span.nanmedian(), near,
+        *_lane_padding(lengths, num_edges),
     ]).tolist()
-    row_mean, row_max, row_cov, empty_rows, col_max, col_cov, block_spread, block_range, window_fraction = values
+    row_mean, row_max, row_cov, empty_rows, col_max, col_cov, block_spread, block_range, window_fraction = values[:9]
     return GraphStructure(num_src, num_dst, num_edges, row_mean, int(row_max), row_cov, empty_rows,
                           int(col_max), col_cov, block_spread, block_range, window_fraction,
-                          rows_per_block, window)
+                          rows_per_block, window, tuple(values[9:]))

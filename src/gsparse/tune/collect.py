@@ -224,7 +224,9 @@ def row_length_profile(g: Graph) -> dict[str, list[float]]:
     the edges a kernel giving each row whole groups of that many lanes would cover, over the
     real edges (``padding[i] = sum(ceil(len / 2^i) 2^i) / E``)."""
     lengths = (g.rowptr[1:] - g.rowptr[:-1]).to(torch.int64)
-    classes = torch.where(lengths > 0, lengths.clamp(min=1).double().log2().floor().to(torch.int64) + 1, 0)
+    # Integer bounds, not floor(log2): a GPU's double log2 puts some powers of two a class low.
+    bounds = torch.tensor([1 << b for b in range(33)], dtype=torch.int64, device=lengths.device)
+    classes = torch.bucketize(lengths, bounds, right=True)
     rows = torch.bincount(classes, minlength=34)
     covered = [float(((lengths + (1 << i) - 1) >> i).sum()) * (1 << i) for i in range(9)]
     padding = [c / max(g.num_edges, 1) for c in covered]

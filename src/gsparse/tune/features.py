@@ -11,7 +11,9 @@ One fixed-length row per candidate schedule, in three parts:
   access efficiency, parallel degree, data reuse, block-size penalty, shared memory), lane
   utilisation (features a group covers over the slice it spans), the grid in waves of the
   GPU, the bytes of the dense input per slice over the L2, staged bytes per edge of the
-  tiled skeletons, and how many chunks long rows are cut into.
+  tiled skeletons, and how many chunks long rows are cut into; for g-SpMM also a rough
+  estimate of the time in physical units (:func:`_spmm_estimate`), given as over the
+  space's least estimate, with its memory, latency and longest-row parts over the same.
 
 Models are trained per operator (g-SpMM, g-SDDMM), so each operator has its own layout;
 :func:`feature_names` names the columns.
@@ -106,6 +108,7 @@ _SPMM_SCHEDULE_NAMES = [
     "log2_column_groups", "threads", "feature_slice", "slices", "lane_use", "waves",
     "slice_over_l2", "staged_bytes_per_edge", "chunks_of_longest_row", "edges_per_lane",
     "out_access_eff", "par_degree", "data_reuse", "block_penalty", "shared_size",
+    "estimate_us", "estimate_over_least", "memory_over_least", "latency_over_least", "longest_row_over_least",
 ]
 # Each skeleton's knobs in one layout, a knob it lacks at the value that means "none": an
 # output-tiled block is a row of warps whose 32 lanes each take an edge with all its
@@ -161,8 +164,63 @@ def _spmm_static(knobs: np.ndarray, task: spmm.SpmmTask, target: Target) -> dict
     }
 
 
-def _spmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], task: spmm.SpmmTask,
-                structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
+# Round figures of an H100 for the estimate: DRAM and L2 bandwidth (bytes/s), and the wait
+# of a gather that misses the L1 (s). The trees read the estimate's parts over the space's
+# least estimate, so only their proportions matter; the same figures serve every target.
+_DRAM_BYTES_PER_S, _L2_BYTES_PER_S, _GATHER_WAIT_S = 3.0e12, 8.0e12, 0.5e-6
+
+
+def _spmm_estimate_terms(knobs: np.ndarray, static: dict[str, np.ndarray], task: spmm.SpmmTask,
+                         target: Target) -> dict[str, np.ndarray]:
+    """The factors of :func:`_spmm_estimate` that do not read the graph, once per space."""
+    _, _, feature_lanes, edge_lanes, _, _, nnz, _, _, split, _, _ = knobs
+    slices, elem = static["slices"], task.dtype.itemsize
+    slice_bytes = np.minimum(static["feature_slice"], task.num_features) * elem
+    sectors = slices * (np.ceil(slice_bytes / 32) * 32)
+    rows_per_warp = np.clip(32 // (feature_lanes * edge_lanes), 1, 32)
+    steps = edge_lanes * nnz
+    return {
+        "lane_group": np.log2(edge_lanes).astype(np.int64),  # edge lanes are powers of two
+        "slice_bytes": slice_bytes, "slices": slices,
+        "sectors_per_edge": sectors, "l2_bytes_per_edge": sectors + 4 * slices,
+        "wait_per_padded_edge": slices * _GATHER_WAIT_S / (steps * rows_per_warp * target.resident_warps),
+        "chunk": np.where(split > 0, split, np.inf), "wait_per_edge_of_a_row": slices * _GATHER_WAIT_S / steps,
+    }
+
+
+def _spmm_estimate(terms: dict[str, np.ndarray], task: spmm.SpmmTask, structure: GraphStructure,
+                   target: Target) -> dict[str, np.ndarray]:
+    """A rough time (seconds) of each schedule from three bounds, and those bounds:
+
+    * memory: 32-byte sectors of the gathered feature rows, one index per edge and slice,
+      and the output, through the L2, and through DRAM the share of the gathers that
+      misses an L2 too small for the slice's dense input;
+    * latency: the dependent gathers (a warp's steps of ``edge_lanes`` edges, ``nnz_tile``
+      fetched at once, the lanes padded per row as ``structure.lane_padding`` counts them),
+      over the warps the GPU keeps resident;
+    * longest row: the steps of the longest row (or of one chunk of it when rows are split),
+      walked by one group while the rest of the GPU may be done.
+
+    The estimate is the largest of the three; the trees learn where it is wrong."""
+    E = max(structure.num_edges, 1)
+    outputs = structure.num_dst * task.num_features * task.dtype.itemsize
+    dense = structure.num_src * terms["slice_bytes"]
+    miss = np.clip(1 - target.l2_bytes / np.maximum(dense, 1), 0, 1)
+    through_l2 = E * terms["l2_bytes_per_edge"] + outputs
+    through_dram = dense * terms["slices"] + E * terms["sectors_per_edge"] * miss + (E * 8 + outputs)
+    memory = np.maximum(through_l2 / _L2_BYTES_PER_S, through_dram / _DRAM_BYTES_PER_S)
+    padding = np.asarray(structure.lane_padding)[terms["lane_group"]]
+    latency = (E * padding) * terms["wait_per_padded_edge"]
+    longest_row = np.minimum(structure.row_max, terms["chunk"]) * terms["wait_per_edge_of_a_row"]
+    estimate = np.maximum(np.maximum(memory, latency), longest_row)
+    least = estimate.min(initial=np.inf)  # inf: an empty space
+    return {"estimate_us": estimate * 1e6, "estimate_over_least": estimate / least,
+            "memory_over_least": memory / least, "latency_over_least": latency / least,
+            "longest_row_over_least": longest_row / least}
+
+
+def _spmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], terms: dict[str, np.ndarray],
+                task: spmm.SpmmTask, structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
     """The g-SpMM columns that read the graph. Products of sizes stay below 2**53 (exact in
     float64, as in the integers they were trained on) for every graph that fits a GPU."""
     skeleton, rows, _, edge_lanes, _, _, _, _, _, split, column_tile, groups = knobs
@@ -180,6 +238,7 @@ def _spmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], task: spmm.Spm
         "staged_bytes_per_edge": staged / max(structure.num_edges, 1),
         "chunks_of_longest_row": np.where(split > 0, structure.row_max / np.maximum(split, 1), 0.0),
         "edges_per_lane": structure.row_mean / edge_lanes,
+        **_spmm_estimate(terms, task, structure, target),
     }
 
 
@@ -237,8 +296,8 @@ def _sddmm_static(knobs: np.ndarray, task: sddmm.SddmmTask, target: Target) -> d
     }
 
 
-def _sddmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], task: sddmm.SddmmTask,
-                 structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
+def _sddmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], _: dict[str, np.ndarray],
+                 task: sddmm.SddmmTask, structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
     """The g-SDDMM columns that read the graph."""
     skeleton, groups_per_block, _, _, _, _, _, threads, slice_, span, edges_per_warp = knobs
     # sddmm.plan.grid of every schedule at once: blocks over edges (Edge), over ranges of
@@ -271,8 +330,9 @@ class SpaceFeatures:
     The columns that do not read the graph (the schedules' one-hots and knobs, threads,
     slices, Algorithm 4's metrics) are computed once, here; calling the object with a
     graph's structure adds the problem's and the few that read the graph (the grid in
-    waves, bytes over the L2, staging, chunks of long rows). What the "model" policy keeps
-    per space, so that a new graph pays for the latter alone.
+    waves, bytes over the L2, staging, chunks of long rows, g-SpMM's time estimate from
+    factors also kept per space). What the "model" policy keeps per space, so that a new
+    graph pays for the latter alone.
     """
 
     def __init__(self, task, target: Target, schedules: Sequence) -> None:
@@ -280,15 +340,17 @@ class SpaceFeatures:
             operator, feature_len, task_columns = "spmm", task.num_features, _spmm_task(task)
             knobs = _knob_table(schedules, _SPMM_KNOB_COLUMNS, _SPMM_KNOBS)
             static, self._graph_columns = _spmm_static(knobs, task, target), _spmm_graph
+            terms = _spmm_estimate_terms(knobs, static, task, target)
         elif isinstance(task, sddmm.SddmmTask):
             operator, feature_len, task_columns = "sddmm", task.head_len, _sddmm_task(task)
             knobs = _knob_table(schedules, _SDDMM_KNOB_COLUMNS, _SDDMM_KNOBS, task.head_len)
             static, self._graph_columns = _sddmm_static(knobs, task, target), _sddmm_graph
+            terms = {}
         else:
             raise TypeError(f"task must be an SpmmTask or SddmmTask, got {type(task).__name__}")
         self.task, self.target, self.schedules = task, target, tuple(schedules)
         self._feature_len, self._task_columns = feature_len, task_columns
-        self._knobs, self._static = knobs, static
+        self._knobs, self._static, self._terms = knobs, static, terms
         self._column = {name: i for i, name in enumerate(feature_names(operator))}
         # NaN until filled: a column no part fills is caught by the models' finite check.
         self._rows = np.full((len(schedules), len(self._column)), np.nan)
@@ -304,7 +366,7 @@ class SpaceFeatures:
         problem = _problem(structure, self.target, self._feature_len, self.task.dtype.itemsize,
                            self._task_columns)
         out[:, :len(problem)] = problem
-        graph = self._graph_columns(self._knobs, self._static, self.task, structure, self.target)
+        graph = self._graph_columns(self._knobs, self._static, self._terms, self.task, structure, self.target)
         for name, values in graph.items():
             out[:, self._column[name]] = values
         return out

@@ -83,7 +83,8 @@ def load_cells(paths: Iterable[str | Path]) -> list[Cell]:
             ran = [(schedule_from_json(s["schedule"]), s["ms"]) for s in doc["schedules"] if "ms" in s]
             if len(ran) < 2 or "ms" not in doc["default"]:
                 continue
-            structure = {k: v for k, v in doc["graph"]["structure"].items()}
+            structure = dict(doc["graph"]["structure"])
+            structure["lane_padding"] = tuple(structure["lane_padding"])  # a JSON list
             # The hand rule's time as the sweep measured it, next to every other schedule's
             # (collections before this version timed the policy's pick under its name).
             default = schedule_from_json(doc["default"]["schedule"])
