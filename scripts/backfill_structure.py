@@ -9,7 +9,9 @@ in distribution, not edge for edge: its statistics are those of a sibling graph 
 files of 2026-11-25: run 5's lane paddings as the GPU recorded them within 0.7%; the edge
 counts of 119 of 123 graphs within 0.5%, of four sampled-block graphs within 19%). Each
 field of :class:`~gsparse.datasets.GraphStructure` a cell lacks is filled from
-``describe_structure`` of the rebuild and named in the graph's ``"backfilled"`` list; every
+``describe_structure`` of the rebuild and named in the graph's ``"backfilled"`` list (a
+missing ``lane_padding`` alone is read from the collector's ``row_lengths`` profile of the
+measured graph where the cell has one, with no rebuild); every
 recorded field and every measurement stays as it was. Files are rewritten in place
 (gzipped without a timestamp, so that the same input gives the same bytes).
 """
@@ -28,6 +30,7 @@ from gsparse.datasets.structure import GraphStructure, describe_structure
 
 _MAX_EDGES = 30_000_000  # python -m gsparse.tune.collect's default --max-edges
 _FIELDS = [f.name for f in dataclasses.fields(GraphStructure)]
+_LANE_GROUPS = 6  # GraphStructure.lane_padding: groups of 1 to 32 lanes
 
 
 def _rebuilt_structure(graph_doc: dict) -> dict:
@@ -45,6 +48,13 @@ def backfill(path: Path, rebuilt: dict[str, dict]) -> int:
         graph = doc["graph"]
         missing = [name for name in _FIELDS if name not in graph["structure"]]
         if not missing:
+            continue
+        if missing == ["lane_padding"] and "row_lengths" in graph:
+            # the collector's profile of the measured graph itself: exact, no rebuild
+            graph["structure"]["lane_padding"] = graph["row_lengths"]["padding"][:_LANE_GROUPS]
+            graph["backfilled"] = sorted(set(graph.get("backfilled", [])) | {"lane_padding"})
+            lines[i] = json.dumps(doc)
+            changed += 1
             continue
         key = graph["family"] + json.dumps(graph["parameters"], sort_keys=True)
         if key not in rebuilt:

@@ -1,6 +1,6 @@
 """The tuner's figures on held-out families, from collected cells, as Markdown tables.
 
-    python scripts/tuning_report.py CELLS.jsonl[.gz] [...] [--held-out banded,popular]
+    python scripts/tuning_report.py CELLS.jsonl[.gz] [...] [--held-out knn,molecules,small_world]
 
 For every held-out cell (a cell of a family the shipped models never trained on), with
 every time from the same sweep (:mod:`gsparse.tune.collect`):
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("cells", nargs="+")
     # The shipped models are trained on every family of docs/results/tuning; these two are
     # in none of its files (gsparse.datasets.FAMILIES), kept for a fresh judgement.
-    parser.add_argument("--held-out", default="banded,popular")
+    parser.add_argument("--held-out", default="knn,molecules,small_world")
     args = parser.parse_args(argv)
     held_out = set(args.held_out.split(","))
     rows = []

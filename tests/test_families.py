@@ -13,7 +13,7 @@ from gsparse import Graph
 from gsparse.datasets import (FAMILIES, ORDERINGS, STENCILS, Choice, LogNormal, PowerLaw, Range, Regular,
                               banded_graph, block_model_graph, community_graph, corpus, describe_structure, hub_graph,
                               lattice_edge_count, lattice_graph, node_order, random_graph, relabel, reorder,
-                              popular_graph, rmat_graph, road_graph, sample_blocks)
+                              popular_graph, rmat_graph, road_graph, sample_blocks, small_world_graph)
 from gsparse.datasets.orderings import _components, _undirected
 
 
@@ -231,6 +231,19 @@ def test_road_networks_are_grids_with_deletions_and_shortcuts():
     assert torch.equal(_edge_keys(g), _edge_keys(g.reverse()))
 
 
+def test_small_world_without_rewiring_is_the_ring_and_with_it_stays_symmetric():
+    ring = small_world_graph(50, 6, 0.0)
+    offset = (ring.col.long() - ring.csr_dst.long()) % 50
+    assert ring.num_edges == 300 and bool((ring.in_degrees() == 6).all())
+    assert sorted(set(offset.tolist())) == [1, 2, 3, 47, 48, 49]
+    g = small_world_graph(5_000, 10, 0.1, seed=1)
+    assert torch.equal(_edge_keys(g), _edge_keys(g.reverse())) and not bool((g.csr_dst == g.col).any())
+    far = ((g.col.long() - g.csr_dst.long()) % 5_000 + 5) % 5_000 > 10  # off the ring, both ways
+    assert abs(int(far.sum()) - 2 * 0.1 * 25_000) < 0.1 * 5_000 and 49_800 < g.num_edges <= 50_000
+    with pytest.raises(ValueError, match="k must be even"):
+        small_world_graph(10, 3, 0.1)
+
+
 # ------------------------------------------------------------------ sampled blocks
 
 
@@ -434,6 +447,12 @@ def test_corpus_is_deterministic_and_spreads_sizes_log_uniformly():
     for name, parameters, graph in first:
         rebuilt = FAMILIES[name].build(parameters, seed=parameters["seed"], max_edges=64_000)
         assert _same(graph, rebuilt)
+
+
+def test_the_corpus_yields_the_point_cloud_molecule_and_small_world_families():
+    new = ["knn", "molecules", "small_world"]
+    drawn = [(name, g) for name, _, g in corpus(new, 1, seed=0, min_edges=1_000, max_edges=3_000)]
+    assert [name for name, _ in drawn] == new and all(g.num_edges >= 500 for _, g in drawn)
 
 
 def test_corpus_and_build_arguments_are_checked():

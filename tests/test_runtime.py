@@ -27,6 +27,7 @@ from gsparse.runtime import (
     LaunchError,
     Resources,
     _bindings,
+    _cubin,
     _driver,
     _nvrtc,
     _toolchain,
@@ -78,6 +79,14 @@ extern "C" __global__ void many_live_values(const float* __restrict__ a, float* 
     #pragma unroll
     for (int j = 0; j < 64; ++j) out[j * n + threadIdx.x] = acc[j];
 }
+"""
+
+# Two kernels, one with a mangled name, and a device function that is not one.
+ENTRIES_SOURCE = r"""
+__device__ __noinline__ float tripled(const float* a, int i) { return 3.0f * a[i]; }
+template <int N> __global__ void shifted(float* a) { a[threadIdx.x] = tripled(a, N); }
+template __global__ void shifted<4>(float*);
+extern "C" __global__ void plain(float* a) { a[threadIdx.x] = tripled(a, threadIdx.x); }
 """
 
 HALF_SOURCE = r"""
@@ -375,6 +384,94 @@ def test_register_spills_are_reported(arch: str) -> None:
     report = binary.resources["many_live_values"]
     assert report.registers <= 32
     assert report.spill_stores > 0 and report.spill_loads > 0 and report.stack_bytes > 0
+
+
+# --- ptxas's report in every log (NVRTC 12.9+ reuses CUBINs it has built) -----------------
+
+
+@needs_nvrtc
+@pytest.mark.parametrize(
+    ("source", "options", "kernel"),
+    [
+        (SHARED_SOURCE, (), "reverse_block"),
+        (SPILL_SOURCE, ("-maxrregcount=32",), "many_live_values"),
+    ],
+    ids=["shared-memory", "spills"],
+)
+def test_every_compile_of_a_source_reports_the_same_resources(
+    source: str, options: tuple[str, ...], kernel: str
+) -> None:
+    # Where a CUDA driver is installed, NVRTC 12.9+ keeps the CUBINs it builds in the driver's
+    # compute cache, and without --no-cache hands a repeated build back with an empty log.
+    builds = [compile_cuda(source, arch="sm_90", options=options, cache=None) for _ in range(3)]
+    assert {build.cubin for build in builds} == {builds[0].cubin}
+    assert [build.resources for build in builds] == [builds[0].resources] * 3
+    report = builds[0].resources[kernel]
+    if source == SHARED_SOURCE:
+        assert report.shared_bytes == 4096
+    else:
+        assert report.spill_stores > 0 and report.spill_loads > 0
+
+
+class _OptionsSeen(Exception):
+    """Stops a compile once NVRTC has been handed its options."""
+
+
+class _RecordingNvrtc:
+    """The NVRTC bindings, noting the options of every compile and stopping it there."""
+
+    def __init__(self, bindings) -> None:
+        self._bindings = bindings
+        self.options: list[list[str]] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self._bindings, name)
+
+    def nvrtcCompileProgram(self, program, count, options):
+        self.options.append([option.decode() for option in options])
+        raise _OptionsSeen
+
+
+@needs_nvrtc
+def test_nvrtc_from_12_9_is_told_not_to_reuse_cached_cubins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    recording = _RecordingNvrtc(_nvrtc._library())
+    monkeypatch.setattr(_nvrtc, "_library", lambda: recording)
+    with pytest.raises(_OptionsSeen):
+        compile_cuda(SCALE_SOURCE, arch="sm_90", cache=None)
+    monkeypatch.setattr(_nvrtc, "nvrtc_version", lambda: (12, 8))  # no cache, no such option
+    with pytest.raises(_OptionsSeen):
+        compile_cuda(SCALE_SOURCE, arch="sm_90", cache=None)
+    no_cache = ["--no-cache" in options for options in recording.options]
+    assert no_cache == [runtime.nvrtc_version() >= (12, 9), False]
+
+
+@needs_nvrtc
+def test_a_log_without_the_resource_report_is_refused_and_not_cached(
+    cache: KernelCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compile_to_cubin = _nvrtc.compile_to_cubin
+
+    def from_compute_cache(*args, **kwargs):  # what NVRTC 12.9+ returns for a cached CUBIN
+        cubin, log = compile_to_cubin(*args, **kwargs)
+        return cubin, ""
+
+    monkeypatch.setattr(_nvrtc, "compile_to_cubin", from_compute_cache)
+    missing = r"no ptxas resource report for the kernels \['scale_add_index'\]"
+    with pytest.raises(RuntimeError, match=missing):
+        compile_cuda(SCALE_SOURCE, arch="sm_90", cache=cache)
+    assert not list(cache.directory.glob("*.kernel"))
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_kernel_names_are_the_entry_functions_of_the_cubin(arch: str) -> None:
+    binary = compile_cuda(ENTRIES_SOURCE, arch=arch, cache=None)
+    assert _cubin.kernel_names(binary.cubin) == {"plain", "_Z7shiftedILi4EEvPf"}
+    assert set(binary.resources) == {"plain", "_Z7shiftedILi4EEvPf"}
+    with pytest.raises(ValueError, match="not a 64-bit little-endian ELF"):
+        _cubin.kernel_names(b"\x7fELF not really")
 
 
 @needs_nvrtc

@@ -14,7 +14,9 @@
 * Graph families for training and judging the tuner: degree laws (:func:`random_graph`
   with :class:`LogNormal`, :class:`PowerLaw`, :class:`Regular`; bipartite with
   ``num_src``), :func:`community_graph`, :func:`block_model_graph`, :func:`hub_graph`,
-  :func:`rmat_graph`, :func:`lattice_graph`, :func:`road_graph`, :func:`sample_blocks`;
+  :func:`rmat_graph`, :func:`lattice_graph`, :func:`road_graph`, :func:`sample_blocks`,
+  :func:`knn_graph` of a :func:`point_cloud`, :func:`small_graph_batch` (molecule
+  batches), :func:`small_world_graph`;
   node orderings (:func:`reorder`, :func:`node_order`, :func:`relabel`).
 * :data:`FAMILIES` and :func:`corpus`: the families with randomised parameters, as a
   seeded stream of graphs; :func:`describe_structure`: cheap statistics of any graph.
@@ -22,10 +24,12 @@
 The benchmark suite and the tuner both draw their graphs from here.
 """
 
+from .batched import small_graph_batch
 from .corpus import FAMILIES, Choice, Family, Range, corpus
 from .families import (DegreeLaw, Regular, banded_graph, block_model_graph, community_graph, hub_graph,
                        popular_graph, random_graph)
-from .lattices import STENCILS, lattice_edge_count, lattice_graph, road_graph
+from .geometric import EXACT_POINTS, knn_graph, point_cloud
+from .lattices import STENCILS, lattice_edge_count, lattice_graph, road_graph, small_world_graph
 from .orderings import ORDERINGS, node_order, relabel, reorder
 from .presets import PRESETS, SUITES, Preset, preset, scale_for_edges
 from .real import (DATA_DIR_ENV, REAL_GRAPHS, Dataset, citeseer, cora, data_dirs, load_graph, load_npz, pubmed,
@@ -72,6 +76,11 @@ __all__ = [
     "lattice_graph",
     "lattice_edge_count",
     "road_graph",
+    "small_world_graph",
+    "point_cloud",
+    "knn_graph",
+    "EXACT_POINTS",
+    "small_graph_batch",
     "SampledBlock",
     "sample_blocks",
     "ORDERINGS",

@@ -21,9 +21,11 @@ import torch
 
 from ..graph import Graph
 from ._edges import check_int
+from .batched import MIN_GRAPH_NODES, small_graph_batch
 from .families import (Regular, banded_graph, block_model_graph, community_graph, hub_graph, popular_graph,
                        random_graph)
-from .lattices import lattice_edge_count, lattice_graph, road_graph
+from .geometric import EXACT_POINTS, knn_graph, point_cloud
+from .lattices import lattice_edge_count, lattice_graph, road_graph, small_world_graph
 from .orderings import ORDERINGS, reorder
 from .rmat import rmat_graph
 from .sampling import sample_blocks
@@ -274,6 +276,46 @@ def _sampled(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.devi
     return block
 
 
+def _knn(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    def graph(n: int, k: int) -> Graph:
+        clusters = p["clusters"] if p["points"] == "clustered" else 0
+        return knn_graph(point_cloud(n, p["dim"], clusters, seed=seed, device=device), k,
+                         symmetric=p["symmetric"])
+
+    k = max(1, min(p["k"], math.floor(math.sqrt(num_edges))))
+    n = max(k + 1, round(num_edges / k))
+    if p["symmetric"]:
+        # Symmetrising adds 7-30% of n k edges (more when clustered, fewer at large k and
+        # on tiny clouds): measured on a pilot cloud of the same kind, exact and cheap.
+        pilot = min(n, EXACT_POINTS // 2)
+        growth = graph(pilot, min(k, pilot - 1)).num_edges / (pilot * min(k, pilot - 1))
+        n = max(k + 1, round(num_edges / (growth * k)))
+    return graph(n, k)
+
+
+def _molecules(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    d, loops = p["mean_degree"], int(p["self_loops"])
+    mean_nodes = min(p["mean_nodes"], max(MIN_GRAPH_NODES, math.sqrt(num_edges)))
+    per_graph = mean_nodes * (d + loops) - (d if d < 2 else 0)  # below d = 2: a forest of n - 1 tree bonds
+
+    def batch(graphs: int) -> Graph:
+        return small_graph_batch(graphs, mean_nodes, d, size_cov=p["size_cov"], self_loops=p["self_loops"],
+                                 seed=seed, device=device)
+
+    graphs = max(1, round(num_edges / per_graph))
+    g = batch(graphs)
+    # Merged bonds leave small dense graphs short of d: correct the count once by the
+    # measured edges per graph, aiming a little low so that the noise stays below E.
+    if g.num_edges < 0.9 * num_edges:
+        g = batch(max(1, round(0.98 * graphs * num_edges / max(g.num_edges, 1))))
+    return g
+
+
+def _small_world(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    k = 2 * max(1, min(p["ring_neighbours"], math.floor(math.sqrt(num_edges) / 2)))
+    return small_world_graph(max(k + 1, round(num_edges / k)), k, p["rewire"], seed=seed, device=device)
+
+
 _LOGNORMAL_COV = Range(0.2, 2.5)
 _POWER_LAW_EXPONENT = Range(2.1, 3.5)
 _REGULAR_JITTER = Range(0.0, 0.5)
@@ -319,6 +361,16 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            {"base": Choice(("power_law", "community", "rmat")), "base_mean_degree": Range(8, 64, log=True),
             "hops": Range(1, 3, integer=True), "fanout": Range(2, 32, log=True, integer=True),
             "layer": Choice(("input", "output"))}, _sampled),
+    Family("knn", "k nearest neighbours of a 2-D or 3-D point cloud (uniform or clustered), Morton order",
+           {"k": Range(4, 64, log=True, integer=True), "dim": Range(2, 3, integer=True),
+            "points": Choice(("uniform", "clustered")), "clusters": Range(1, 1024, log=True, integer=True),
+            "symmetric": Choice((False, True))}, _knn),
+    Family("molecules", "block-diagonal batch of small sparse graphs (trees plus rings), as a molecule loader",
+           {"mean_nodes": Range(8, 300, log=True), "size_cov": Range(0.1, 1.2),
+            "mean_degree": Range(1.5, 6, log=True), "self_loops": Choice((False, True))}, _molecules),
+    Family("small_world", "Watts-Strogatz ring lattice with a share of its edges rewired to uniform nodes",
+           {"ring_neighbours": Range(1, 32, log=True, integer=True), "rewire": Range(0.001, 0.5, log=True)},
+           _small_world),
 )}
 """Every :class:`Family` of the tuning corpus by name (see ``docs/datasets.md``)."""
 

@@ -1,8 +1,9 @@
-"""Meshes: 2-D and 3-D lattices with the usual stencils, and road-like networks.
+"""Meshes: 2-D and 3-D lattices with the usual stencils, road-like networks and small worlds.
 
 Node ids are row-major (the last coordinate varies fastest), so in their natural order
 these graphs are banded: row ``v``'s sources lie within ``±(stride of the first axis)``
-of ``v``. Edges go both ways (the graphs are symmetric) and there are no self loops.
+of ``v`` (a small world's ring: within ``k / 2``, but for its rewired edges). Edges go
+both ways (the graphs are symmetric) and there are no self loops.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from ..graph import Graph
 from ._edges import check_fraction, check_int, check_seed, generator, graph_from_pairs
 
-__all__ = ["STENCILS", "lattice_graph", "road_graph", "lattice_edge_count"]
+__all__ = ["STENCILS", "lattice_graph", "road_graph", "lattice_edge_count", "small_world_graph"]
 
 STENCILS: dict[int, tuple[tuple[int, ...], ...]] = {
     count: tuple(d for d in itertools.product((-1, 0, 1), repeat=dims)
@@ -122,3 +123,46 @@ def road_graph(
         b = (a + torch.randint(1, n, (links,), generator=gen, device=device)) % n
         u, v = torch.cat([u, a]), torch.cat([v, b])
     return graph_from_pairs(torch.cat([u, v]), torch.cat([v, u]), n, n)
+
+
+def small_world_graph(
+    num_nodes: int,
+    k: int,
+    rewire: float,
+    *,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> Graph:
+    """A Watts-Strogatz small world: a ring lattice with a share of its edges rewired.
+
+    Node ``v`` is joined to the ``k / 2`` nodes after it on a ring of ``num_nodes``; each
+    of these ``num_nodes * k / 2`` undirected edges ``(v, v + j)`` independently has, with
+    probability ``rewire``, its far end replaced by a uniform node other than ``v``
+    (Watts and Strogatz, 1998). A few long links shrink the ring's diameter to about
+    ``log n`` while rows stay near-regular and mostly banded. Edges go both ways; an edge
+    rewired onto one that exists is merged with it (rare: about ``k / n`` of the rewired).
+
+    Args:
+        num_nodes: nodes on the ring, ``> k``.
+        k: ring neighbours of a node, even, ``>= 2``.
+        rewire: probability of rewiring an edge, in ``[0, 1]`` (0: the ring lattice).
+        seed: random seed.
+        device: where the graph is built.
+
+    Returns:
+        A square symmetric graph of ``num_nodes`` nodes and ``num_nodes * k`` edges, less
+        the merged ones; every row holds exactly ``k`` sources when ``rewire = 0``.
+    """
+    k = check_int("k", k, 2)
+    if k % 2:
+        raise ValueError(f"k must be even (k / 2 ring neighbours on each side), got {k}")
+    n = check_int("num_nodes", num_nodes, k + 1)
+    rewire = check_fraction("rewire", rewire)
+    device = torch.device(device)
+    gen = generator(check_seed(seed), device)
+    u = torch.arange(n, device=device).repeat_interleave(k // 2)
+    v = (u + torch.arange(1, k // 2 + 1, device=device).repeat(n)) % n
+    rewired = torch.rand(u.numel(), generator=gen, device=device) < rewire
+    far = (u[rewired] + torch.randint(1, n, (int(rewired.sum()),), generator=gen, device=device)) % n
+    v = v.masked_scatter(rewired, far)
+    return graph_from_pairs(torch.cat([u, v]), torch.cat([v, u]), n, n, simple=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._cubin import kernel_names
+
 
 @dataclass(frozen=True)
 class Resources:
@@ -43,7 +45,8 @@ class Binary:
         cubin: the ELF image, loadable with :func:`gsparse.runtime.load`.
         arch: the architecture it was built for, e.g. ``"sm_90"``.
         log: NVRTC's full log, including ptxas's resource report.
-        resources: the resource report of each ``extern "C"`` kernel, keyed by its name.
+        resources: ptxas's resource report of each kernel in ``cubin``, keyed by its symbol
+            name (the plain name of an ``extern "C"`` kernel).
         key: the cache key (see :func:`gsparse.runtime.cache_key`).
     """
 
@@ -62,6 +65,22 @@ _BARRIERS = re.compile(r"used (\d+) barriers")
 _SHARED = re.compile(r"(\d+) bytes smem")
 _CUMULATIVE_STACK = re.compile(r"(\d+) bytes cumulative stack size")
 _CONSTANT = re.compile(r"(\d+) bytes cmem\[\d+\]")
+
+
+def read_resources(cubin: bytes, log: str) -> dict[str, Resources]:
+    """The resource report of every kernel of ``cubin`` from the log of the compile that built it.
+
+    Raises RuntimeError when the log lacks the report of a kernel the CUBIN defines: ptxas did
+    not build that CUBIN in this compile (NVRTC took it from a cache), and resources that are
+    missing or made up would mislead the pruning and every later reader of the kernel cache.
+    """
+    resources = parse_resources(log)
+    if missing := kernel_names(cubin) - resources.keys():
+        raise RuntimeError(
+            f"NVRTC's log has no ptxas resource report for the kernels {sorted(missing)} of the "
+            f"CUBIN it returned, so ptxas did not build it in this compile; the log was:\n{log}"
+        )
+    return resources
 
 
 def parse_resources(log: str) -> dict[str, Resources]:

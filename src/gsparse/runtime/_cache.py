@@ -25,9 +25,10 @@ from ._binary import Binary, Resources
 from ._files import replace_atomically
 from ._nvrtc import DEFAULT_OPTIONS
 
-# Bump when the entry layout or the key recipe change: old entries then stop matching
-# instead of being misread.
-FORMAT_VERSION = 1
+# Bump when the entry layout or the key recipe change, or when old entries may be wrong: old
+# entries then stop matching instead of being misread. 2: entries of version 1 may hold no
+# resource report (NVRTC 12.9+ reused a cached CUBIN and ptxas's report was not in its log).
+FORMAT_VERSION = 2
 
 _MAGIC = b"GSPK"
 _HEADER = struct.Struct("<4sI32sQ")

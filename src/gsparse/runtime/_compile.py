@@ -10,7 +10,7 @@ from typing import Final, Literal
 import torch
 
 from . import _nvrtc, _toolchain
-from ._binary import Binary, parse_resources
+from ._binary import Binary, read_resources
 from ._cache import KernelCache, cache_key
 from ._device import cuda_device_index
 
@@ -66,7 +66,9 @@ def compile_cuda(
         arch: a real architecture (``"sm_80"``, ``"sm_90"``); None means
             :func:`device_arch` of the current GPU. No GPU is needed when it is given.
         options: extra NVRTC options, after the defaults ``-std=c++17 -default-device
-            --ptxas-options=-v`` and the CUDA header path. Fast math is off unless asked for.
+            --ptxas-options=-v`` (and ``--no-cache`` from NVRTC 12.9 on, so that ptxas's
+            resource report is in every log) and the CUDA header path. Fast math is off
+            unless asked for.
         name: the program's name: NVRTC's log refers to ``<name>.cu``.
         context: what produced the source (e.g. the schedule), quoted in a CompileError.
         cache: where to look the program up and store it; the default is a
@@ -78,7 +80,8 @@ def compile_cuda(
     Raises:
         CompileError: NVRTC rejected the source or an option.
         ValueError: ``arch`` is not a real architecture that NVRTC targets.
-        RuntimeError: NVRTC is not installed.
+        RuntimeError: NVRTC is not installed, or its log lacks ptxas's resource report of a
+            kernel of the CUBIN (NVRTC handed back a build of its own cache).
     """
     if arch is None:
         arch = device_arch()
@@ -100,7 +103,9 @@ def compile_cuda(
     cubin, log = _nvrtc.compile_to_cubin(
         source, arch=arch, options=options, name=name, context=context
     )
-    binary = Binary(cubin=cubin, arch=arch, log=log, resources=parse_resources(log), key=key)
+    binary = Binary(
+        cubin=cubin, arch=arch, log=log, resources=read_resources(cubin, log), key=key
+    )
     if store is not None:
         try:
             store.put(binary)

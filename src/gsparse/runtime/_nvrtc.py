@@ -19,8 +19,15 @@ from ._errors import CompileError
 
 # Options every program gets, before the caller's. No --use_fast_math: kernels are checked
 # for exactness against a float64 reference. --ptxas-options=-v puts the resource report
-# (registers, shared memory, spills) into the log, where _binary.parse_resources reads it.
+# (registers, shared memory, spills) into the log, where _binary.read_resources reads it.
 DEFAULT_OPTIONS = ("-std=c++17", "-default-device", "--ptxas-options=-v")
+
+# From 12.9 on, NVRTC hands back the CUBIN the CUDA driver's compute cache holds for the same
+# PTX and options (built before in this process, or by another one through the cache on disk)
+# without running ptxas, so the log holds no resource report. --no-cache runs ptxas on every
+# compile and changes no code. NVRTC before 12.9 has neither the cache nor the option. It is
+# not in DEFAULT_OPTIONS, which go into cache keys: the NVRTC version there decides it.
+_NO_CACHE_SINCE = (12, 9)
 
 _REAL_ARCH = re.compile(r"sm_(\d+)[af]?")
 
@@ -134,6 +141,7 @@ def compile_to_cubin(
     all_options = [
         f"--gpu-architecture={arch}",
         *DEFAULT_OPTIONS,
+        *(["--no-cache"] if nvrtc_version() >= _NO_CACHE_SINCE else []),
         *(f"-I{directory}" for directory in cuda_include_dirs()),
         *options,
     ]
