@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from graphs import named_graph
 
 import gsparse
 from gsparse import _ops
@@ -95,11 +96,13 @@ def test_direct_and_custom_op_paths_agree():
     torch.testing.assert_close(direct, through_op.detach(), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("width", [2, 16], ids=["narrow: torch.sparse.mm", "wide: embedding_bag"])
+@pytest.mark.parametrize("width", [2, 16], ids=["narrow: CSR product", "wide: embedding_bag"])
 def test_cpu_weighted_sums_run_as_one_sparse_product(monkeypatch, width):
+    from gsparse.backends import cpu
+
     calls = []
-    real_mm, real_bag = torch.sparse.mm, torch.embedding_bag
-    monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append(("mm", b.shape)) or real_mm(a, b))
+    real_mm, real_bag = cpu._csr_product, torch.embedding_bag
+    monkeypatch.setattr(cpu, "_csr_product", lambda a, b: calls.append(("mm", b.shape)) or real_mm(a, b))
     monkeypatch.setattr(torch, "embedding_bag", lambda x, *args: calls.append(("bag", x.shape)) or real_bag(x, *args))
     g = _graph()
     x, w = torch.randn(20, 3, width), torch.rand(80, 1, 1) + 0.5
@@ -197,14 +200,16 @@ def test_a_bound_cpu_call_matches_the_backend_call(op, reduce, rhs_shape, width)
 
 
 def test_cpu_narrow_weighted_sums_never_meet_stale_weights(monkeypatch):
-    """A small graph's narrow weighted sums run as torch.sparse.mm on a CSR kept with the
+    """A small graph's narrow weighted sums run as a CSR product on a CSR kept with the
     graph, whose values each call sets from its weights (through the edge permutation, on
     a graph out of CSR order). Weights changed in place, also behind autograd's back
     (.data, NumPy), replaced (.data =) or other weights always give the sums of the
     weights as they are at the call."""
+    from gsparse.backends import cpu
+
     calls = []
-    real_mm = torch.sparse.mm
-    monkeypatch.setattr(torch.sparse, "mm", lambda a, b: calls.append("mm") or real_mm(a, b))
+    real_mm = cpu._csr_product
+    monkeypatch.setattr(cpu, "_csr_product", lambda a, b: calls.append("mm") or real_mm(a, b))
     edges = torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(3))
     permuted = gsparse.Graph.from_edge_index(edges, num_nodes=50)
     in_order = gsparse.Graph.from_csr(permuted.rowptr, permuted.col, num_src=50)
@@ -258,3 +263,40 @@ def test_cpu_weighted_sums_leave_the_kept_csr_to_the_thread_writing_it(monkeypat
     assert calls == ["bag"]
     torch.testing.assert_close(taken, free)
     assert isinstance(kept, cpu._WeightedAdjacency)
+
+
+@pytest.mark.parametrize("kind", ["sorted", "random"], ids=["in CSR order", "out of CSR order"])
+def test_cpu_narrow_weighted_sums_gather_weights_only_out_of_csr_order(monkeypatch, kind):
+    """The kept CSR's values are the weights themselves, copied, where the user's edge order
+    is the CSR's (no edge ids), and the weights gathered through the edge ids elsewhere;
+    the sums are those of the float64 reference either way."""
+    gathers = []
+    real = torch.index_select
+    monkeypatch.setattr(torch, "index_select", lambda *args, **kw: gathers.append(1) or real(*args, **kw))
+    g = named_graph(kind)
+    assert (g.eid is None) == (kind == "sorted")
+    x, w = torch.randn(g.num_src, 4), torch.rand(g.num_edges)
+    src, dst = g.edges()
+    want = torch.zeros(g.num_dst, 4, dtype=torch.float64).index_add_(
+        0, dst, x.double()[src] * w.double().unsqueeze(-1))
+    for _ in range(2):
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w).double(), want, rtol=1e-5, atol=1e-5)
+    assert len(gathers) == (0 if kind == "sorted" else 2)
+
+
+def test_cpu_calls_resolve_once_for_operands_of_any_layout():
+    """The PyTorch-ops backend makes its operands contiguous itself and reads them at any
+    address: a CPU call's resolution keeps no layout facts (the CUDA path's does, see
+    test_calls.py), and non-contiguous or misaligned operands reuse it, with their own sums."""
+    g = _graph()
+    flat = torch.randn(20 * 4 + 1, dtype=torch.float64)
+    aligned, misaligned = flat[:-1].view(20, 4), flat[1:].view(20, 4)
+    strided = torch.randn(4, 20, dtype=torch.float64).t()
+    w = torch.rand(80, dtype=torch.float64)
+    src, dst = g.edges()
+    for x in (aligned, misaligned, strided):
+        want = torch.zeros(20, 4, dtype=torch.float64).index_add_(0, dst, x[src] * w.unsqueeze(-1))
+        torch.testing.assert_close(gsparse.u_mul_e_sum(g, x, w), want, rtol=0, atol=1e-12)
+    assert len(g.calls._entries) == 1
+    (key,) = g.calls._entries
+    assert key[3] == (torch.Size([20, 4]), torch.float64)

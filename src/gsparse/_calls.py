@@ -3,8 +3,9 @@
 A front end validates a call and resolves what runs it: for CUDA tensors the task, the
 schedule chosen for it and the launch plan. All of that is a function of facts the host
 reads in a microsecond — the operator, and each operand's shape, dtype, device,
-contiguity and alignment class — so it is done on a call's first use and kept in the
-graph's ``calls`` cache under a plain tuple of those facts. A repeated call builds the
+contiguity and alignment class (of a CPU tensor, what its backend depends on:
+:func:`facts`) — so it is done on a call's first use and kept in the graph's ``calls``
+cache under a plain tuple of those facts. A repeated call builds the
 tuple, finds its :class:`Call`, and allocates and launches: no validation, task, schedule
 lookup or plan lookup again (the same inputs get the same verdict, so validation is kept).
 
@@ -36,6 +37,8 @@ _is_compiling = torch.compiler.is_compiling
 _functorch_active = torch._C._are_functorch_transforms_active
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _autocast_enabled = torch.is_autocast_enabled
+_any_autocast_enabled = torch._C._is_any_autocast_enabled
+_layout_dependent = backends.LAYOUT_DEPENDENT
 
 
 def eager() -> bool:
@@ -45,12 +48,18 @@ def eager() -> bool:
 
 def facts(t: Any) -> Any:
     """What a call's resolution depends on about operand ``t``: shape, dtype, device,
-    contiguity and alignment class (its address modulo 16 bytes, the widest vector); None
-    for None; ``False`` for anything but a plain tensor, which never has a resolved call."""
+    contiguity and alignment class (its address modulo 16 bytes, the widest vector); for a
+    CPU tensor served by a layout-independent backend (see
+    :data:`gsparse.backends.LAYOUT_DEPENDENT`), shape and dtype only. None for None;
+    ``False`` for anything but a plain tensor, which never has a resolved call."""
     if t is None:
         return None
     if type(t) is not _Tensor:
         return False
+    # Only CPU tensors get the short facts: telling another device type's backend apart
+    # would take reading the device's type, which costs more than the facts it saves.
+    if t.is_cpu and "cpu" not in _layout_dependent:
+        return t.shape, t.dtype
     if t.is_contiguous():
         return t.shape, t.dtype, t.device, t.data_ptr() & 15
     return t.shape, t.dtype, t.device, -1  # made contiguous per call, into aligned storage
@@ -127,7 +136,9 @@ def find(g: Graph, key: tuple) -> Call | None:
     """The call resolved for ``key`` on ``g`` if it still holds (same generations, autocast
     off for its device), else None: the caller then takes its full path."""
     call = g.calls._entries.get(key)
-    if call is None or call.generation != _generation(g) or _autocast_enabled(call.device_type):
+    # The call's device type only when some autocast is on: its name is parsed per check.
+    if (call is None or call.generation != _generation(g)
+            or (_any_autocast_enabled() and _autocast_enabled(call.device_type))):
         return None
     return call
 

@@ -53,10 +53,21 @@ class Backend(Protocol):
 
 _BY_DEVICE_TYPE: dict[str, Backend] = {}
 
+LAYOUT_DEPENDENT: set[str] = set()
+"""The device types whose backend resolves a call differently for operands of another
+contiguity or address alignment (the generated kernels read aligned vectors): the front
+ends' resolved calls (:func:`gsparse._calls.facts`) tell such operands apart. A backend
+declares the opposite with a true ``layout_independent`` attribute (the PyTorch-ops
+backend, which makes its operands contiguous itself and reads them at any address)."""
+
 
 def register(device_type: str, backend: Backend) -> None:
     """Route tensors of ``device_type`` (e.g. ``"cuda"``) to ``backend``."""
     _BY_DEVICE_TYPE[device_type] = backend
+    if getattr(backend, "layout_independent", False):
+        LAYOUT_DEPENDENT.discard(device_type)
+    else:
+        LAYOUT_DEPENDENT.add(device_type)
 
 
 def for_device(device: torch.device) -> Backend:
