@@ -122,7 +122,7 @@ def _features(path: Path, arrays: dict[str, np.ndarray], num_nodes: int) -> torc
 
 
 def load_npz(path: str | os.PathLike[str]) -> Dataset:
-    """Read a graph in the ``.npz`` layout of ``shared/data`` (see its README).
+    """Read a graph from an ``.npz`` file in the layout of the copies shipped with gsparse.
 
     Arrays: ``edge_index`` ``[2, E]`` integers (row 0 sources, row 1 destinations);
     optional ``num_nodes`` (else ``max(edge_index) + 1``); optional node features as a CSR
