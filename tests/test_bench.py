@@ -362,6 +362,13 @@ def test_ratio_axes_carry_at_least_three_readable_ticks(values, expected):
     assert [round(t, 6) for t in ticks] == expected
 
 
+@pytest.mark.parametrize("values", [[0.9, 36.0], [0.5, 3.0], [1.2, 1.3], [0.004, 0.02]])
+def test_ratio_axes_keep_every_point_in_view(values):
+    plotted = [v for v in values if v > 0]
+    low, high = report._ratio_limits(plotted, report._ratio_ticks(plotted))
+    assert low < min(values) and high > max(values)
+
+
 def test_report_without_matplotlib_keeps_the_numbers(tmp_path, monkeypatch):
     real = report.importlib.util.find_spec
     monkeypatch.setattr(report.importlib.util, "find_spec",
