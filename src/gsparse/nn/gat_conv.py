@@ -10,7 +10,14 @@ from ..algebra import REDUCERS
 from ..sddmm import gsddmm
 from ..softmax import edge_softmax
 from ..spmm import gspmm
-from ._graph import GraphLike, as_graph, check_node_features, edge_index_of, glorot_, self_loops
+from ._graph import (
+    GraphLike,
+    as_graph,
+    check_node_features,
+    edge_index_of,
+    glorot_,
+    self_loops,
+)
 
 # PyG's fill_value names of a reduction, onto gsparse's reducers.
 _FILL_REDUCERS = {"mean": REDUCERS["mean"], "add": REDUCERS["sum"], "sum": REDUCERS["sum"],
@@ -59,6 +66,10 @@ class GATConv(nn.Module):
                  edge_dim: int | None = None, fill_value: float | torch.Tensor | str = "mean",
                  bias: bool = True, residual: bool = False) -> None:
         super().__init__()
+        if isinstance(in_channels, (tuple, list)):
+            raise TypeError(f"in_channels must be an int: GATConv runs on square graphs (PyG's "
+                            f"(F_src, F_dst) pair for bipartite attention is not supported), "
+                            f"got {in_channels!r}")
         if heads < 1:
             raise ValueError(f"heads must be >= 1, got {heads}")
         if not 0.0 <= dropout <= 1.0:
@@ -119,6 +130,9 @@ class GATConv(nn.Module):
             edges attention ran on (with the self loops, in the order of the graph's CSR
             rows), ``alpha`` ``[E', H]`` their weights in that order.
         """
+        if isinstance(x, (tuple, list)):
+            raise TypeError("x must be one [N, F] tensor: GATConv runs on square graphs (PyG's "
+                            "(x_src, x_dst) pair for bipartite attention is not supported)")
         x = check_node_features("x", x, self.in_channels)
         g = as_graph(graph, x.shape[0], x.shape[0])
         h = self.lin(x).view(-1, self.heads, self.out_channels)

@@ -43,7 +43,7 @@ class SAGEConv(nn.Module):
                  normalize: bool = False, root_weight: bool = True, project: bool = False,
                  bias: bool = True) -> None:
         super().__init__()
-        if aggr not in _AGGREGATORS:
+        if not isinstance(aggr, str) or aggr not in _AGGREGATORS:
             raise ValueError(f"aggr must be one of {tuple(_AGGREGATORS)}, got {aggr!r}")
         self.in_channels, self.out_channels, self.aggr = in_channels, out_channels, aggr
         self.normalize, self.root_weight, self.project = normalize, root_weight, project
