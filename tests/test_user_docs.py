@@ -333,13 +333,14 @@ def test_migration_sparse_adjacency_self_loops_are_replaced_not_added(pyg_nn):
     torch.testing.assert_close(ours(x, shifted.coalesce()), theirs(x, adj_t))
 
 
-def test_migration_attention_weights_are_returned_for_any_value_but_none(pyg_nn):
+def test_migration_attention_weights_are_returned_as_pyg_returns_them(pyg_nn):
     ei, x = _small_graph(), torch.randn(12, 8)
     ours = gnn.GATConv(8, 4, heads=2)
     theirs = pyg_nn.GATConv(8, 4, heads=2)
-    assert isinstance(ours(x, ei), torch.Tensor)
-    _, (edges, alpha) = ours(x, ei, return_attention_weights=False)
-    assert isinstance(theirs(x, ei, return_attention_weights=False), torch.Tensor)  # PyG 2.8
+    for flag in (None, False):  # PyG 2.8: out alone unless the flag is true
+        assert isinstance(ours(x, ei, return_attention_weights=flag), torch.Tensor)
+        assert isinstance(theirs(x, ei, return_attention_weights=flag), torch.Tensor)
+    _, (edges, alpha) = ours(x, ei, return_attention_weights=True)
     assert edges.dtype == torch.int64 and edges.shape == (2, ei.shape[1] + 12)
     assert alpha.shape == (ei.shape[1] + 12, 2)
     assert bool((edges[1][1:] >= edges[1][:-1]).all()), "sorted by destination"

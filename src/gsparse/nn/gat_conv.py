@@ -121,8 +121,8 @@ class GATConv(nn.Module):
                 ``[2, E]`` or ``EdgeIndex``, or a sparse ``adj_t`` ``[N, N]``.
             edge_attr: ``[E, D]`` (or ``[E]`` when ``D = 1``) edge features in edge order;
                 needs ``edge_dim``.
-            return_attention_weights: also return the attention weights (PyG: whenever it
-                is not ``None``).
+            return_attention_weights: if true, also return the attention weights (as PyG
+                2.8 does; ``False`` and ``None`` return ``out`` alone).
 
         Returns:
             ``[N, H·C]`` (``concat``) or ``[N, C]``; with ``return_attention_weights`` the
@@ -161,7 +161,7 @@ class GATConv(nn.Module):
             out = out + self.res(x)
         if self.bias is not None:
             out = out + self.bias
-        if return_attention_weights is not None:
+        if return_attention_weights:
             return out, (edge_index_of(g), alpha)
         return out
 
