@@ -54,7 +54,7 @@ from .models import RankModel
 from .runner import CallRunner
 from .search import GeneticSearch, RandomSampling, model_scorer
 
-__all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "database_path", "get_policy", "policy",
+__all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "database_path", "get_policy", "model_choice", "policy",
            "record_of", "set_policy", "tuning_key", "use_database"]
 
 POLICIES = ("model", "tune", "default")
@@ -219,7 +219,7 @@ def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tens
 
 def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
     """The shipped model's first choice of ``task``'s pruned space on ``g`` for ``target``
-    (LO-SpMM's arithmetic constraints, :data:`~gsparse.kernels.pruning.THRESHOLDS`) and
+    (LO-SpMM's arithmetic constraints at their default thresholds) and
     the hand rule's pick (some graphs' best, e.g. very short rows, lie outside the space): what
     the "model" policy runs where no tuning record exists (the hand rule's pick where no
     model ships for ``operator``). Measures and compiles nothing; ``g`` may live on any
