@@ -161,6 +161,20 @@ def test_real_graphs_ship_with_the_package(shared_data, name, nodes, edges, feat
         assert d.edge_index.dtype == torch.int64 and np.array_equal(d.edge_index.numpy(), raw)
 
 
+@pytest.mark.parametrize("loader, repeated, loops, coalesced", [
+    (datasets.cora, 302, 0, 10556),  # PyG's Planetoid Cora: 10,556 edges
+    (datasets.citeseer, 236, 248, 9228),
+    (datasets.pubmed, 0, 3, 44338),
+])
+def test_shipped_graphs_keep_the_published_multi_edges_and_coalesce_merges_them(loader, repeated, loops,
+                                                                                  coalesced):
+    g = loader().graph
+    src, dst = g.edges()
+    assert g.num_edges - torch.unique(src * g.num_src + dst).numel() == repeated
+    assert int((src == dst).sum()) == loops
+    assert g.coalesce().num_edges == coalesced
+
+
 def test_data_dir_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(datasets.DATA_DIR_ENV, str(tmp_path))
     assert datasets.data_dirs() == [tmp_path]

@@ -269,8 +269,10 @@ def cora() -> Dataset:
 
     2,708 nodes, 10,858 directed edges (each citation in both directions), ``features``
     ``[2708, 1433]`` float32 bag-of-words, ``labels`` ``[2708]`` int64 in 7 classes,
-    ``train_idx`` ``[140]``, ``val_idx`` ``[500]``, ``test_idx`` ``[1000]``. The same graph,
-    features and split as PyG's ``Planetoid(root, "Cora")``.
+    ``train_idx`` ``[140]``, ``val_idx`` ``[500]``, ``test_idx`` ``[1000]``. The features
+    and split are PyG's ``Planetoid(root, "Cora")``; the edges are the Planetoid files' as
+    published, with the 302 repeated pairs kept as multi-edges, where PyG's loader merges
+    them into 10,556 edges (:meth:`gsparse.Graph.coalesce` does the same).
     """
     return load_npz(_PACKAGED / "cora.npz")
 
@@ -278,9 +280,10 @@ def cora() -> Dataset:
 def citeseer() -> Dataset:
     """The CiteSeer citation graph (Planetoid split), shipped with gsparse: works offline.
 
-    3,327 nodes, 9,464 directed edges, ``features`` ``[3327, 3703]``, ``labels`` ``[3327]``
-    in 6 classes (-1 for the 15 isolated test nodes without a label), ``train_idx`` ``[120]``,
-    ``val_idx`` ``[500]``, ``test_idx`` ``[1000]``.
+    3,327 nodes, 9,464 directed edges as published in the Planetoid files (236 repeated
+    pairs and 248 self loops among them, kept), ``features`` ``[3327, 3703]``, ``labels``
+    ``[3327]`` in 6 classes (-1 for the 15 isolated test nodes without a label),
+    ``train_idx`` ``[120]``, ``val_idx`` ``[500]``, ``test_idx`` ``[1000]``.
     """
     return load_npz(_PACKAGED / "citeseer.npz")
 
