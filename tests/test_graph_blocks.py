@@ -42,6 +42,7 @@ def test_a_block_from_an_edge_list_is_the_validated_graph_with_its_derived_struc
     for block, edges_in in cases:
         want = Graph.from_edge_index(edges_in, num_src=num_src, num_dst=num_dst)
         assert block.sync_free and not want.sync_free
+        assert "csr_dst" in block.__dict__  # the sorted destinations, at hand: no expansion
         _same_graph(block, want)
         for x, y in zip(block.edges(), want.edges()):
             assert torch.equal(x.long(), y.long())
@@ -49,6 +50,9 @@ def test_a_block_from_an_edge_list_is_the_validated_graph_with_its_derived_struc
         assert torch.equal(block.out_degrees(), want.out_degrees())
         assert torch.equal(block.csr_dst, want.csr_dst)
         rev, want_rev = block.reverse(), want.reverse()
+        assert "csr_dst" in rev.__dict__  # the sorted sources
+        assert torch.equal(rev.csr_dst.long(), want_rev.csr_dst.long())
+        assert rev.csr_dst.dtype == rev.index_dtype and block.csr_dst.dtype == block.index_dtype
         assert rev.sync_free and rev.reverse() is block
         assert torch.equal(rev.rowptr, want_rev.rowptr) and torch.equal(rev.col, want_rev.col)
         for x, y in zip(rev.edges(), want_rev.edges()):

@@ -64,7 +64,7 @@ def test_a_blocks_self_loops_are_kept_and_masked_with_one_new_loop_per_node():
     validated = self_loops(Graph.from_edge_index(ei, num_nodes=30))
     loops = int((ei[0] == ei[1]).sum())
     assert block.graph.num_edges == ei.shape[1] + 30 and block.graph.sync_free
-    assert int(block.masked.sum()) == loops and validated.masked is None
+    assert int(block.masked.sum()) == loops and not hasattr(validated, "masked")
     assert validated.graph.num_edges == ei.shape[1] - loops + 30
     assert torch.equal(block.loop_edge, validated.loop_edge)
     # Unmasked, the block's graph is the validated one, edge for edge and origin for origin.
@@ -73,6 +73,34 @@ def test_a_blocks_self_loops_are_kept_and_masked_with_one_new_loop_per_node():
     pairs = sorted(zip(src[keep].tolist(), dst[keep].tolist(), block.origin[keep].tolist()))
     vsrc, vdst = validated.graph.edges()
     assert pairs == sorted(zip(vsrc.tolist(), vdst.tolist(), validated.origin.tolist()))
+
+
+@pytest.mark.parametrize("dst_sorted", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_blocks_loop_graph_is_each_row_then_its_loop(seed, dst_sorted):
+    ei = _edges(seed)
+    if dst_sorted:
+        ei = ei[:, torch.argsort(ei[1], stable=True)]
+    block = Graph.from_block(ei, num_src=30, num_dst=30, dst_sorted=dst_sorted)
+    loops = self_loops(block)
+    rowptr, col = block.rowptr.tolist(), block.col.tolist()
+    eid = list(range(block.num_edges)) if block.eid is None else block.eid.tolist()
+    want = {"rowptr": [0], "col": [], "dst": [], "masked": [], "origin": []}
+    for v in range(30):  # the row's edges in the block's CSR order, then the row's loop
+        for p in range(rowptr[v], rowptr[v + 1]):
+            for name, value in zip(("col", "dst", "masked", "origin"), (col[p], v, col[p] == v, eid[p])):
+                want[name].append(value)
+        for name, value in zip(("col", "dst", "masked", "origin"), (v, v, False, block.num_edges + v)):
+            want[name].append(value)
+        want["rowptr"].append(len(want["col"]))
+    got = {"rowptr": loops.graph.rowptr, "col": loops.graph.col, "dst": loops.graph.csr_dst,
+           "masked": loops.masked, "origin": loops.origin}
+    assert {name: t.tolist() for name, t in got.items()} == want
+    assert loops.graph.eid is None and loops.graph.index_dtype == block.index_dtype
+    loop_ids = [max((eid[p] for p in range(rowptr[v], rowptr[v + 1]) if col[p] == v), default=-1)
+                for v in range(30)]
+    assert loops.loop_edge.tolist() == loop_ids
+    assert loops.loop_at.tolist() == [r - 1 for r in want["rowptr"][1:]]
 
 
 def test_sage_on_bipartite_blocks_matches_the_validated_graph():
