@@ -17,6 +17,7 @@ import torch
 
 from .._checks import graph_override
 from ..derived import compile_error, derive
+from .._graph_build import Csr, index_dtype_for
 from ..graph import Graph
 
 GraphLike = Any
@@ -182,6 +183,8 @@ class BlockSelfLoops:
 
     Attributes:
         graph, masked: as :class:`SelfLoops`.
+        edges: ``[2, E']`` the loop graph's ``col`` and ``csr_dst``, which are its rows
+            (one gather reads a node value at both ends of every edge).
         loop_at: ``[N]`` int64 CSR position in ``graph`` of the loop added at each node.
         moved: ``[E]`` int64 CSR position in ``graph`` of each CSR position of the block.
         col, dst, eid: the block's :attr:`~gsparse.Graph.col`, ``csr_dst`` and ``eid``.
@@ -189,6 +192,7 @@ class BlockSelfLoops:
 
     graph: Graph
     masked: torch.Tensor
+    edges: torch.Tensor
     loop_at: torch.Tensor
     moved: torch.Tensor
     col: torch.Tensor
@@ -222,25 +226,23 @@ def _self_loops_on_device(g: Graph) -> BlockSelfLoops:
     if g.num_src != g.num_dst:
         raise ValueError(f"self loops need a square graph, got {g.num_src} source and "
                          f"{g.num_dst} destination nodes")
-    n, e, device, index = g.num_dst, g.num_edges, g.device, g.index_dtype
-    nodes = torch.arange(n + 1, device=device)
-    rowptr = g.rowptr + nodes  # int64
-    loop_at = rowptr[1:] - 1
+    n, e, device = g.num_dst, g.num_edges, g.device
+    index = index_dtype_for(e + n, n, n)
+    nodes = torch.arange(n + 1, device=device, dtype=index)
+    rowptr = g.rowptr.to(index) + nodes
+    loop_at = rowptr[1:].long() - 1
     dst = g.csr_dst
     moved = torch.arange(e, device=device) + dst  # int64
-    loop_nodes = nodes[:-1].to(index)
-    col = torch.empty(e + n, dtype=index, device=device)
-    col.index_copy_(0, moved, g.col).index_copy_(0, loop_at, loop_nodes)
-    # Its destinations (Graph.csr_dst) are known here: two scatters, where expanding its
-    # rows again would take a repeat_interleave.
-    loop_dst = torch.empty(e + n, dtype=index, device=device)
-    loop_dst.index_copy_(0, moved, dst).index_copy_(0, loop_at, loop_nodes)
+    # Its col and its destinations (Graph.csr_dst) as one tensor's rows: one scatter of
+    # the block's, one of the loops' (expanding its rows would take a repeat_interleave).
+    edges = torch.empty(2, e + n, dtype=index, device=device)
+    edges.index_copy_(1, moved, torch.stack([g.col, dst]).to(index))
+    edges.index_copy_(1, loop_at, nodes[:-1].expand(2, n))
+    col, loop_dst = edges
     masked = (col == loop_dst).index_fill_(0, loop_at, False)  # the block's own loops
     degree = None if g._max_degree is None else g._max_degree + 1
-    graph = Graph.from_block_csr(rowptr.to(index), col, num_src=n, max_degree=degree, check=False)
-    if graph.index_dtype == index:
-        graph.__dict__["csr_dst"] = loop_dst
-    return BlockSelfLoops(graph, masked, loop_at, moved, g.col, dst, g.eid)
+    graph = Graph._made(Csr(rowptr, col, None, n), sync_free=True, max_degree=degree, csr_dst=loop_dst)
+    return BlockSelfLoops(graph, masked, edges, loop_at, moved, g.col, dst, g.eid)
 
 
 def self_loops(g: Graph) -> SelfLoops | BlockSelfLoops:

@@ -83,12 +83,15 @@ def _block_weights(g: Graph, improved: bool) -> tuple[Graph, torch.Tensor]:
     inverse square root has no infinity to mask.
     """
     loops = self_loops(g)
-    graph, dst = loops.graph, loops.graph.csr_dst
+    graph = loops.graph
     w = torch.where(loops.masked, 0.0, 1.0).to(torch.float32)
     if improved:
         w.index_copy_(0, loops.loop_at, torch.where(loops.loop_edge >= 0, 1.0, 2.0).to(torch.float32))
-    dinv = torch.zeros(graph.num_dst, dtype=w.dtype, device=w.device).index_add_(0, dst, w).pow(-0.5)
-    return graph, dinv.index_select(0, graph.col) * dinv.index_select(0, dst) * w
+    deg = torch.zeros(graph.num_dst, dtype=w.dtype, device=w.device).index_add_(0, graph.csr_dst, w)
+    # dinv at both ends of every edge in one gather (loops.edges: col and csr_dst); the
+    # product of the two rows is dinv[u] * dinv[v], whatever the order.
+    ends = deg.pow(-0.5).index_select(0, loops.edges.view(-1)).view(2, -1)
+    return graph, ends.prod(0) * w
 
 
 def _build_normalized(g: Graph, improved: bool, add_self_loops: bool) -> _Normalized:

@@ -51,7 +51,7 @@ _MAX_INT32 = 2**31 - 1
 
 def task_for(g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
              lhs_target: str, rhs_target: str, out_shape: tuple[int, ...]) -> SddmmTask:
-    """The task of a g-SDDMM on ``g`` with these operands (contiguous, of the output's rank)
+    """The task of a g-SDDMM on ``g`` with these operands (of the output's rank)
     and output features ``out_shape`` (ending in 1 for ``dot``). The output's own storage
     is fresh, so aligned: only the operands and the row length can narrow the vectors.
 
@@ -63,8 +63,9 @@ def task_for(g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | No
 
 
 def _operand(t: torch.Tensor | None) -> tuple[tuple[int, ...], int] | None:
-    """What a task reads of an operand: its feature shape and its :func:`misalignment`."""
-    return None if t is None else (tuple(t.shape[1:]), misalignment(t))
+    """What a task reads of an operand: its feature shape and its :func:`misalignment`; a
+    non-contiguous operand is copied into fresh storage, aligned, before any launch."""
+    return None if t is None else (tuple(t.shape[1:]), misalignment(t) if t.is_contiguous() else 0)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -147,8 +148,8 @@ def bind_sddmm(
     operand = lhs if lhs is not None else rhs
     dtype, device = operand.dtype, operand.device
     uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
-    lhs = lhs.contiguous() if uses_lhs else None
-    rhs = rhs.contiguous() if uses_rhs else None
+    lhs = lhs if uses_lhs else None  # as given: the task reads their facts, run() copies
+    rhs = rhs if uses_rhs else None
     shape = (g.num_edges, *out_shape)
     launch, zero = None, False
     if math.prod(shape):

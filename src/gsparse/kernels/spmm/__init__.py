@@ -50,7 +50,7 @@ __all__ = [
 
 def task_for(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
              out_shape: tuple[int, ...], with_arg: bool = False) -> SpmmTask:
-    """The task of a g-SpMM on ``g`` with these operands (contiguous, of the output's rank)
+    """The task of a g-SpMM on ``g`` with these operands (of the output's rank)
     and output features ``out_shape``. The output's own storage is fresh, so aligned: only
     the operands can narrow the vectors.
 
@@ -63,8 +63,9 @@ def task_for(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torc
 
 
 def _operand(t: torch.Tensor | None) -> tuple[tuple[int, ...], int] | None:
-    """What a task reads of an operand: its feature shape and its :func:`misalignment`."""
-    return None if t is None else (tuple(t.shape[1:]), misalignment(t))
+    """What a task reads of an operand: its feature shape and its :func:`misalignment`; a
+    non-contiguous operand is copied into fresh storage, aligned, before any launch."""
+    return None if t is None else (tuple(t.shape[1:]), misalignment(t) if t.is_contiguous() else 0)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -144,8 +145,8 @@ def bind_spmm(
     operand = lhs if lhs is not None else rhs
     dtype, device = operand.dtype, operand.device
     uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
-    lhs = lhs.contiguous() if uses_lhs else None
-    rhs = rhs.contiguous() if uses_rhs else None
+    lhs = lhs if uses_lhs else None  # as given: the task reads their facts, run() copies
+    rhs = rhs if uses_rhs else None
     shape = (g.num_dst, *out_shape)
     launch = None
     if g.num_dst and math.prod(shape):
