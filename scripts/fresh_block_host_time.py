@@ -42,10 +42,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 import gsparse
 from gsparse import Graph, _calls, nn as gnn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from cuda_path import TorchCalls, backward_counted, cuda_path_on_cpu  # noqa: E402
 
 
 class _NoLaunch:
@@ -98,29 +100,6 @@ def _operator_cases(g: Graph, features: int, heads: int) -> dict[str, Callable[[
     }
 
 
-# Torch functions that read a tensor's metadata: no kernel on any device.
-_METADATA = {torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.size, torch.Tensor.stride,
-             torch.Tensor.data_ptr, torch.Tensor.get_device, torch.Tensor.is_contiguous,
-             torch.Tensor.is_floating_point, torch.Tensor.element_size, torch.Tensor.__len__}
-
-
-class _CountOps(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-        self.metadata = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        # Attribute reads (.shape, .device, ...) come as their getter's __get__.
-        self.metadata += func in _METADATA or getattr(func, "__name__", "") == "__get__"
-        return func(*args, **(kwargs or {}))
-
-    @property
-    def launching(self) -> int:
-        return self.count - self.metadata
-
-
 def _layers(features: int, hidden: int, heads: int) -> dict[str, tuple[torch.nn.Module, bool]]:
     return {"GCN": (gnn.GCNConv(features, hidden), False),
             "GAT": (gnn.GATConv(features, hidden // heads, heads=heads), False),
@@ -130,15 +109,10 @@ def _layers(features: int, hidden: int, heads: int) -> dict[str, tuple[torch.nn.
 def _layer_step(module: torch.nn.Module, bipartite: bool, g: Graph, x: torch.Tensor,
                 counted: bool = False) -> None:
     out = module((x, x[: g.num_dst]), g) if bipartite else module(x, g)
-    if not counted:
+    if counted:  # the backward's torch calls seen by the counting mode
+        backward_counted(out.sum())
+    else:
         out.sum().backward()
-        return
-    # Tensor.backward inside a TorchFunctionMode runs without the mode (a mode is off
-    # while it handles a call): the engine, called directly, runs the backward inside it.
-    loss = out.sum()
-    torch.autograd.Variable._execution_engine.run_backward(
-        (loss,), (torch.ones_like(loss),), False, False, (), allow_unreachable=True,
-        accumulate_grad=True)
 
 
 def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None:
@@ -186,11 +160,11 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
         binds = []
         _calls._bind = lambda *a: (binds.append(a[1]), bind(*a))[1]
         try:
-            with _CountOps() as counted_fresh:
+            with TorchCalls() as counted_fresh:
                 _layer_step(module, bip, fresh_g, x_fresh, counted=True)
         finally:
             _calls._bind = bind
-        with _CountOps() as counted_seen:
+        with TorchCalls() as counted_seen:
             _layer_step(module, bip, fresh_g, x_fresh, counted=True)
         f, s = statistics.median(fresh), statistics.median(seen)
         report[f"layer {name} forward+backward"] = (f"{f - s:.1f} us per fresh block (fresh {f:.1f}, "
@@ -236,9 +210,6 @@ def main() -> None:
     args.seeds = args.seeds if args.seeds is not None else (32 if small else 1024)
     args.fanouts = args.fanouts if args.fanouts is not None else ([4, 3] if small else [25, 10])
     if args.cpu_mock:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        from cuda_path import cuda_path_on_cpu
-
         context, device, sync = cuda_path_on_cpu(_NoLaunch()), "cpu", lambda: None
         # One thread: some CPU kernels (repeat_interleave) take milliseconds to wake a pool.
         torch.set_num_threads(1)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gsparse import Graph, nn as gnn
+from gsparse import Graph, _calls, nn as gnn
 from gsparse.nn._graph import self_loops
+
+from cuda_path import TorchCalls, backward_counted, cuda_path_on_cpu
 
 
 def _edges(seed: int, n: int = 30, e: int = 200) -> torch.Tensor:
@@ -136,3 +138,51 @@ def test_gcn_block_weights_are_bitwise_the_generic_normalisation_without_its_ope
     norm = gcn_conv._build_normalized(block, improved, True)
     assert norm.graph is graph and norm.dinv is None and torch.equal(norm.weight, w)
     assert calls == []  # no g-SpMM or g-SDDMM resolved on the loop graph, new with each block
+
+
+# What a fresh block adds to a layer's forward and backward through the CUDA host path:
+# torch calls other than metadata reads (on a GPU, most launch a kernel: GCN's loop graph
+# 11, its weights 7, the reverse graph 5; GAT's loop graph and reverse graph), and the
+# operator calls resolved on the block's new graphs. Bounds to lower, never to raise
+# without a reason (scripts/fresh_block_host_time.py prints the same counts).
+FRESH_BLOCK_COSTS = {"gcn": (33, 2), "gat": (23, 8), "sage": (5, 2)}
+
+
+def _sampled_block(seed: int, bipartite: bool) -> Graph:
+    """A two-hop outer block as a neighbour sampler emits it (sorted by destination)."""
+    gen = torch.Generator().manual_seed(seed)
+    seeds, fanouts = 16, (4, 3)
+    n1 = seeds * (1 + fanouts[0])
+    n0 = n1 * (1 + fanouts[1])
+    degree = torch.cat([torch.full((seeds,), fanouts[0]), torch.full((n1 - seeds,), fanouts[1])])
+    dst = torch.repeat_interleave(torch.arange(n1), degree)
+    src = torch.randint(0, n0, (dst.numel(),), generator=gen)
+    return Graph.from_block(torch.stack([src, dst]), num_src=n0, num_dst=n1 if bipartite else n0,
+                            dst_sorted=True, max_degree=max(fanouts))
+
+
+@pytest.mark.parametrize("name", sorted(FRESH_BLOCK_COSTS))
+def test_a_fresh_block_costs_a_bounded_number_of_torch_calls_and_resolved_calls(name, monkeypatch):
+    layer, bipartite = {"gcn": (gnn.GCNConv(32, 16), False), "gat": (gnn.GATConv(32, 4, heads=4), False),
+                        "sage": (gnn.SAGEConv(32, 16), True)}[name]
+
+    def step(g: Graph, x: torch.Tensor) -> None:
+        out = layer((x, x[: g.num_dst]), g) if bipartite else layer(x, g)
+        backward_counted(out.sum())
+
+    resolved = []
+    bind = _calls._bind
+    with cuda_path_on_cpu():
+        step(_sampled_block(0, bipartite), torch.randn(_sampled_block(0, bipartite).num_src, 32,
+                                                       requires_grad=True))  # kernels and plans once
+        block = _sampled_block(1, bipartite)
+        x = torch.randn(block.num_src, 32, requires_grad=True)
+        monkeypatch.setattr(_calls, "_bind", lambda *args: (resolved.append(args[1]), bind(*args))[1])
+        with TorchCalls() as fresh:
+            step(block, x)
+        monkeypatch.setattr(_calls, "_bind", bind)
+        with TorchCalls() as seen:
+            step(block, x)
+    calls, resolutions = FRESH_BLOCK_COSTS[name]
+    assert fresh.launching - seen.launching <= calls
+    assert len(resolved) == resolutions
