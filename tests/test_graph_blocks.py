@@ -141,7 +141,7 @@ def test_block_inputs_are_checked_for_type_and_shape():
         Graph.from_block(torch.zeros(2, 3, dtype=torch.int64), num_src=1.5, num_dst=1)
 
 
-@pytest.mark.parametrize("layer", ["gcn", "gcn-improved", "gat", "sage"])
+@pytest.mark.parametrize("layer", ["gcn", "gcn-improved", "gcn-weights", "gat", "gat-edges", "sage"])
 @pytest.mark.parametrize("dst_sorted", [True, False])
 def test_building_a_block_and_training_a_layer_on_it_reads_nothing_back(monkeypatch, layer, dst_sorted):
     # The CUDA backend's host path on the CPU, with the checks a GPU runs: nothing in the block's
@@ -153,12 +153,16 @@ def test_building_a_block_and_training_a_layer_on_it_reads_nothing_back(monkeypa
     if dst_sorted:
         ei = ei[:, torch.argsort(ei[1], stable=True)]
     module = {"gcn": lambda: gnn.GCNConv(8, 4), "gcn-improved": lambda: gnn.GCNConv(8, 4, improved=True),
-              "gat": lambda: gnn.GATConv(8, 3, heads=2), "sage": lambda: gnn.SAGEConv(8, 4)}[layer]()
+              "gcn-weights": lambda: gnn.GCNConv(8, 4), "gat": lambda: gnn.GATConv(8, 3, heads=2),
+              "gat-edges": lambda: gnn.GATConv(8, 3, heads=2, edge_dim=2),
+              "sage": lambda: gnn.SAGEConv(8, 4)}[layer]()
+    # Per-edge values read the loops' origin (and GCN's weights their loop_edge).
+    extra = {"gcn-weights": [torch.rand(300)], "gat-edges": [torch.randn(300, 2)]}.get(layer, [])
     with cuda_path_on_cpu() as loader, memory.poisoned():
         x = torch.randn(40, 8, requires_grad=True)
         with NoHostReads():
             g = Graph.from_block(ei, num_src=40, num_dst=40, dst_sorted=dst_sorted, max_degree=300)
-            module(x, g).sum().backward()
+            module(x, g, *extra).sum().backward()
     assert loader.order  # the kernels were launched (recorded)
 
 
