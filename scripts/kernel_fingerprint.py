@@ -104,8 +104,9 @@ def block_grid() -> dict[str, GraphStats]:
         for mean in (3.9, 4.0, 7.9, 8.0, 16.0, 31.9, 32.0, 128.0, 256.0):
             for num_dst, bound in ((1_024, 25), (200_000, 1_000_000)):
                 edges = round(mean * num_dst)
+                rows = RowStats(edges / num_dst, min(bound, edges), float("nan"), exact=False)
                 grid[f"block/src{num_src}/mean{mean}/dst{num_dst}/max{bound}"] = GraphStats(
-                    num_src, num_dst, edges, RowStats(edges / num_dst, min(bound, edges), float("nan"), exact=False))
+                    num_src, num_dst, edges, rows)
     return grid
 
 

@@ -321,7 +321,8 @@ def transpose_on_device(col: torch.Tensor, eid: torch.Tensor | None, num_src: in
     each of its CSR positions (its ``csr_dst``: the sorted sources)."""
     sorted_src, order = torch.sort(col, stable=True)
     rev_eid = order.to(col.dtype) if eid is None else eid.index_select(0, order)
-    return Csr(offsets(sorted_src, num_src), csr_dst.index_select(0, order), rev_eid, num_dst), sorted_src
+    csr = Csr(offsets(sorted_src, num_src), csr_dst.index_select(0, order), rev_eid, num_dst)
+    return csr, sorted_src
 
 
 COALESCE_REDUCERS = ("sum", "mean", "max", "min", "first")

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from .._checks import graph_override
-from ..derived import compile_error, derive
 from .._graph_build import Csr, index_dtype_for
+from ..derived import compile_error, derive
 from ..graph import Graph
 
 GraphLike = Any

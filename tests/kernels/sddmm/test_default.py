@@ -140,7 +140,8 @@ def test_default_skeleton_weighs_row_length_against_the_grid() -> None:
 def test_the_rules_reading_tells_apart_every_mean_it_compares_with() -> None:
     t = task("dot", 32)
     for mean in [0.0, 7.9, 8.0, 15.9, 16.0, 31.9, 32.0, 255.9, 256.0, 1e4]:
-        stats = GraphStats(1_000, 1_000, int(mean * 1_000), RowStats(mean, int(mean) + 1, float("nan"), exact=False))
+        rows = RowStats(mean, int(mean) + 1, float("nan"), exact=False)
+        stats = GraphStats(1_000, 1_000, int(mean * 1_000), rows)
         reaches = RowReading.of(t, stats, H100).mean_reaches
         assert all((reaches >= threshold) == (mean >= threshold) for threshold in (8, 16, 32, 256))
 

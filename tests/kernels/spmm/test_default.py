@@ -164,8 +164,9 @@ def test_blocks_whose_statistics_read_alike_share_the_decision() -> None:
     # A sampler's blocks differ in sizes but read alike (slice, lanes, long rows): the rule
     # decides once and every block gets the same schedule object.
     t = task("copy_lhs", "sum", 64)
+    sizes = ((30_000, 1_024, 25_600), (29_000, 1_024, 24_900), (31_500, 1_000, 24_000))
     blocks = [GraphStats(src, dst, edges, RowStats(edges / dst, 25, float("nan"), exact=False))
-              for src, dst, edges in ((30_000, 1_024, 25_600), (29_000, 1_024, 24_900), (31_500, 1_000, 24_000))]
+              for src, dst, edges in sizes]
     readings = {RowReading.of(t, stats, H100) for stats in blocks}
     assert len(readings) == 1
     before = _row_groups.cache_info()

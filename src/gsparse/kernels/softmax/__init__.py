@@ -60,7 +60,7 @@ def _launch(direction: str, g: Graph, values: dict[str, torch.Tensor], out_name:
     if out.numel() == 0:
         return out
     task = _task(direction, out.dtype, rows.index_dtype, rows.eid is not None,
-                       out.numel() // g.num_edges)
+                 out.numel() // g.num_edges)
     _plan(rows, task)(**values, **{out_name: out})
     return out
 
@@ -73,7 +73,7 @@ def bind_edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst"):
     launch = None
     if logits.numel():
         task = _task("forward", dtype, rows.index_dtype, rows.eid is not None,
-                           logits.numel() // g.num_edges)
+                     logits.numel() // g.num_edges)
         launch = _plan(rows, task).positional("x", "y")
 
     def run(logits):
