@@ -9,7 +9,8 @@ Four sections, each a map from a canonical key to a value, and a sha256 over eac
   whitespace removed);
 - ``spaces``: the names of every schedule of the space, per target, graph statistics,
   feature length, dtype and kind of task;
-- ``defaults``: the hand rule's pick over the same grid and every vector width;
+- ``defaults``: the hand rule's pick over the same grid, and statistics of sampled blocks
+  (:func:`block_grid`), and every vector width;
 - ``launches``: the launches of sampled plans on the test graphs, recorded without a GPU
   (kernel, grid, block, shared memory, every argument: scalars by value, tensors by
   content hash, operands by shape).
@@ -90,6 +91,22 @@ def stat_grid() -> dict[str, GraphStats]:
     grid["bipartite-tall"] = stats(1024, 2_000_000, 2_000_000 * 8, 8.0, 300, 1.3)
     for kind in ("random", "square", "sorted", "int64", "long_row", "empty"):
         grid[f"test-{kind}"] = named_graph(kind).stats
+    return grid
+
+
+def block_grid() -> dict[str, GraphStats]:
+    """Statistics of sampled blocks (what the host knows: ``RowStats.exact`` False, no COV,
+    a bound on the longest row) on both sides of the hand rules' thresholds: mean rows of
+    4, 8, 16, 32, 128 and 256 edges, source features that fit the L2 or not, a short and a
+    long bound on the longest row."""
+    grid = {}
+    for num_src in (30_000, 600_000):
+        for mean in (3.9, 4.0, 7.9, 8.0, 16.0, 31.9, 32.0, 128.0, 256.0):
+            for num_dst, bound in ((1_024, 25), (200_000, 1_000_000)):
+                edges = round(mean * num_dst)
+                rows = RowStats(edges / num_dst, min(bound, edges), float("nan"), exact=False)
+                grid[f"block/src{num_src}/mean{mean}/dst{num_dst}/max{bound}"] = GraphStats(
+                    num_src, num_dst, edges, rows)
     return grid
 
 
@@ -410,7 +427,7 @@ def main() -> None:
     sections = {}
     for name, fill in (("sources", lambda o: (spmm_sources(o), sddmm_sources(o), softmax_sources(o))),
                        ("spaces", lambda o: spaces(o, grid)),
-                       ("defaults", lambda o: defaults(o, grid)),
+                       ("defaults", lambda o: defaults(o, {**grid, **block_grid()})),
                        ("launches", launches)):
         entries: dict = {}
         fill(entries)

@@ -5,6 +5,8 @@ chosen on an H100's facts, launch plans, and launches that a
 :class:`~recording.RecordingLoader` records instead of running (outputs stay as
 allocated). :class:`NoHostReads` fails any call that would make a GPU wait: a tensor's
 value read by the host, or an operation whose output size depends on the data.
+:class:`TorchCalls` counts the torch functions the host path calls (most are a kernel
+launch each on a GPU), the backward's with :func:`backward_counted`.
 """
 
 from __future__ import annotations
@@ -67,3 +69,38 @@ class NoHostReads(TorchFunctionMode):
                 raise AssertionError("repeat_interleave by a tensor without output_size reads "
                                      "the device back")
         return func(*args, **kwargs)
+
+
+# Torch functions that read a tensor's metadata: no kernel on any device. Attribute reads
+# (.shape, .device, ...) come as their getter's __get__.
+METADATA = {torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.size, torch.Tensor.stride,
+            torch.Tensor.data_ptr, torch.Tensor.get_device, torch.Tensor.is_contiguous,
+            torch.Tensor.is_floating_point, torch.Tensor.element_size, torch.Tensor.__len__}
+
+
+class TorchCalls(TorchFunctionMode):
+    """Counts the torch functions called from Python: ``count`` in all, ``metadata`` of
+    them reads of a tensor's metadata; ``launching`` the others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.metadata = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        self.metadata += func in METADATA or getattr(func, "__name__", "") == "__get__"
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def launching(self) -> int:
+        return self.count - self.metadata
+
+
+def backward_counted(loss: torch.Tensor) -> None:
+    """``loss.backward()``, with the backward's torch calls seen by the modes around it:
+    ``Tensor.backward`` runs without them (a mode is off while it handles a call), the
+    autograd engine called directly runs inside them."""
+    torch.autograd.Variable._execution_engine.run_backward(
+        (loss,), (torch.ones_like(loss),), False, False, (), allow_unreachable=True,
+        accumulate_grad=True)

@@ -42,6 +42,7 @@ def test_a_block_from_an_edge_list_is_the_validated_graph_with_its_derived_struc
     for block, edges_in in cases:
         want = Graph.from_edge_index(edges_in, num_src=num_src, num_dst=num_dst)
         assert block.sync_free and not want.sync_free
+        assert "csr_dst" in block.__dict__  # the sorted destinations, at hand: no expansion
         _same_graph(block, want)
         for x, y in zip(block.edges(), want.edges()):
             assert torch.equal(x.long(), y.long())
@@ -49,6 +50,9 @@ def test_a_block_from_an_edge_list_is_the_validated_graph_with_its_derived_struc
         assert torch.equal(block.out_degrees(), want.out_degrees())
         assert torch.equal(block.csr_dst, want.csr_dst)
         rev, want_rev = block.reverse(), want.reverse()
+        assert "csr_dst" in rev.__dict__  # the sorted sources
+        assert torch.equal(rev.csr_dst.long(), want_rev.csr_dst.long())
+        assert rev.csr_dst.dtype == rev.index_dtype and block.csr_dst.dtype == block.index_dtype
         assert rev.sync_free and rev.reverse() is block
         assert torch.equal(rev.rowptr, want_rev.rowptr) and torch.equal(rev.col, want_rev.col)
         for x, y in zip(rev.edges(), want_rev.edges()):
@@ -137,7 +141,7 @@ def test_block_inputs_are_checked_for_type_and_shape():
         Graph.from_block(torch.zeros(2, 3, dtype=torch.int64), num_src=1.5, num_dst=1)
 
 
-@pytest.mark.parametrize("layer", ["gcn", "gcn-improved", "gat", "sage"])
+@pytest.mark.parametrize("layer", ["gcn", "gcn-improved", "gcn-weights", "gat", "gat-edges", "sage"])
 @pytest.mark.parametrize("dst_sorted", [True, False])
 def test_building_a_block_and_training_a_layer_on_it_reads_nothing_back(monkeypatch, layer, dst_sorted):
     # The CUDA backend's host path on the CPU, with the checks a GPU runs: nothing in the block's
@@ -149,12 +153,16 @@ def test_building_a_block_and_training_a_layer_on_it_reads_nothing_back(monkeypa
     if dst_sorted:
         ei = ei[:, torch.argsort(ei[1], stable=True)]
     module = {"gcn": lambda: gnn.GCNConv(8, 4), "gcn-improved": lambda: gnn.GCNConv(8, 4, improved=True),
-              "gat": lambda: gnn.GATConv(8, 3, heads=2), "sage": lambda: gnn.SAGEConv(8, 4)}[layer]()
+              "gcn-weights": lambda: gnn.GCNConv(8, 4), "gat": lambda: gnn.GATConv(8, 3, heads=2),
+              "gat-edges": lambda: gnn.GATConv(8, 3, heads=2, edge_dim=2),
+              "sage": lambda: gnn.SAGEConv(8, 4)}[layer]()
+    # Per-edge values read the loops' origin (and GCN's weights their loop_edge).
+    extra = {"gcn-weights": [torch.rand(300)], "gat-edges": [torch.randn(300, 2)]}.get(layer, [])
     with cuda_path_on_cpu() as loader, memory.poisoned():
         x = torch.randn(40, 8, requires_grad=True)
         with NoHostReads():
             g = Graph.from_block(ei, num_src=40, num_dst=40, dst_sorted=dst_sorted, max_degree=300)
-            module(x, g).sum().backward()
+            module(x, g, *extra).sum().backward()
     assert loader.order  # the kernels were launched (recorded)
 
 

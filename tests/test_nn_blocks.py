@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gsparse import Graph, nn as gnn
+from gsparse import Graph, _calls, nn as gnn
 from gsparse.nn._graph import self_loops
+
+from cuda_path import TorchCalls, backward_counted, cuda_path_on_cpu
 
 
 def _edges(seed: int, n: int = 30, e: int = 200) -> torch.Tensor:
@@ -64,7 +66,7 @@ def test_a_blocks_self_loops_are_kept_and_masked_with_one_new_loop_per_node():
     validated = self_loops(Graph.from_edge_index(ei, num_nodes=30))
     loops = int((ei[0] == ei[1]).sum())
     assert block.graph.num_edges == ei.shape[1] + 30 and block.graph.sync_free
-    assert int(block.masked.sum()) == loops and validated.masked is None
+    assert int(block.masked.sum()) == loops and not hasattr(validated, "masked")
     assert validated.graph.num_edges == ei.shape[1] - loops + 30
     assert torch.equal(block.loop_edge, validated.loop_edge)
     # Unmasked, the block's graph is the validated one, edge for edge and origin for origin.
@@ -73,6 +75,34 @@ def test_a_blocks_self_loops_are_kept_and_masked_with_one_new_loop_per_node():
     pairs = sorted(zip(src[keep].tolist(), dst[keep].tolist(), block.origin[keep].tolist()))
     vsrc, vdst = validated.graph.edges()
     assert pairs == sorted(zip(vsrc.tolist(), vdst.tolist(), validated.origin.tolist()))
+
+
+@pytest.mark.parametrize("dst_sorted", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_blocks_loop_graph_is_each_row_then_its_loop(seed, dst_sorted):
+    ei = _edges(seed)
+    if dst_sorted:
+        ei = ei[:, torch.argsort(ei[1], stable=True)]
+    block = Graph.from_block(ei, num_src=30, num_dst=30, dst_sorted=dst_sorted)
+    loops = self_loops(block)
+    rowptr, col = block.rowptr.tolist(), block.col.tolist()
+    eid = list(range(block.num_edges)) if block.eid is None else block.eid.tolist()
+    want = {"rowptr": [0], "col": [], "dst": [], "masked": [], "origin": []}
+    for v in range(30):  # the row's edges in the block's CSR order, then the row's loop
+        for p in range(rowptr[v], rowptr[v + 1]):
+            for name, value in zip(("col", "dst", "masked", "origin"), (col[p], v, col[p] == v, eid[p])):
+                want[name].append(value)
+        for name, value in zip(("col", "dst", "masked", "origin"), (v, v, False, block.num_edges + v)):
+            want[name].append(value)
+        want["rowptr"].append(len(want["col"]))
+    got = {"rowptr": loops.graph.rowptr, "col": loops.graph.col, "dst": loops.graph.csr_dst,
+           "masked": loops.masked, "origin": loops.origin}
+    assert {name: t.tolist() for name, t in got.items()} == want
+    assert loops.graph.eid is None and loops.graph.index_dtype == block.index_dtype
+    loop_ids = [max((eid[p] for p in range(rowptr[v], rowptr[v + 1]) if col[p] == v), default=-1)
+                for v in range(30)]
+    assert loops.loop_edge.tolist() == loop_ids
+    assert loops.loop_at.tolist() == [r - 1 for r in want["rowptr"][1:]]
 
 
 def test_sage_on_bipartite_blocks_matches_the_validated_graph():
@@ -108,3 +138,51 @@ def test_gcn_block_weights_are_bitwise_the_generic_normalisation_without_its_ope
     norm = gcn_conv._build_normalized(block, improved, True)
     assert norm.graph is graph and norm.dinv is None and torch.equal(norm.weight, w)
     assert calls == []  # no g-SpMM or g-SDDMM resolved on the loop graph, new with each block
+
+
+# What a fresh block adds to a layer's forward and backward through the CUDA host path:
+# torch calls other than metadata reads (on a GPU, most launch a kernel: GCN's loop graph
+# 11, its weights 7, the reverse graph 5; GAT's loop graph and reverse graph), and the
+# operator calls resolved on the block's new graphs. Bounds to lower, never to raise
+# without a reason (scripts/fresh_block_host_time.py prints the same counts).
+FRESH_BLOCK_COSTS = {"gcn": (33, 2), "gat": (23, 8), "sage": (5, 2)}
+
+
+def _sampled_block(seed: int, bipartite: bool) -> Graph:
+    """A two-hop outer block as a neighbour sampler emits it (sorted by destination)."""
+    gen = torch.Generator().manual_seed(seed)
+    seeds, fanouts = 16, (4, 3)
+    n1 = seeds * (1 + fanouts[0])
+    n0 = n1 * (1 + fanouts[1])
+    degree = torch.cat([torch.full((seeds,), fanouts[0]), torch.full((n1 - seeds,), fanouts[1])])
+    dst = torch.repeat_interleave(torch.arange(n1), degree)
+    src = torch.randint(0, n0, (dst.numel(),), generator=gen)
+    return Graph.from_block(torch.stack([src, dst]), num_src=n0, num_dst=n1 if bipartite else n0,
+                            dst_sorted=True, max_degree=max(fanouts))
+
+
+@pytest.mark.parametrize("name", sorted(FRESH_BLOCK_COSTS))
+def test_a_fresh_block_costs_a_bounded_number_of_torch_calls_and_resolved_calls(name, monkeypatch):
+    layer, bipartite = {"gcn": (gnn.GCNConv(32, 16), False), "gat": (gnn.GATConv(32, 4, heads=4), False),
+                        "sage": (gnn.SAGEConv(32, 16), True)}[name]
+
+    def step(g: Graph, x: torch.Tensor) -> None:
+        out = layer((x, x[: g.num_dst]), g) if bipartite else layer(x, g)
+        backward_counted(out.sum())
+
+    resolved = []
+    bind = _calls._bind
+    with cuda_path_on_cpu():
+        step(_sampled_block(0, bipartite), torch.randn(_sampled_block(0, bipartite).num_src, 32,
+                                                       requires_grad=True))  # kernels and plans once
+        block = _sampled_block(1, bipartite)
+        x = torch.randn(block.num_src, 32, requires_grad=True)
+        monkeypatch.setattr(_calls, "_bind", lambda *args: (resolved.append(args[1]), bind(*args))[1])
+        with TorchCalls() as fresh:
+            step(block, x)
+        monkeypatch.setattr(_calls, "_bind", bind)
+        with TorchCalls() as seen:
+            step(block, x)
+    calls, resolutions = FRESH_BLOCK_COSTS[name]
+    assert fresh.launching - seen.launching <= calls
+    assert len(resolved) == resolutions

@@ -225,8 +225,10 @@ def _sparse_coo(tensor: Any, name: str) -> tuple[torch.Tensor, torch.Tensor, int
 # ---------------------------------------------------------------------- sampled blocks
 
 def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorted: bool,
-                          max_degree: Any, check: bool) -> tuple[Csr, int | None]:
-    """The CSR of a block and its checked ``max_degree``, built without reading the device."""
+                          max_degree: Any, check: bool) -> tuple[Csr, int | None, torch.Tensor]:
+    """The CSR of a block, its checked ``max_degree`` and the destination of each CSR
+    position (the graph's ``csr_dst``, known here: the sorted destinations), built without
+    reading the device."""
     edge_index = check_index_tensor("edge_index", edge_index, 2)
     if edge_index.shape[0] != 2:
         raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
@@ -261,7 +263,7 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
     if check and not on_gpu and num_dst and max_degree is not None:
         check_on_device((rowptr[1:] - rowptr[:-1]).max() <= max_degree,
                         f"from_block: a destination has more than max_degree = {max_degree} edges")
-    return Csr(rowptr, col, eid, num_src), max_degree
+    return Csr(rowptr, col, eid, num_src), max_degree, sorted_dst
 
 
 def block_from_csr(rowptr: Any, col: Any, num_src: Any, eid: Any, max_degree: Any,
@@ -313,12 +315,14 @@ def transpose(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None,
 
 
 def transpose_on_device(col: torch.Tensor, eid: torch.Tensor | None, num_src: int, num_dst: int,
-                        csr_dst: torch.Tensor) -> Csr:
+                        csr_dst: torch.Tensor) -> tuple[Csr, torch.Tensor]:
     """The transpose of a block, built without reading the device (its edge ids stay, even
-    where they are CSR positions: knowing that would take a read)."""
+    where they are CSR positions: knowing that would take a read), and the destination of
+    each of its CSR positions (its ``csr_dst``: the sorted sources)."""
     sorted_src, order = torch.sort(col, stable=True)
     rev_eid = order.to(col.dtype) if eid is None else eid.index_select(0, order)
-    return Csr(offsets(sorted_src, num_src), csr_dst.index_select(0, order), rev_eid, num_dst)
+    csr = Csr(offsets(sorted_src, num_src), csr_dst.index_select(0, order), rev_eid, num_dst)
+    return csr, sorted_src
 
 
 COALESCE_REDUCERS = ("sum", "mean", "max", "min", "first")

@@ -217,8 +217,12 @@ class Graph:
         return cls._made(build.from_pyg(adj, num_nodes))
 
     @classmethod
-    def _made(cls, csr: build.Csr, *, sync_free: bool = False, max_degree: int | None = None) -> Graph:
-        return cls(*csr, _validated=True, _sync_free=sync_free, _max_degree=max_degree)
+    def _made(cls, csr: build.Csr, *, sync_free: bool = False, max_degree: int | None = None,
+              csr_dst: torch.Tensor | None = None) -> Graph:
+        g = cls(*csr, _validated=True, _sync_free=sync_free, _max_degree=max_degree)
+        if csr_dst is not None:  # known where the CSR was built: its rows need no expanding
+            g.__dict__["csr_dst"] = csr_dst
+        return g
 
     # ------------------------------------------------------------------ sampled blocks
 
@@ -265,9 +269,9 @@ class Graph:
         without losing the context, build the same block with :meth:`from_edge_index`,
         whose errors name the bad index.
         """
-        csr, max_degree = build.block_from_edge_index(edge_index, num_src, num_dst, dst_sorted,
-                                                      max_degree, check)
-        return cls._made(csr, sync_free=True, max_degree=max_degree)
+        csr, max_degree, csr_dst = build.block_from_edge_index(edge_index, num_src, num_dst,
+                                                               dst_sorted, max_degree, check)
+        return cls._made(csr, sync_free=True, max_degree=max_degree, csr_dst=csr_dst)
 
 
     @classmethod
@@ -390,8 +394,9 @@ class Graph:
     @cached_property
     def _reverse(self) -> Graph:
         if self._sync_free:
-            rev = Graph._made(build.transpose_on_device(self._col, self._eid, self.num_src, self.num_dst,
-                                                        self.csr_dst), sync_free=True)
+            csr, rows = build.transpose_on_device(self._col, self._eid, self.num_src, self.num_dst,
+                                                  self.csr_dst)
+            rev = Graph._made(csr, sync_free=True, csr_dst=rows)
         else:
             rev = Graph._made(build.transpose(self._rowptr, self._col, self._eid, self.num_src, self.csr_dst))
         rev.__dict__["_reverse"] = self

@@ -8,6 +8,7 @@ from gsparse.kernels.operands import (
     Layout,
     broadcast_offsets,
     indexed_offsets,
+    misalignment,
     operand_layout,
     pow2_at_least,
     vector_limit,
@@ -36,8 +37,8 @@ def test_vector_widths() -> None:
     assert widest_vector(12, 8) == 4 and widest_vector(6, 8) == 2 and widest_vector(8, 2) == 2
     assert widest_vector(7, 8) == 1
     x = torch.zeros(64)
-    assert vector_limit(16, [x], torch.float32) == 4  # 16 bytes
-    assert vector_limit(16, [x.half()], torch.float16) == 8
-    assert vector_limit(6, [x], torch.float32) == 2  # a vector never straddles two rows
-    assert vector_limit(16, [x[1:]], torch.float32) == 1  # 4 bytes off alignment
-    assert vector_limit(16, [x[2:]], torch.float32) == 2
+    assert vector_limit(16, [misalignment(x)], torch.float32) == 4  # 16 bytes
+    assert vector_limit(16, [misalignment(x.half())], torch.float16) == 8
+    assert vector_limit(6, [misalignment(x)], torch.float32) == 2  # never straddles two rows
+    assert vector_limit(16, [misalignment(x[1:])], torch.float32) == 1  # 4 bytes off alignment
+    assert vector_limit(16, [misalignment(x[2:])], torch.float32) == 2

@@ -18,6 +18,7 @@ __all__ = [
     "Layout",
     "broadcast_offsets",
     "indexed_offsets",
+    "misalignment",
     "operand_layout",
     "pow2_at_least",
     "vector_limit",
@@ -41,8 +42,14 @@ def widest_vector(length: int, vector_ok: int) -> int:
     return 1
 
 
-def vector_limit(length: int, tensors: list[torch.Tensor], dtype: torch.dtype) -> int:
-    """The widest vector (8, 4, 2 or 1 elements, at most 16 bytes) ``tensors`` allow.
+def misalignment(t: torch.Tensor) -> int:
+    """``t``'s address modulo :data:`VECTOR_BYTES`: all that the vector widths read of it."""
+    return t.data_ptr() % VECTOR_BYTES
+
+
+def vector_limit(length: int, misalignments: list[int], dtype: torch.dtype) -> int:
+    """The widest vector (8, 4, 2 or 1 elements, at most 16 bytes) operands with these
+    :func:`misalignment` values allow.
 
     A vector never straddles two rows (``length``, the row or head length, is a multiple
     of it) and its address is aligned to its size (every base pointer is, so row starts
@@ -52,7 +59,7 @@ def vector_limit(length: int, tensors: list[torch.Tensor], dtype: torch.dtype) -
     for width in (8, 4, 2):
         if width * size > VECTOR_BYTES or length % width:
             continue
-        if all(t.data_ptr() % (width * size) == 0 for t in tensors):
+        if all(offset % (width * size) == 0 for offset in misalignments):
             return width
     return 1
 

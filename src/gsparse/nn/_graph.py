@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from .._checks import graph_override
+from .._graph_build import Csr, index_dtype_for
 from ..derived import compile_error, derive
 from ..graph import Graph
 
@@ -137,16 +138,16 @@ class SelfLoops:
             ``torch.cat([values, loop_values])[origin]``.
         loop_edge: ``[N]`` id in the original graph of the last self loop at each node,
             -1 where there was none (PyG's ``add_remaining_self_loops`` keeps its weight).
-        masked: ``[E']`` bool, True on the original graph's own self loops, which ``graph``
-            keeps (and the layers must ignore: zero weight, no attention) because removing
-            them would need their count on the host; None when they were removed, which is
-            always the case but for :attr:`~gsparse.Graph.sync_free` graphs.
+
+    A :attr:`~gsparse.Graph.sync_free` graph gets a :class:`BlockSelfLoops` instead, which
+    has these attributes and ``masked``: ``[E']`` bool, True on the original graph's own
+    self loops, which its ``graph`` keeps (and the layers must ignore: zero weight, no
+    attention) because removing them would need their count on the host.
     """
 
     graph: Graph
     origin: torch.Tensor
     loop_edge: torch.Tensor
-    masked: torch.Tensor | None = None
 
 
 def _build_self_loops(g: Graph) -> SelfLoops:
@@ -170,46 +171,81 @@ def _build_self_loops(g: Graph) -> SelfLoops:
     return SelfLoops(graph, origin, loop_edge)
 
 
-def _self_loops_on_device(g: Graph) -> SelfLoops:
-    """:func:`_build_self_loops` for a graph built without reading the device: every edge is
-    kept (its own self loops are ``masked``) and each row gains its loop at its end, so every
-    size is known on the host."""
+@dataclass(frozen=True)
+class BlockSelfLoops:
+    """:class:`SelfLoops` of a graph built without reading the device (a sampled block):
+    every edge is kept (its own self loops are ``masked``) and each row gains its loop at
+    its end, so every size is known on the host.
+
+    ``graph`` and ``masked`` are built with it; ``origin`` and ``loop_edge`` are computed
+    from the placement on each read (a few scatters): GCN without edge weights and GAT
+    without edge features never read them, and a block serves one step.
+
+    Attributes:
+        graph, masked: as :class:`SelfLoops`.
+        edges: ``[2, E']`` the loop graph's ``col`` and ``csr_dst``, which are its rows
+            (one gather reads a node value at both ends of every edge).
+        loop_at: ``[N]`` int64 CSR position in ``graph`` of the loop added at each node.
+        moved: ``[E]`` int64 CSR position in ``graph`` of each CSR position of the block.
+        col, dst, eid: the block's :attr:`~gsparse.Graph.col`, ``csr_dst`` and ``eid``.
+    """
+
+    graph: Graph
+    masked: torch.Tensor
+    edges: torch.Tensor
+    loop_at: torch.Tensor
+    moved: torch.Tensor
+    col: torch.Tensor
+    dst: torch.Tensor
+    eid: torch.Tensor | None
+
+    def _edge_ids(self) -> torch.Tensor:
+        """``[E]`` int64 edge id of each of the block's CSR positions."""
+        if self.eid is None:
+            return torch.arange(self.col.numel(), device=self.col.device)
+        return self.eid.long()
+
+    @property
+    def origin(self) -> torch.Tensor:
+        e, n = self.col.numel(), self.loop_at.numel()
+        origin = torch.empty(e + n, dtype=torch.int64, device=self.col.device)
+        origin.index_copy_(0, self.moved, self._edge_ids())
+        return origin.index_copy_(0, self.loop_at, torch.arange(e, e + n, device=self.col.device))
+
+    @property
+    def loop_edge(self) -> torch.Tensor:
+        loop_ids = torch.where(self.col == self.dst, self._edge_ids(), -1)
+        loop_edge = torch.full((self.loop_at.numel(),), -1, dtype=torch.int64, device=self.col.device)
+        return loop_edge.scatter_reduce_(0, self.dst.long(), loop_ids, "amax")
+
+
+def _self_loops_on_device(g: Graph) -> BlockSelfLoops:
+    """:func:`_build_self_loops` for a graph built without reading the device (see
+    :class:`BlockSelfLoops`). Edge ``p`` of row ``v`` moves to ``p + v``, the loop of row
+    ``v`` goes to ``rowptr[v + 1] + v``: scatters of known size."""
     if g.num_src != g.num_dst:
         raise ValueError(f"self loops need a square graph, got {g.num_src} source and "
                          f"{g.num_dst} destination nodes")
-    n, e, device, index = g.num_dst, g.num_edges, g.device, g.index_dtype
-    nodes = torch.arange(n + 1, device=device)
-    rowptr = g.rowptr.long() + nodes
-    dst = g.csr_dst.long()
-    positions = torch.arange(e, device=device)
-    moved = positions + dst  # CSR position p of g, in the new graph
-    loop_at = rowptr[1:] - 1
-    col = torch.empty(e + n, dtype=index, device=device)
-    col[moved] = g.col
-    loop_nodes = nodes[:-1].to(index)
-    col[loop_at] = loop_nodes
-    eid = positions if g.eid is None else g.eid.long()
-    origin = torch.empty(e + n, dtype=torch.int64, device=device)
-    origin[moved] = eid
-    origin[loop_at] = e + nodes[:-1]
-    is_loop = g.col.long() == dst
-    masked = torch.zeros(e + n, dtype=torch.bool, device=device)
-    masked[moved] = is_loop
-    loop_edge = torch.full((n,), -1, dtype=torch.int64, device=device)
-    loop_edge.scatter_reduce_(0, dst, torch.where(is_loop, eid, -1), "amax")
+    n, e, device = g.num_dst, g.num_edges, g.device
+    index = index_dtype_for(e + n, n, n)
+    nodes = torch.arange(n + 1, device=device, dtype=index)
+    rowptr = g.rowptr.to(index) + nodes
+    loop_at = rowptr[1:].long() - 1
+    dst = g.csr_dst
+    moved = torch.arange(e, device=device) + dst  # int64
+    # Its col and its destinations (Graph.csr_dst) as one tensor's rows: one scatter of
+    # the block's, one of the loops' (expanding its rows would take a repeat_interleave).
+    edges = torch.empty(2, e + n, dtype=index, device=device)
+    edges.index_copy_(1, moved, torch.stack([g.col, dst]).to(index))
+    edges.index_copy_(1, loop_at, nodes[:-1].expand(2, n))
+    col, loop_dst = edges
+    masked = (col == loop_dst).index_fill_(0, loop_at, False)  # the block's own loops
     degree = None if g._max_degree is None else g._max_degree + 1
-    graph = Graph.from_block_csr(rowptr.to(index), col, num_src=n, max_degree=degree, check=False)
-    if graph.index_dtype == index:
-        # Its destinations (Graph.csr_dst) are known here: two scatters, where expanding
-        # its rows again would take a repeat_interleave.
-        loop_dst = torch.empty(e + n, dtype=index, device=device)
-        loop_dst[moved] = g.csr_dst
-        loop_dst[loop_at] = loop_nodes
-        graph.__dict__["csr_dst"] = loop_dst
-    return SelfLoops(graph, origin, loop_edge, masked)
+    graph = Graph._made(Csr(rowptr, col, None, n), sync_free=True, max_degree=degree, csr_dst=loop_dst)
+    return BlockSelfLoops(graph, masked, edges, loop_at, moved, g.col, dst, g.eid)
 
 
-def self_loops(g: Graph) -> SelfLoops:
+def self_loops(g: Graph) -> SelfLoops | BlockSelfLoops:
     """``g`` with its self loops replaced by one loop per node; built once per graph."""
     override = graph_override(g)
     if override is not None:
@@ -217,7 +253,7 @@ def self_loops(g: Graph) -> SelfLoops:
     return derive(g.layers, "self_loops", _self_loops_of, g)
 
 
-def _self_loops_of(g: Graph) -> SelfLoops:
+def _self_loops_of(g: Graph) -> SelfLoops | BlockSelfLoops:
     return _self_loops_on_device(g) if g.sync_free else _build_self_loops(g)
 
 

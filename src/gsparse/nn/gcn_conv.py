@@ -26,7 +26,7 @@ class _Normalized:
 
 
 def _masked_loops(loops) -> torch.Tensor | None:
-    """The original self loops a block's loop graph keeps and masks (``SelfLoops.masked``);
+    """The original self loops a block's loop graph keeps and masks (``BlockSelfLoops.masked``);
     None for other graphs, and for a distributed graph's self loops, which have no mask."""
     return getattr(loops, "masked", None)
 
@@ -73,14 +73,25 @@ def _unit_weights(g: Graph, improved: bool, add_self_loops: bool) -> bool:
 
 
 def _block_weights(g: Graph, improved: bool) -> tuple[Graph, torch.Tensor]:
-    """:func:`_normalize` of a block without ``edge_weight``, with the same values: every
-    weight of ``Â`` is 0 (a masked loop), 1 or the loop's fill, so the degrees are exact
-    sums in any order and two torch ops give them and the edge weights, where a g-SpMM and
-    a g-SDDMM would each resolve a call on the loop graph, which is new with every block."""
-    graph, w = _loop_weights(g, None, 2.0 if improved else 1.0, torch.float32)
-    dst = graph.csr_dst
-    dinv = _inverse_sqrt(torch.zeros(graph.num_dst, dtype=w.dtype, device=w.device).index_add_(0, dst, w))
-    return graph, dinv.index_select(0, graph.col) * dinv.index_select(0, dst) * w
+    """:func:`_normalize` of a block without ``edge_weight``, with the same values, in torch
+    ops: no g-SpMM and g-SDDMM resolved on the loop graph, which is new with every block.
+
+    Every weight of ``Â`` is 0 (the block's own loops, masked), 1 (its other edges, and the
+    added loops) or 2 (with ``improved``, an added loop at a node without one; a node's own
+    loop keeps its weight 1), so the weights are read off the loop graph's mask, and the
+    degrees are exact sums in any order. Every row has its loop, so no degree is 0: the
+    inverse square root has no infinity to mask.
+    """
+    loops = self_loops(g)
+    graph = loops.graph
+    w = torch.where(loops.masked, 0.0, 1.0).to(torch.float32)
+    if improved:
+        w.index_copy_(0, loops.loop_at, torch.where(loops.loop_edge >= 0, 1.0, 2.0).to(torch.float32))
+    deg = torch.zeros(graph.num_dst, dtype=w.dtype, device=w.device).index_add_(0, graph.csr_dst, w)
+    # dinv at both ends of every edge in one gather (loops.edges: col and csr_dst); the
+    # product of the two rows is dinv[u] * dinv[v], whatever the order.
+    ends = deg.pow(-0.5).index_select(0, loops.edges.view(-1)).view(2, -1)
+    return graph, ends.prod(0) * w
 
 
 def _build_normalized(g: Graph, improved: bool, add_self_loops: bool) -> _Normalized:

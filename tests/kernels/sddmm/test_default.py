@@ -10,7 +10,9 @@ import pytest
 import torch
 
 import gsparse
+from gsparse.graph import GraphStats, RowStats
 from gsparse.kernels.sddmm import Edge, EdgeTransposed, Row, RowTransposed, default_schedule
+from gsparse.kernels.sddmm.default import RowReading, _decide
 from gsparse.kernels.sddmm.plan import check_schedule
 from gsparse.target import H100
 
@@ -133,3 +135,21 @@ def test_default_skeleton_weighs_row_length_against_the_grid() -> None:
     assert isinstance(_default(_reddit_in_miniature(), 32, torch.float16), Edge)
     # A head too long for one slice -> edge skeleton (several passes).
     assert isinstance(_default(even, 1000, target=_resident(100)), Edge)
+
+
+def test_the_rules_reading_tells_apart_every_mean_it_compares_with() -> None:
+    t = task("dot", 32)
+    for mean in [0.0, 7.9, 8.0, 15.9, 16.0, 31.9, 32.0, 255.9, 256.0, 1e4]:
+        rows = RowStats(mean, int(mean) + 1, float("nan"), exact=False)
+        stats = GraphStats(1_000, 1_000, int(mean * 1_000), rows)
+        reaches = RowReading.of(t, stats, H100).mean_reaches
+        assert all((reaches >= threshold) == (mean >= threshold) for threshold in (8, 16, 32, 256))
+
+
+def test_blocks_whose_statistics_read_alike_share_the_decision() -> None:
+    t = task("add", 4)
+    blocks = [GraphStats(src, dst, edges, RowStats(edges / dst, 25, float("nan"), exact=False))
+              for src, dst, edges in ((30_000, 1_024, 25_600), (29_000, 1_024, 24_900))]
+    before = _decide.cache_info()
+    chosen = [default_schedule(t, stats, H100) for stats in blocks]
+    assert chosen[0] is chosen[1] and _decide.cache_info().misses - before.misses <= 1

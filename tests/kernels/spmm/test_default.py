@@ -9,8 +9,9 @@ import torch
 
 from gsparse.graph import GraphStats, RowStats
 from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, default_schedule
+from gsparse.kernels.spmm.default import RowReading, _row_groups
 from gsparse.kernels.spmm.plan import check_schedule
-from gsparse.kernels.spmm.shapes import row_splits_for
+from gsparse.kernels.spmm.shapes import edge_lanes_for, row_splits_for
 from gsparse.target import H100
 
 from graphs import named_graph
@@ -150,3 +151,28 @@ def test_default_leaves_graphs_with_few_edges_per_source_to_the_gathers() -> Non
     sparse = _uniform(1_000_000, 100_000, 4)  # 132 blocks would stage 132 x 4 MB
     chosen = default_schedule(task("copy_lhs", "sum", 1), sparse, H100)
     assert not isinstance(chosen, OutputTiled) and not chosen.problems()
+
+
+@pytest.mark.parametrize("budget", [1, 2, 4, 8, 16, 32])
+def test_the_rules_reading_of_row_lengths_gives_the_lanes_of_every_budget(budget) -> None:
+    # RowReading keeps the lanes a row fills out of 32; the rule caps them at its budget.
+    for mean in [0.0, 0.5, 1.0, 3.9, 4.0, 4.1, 8.0, 8.1, 16.0, 31.9, 32.0, 64.5, 128.0, 129.0, 1e4]:
+        assert min(edge_lanes_for(mean, 32), budget) == edge_lanes_for(mean, budget)
+
+
+def test_blocks_whose_statistics_read_alike_share_the_decision() -> None:
+    # A sampler's blocks differ in sizes but read alike (slice, lanes, long rows): the rule
+    # decides once and every block gets the same schedule object.
+    t = task("copy_lhs", "sum", 64)
+    sizes = ((30_000, 1_024, 25_600), (29_000, 1_024, 24_900), (31_500, 1_000, 24_000))
+    blocks = [GraphStats(src, dst, edges, RowStats(edges / dst, 25, float("nan"), exact=False))
+              for src, dst, edges in sizes]
+    readings = {RowReading.of(t, stats, H100) for stats in blocks}
+    assert len(readings) == 1
+    before = _row_groups.cache_info()
+    chosen = [default_schedule(t, stats, H100) for stats in blocks]
+    after = _row_groups.cache_info()
+    assert chosen[0] is chosen[1] is chosen[2] and after.misses - before.misses <= 1
+    assert after.hits - before.hits >= 2
+    wide = GraphStats(100_000, 1_024, 25_600, RowStats(25.0, 25, float("nan"), exact=False))
+    assert RowReading.of(t, wide, H100) not in readings  # its lhs slice no longer fits the L2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gsparse import Graph
 from gsparse.kernels import spmm as spmm_kernels
 from gsparse.kernels.operands import Layout
 from gsparse.kernels.spmm import SpmmAlgorithm
@@ -74,3 +75,19 @@ def test_a_repeated_call_has_the_same_task_and_a_new_shape_or_dtype_another() ->
                                     torch.randn(g.num_src, 8), None, (8,)),
               spmm_kernels.task_for(g, "copy_lhs", "mean", torch.randn(g.num_src, 8), None, (8,))]
     assert len({first, *others}) == 6
+
+
+def test_blocks_of_one_kind_share_one_task_object() -> None:
+    # Equal facts give the same object: the caches keyed by tasks (schedules, plans, programs)
+    # find it by identity, and its algorithm is derived once.
+    def block(seed: int, nodes: int) -> Graph:
+        gen = torch.Generator().manual_seed(seed)
+        return Graph.from_block(torch.randint(0, nodes, (2, 3 * nodes), generator=gen),
+                                num_src=nodes, num_dst=nodes)
+
+    tasks = [spmm_kernels.task_for(g, "mul", "sum", torch.randn(g.num_src, 8), torch.randn(g.num_edges, 1),
+                                   (8,)) for g in (block(0, 40), block(1, 57))]
+    assert tasks[0] is tasks[1] and tasks[0].algorithm is tasks[1].algorithm
+    x = torch.randn(57 * 8 + 1)[1:].view(57, 8)  # 4 bytes off a vector's alignment: another task
+    other = spmm_kernels.task_for(block(1, 57), "mul", "sum", x, torch.randn(171, 1), (8,))
+    assert other is not tasks[0] and other.vector_ok == 1

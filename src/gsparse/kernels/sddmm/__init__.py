@@ -7,6 +7,7 @@ source) and :mod:`.plan` (launches).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -17,7 +18,7 @@ from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
 from ..source import RUNTIME_LOADER, Launch, refuse_capture
-from ..operands import vector_limit
+from ..operands import misalignment, vector_limit
 from . import codegen
 from .default import default_schedule
 from .plan import build_plan
@@ -50,27 +51,43 @@ _MAX_INT32 = 2**31 - 1
 
 def task_for(g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
              lhs_target: str, rhs_target: str, out_shape: tuple[int, ...]) -> SddmmTask:
-    """The task of a g-SDDMM on ``g`` with these operands (contiguous, of the output's rank)
+    """The task of a g-SDDMM on ``g`` with these operands (of the output's rank)
     and output features ``out_shape`` (ending in 1 for ``dot``). The output's own storage
-    is fresh, so aligned: only the operands and the row length can narrow the vectors."""
+    is fresh, so aligned: only the operands and the row length can narrow the vectors.
+
+    Calls with the same facts get the same task object (see
+    :func:`gsparse.kernels.spmm.task_for`)."""
+    dtype = (lhs if lhs is not None else rhs).dtype
+    return _task(op, _operand(lhs), _operand(rhs), lhs_target, rhs_target, tuple(out_shape), dtype,
+                 g.index_dtype, g.eid is not None)
+
+
+def _operand(t: torch.Tensor | None) -> tuple[tuple[int, ...], int] | None:
+    """What a task reads of an operand: its feature shape and its :func:`misalignment`; a
+    non-contiguous operand is copied into fresh storage, aligned, before any launch."""
+    return None if t is None else (tuple(t.shape[1:]), misalignment(t) if t.is_contiguous() else 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _task(op: str, lhs: tuple[tuple[int, ...], int] | None, rhs: tuple[tuple[int, ...], int] | None,
+          lhs_target: str, rhs_target: str, out_shape: tuple[int, ...], dtype: torch.dtype,
+          index_dtype: torch.dtype, has_eid: bool) -> SddmmTask:
     binop = BINARY_OPS[op]
-    out_shape = tuple(out_shape)
-    operand = lhs if lhs is not None else rhs
     if binop.reduces_last_dim:
-        head_len = operand.shape[-1]
+        head_len = (lhs if lhs is not None else rhs)[0][-1]
         num_heads = math.prod(out_shape[:-1])
         full_shape = (*out_shape[:-1], head_len)
     else:
         num_heads, head_len, full_shape = 1, math.prod(out_shape), out_shape
-    full = [t for t in (lhs, rhs) if t is not None and tuple(t.shape[1:]) == full_shape]
+    full = [offset for shape, offset in filter(None, (lhs, rhs)) if shape == full_shape]
     return SddmmTask(
         op=op,
         lhs_target=lhs_target if binop.uses_lhs else None,
         rhs_target=rhs_target if binop.uses_rhs else None,
-        lhs_shape=None if lhs is None else tuple(lhs.shape[1:]),
-        rhs_shape=None if rhs is None else tuple(rhs.shape[1:]),
-        full_shape=full_shape, num_heads=num_heads, dtype=operand.dtype, index_dtype=g.index_dtype,
-        has_eid=g.eid is not None, vector_ok=vector_limit(head_len, full, operand.dtype),
+        lhs_shape=None if lhs is None else lhs[0],
+        rhs_shape=None if rhs is None else rhs[0],
+        full_shape=full_shape, num_heads=num_heads, dtype=dtype, index_dtype=index_dtype,
+        has_eid=has_eid, vector_ok=vector_limit(head_len, full, dtype),
     )
 
 
@@ -131,8 +148,8 @@ def bind_sddmm(
     operand = lhs if lhs is not None else rhs
     dtype, device = operand.dtype, operand.device
     uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
-    lhs = lhs.contiguous() if uses_lhs else None
-    rhs = rhs.contiguous() if uses_rhs else None
+    lhs = lhs if uses_lhs else None  # as given: the task reads their facts, run() copies
+    rhs = rhs if uses_rhs else None
     shape = (g.num_edges, *out_shape)
     launch, zero = None, False
     if math.prod(shape):

@@ -3,13 +3,16 @@ with no measurement. The measurements it was fitted to are in docs/performance.m
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 from ...graph import GraphStats
 from ...target import Target
 from ..operands import pow2_at_least, widest_vector
 from .schedule import Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
 from .task import SddmmTask
 
-__all__ = ["default_schedule"]
+__all__ = ["RowReading", "default_schedule"]
 
 _WARP = 32
 _SCALAR_HEAD = 4  # heads of at most this many elements: scalar loads
@@ -67,32 +70,71 @@ def default_schedule(task: SddmmTask, stats: GraphStats, target: Target) -> Sddm
 
     Statistics that are not exact (a block built on the device) give the longest row as an
     upper bound, which only makes the row skeleton's test stricter.
+
+    The rule reads the graph and the target only through :class:`RowReading`, and is kept
+    per task and reading.
     """
+    return _decide(task, RowReading.of(task, stats, target))
+
+
+@dataclass(frozen=True)
+class RowReading:
+    """All that the g-SDDMM rule reads of a graph (with the task and the target), so that
+    graphs alike in these facts (a sampler's blocks, which differ in sizes) share their
+    schedule.
+
+    Attributes:
+        mean_reaches: the largest of the mean row lengths the rule tells apart (8, 16 and
+            32 edges, the row skeleton's lanes filling a warp, and 256, the transposed
+            schedules) that the mean row reaches; 0 below 8.
+        short_tail: the longest row (or its bound) is at most half of one warp's share of
+            the edges when every resident warp takes an equal share.
+        overflows_l2: the source-node features (the task's head length and dtype) overflow
+            three quarters of the L2 cache.
+    """
+
+    mean_reaches: int
+    short_tail: bool
+    overflows_l2: bool
+
+    @classmethod
+    def of(cls, task: SddmmTask, stats: GraphStats, target: Target) -> RowReading:
+        mean = stats.rows.mean
+        return cls(
+            mean_reaches=max((t for t in _MEAN_THRESHOLDS if mean >= t), default=0),
+            short_tail=2 * stats.rows.max <= stats.num_edges / max(target.resident_warps, 1),
+            overflows_l2=stats.num_src * task.head_len * task.dtype.itemsize > target.l2_bytes * 3 // 4)
+
+
+# The mean row lengths default_schedule compares with: a warp's 32 lanes filled by rows
+# of 1, 2 or 4 lanes, and the transposed schedules'.
+_MEAN_THRESHOLDS = (_WARP // 4, _WARP // 2, _WARP, _TRANSPOSED_MEAN_DEGREE)
+
+
+@functools.lru_cache(maxsize=1024)
+def _decide(task: SddmmTask, rows: RowReading) -> SddmmSchedule:
     feature_len, dtype, dot = task.head_len, task.dtype, task.is_dot
     size = dtype.itemsize
     vector = 1 if feature_len <= _SCALAR_HEAD else widest_vector(feature_len, task.vector_ok)
     lanes, per_thread = _lanes_for(feature_len, vector)
-    rows = stats.rows
     fp32_vectors = size == 4 and vector == 4
-    if fp32_vectors and rows.mean >= _TRANSPOSED_MEAN_DEGREE:
+    if fp32_vectors and rows.mean_reaches >= _TRANSPOSED_MEAN_DEGREE:
         transposed = _DOT_TRANSPOSED if dot else _ELEMENTWISE_TRANSPOSED
         if feature_len in transposed:
             return transposed[feature_len]
         if dot and feature_len > _TRANSPOSED_LAUNCH:
             return RowTransposed(groups_per_block=4, lanes=8, features_per_thread=1, vector_width=4,
                                  features_per_launch=_TRANSPOSED_LAUNCH, edges_per_batch=8)
-    fills_warp = rows.mean >= _WARP // lanes
-    short_tail = 2 * rows.max <= stats.num_edges / max(target.resident_warps, 1)
+    fills_warp = rows.mean_reaches >= _WARP // lanes  # lanes is 1, 2 or 4
     one_slice = lanes * vector * per_thread >= feature_len
-    if fills_warp and short_tail and one_slice:
+    if fills_warp and rows.short_tail and one_slice:
         return Row(groups_per_block=8, lanes=lanes, features_per_thread=per_thread,
                    vector_width=vector).validate()
-    overflows_l2 = stats.num_src * feature_len * size > target.l2_bytes * 3 // 4
-    if dot and fp32_vectors and feature_len >= _DEFAULT_LAUNCH and overflows_l2:
+    if dot and fp32_vectors and feature_len >= _DEFAULT_LAUNCH and rows.overflows_l2:
         return Edge(groups_per_block=_DEFAULT_THREADS // _WIDE_DOT_LANES, lanes=_WIDE_DOT_LANES,
                     features_per_thread=4, vector_width=vector).validate()
     launch = 0
-    if size >= 4 and feature_len > _DEFAULT_LAUNCH and overflows_l2:
+    if size >= 4 and feature_len > _DEFAULT_LAUNCH and rows.overflows_l2:
         launch = _DEFAULT_LAUNCH
     lanes, per_thread = _lanes_for(launch or feature_len, vector)
     return Edge(groups_per_block=_DEFAULT_THREADS // lanes, lanes=lanes, features_per_thread=per_thread,

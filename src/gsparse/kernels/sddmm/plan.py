@@ -5,12 +5,15 @@ and ``out``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
+import torch
 
 from ...graph import Graph
 from ..operands import indexed_offsets
-from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
+from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, Program, device_index
 from . import codegen
 from .schedule import Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
 from .task import SddmmTask
@@ -68,26 +71,37 @@ def grid(schedule: SddmmSchedule, task: SddmmTask, num_edges: int, num_rows: int
     return blocks, min(chunks, MAX_GRID_Y)
 
 
+@functools.lru_cache(maxsize=1024)
+def _fixed(task: SddmmTask, schedule: SddmmSchedule, device: torch.device) -> tuple[Program, Mapping]:
+    """What a plan takes from neither its graph nor its calls, kept per task, schedule and
+    device (the same for every block of a sampler): the schedule checked against the task,
+    the program, and the operands' arguments (broadcast offsets, lengths, slots)."""
+    check_schedule(task, schedule)
+    program = codegen.program(task.algorithm, schedule)
+    operands = dict(
+        lhs_offset=indexed_offsets(task.lhs_shape, task.full_shape, device),
+        rhs_offset=indexed_offsets(task.rhs_shape, task.full_shape, device),
+        num_heads=task.num_heads, head_len=task.head_len, lhs_len=task.lhs_len, rhs_len=task.rhs_len,
+        lhs=OPERAND, rhs=OPERAND, out=OPERAND,
+    )
+    return program, MappingProxyType(operands)
+
+
 def build_plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule,
                loader: KernelLoader = RUNTIME_LOADER) -> Plan:
     """The plan of ``task`` under ``schedule`` on ``g``."""
-    check_schedule(task, schedule)
+    program, operands = _fixed(task, schedule, g.device)
     device = device_index(g.device)
-    program = codegen.program(task.algorithm, schedule)
     walks_rows = isinstance(schedule, (Row, RowTransposed))
     targets = task.algorithm.targets()
     head_len = task.head_len
     step = schedule.launch_len(head_len)
     fixed = dict(
+        operands,
         rowptr=g.rowptr if walks_rows else None,
         col=g.col if "u" in targets else None,
         dst=g.csr_dst if not walks_rows and "v" in targets else None,
-        eid=g.eid,
-        lhs_offset=indexed_offsets(task.lhs_shape, task.full_shape, g.device),
-        rhs_offset=indexed_offsets(task.rhs_shape, task.full_shape, g.device),
-        num_rows=g.num_dst, num_edges=g.num_edges, num_heads=task.num_heads, head_len=head_len,
-        lhs_len=task.lhs_len, rhs_len=task.rhs_len,
-        lhs=OPERAND, rhs=OPERAND, out=OPERAND,
+        eid=g.eid, num_rows=g.num_dst, num_edges=g.num_edges,
     )
     geometry = grid(schedule, task, g.num_edges, g.num_dst)
     # One launch per slice of the head: (first feature, end, add to out's partial sums).

@@ -7,6 +7,8 @@ runs the same kernels over the reverse graph, whose CSR positions map to the sam
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ...graph import Graph
@@ -38,6 +40,10 @@ def _rows(g: Graph, norm_by: str) -> Graph:
     return g if norm_by == "dst" else g.reverse()
 
 
+# The task of a call, the same object for the same facts (see gsparse.kernels.spmm.task_for).
+_task = functools.lru_cache(maxsize=256)(SoftmaxTask)
+
+
 def _plan(rows: Graph, task: SoftmaxTask):
     schedule = default_schedule(task, None, None)
 
@@ -53,8 +59,8 @@ def _launch(direction: str, g: Graph, values: dict[str, torch.Tensor], out_name:
     rows = _rows(g, norm_by)
     if out.numel() == 0:
         return out
-    task = SoftmaxTask(direction, out.dtype, rows.index_dtype, rows.eid is not None,
-                       out.numel() // g.num_edges)
+    task = _task(direction, out.dtype, rows.index_dtype, rows.eid is not None,
+                 out.numel() // g.num_edges)
     _plan(rows, task)(**values, **{out_name: out})
     return out
 
@@ -66,8 +72,8 @@ def bind_edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst"):
     shape, dtype, device = tuple(logits.shape), logits.dtype, logits.device
     launch = None
     if logits.numel():
-        task = SoftmaxTask("forward", dtype, rows.index_dtype, rows.eid is not None,
-                           logits.numel() // g.num_edges)
+        task = _task("forward", dtype, rows.index_dtype, rows.eid is not None,
+                     logits.numel() // g.num_edges)
         launch = _plan(rows, task).positional("x", "y")
 
     def run(logits):

@@ -8,6 +8,7 @@ and :mod:`.output_tiling` (graph layouts the skeletons walk), :mod:`.plan` (laun
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -18,7 +19,7 @@ from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
 from ..source import RUNTIME_LOADER, Launch, refuse_capture
-from ..operands import vector_limit
+from ..operands import misalignment, vector_limit
 from . import codegen
 from .default import default_schedule
 from .plan import build_plan
@@ -49,19 +50,33 @@ __all__ = [
 
 def task_for(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None,
              out_shape: tuple[int, ...], with_arg: bool = False) -> SpmmTask:
-    """The task of a g-SpMM on ``g`` with these operands (contiguous, of the output's rank)
+    """The task of a g-SpMM on ``g`` with these operands (of the output's rank)
     and output features ``out_shape``. The output's own storage is fresh, so aligned: only
-    the operands can narrow the vectors."""
-    out_shape = tuple(out_shape)
+    the operands can narrow the vectors.
+
+    Calls with the same facts get the same task object (:func:`_task`), so that every cache
+    keyed by tasks finds it without comparing its fields, and its ``algorithm`` is derived
+    once."""
     dtype = (lhs if lhs is not None else rhs).dtype
-    full = [t for t in (lhs, rhs) if t is not None and tuple(t.shape[1:]) == out_shape]
+    return _task(op, reduce, _operand(lhs), _operand(rhs), tuple(out_shape), dtype, g.index_dtype,
+                 g.eid is not None and (BINARY_OPS[op].uses_rhs or with_arg), with_arg)
+
+
+def _operand(t: torch.Tensor | None) -> tuple[tuple[int, ...], int] | None:
+    """What a task reads of an operand: its feature shape and its :func:`misalignment`; a
+    non-contiguous operand is copied into fresh storage, aligned, before any launch."""
+    return None if t is None else (tuple(t.shape[1:]), misalignment(t) if t.is_contiguous() else 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _task(op: str, reduce: str, lhs: tuple[tuple[int, ...], int] | None,
+          rhs: tuple[tuple[int, ...], int] | None, out_shape: tuple[int, ...], dtype: torch.dtype,
+          index_dtype: torch.dtype, has_eid: bool, with_arg: bool) -> SpmmTask:
+    full = [offset for shape, offset in filter(None, (lhs, rhs)) if shape == out_shape]
     return SpmmTask(
-        op=op, reduce=reduce,
-        lhs_shape=None if lhs is None else tuple(lhs.shape[1:]),
-        rhs_shape=None if rhs is None else tuple(rhs.shape[1:]),
-        out_shape=out_shape, dtype=dtype, index_dtype=g.index_dtype,
-        has_eid=g.eid is not None and (BINARY_OPS[op].uses_rhs or with_arg),
-        with_arg=with_arg,
+        op=op, reduce=reduce, lhs_shape=None if lhs is None else lhs[0],
+        rhs_shape=None if rhs is None else rhs[0], out_shape=out_shape, dtype=dtype,
+        index_dtype=index_dtype, has_eid=has_eid, with_arg=with_arg,
         vector_ok=vector_limit(math.prod(out_shape), full, dtype),
     )
 
@@ -130,8 +145,8 @@ def bind_spmm(
     operand = lhs if lhs is not None else rhs
     dtype, device = operand.dtype, operand.device
     uses_lhs, uses_rhs = binop.uses_lhs, binop.uses_rhs
-    lhs = lhs.contiguous() if uses_lhs else None
-    rhs = rhs.contiguous() if uses_rhs else None
+    lhs = lhs if uses_lhs else None  # as given: the task reads their facts, run() copies
+    rhs = rhs if uses_rhs else None
     shape = (g.num_dst, *out_shape)
     launch = None
     if g.num_dst and math.prod(shape):

@@ -3,6 +3,9 @@ with no measurement. The measurements it was fitted to are in docs/performance.m
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 from ...graph import GraphStats
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
@@ -17,7 +20,7 @@ from .shapes import (
 )
 from .task import SpmmTask
 
-__all__ = ["default_schedule"]
+__all__ = ["RowReading", "default_schedule"]
 
 # Up to this many features, the column-tiled and output-tiled skeletons may take over.
 _STAGED_FEATURES = 4
@@ -38,7 +41,7 @@ def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmS
     keep to the one-pass family: the staged skeletons' layouts read the degree distribution
     back to the host.
     """
-    schedule = _row_groups(task, stats, target)
+    schedule = _row_groups(task, RowReading.of(task, stats, target))
     if task.lhs_shape is None or task.num_features > _STAGED_FEATURES or not stats.rows.exact:
         return schedule
     if task.algorithm.message_is_lhs and (tiled := _output_tiled(task, stats, target)):
@@ -55,7 +58,42 @@ def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmS
     return schedule
 
 
-def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | SplitRows:
+@dataclass(frozen=True)
+class RowReading:
+    """All that the one-pass family's rule reads of a graph (with the task and the target).
+
+    :func:`_row_groups` sees nothing else of them, so it is kept per task and reading:
+    graphs alike in these few facts (a sampler's blocks, which differ in sizes) share their
+    schedule instead of deciding it anew.
+
+    Attributes:
+        l2_slice: the widest of 128, 64 and 32 features whose slice of the source-node
+            features fits in three quarters of the L2 cache; 128 when none does.
+        row_lanes: the edge lanes an average row fills, with up to 32 to spare
+            (:func:`~.shapes.edge_lanes_for`).
+        long_rows: rows of 128 edges or more on average.
+        skewed: the row lengths' COV exceeds 0.5 (never for statistics that are not exact).
+        splits: the chunk lengths :func:`~.shapes.row_splits_for` offers (exact statistics
+            only; none otherwise).
+    """
+
+    l2_slice: int
+    row_lanes: int
+    long_rows: bool
+    skewed: bool
+    splits: tuple[int, ...]
+
+    @classmethod
+    def of(cls, task: SpmmTask, stats: GraphStats, target: Target) -> RowReading:
+        rows, element_bytes = stats.rows, task.dtype.itemsize
+        fits = [w for w in (128, 64, 32) if stats.num_src * w * element_bytes <= target.l2_bytes * 3 // 4]
+        return cls(l2_slice=fits[0] if fits else 128, row_lanes=edge_lanes_for(rows.mean, 32),
+                   long_rows=rows.mean >= 128, skewed=rows.cov > 0.5,
+                   splits=tuple(row_splits_for(rows.mean, rows.max)) if rows.exact else ())
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_groups(task: SpmmTask, rows: RowReading) -> OnePass | SplitRows:
     """The one-pass family's rule.
 
     - Feature slice: the widest of 128, 64, 32 features whose slice of the dense input
@@ -79,20 +117,18 @@ def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | 
       sort rows nor split them: the work list of split rows is sized by the data.
     """
     feature_len, element_bytes = task.num_features, task.dtype.itemsize
-    mean_degree = stats.rows.mean
     vector = widest_vector(feature_len, min(task.vector_ok, VECTOR_BYTES // element_bytes))
-    fits = [w for w in (128, 64, 32)
-            if stats.num_src * w * element_bytes <= target.l2_bytes * 3 // 4]
-    slice_ = min(fits[0] if fits else 128, pow2_at_least(feature_len))
+    slice_ = min(rows.l2_slice, pow2_at_least(feature_len))
     vector = min(vector, slice_)
     feature_lanes = max(1, min(8 if element_bytes >= 4 else 4, slice_ // vector))
     outputs = min(2, max(1, slice_ // (feature_lanes * vector)))
     feature_lanes = max(1, min(32, slice_ // (vector * outputs)))
-    edge_lanes = edge_lanes_for(mean_degree, 32 // feature_lanes)
+    # The lanes a row fills, within the warp's share left to edges (a power of two).
+    edge_lanes = min(rows.row_lanes, 32 // feature_lanes)
     if feature_len <= _STAGED_FEATURES or outputs > 1:
         nnz = 1
     else:
-        nnz = 4 if mean_degree >= 128 else 2
+        nnz = 4 if rows.long_rows else 2
     knobs = dict(
         rows_per_block=max(1, 256 // (feature_lanes * edge_lanes)),
         feature_lanes=feature_lanes,
@@ -101,10 +137,9 @@ def _row_groups(task: SpmmTask, stats: GraphStats, target: Target) -> OnePass | 
         outputs_per_thread=outputs,
         nnz_tile=nnz,
         index_tile=False,
-        degree_sorted=stats.rows.cov > 0.5 and (feature_len > _STAGED_FEATURES or mean_degree >= 128),
+        degree_sorted=rows.skewed and (feature_len > _STAGED_FEATURES or rows.long_rows),
     )
-    splits = (row_splits_for(mean_degree, stats.rows.max)
-              if feature_len > _STAGED_FEATURES and stats.rows.exact else [])
+    splits = rows.splits if feature_len > _STAGED_FEATURES else ()
     if splits:
         return SplitRows(**knobs, row_split=splits[-1]).validate()
     return OnePass(**knobs).validate()

@@ -9,7 +9,9 @@ whole cost of a call. Call a plan with ``lhs``, ``rhs``, ``out``, ``arg_u`` and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 import torch
 
@@ -17,7 +19,7 @@ from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
 from ..operands import indexed_offsets
-from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
+from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, Program, device_index
 from . import codegen
 from .codegen import column_tiled, one_pass, output_tiled, split_rows
 from .schedule import ColumnTiled, OutputTiled, SplitRows, SpmmSchedule
@@ -52,20 +54,29 @@ def check_schedule(task: SpmmTask, schedule: SpmmSchedule) -> None:
                              f"{task.num_features}")
 
 
+@functools.lru_cache(maxsize=1024)
+def _fixed(task: SpmmTask, schedule: SpmmSchedule, device: torch.device) -> tuple[Program, Mapping]:
+    """What a plan takes from neither its graph nor its calls, kept per task, schedule and
+    device (the same for every block of a sampler): the schedule checked against the task,
+    the program, and the operands' arguments (broadcast offsets, lengths)."""
+    check_schedule(task, schedule)
+    program = codegen.program(task.algorithm, schedule, task.num_features)
+    operands = dict(
+        lhs_offset=indexed_offsets(task.lhs_shape, task.out_shape, device),
+        rhs_offset=indexed_offsets(task.rhs_shape, task.out_shape, device),
+        num_features=task.num_features, lhs_len=task.lhs_len, rhs_len=task.rhs_len,
+    )
+    return program, MappingProxyType(operands)
+
+
 def build_plan(g: Graph, task: SpmmTask, schedule: SpmmSchedule, target: Target,
                loader: KernelLoader = RUNTIME_LOADER) -> Plan:
     """The plan of ``task`` under ``schedule`` on ``g`` (see the module docstring)."""
-    check_schedule(task, schedule)
+    program, fixed = _fixed(task, schedule, g.device)
     device = device_index(g.device)
-    program = codegen.program(task.algorithm, schedule, task.num_features)
     if isinstance(schedule, OutputTiled):
         return _output_tiled(g, task, schedule, target, program, device, loader)
-    operands = dict(
-        lhs_offset=indexed_offsets(task.lhs_shape, task.out_shape, g.device),
-        rhs_offset=indexed_offsets(task.rhs_shape, task.out_shape, g.device),
-        num_features=task.num_features, lhs_len=task.lhs_len, rhs_len=task.rhs_len,
-        eid=g.eid if task.algorithm.has_eid else None,
-    )
+    operands = dict(fixed, eid=g.eid if task.algorithm.has_eid else None)
     if isinstance(schedule, ColumnTiled):
         return _column_tiled(g, task, schedule, target, program, device, loader, operands)
     if isinstance(schedule, SplitRows):
