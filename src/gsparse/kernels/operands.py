@@ -19,6 +19,7 @@ __all__ = [
     "broadcast_offsets",
     "indexed_offsets",
     "misalignment",
+    "operand_facts",
     "operand_layout",
     "pow2_at_least",
     "vector_limit",
@@ -45,6 +46,13 @@ def widest_vector(length: int, vector_ok: int) -> int:
 def misalignment(t: torch.Tensor) -> int:
     """``t``'s address modulo :data:`VECTOR_BYTES`: all that the vector widths read of it."""
     return t.data_ptr() % VECTOR_BYTES
+
+
+def operand_facts(t: torch.Tensor | None) -> tuple[tuple[int, ...], int] | None:
+    """What a task reads of an operand: its feature shape and its :func:`misalignment`; a
+    non-contiguous operand is copied into fresh storage, aligned, before any launch. None
+    for no operand."""
+    return None if t is None else (tuple(t.shape[1:]), misalignment(t) if t.is_contiguous() else 0)
 
 
 def vector_limit(length: int, misalignments: list[int], dtype: torch.dtype) -> int:

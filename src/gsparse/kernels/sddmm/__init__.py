@@ -18,7 +18,7 @@ from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
 from ..source import RUNTIME_LOADER, Launch, refuse_capture
-from ..operands import misalignment, vector_limit
+from ..operands import operand_facts, vector_limit
 from . import codegen
 from .default import default_schedule
 from .plan import build_plan
@@ -58,14 +58,8 @@ def task_for(g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | No
     Calls with the same facts get the same task object (see
     :func:`gsparse.kernels.spmm.task_for`)."""
     dtype = (lhs if lhs is not None else rhs).dtype
-    return _task(op, _operand(lhs), _operand(rhs), lhs_target, rhs_target, tuple(out_shape), dtype,
+    return _task(op, operand_facts(lhs), operand_facts(rhs), lhs_target, rhs_target, tuple(out_shape), dtype,
                  g.index_dtype, g.eid is not None)
-
-
-def _operand(t: torch.Tensor | None) -> tuple[tuple[int, ...], int] | None:
-    """What a task reads of an operand: its feature shape and its :func:`misalignment`; a
-    non-contiguous operand is copied into fresh storage, aligned, before any launch."""
-    return None if t is None else (tuple(t.shape[1:]), misalignment(t) if t.is_contiguous() else 0)
 
 
 @functools.lru_cache(maxsize=1024)
