@@ -168,6 +168,35 @@ def test_sage_on_a_bipartite_graph_matches_pyg():
     torch.testing.assert_close(out, theirs((x_src, x_dst), ei), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("num_src, num_dst, projected_rows", [(40, 40, 40), (400, 10, 10)],
+                         ids=["square: projects the sources", "block: projects the aggregates"])
+def test_sage_projects_on_the_side_with_fewer_rows(num_src, num_dst, projected_rows):
+    """A sampled block has many more sources than destinations: projecting every source
+    before the aggregation (right for a square graph narrowing its features) would cost
+    num_src / num_dst times the dense work. The result is the same either way."""
+    from torch.overrides import TorchFunctionMode
+
+    gen = torch.Generator().manual_seed(13)
+    ei = torch.stack([torch.randint(0, num_src, (100,), generator=gen),
+                      torch.randint(0, num_dst, (100,), generator=gen)])
+    ours, theirs = gnn.SAGEConv(64, 48), pyg_nn.SAGEConv(64, 48)
+    ours.load_state_dict(theirs.state_dict())
+    x_src, x_dst = _features(14, num_src, 64), _features(15, num_dst, 64)
+
+    class LinearRows(TorchFunctionMode):
+        rows: list[int] = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.nn.functional.linear and args[1] is ours.lin_l.weight:
+                self.rows.append(args[0].shape[0])
+            return func(*args, **(kwargs or {}))
+
+    with LinearRows() as mode:
+        out = ours((x_src, x_dst), gsparse.Graph.from_edge_index(ei, num_src=num_src, num_dst=num_dst))
+    assert mode.rows == [projected_rows]
+    torch.testing.assert_close(out, theirs((x_src, x_dst), ei), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("layer", [gnn.GCNConv(F_IN, F_OUT), gnn.GATConv(F_IN, F_OUT, heads=2),
                                    gnn.SAGEConv(F_IN, F_OUT)], ids=lambda m: type(m).__name__)
 def test_derived_structures_are_built_once_per_graph(layer, monkeypatch):
