@@ -1,0 +1,194 @@
+"""Where a mini-batch training step spends its time: GPU kernels and host calls.
+
+On a GPU machine, from the repository root:
+``PYTHONPATH=src python3 scripts/minibatch_profile.py [--models gcn gat sage] [--steps 10]``.
+
+For each model, the benchmark's step (``python -m gsparse.bench.training --minibatch``:
+reddit-like, 1024 seeds, fanouts [25, 10], fresh blocks every step) is run for gsparse and
+for PyG (edge_index), from the same blocks. It prints, per step: the wall time, the GPU's
+busy time (the sum of kernel durations in a torch-profiler trace), the kernel groups that
+take it, and, for gsparse, the host functions that take the most cumulative time (cProfile).
+The GPU busy time is the floor a faster host path could reach; the gap between it and the
+wall time is host time the GPU waits for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from gsparse.bench.minibatch import (
+    MINIBATCH_FANOUTS,
+    MINIBATCH_SEEDS,
+    MINIBATCH_WORKLOAD,
+    BlockModel,
+    NeighborSampler,
+    _minibatch_step,
+    block_graphs,
+    pyg_block_graphs,
+)
+from gsparse.bench.training import (
+    _model_pair,
+    _optimizer,
+    _pyg,
+    build_model,
+    load_workload,
+)
+
+
+def _runs(kind, w):
+    bipartite = kind == "sage"
+    ours, theirs = _model_pair(kind, w, 0, one_graph=False)
+    runs = {"gsparse": (BlockModel(ours, bipartite), lambda b: (lambda: block_graphs(b, bipartite)))}
+    if theirs is not None:
+        model = build_model(kind, _pyg(), w.x.shape[1], w.num_classes, one_graph=False).to(w.x.device)
+        model.load_state_dict(theirs.state_dict())
+        runs["pyg"] = (BlockModel(model, bipartite), lambda b: _given(pyg_block_graphs(b, bipartite, "edge_index")))
+    return runs
+
+
+def _given(built):
+    return lambda: built
+
+
+def _group(name: str) -> str:
+    lowered = name.lower()
+    for key, words in (("gemm", ("gemm", "cutlass", "sm90_xmma", "ampere_sgemm", "sm80_xmma")),
+                       ("gsparse", ("gspmm", "gsddmm", "softmax_", "edge_softmax", "check_block",
+                                    "spmm", "sddmm")),
+                       ("dropout", ("fused_dropout", "bernoulli")),
+                       ("index/gather", ("index", "gather")),
+                       ("scatter", ("scatter",)),
+                       ("sort/scan", ("sort", "scan", "cub::")),
+                       ("adam", ("adam", "multi_tensor")),
+                       ("reduce", ("reduce",)),
+                       ("elementwise", ("elementwise", "vectorized"))):
+        if any(word in lowered for word in words):
+            return key
+    return "other"
+
+
+def _timed(fn) -> float:
+    torch.cuda.synchronize()
+    begin = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - begin) * 1e3
+
+
+def _orders(runs, opts, w, sampler, gen, steps: int) -> None:
+    """Step times of each library in three orders over the same blocks: its steps back to
+    back; each step after the sampler; and the benchmark's order (sampler, then every
+    library's step on the blocks). Host-bound steps slow down when other work evicts the
+    host's caches in between."""
+    walls: dict[tuple[str, str], list[float]] = {}
+    for _ in range(3):  # warm-up of the sampler and both libraries
+        blocks = sampler.sample(_seeds(w, gen))
+        for name, (model, graphs) in runs.items():
+            _minibatch_step(model, opts[name], w.x, w.y, blocks, graphs(blocks))
+    presampled = [sampler.sample(_seeds(w, gen)) for _ in range(steps)]
+    for name, (model, graphs) in runs.items():
+        for blocks in presampled:
+            walls.setdefault(("back to back", name), []).append(_timed(
+                lambda b=blocks, m=model, g=graphs, o=opts[name]: _minibatch_step(m, o, w.x, w.y, b, g(b))))
+        for _ in range(steps):
+            blocks = sampler.sample(_seeds(w, gen))
+            walls.setdefault(("after the sampler", name), []).append(_timed(
+                lambda b=blocks, m=model, g=graphs, o=opts[name]: _minibatch_step(m, o, w.x, w.y, b, g(b))))
+    for _ in range(steps):
+        blocks = sampler.sample(_seeds(w, gen))
+        for name, (model, graphs) in runs.items():
+            walls.setdefault(("interleaved", name), []).append(_timed(
+                lambda b=blocks, m=model, g=graphs, o=opts[name]: _minibatch_step(m, o, w.x, w.y, b, g(b))))
+    for (order, name), times in walls.items():
+        print(f"   order {order:18s} {name:8s} median {statistics.median(times):6.2f} ms "
+              f"(range {min(times):.2f}-{max(times):.2f})")
+
+
+def _seeds(w, gen) -> torch.Tensor:
+    return w.train_idx[torch.randperm(w.train_idx.numel(), generator=gen)[:MINIBATCH_SEEDS].to(w.x.device)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["gcn", "gat", "sage"])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--no-trace", action="store_true", help="only the step times in three orders")
+    args = parser.parse_args()
+    device = torch.device("cuda")
+    w = load_workload(MINIBATCH_WORKLOAD, device)
+    sampler = NeighborSampler(w.graph, MINIBATCH_FANOUTS)
+    gen = torch.Generator().manual_seed(0)
+    for kind in args.models:
+        runs = _runs(kind, w)
+        opts = {name: _optimizer(model) for name, (model, _) in runs.items()}
+        print(f"\n== {kind}: step times by order")
+        _orders(runs, opts, w, sampler, gen, args.steps)
+        if args.no_trace:
+            continue
+        block_list = [sampler.sample(_seeds(w, gen)) for _ in range(args.warmup + args.steps)]
+        torch.cuda.synchronize()
+        for name, (model, graphs) in runs.items():
+            feeds = [graphs(b) for b in block_list]
+
+            def step(i: int, model=model, opt=opts[name], feeds=feeds, blocks=block_list) -> None:                _minibatch_step(model, opt, w.x, w.y, blocks[i], feeds[i])
+
+            for i in range(args.warmup):
+                step(i)
+            torch.cuda.synchronize()
+            walls = []
+            for i in range(args.warmup, args.warmup + args.steps):
+                begin = time.perf_counter()
+                step(i)
+                torch.cuda.synchronize()
+                walls.append((time.perf_counter() - begin) * 1e3)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for i in range(args.warmup, args.warmup + args.steps):
+                    step(i)
+                torch.cuda.synchronize()
+            kernels: dict[str, float] = {}
+            groups: dict[str, float] = {}
+            runtime: dict[str, float] = {}
+            launches = 0
+            for event in prof.events():
+                if event.device_type == torch.autograd.DeviceType.CPU and event.name.startswith(("cuda", "cu")):
+                    runtime[event.name] = runtime.get(event.name, 0.0) + event.cpu_time_total
+                if event.device_type == torch.autograd.DeviceType.CUDA and event.device_time > 0:
+                    kernels[event.name] = kernels.get(event.name, 0.0) + event.device_time
+                    groups[_group(event.name)] = groups.get(_group(event.name), 0.0) + event.device_time
+                    launches += 1
+            busy = sum(kernels.values()) / args.steps / 1e3
+            print(f"\n== {kind} / {name}: wall {statistics.median(walls):.2f} ms per step "
+                  f"(range {min(walls):.2f}-{max(walls):.2f}), GPU busy {busy:.2f} ms, "
+                  f"{launches / args.steps:.0f} kernels per step")
+            for group, us in sorted(groups.items(), key=lambda kv: -kv[1]):
+                print(f"   {group:14s} {us / args.steps / 1e3:7.3f} ms")
+            for kernel, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:12]:
+                print(f"     {us / args.steps:8.1f} us  {kernel[:110]}")
+            for call, us in sorted(runtime.items(), key=lambda kv: -kv[1])[:8]:
+                print(f"   runtime {call:32s} {us / args.steps:8.1f} us per step")
+            if name == "gsparse":
+                profiler = cProfile.Profile()
+                profiler.enable()
+                for i in range(args.warmup, args.warmup + args.steps):
+                    step(i)
+                torch.cuda.synchronize()
+                profiler.disable()
+                text = io.StringIO()
+                pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
+                print(text.getvalue())
+            del feeds
+        del runs, opts
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
