@@ -18,7 +18,7 @@ import gsparse
 from gsparse import TriangularSolver
 from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
-from gsparse.kernels.sptrsv import natural, plan as plan_module
+from gsparse.kernels.sptrsv import plan as plan_module
 from gsparse.kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 from gsparse.kernels.sptrsv.space import reduced_space
 
@@ -136,8 +136,7 @@ def test_natural_schemes_match_scipy_with_unit_diagonals_and_several_right_hand_
     _check(sp.csr_array(matrix.T), False, False, True, 3, torch.float64, schedule)
 
 
-def test_the_fast_start_on_int64_indices_and_across_ticket_epochs(monkeypatch):
-    monkeypatch.setattr(natural, "EPOCHS", 3)  # the ticket counters are cleared every third solve
+def test_the_fast_start_on_int64_indices_leaves_its_counter_zeroed_for_the_next_solve():
     matrix = family_factor("banded")
     solver = TriangularSolver(_arrays(matrix, torch.float64))
     solver._pattern.device_plans.index_dtype = torch.int64
@@ -145,7 +144,25 @@ def test_the_fast_start_on_int64_indices_and_across_ticket_epochs(monkeypatch):
         b = _rhs(matrix.shape[0], 2, torch.float64, seed=i)
         x = solver.solve(b.cuda()).cpu()
         np.testing.assert_allclose(x.numpy(), _scipy(matrix, True, False, False, b), rtol=1e-10, atol=1e-10)
-    assert next(iter(solver._pattern.device_plans._plans))[0].index_dtype == torch.int64
+    ((task, _), plan), = solver._pattern.device_plans._plans.items()
+    assert task.index_dtype == torch.int64 and plan._tickets.tolist() == [0, 0]
+
+
+def test_the_fast_start_replays_in_a_cuda_graph():
+    matrix = family_factor("road")
+    n = matrix.shape[0]
+    solver = TriangularSolver(_arrays(matrix, torch.float64))
+    b = _rhs(n, 1, torch.float64).cuda()
+    solver.solve(b)  # the kernel is compiled and the plan built outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        x = solver.solve(b)
+    for seed in (1, 2, 3):  # each replay finds the counter the previous one left zeroed
+        rhs = _rhs(n, 1, torch.float64, seed)
+        b.copy_(rhs)
+        graph.replay()
+        np.testing.assert_allclose(x.cpu().numpy(), _scipy(matrix, True, False, False, rhs), rtol=1e-10,
+                                   atol=1e-10)
 
 
 @pytest.mark.parametrize("schedule", random.Random(3).sample(SPACE, 8), ids=str)
@@ -171,7 +188,8 @@ def test_int64_indices(schedule):
     b = _rhs(matrix.shape[0], 16, torch.float64)
     with poisoned():
         x = solver.solve(b.cuda()).cpu()
-    assert next(iter(solver._pattern.device_plans._plans))[0].index_dtype == torch.int64
+    ((task, _), plan), = solver._pattern.device_plans._plans.items()
+    assert task.index_dtype == torch.int64 and plan._tickets.tolist() == [0, 0]
     np.testing.assert_allclose(x.numpy(), _scipy(matrix, True, False, False, b), rtol=1e-10, atol=1e-10)
 
 

@@ -16,7 +16,7 @@ from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from .codegen import NATURAL_KERNEL, SENTINEL, natural_program, natural_variant
-from .plan import EPOCHS, SystemValues
+from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
 from .task import SptrsvTask
 
@@ -74,10 +74,8 @@ class NaturalPlan:
         self._sentinel = SENTINEL[task.dtype]
         self._system_values = SystemValues(system.value_index)
         device = system.crow.device
-        # One counter per solve, EPOCHS of them, zeroed together once every EPOCHS solves (as
-        # the analysed plans' flags): no extra launch per solve.
-        self._tickets = torch.zeros(EPOCHS, dtype=torch.int64, device=device)
-        self._solves = 0
+        # The next ticket and the warps done; the kernel's last warp zeroes both (natural.cuh).
+        self._tickets = torch.zeros(2, dtype=torch.int64, device=device)
         index = task.index_dtype
         code = natural_program(task.algorithm, schedule)
         self._launch = code.prepare(
@@ -91,9 +89,5 @@ class NaturalPlan:
         if self.n == 0:
             return x
         x.view(torch.int64 if x.element_size() == 8 else torch.int32).fill_(self._sentinel)
-        slot = self._solves % EPOCHS
-        if slot == 0 and self._solves:
-            self._tickets.zero_()
-        self._solves += 1
-        self._launch(val=self._system_values(values), b=b, x=x, ticket=self._tickets[slot:slot + 1])
+        self._launch(val=self._system_values(values), b=b, x=x, ticket=self._tickets)
         return x

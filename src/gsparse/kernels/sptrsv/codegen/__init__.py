@@ -208,7 +208,8 @@ def natural_variant(schedule: NaturalOrderSchedule) -> CodeVariant:
 
 def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
     """``sptrsv_natural(crow, col, val, b, x, ticket, n)``: the system's CSR, the right-hand
-    sides and solution (``x`` filled with the sentinel), this solve's ticket counter (zero)."""
+    sides and solution (``x`` filled with the sentinel), the ticket counter (two zeros, which
+    the kernel leaves zero)."""
     scalar = SCALAR_TYPES[algorithm.dtype]
     index = "const I* __restrict__"
     return Signature(NATURAL_KERNEL, [

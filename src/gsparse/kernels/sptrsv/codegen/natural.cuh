@@ -17,6 +17,10 @@
 // independently from sm_70 on, as solve.cuh's per-thread rows already rely on). So ticket t
 // completes: a contradiction. Nothing here waits for a block that has not started: a ticket
 // is only ever held by a running warp.
+//
+// ticket[0] is the next ticket, ticket[1] the warps that have found none left; the last warp
+// to leave sets both back to zero, so the counter is ready for the next solve with no launch
+// to clear it (and a captured CUDA graph replays correctly).
 
 namespace gs {
 namespace sptrsv {
@@ -28,7 +32,14 @@ __device__ __forceinline__ void run_natural(const System& sys, unsigned long lon
         unsigned long long t = 0;
         if (lane == 0) t = atomicAdd(ticket, 1ull);
         t = __shfl_sync(FULL_MASK, t, 0);
-        if (t >= (unsigned long long)((sys.n + ROWS - 1) / ROWS)) return;
+        if (t >= (unsigned long long)((sys.n + ROWS - 1) / ROWS)) {
+            const unsigned long long warps = (unsigned long long)gridDim.x * NW;
+            if (lane == 0 && atomicAdd(ticket + 1, 1ull) == warps - 1) {
+                ticket[0] = 0;
+                ticket[1] = 0;
+            }
+            return;
+        }
         const I first = (I)t * ROWS;
         const I last = first + ROWS < sys.n ? first + ROWS : sys.n;
         if constexpr (PER_THREAD_ROWS) per_thread_rows(sys, in, first, last, true, lane);
