@@ -136,7 +136,7 @@ class SptrsvSchedule(Schedule):
 @dataclass(frozen=True, kw_only=True)
 class NaturalOrderSchedule(Schedule):
     """The fast start's scheme: rows solved in the system's natural dependency order, with no
-    analysis (no levels, no row groups, no node groups; see :mod:`.natural`).
+    analysis (no levels, no row groups, no node groups; see ``gsparse.kernels.sptrsv.natural``).
 
     The warps of a persistent grid take *tickets* from one counter, in order; ticket ``t``
     is the ``rows_per_ticket`` consecutive positions from ``t x rows_per_ticket`` (positions
