@@ -18,7 +18,12 @@ from gsparse import TriangularSolver
 from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
 from gsparse.kernels.sptrsv import FactorPlans, NaturalOrderSchedule
-from gsparse.kernels.sptrsv.codegen import NATURAL_KERNEL, SENTINEL, natural_program, program
+from gsparse.kernels.sptrsv.codegen import (
+    NATURAL_KERNEL,
+    SENTINEL,
+    natural_program,
+    program,
+)
 from gsparse.kernels.sptrsv.default import natural_schedule
 from gsparse.kernels.sptrsv.executor import ScheduleError, execute_natural
 from gsparse.kernels.sptrsv.levelset import transposed_pattern

@@ -275,8 +275,8 @@ def markdown(doc: dict[str, Any]) -> str:
              "level-set ms | SciPy ms | gsparse GFLOP/s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fast = ["", "## Fast start (natural order, no analysis)", "",
-            "| matrix | k | dtype | scheme | fast ms | cuSPARSE / fast | fast prep ms | fast compile ms | "
-            "cuSPARSE analysis ms | total@20 cuSPARSE / fast | fast / gsparse |",
+            ("| matrix | k | dtype | scheme | fast ms | cuSPARSE / fast | fast prep ms | fast compile ms | "
+             "cuSPARSE analysis ms | total@20 cuSPARSE / fast | fast / gsparse |"),
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["records"]:
         ours, cus = r["results"]["gsparse"], r["results"]["cusparse"]
