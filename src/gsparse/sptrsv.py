@@ -20,7 +20,7 @@ import torch
 from . import _sptrsv_ops
 from ._ops import direct_call_ok
 from ._triangular import check_diagonal, check_values, read_factor
-from .kernels.sptrsv.schedule import SptrsvSchedule
+from .kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 
 __all__ = ["sptrsv", "TriangularSolver"]
 
@@ -28,10 +28,14 @@ __all__ = ["sptrsv", "TriangularSolver"]
 class TriangularSolver:
     r"""A sparse triangular factor, validated and analysed once, to solve with many times.
 
-    Validation happens here; the analysis a device needs (on CUDA: the dependency graph
-    and levels, the scheme's schedule, the compiled kernel and its launches) is built at the
-    first solve in each direction (and per number of right-hand sides) and kept with the
-    solver.
+    Validation happens here; what a device needs is built at the first solve in each
+    direction (and per number of right-hand sides) and kept with the solver. On CUDA that is,
+    by default, the *fast start*: the kernel solves rows in their natural dependency order
+    and needs no analysis, only the compiled kernel and, for ``transpose``, the transposed
+    pattern (built on the GPU). With ``analysis=True`` it is the AG-SpTRSV analysis instead
+    (the dependency graph and levels on the host, the scheme's schedule and launches), whose
+    solves may be faster and whose preparation costs tens to hundreds of milliseconds at
+    500K rows: worth it only over many solves (docs/performance.md, "Fast start").
 
     Args:
         A: the ``n x n`` factor, one of:
@@ -50,14 +54,19 @@ class TriangularSolver:
         unit_diagonal: take the diagonal as ones; stored diagonal entries are then not
             read (and get no gradient) and may be missing. Otherwise every row needs a
             finite nonzero diagonal entry.
-        schedule: on CUDA, the AG-SpTRSV scheme every solve runs (for tuning and
-            benchmarks); None: the one chosen for the factor and the solve
-            (``gsparse.kernels.sptrsv.default_schedule``). Ignored on other devices.
+        schedule: on CUDA, the scheme every solve runs (for tuning and benchmarks): an
+            AG-SpTRSV :class:`~gsparse.kernels.sptrsv.SptrsvSchedule` or a fast start's
+            :class:`~gsparse.kernels.sptrsv.NaturalOrderSchedule`; None: the one chosen for
+            the factor and the solve (see ``analysis``). Ignored on other devices.
+        analysis: on CUDA without a ``schedule``, analyse the factor on the host and run the
+            hand rule's scheme (``gsparse.kernels.sptrsv.default_schedule``); False: the fast
+            start (``gsparse.kernels.sptrsv.default.natural_schedule``), no analysis. Ignored
+            on other devices.
 
     Raises:
         TypeError: ``A`` of another kind, values of an unsupported dtype (integer, half,
             complex), index arrays that are not integers, a ``schedule`` that is not a
-            :class:`~gsparse.kernels.sptrsv.SptrsvSchedule`.
+            scheme, an ``analysis`` or ``unit_diagonal`` that is not a bool.
         ValueError: ``A`` not square, not triangular in the asked direction (naming the
             first entry on the wrong side), with a duplicate entry, a missing, zero or
             non-finite diagonal entry (naming the row), inconsistent or out-of-range CSR
@@ -69,15 +78,20 @@ class TriangularSolver:
     """
 
     def __init__(self, A: Any, lower: bool = True, unit_diagonal: bool = False,
-                 schedule: SptrsvSchedule | None = None) -> None:
+                 schedule: SptrsvSchedule | NaturalOrderSchedule | None = None,
+                 analysis: bool = False) -> None:
         if not isinstance(unit_diagonal, bool):
             raise TypeError(f"unit_diagonal must be a bool, got {type(unit_diagonal).__name__}")
+        if not isinstance(analysis, bool):
+            raise TypeError(f"analysis must be a bool, got {type(analysis).__name__}")
         if schedule is not None:
-            if not isinstance(schedule, SptrsvSchedule):
-                raise TypeError(f"schedule must be a SptrsvSchedule or None, got {type(schedule).__name__}")
+            if not isinstance(schedule, (SptrsvSchedule, NaturalOrderSchedule)):
+                raise TypeError(f"schedule must be a SptrsvSchedule, a NaturalOrderSchedule or None, "
+                                f"got {type(schedule).__name__}")
             schedule.validate()
         self._pattern, values = read_factor(A, lower)
         self._pattern.device_plans.schedule = schedule
+        self._pattern.device_plans.analyse = analysis
         self._unit_diagonal = unit_diagonal
         self._values = values
         self._canonical = self._canonical_values(values)

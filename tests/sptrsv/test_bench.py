@@ -30,13 +30,26 @@ def test_a_cpu_run_checks_and_times_every_baseline_it_can():
     for name in ("scipy", "levelset", "cusparse_per_call"):
         assert results[name]["status"] == "ok", results[name]
         assert results[name]["relative_error"] <= 1e-10 and results[name]["gflops"] > 0
-    assert results["gsparse"]["status"] == "failed" and "CUDA GPU" in results["gsparse"]["error"]
+    for name in ("gsparse", "fast_start"):
+        assert results[name]["status"] == "failed" and "CUDA GPU" in results[name]["error"], results[name]
     assert results["levelset"]["total_20_ms"] >= 20 * results["levelset"]["median_ms"]
     assert record["levels"] == results["levelset"]["levels"] > 1
     doc = {"environment": {"device": "cpu"}, "records": [record]}
     table = bench.markdown(doc)
-    assert "| laplacian2d:400 | " in table and "## Failures" in table
+    assert "| laplacian2d:400 | " in table and "## Failures" in table and "## Fast start" in table
     json.dumps(doc)  # the record is plain data
+
+
+def test_a_run_of_some_implementations_skips_the_others(capsys):
+    _, matrix = bench.load_matrix("banded:300")
+    record = bench.bench_matrix("banded:300", matrix, 1, torch.float64, True, torch.device("cpu"), 0.01,
+                                implementations=("scipy",))
+    statuses = {name: entry["status"] for name, entry in record["results"].items()}
+    assert statuses == {name: "ok" if name == "scipy" else "skipped" for name in bench.IMPLEMENTATIONS}
+    assert "## Fast start" not in bench.markdown({"environment": {"device": "cpu"}, "records": [record]})
+    with pytest.raises(SystemExit):
+        bench.main(["--implementations", "gsparse,nope", "--out", "unused"])
+    assert "--implementations: unknown ['nope']" in capsys.readouterr().err
 
 
 def test_a_wrong_result_is_recorded_not_timed():
@@ -59,6 +72,11 @@ def test_the_benchmark_runs_on_a_gpu(tmp_path):
         ours = record["results"]["gsparse"]
         assert ours["status"] == "ok", ours
         assert set(ours["preprocess_ms"]) == {"analysis", "selection", "codegen", "plan"}
+        fast = record["results"]["fast_start"]
+        assert fast["status"] == "ok", fast
+        assert set(fast["preprocess_ms"]) == {"validation", "plan"} and fast["compile_ms"] > 0
+        assert fast["total_20_ms"] == pytest.approx(sum(fast["preprocess_ms"].values()) + 20 * fast["median_ms"])
         assert record["results"]["cusparse_per_call"]["status"] == "ok"
         assert record["results"]["cusparse"]["status"] in ("ok", "skipped")
-    assert (tmp_path / "sptrsv.md").read_text().startswith("# SpTRSV benchmark on ")
+    table = (tmp_path / "sptrsv.md").read_text()
+    assert table.startswith("# SpTRSV benchmark on ") and "## Fast start" in table

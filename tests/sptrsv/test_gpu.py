@@ -19,7 +19,7 @@ from gsparse import TriangularSolver
 from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
 from gsparse.kernels.sptrsv import plan as plan_module
-from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 from gsparse.kernels.sptrsv.space import reduced_space
 
 from .factors import family_factor, hand_factor, relative_residual, sparse_system, unit_factor
@@ -53,12 +53,13 @@ def _scipy(matrix: sp.sparray, lower: bool, unit: bool, transpose: bool, b: torc
     return spsolve_triangular(csr, b.double().numpy(), lower=lower, unit_diagonal=unit)
 
 
-def _check(matrix, lower, unit, transpose, k, dtype, schedule=None, seed=0) -> None:
-    """Solve on the GPU under ``schedule`` with poisoned outputs; check the issue's relative
-    residual and the match with SciPy (normwise: the largest difference over the largest
-    element)."""
+def _check(matrix, lower, unit, transpose, k, dtype, schedule=None, seed=0, analysis=False) -> TriangularSolver:
+    """Solve on the GPU under ``schedule`` (None: the fast start, or with ``analysis`` the
+    hand rule's) with poisoned outputs; check the issue's relative residual and the match
+    with SciPy (normwise: the largest difference over the largest element)."""
     b = _rhs(matrix.shape[0], k, dtype, seed)
-    solver = TriangularSolver(_arrays(matrix, dtype), lower=lower, unit_diagonal=unit, schedule=schedule)
+    solver = TriangularSolver(_arrays(matrix, dtype), lower=lower, unit_diagonal=unit, schedule=schedule,
+                              analysis=analysis)
     with poisoned():
         x = solver.solve(b.cuda(), transpose=transpose)
     torch.cuda.synchronize()
@@ -69,6 +70,7 @@ def _check(matrix, lower, unit, transpose, k, dtype, schedule=None, seed=0) -> N
     want = _scipy(matrix, lower, unit, transpose, b)
     error = np.abs(x.double().numpy() - want).max() / max(np.abs(want).max(), 1e-300)
     assert error <= CLOSE[dtype], f"max |x - x_scipy| / max |x_scipy| = {error:.3e}"
+    return solver
 
 
 def _cases(count: int, seed: int) -> list[tuple]:
@@ -105,7 +107,62 @@ def test_sampled_schemes_match_scipy(family, lower, unit, transpose, k, dtype, s
 def test_default_schemes_of_larger_factors_match_scipy(family, k, dtype):
     matrix = triangular.generate(family, LARGE_ROWS, seed=1)
     for transpose in (False, True):
-        _check(matrix, True, False, transpose, k, dtype)
+        _check(matrix, True, False, transpose, k, dtype, analysis=True)
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("k", [1, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_fast_start_on_larger_factors_matches_scipy_without_a_host_analysis(family, k, dtype):
+    matrix = triangular.generate(family, LARGE_ROWS, seed=1)
+    for lower, transpose in ((True, False), (True, True), (False, False)):
+        factor = matrix if lower else sp.csr_array(matrix.T)
+        plans = _check(factor, lower, False, transpose, k, dtype)._pattern.device_plans
+        assert plans._host is None and not plans._analyses
+        assert all(isinstance(schedule, NaturalOrderSchedule) for _, schedule in plans._plans)
+
+
+NATURAL = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False),
+           NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=True),
+           NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=32, rows_per_thread=False)]
+
+
+@pytest.mark.parametrize("schedule", NATURAL, ids=str)
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+def test_natural_schemes_match_scipy_with_unit_diagonals_and_several_right_hand_sides(schedule, family):
+    matrix = family_factor(family, seed=4)
+    _check(matrix, True, False, False, 1, torch.float64, schedule)
+    _check(unit_factor(matrix), True, True, True, 16, torch.float32, schedule)
+    _check(sp.csr_array(matrix.T), False, False, True, 3, torch.float64, schedule)
+
+
+def test_the_fast_start_on_int64_indices_leaves_its_counter_zeroed_for_the_next_solve():
+    matrix = family_factor("banded")
+    solver = TriangularSolver(_arrays(matrix, torch.float64))
+    solver._pattern.device_plans.index_dtype = torch.int64
+    for i in range(7):
+        b = _rhs(matrix.shape[0], 2, torch.float64, seed=i)
+        x = solver.solve(b.cuda()).cpu()
+        np.testing.assert_allclose(x.numpy(), _scipy(matrix, True, False, False, b), rtol=1e-10, atol=1e-10)
+    ((task, _), plan), = solver._pattern.device_plans._plans.items()
+    assert task.index_dtype == torch.int64 and plan._tickets.tolist() == [0, 0]
+
+
+def test_the_fast_start_replays_in_a_cuda_graph():
+    matrix = family_factor("road")
+    n = matrix.shape[0]
+    solver = TriangularSolver(_arrays(matrix, torch.float64))
+    b = _rhs(n, 1, torch.float64).cuda()
+    solver.solve(b)  # the kernel is compiled and the plan built outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        x = solver.solve(b)
+    for seed in (1, 2, 3):  # each replay finds the counter the previous one left zeroed
+        rhs = _rhs(n, 1, torch.float64, seed)
+        b.copy_(rhs)
+        graph.replay()
+        np.testing.assert_allclose(x.cpu().numpy(), _scipy(matrix, True, False, False, rhs), rtol=1e-10,
+                                   atol=1e-10)
 
 
 @pytest.mark.parametrize("schedule", random.Random(3).sample(SPACE, 8), ids=str)
@@ -131,7 +188,8 @@ def test_int64_indices(schedule):
     b = _rhs(matrix.shape[0], 16, torch.float64)
     with poisoned():
         x = solver.solve(b.cuda()).cpu()
-    assert next(iter(solver._pattern.device_plans._plans))[0].index_dtype == torch.int64
+    ((task, _), plan), = solver._pattern.device_plans._plans.items()
+    assert task.index_dtype == torch.int64 and plan._tickets.tolist() == [0, 0]
     np.testing.assert_allclose(x.numpy(), _scipy(matrix, True, False, False, b), rtol=1e-10, atol=1e-10)
 
 

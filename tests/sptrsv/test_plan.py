@@ -39,6 +39,7 @@ def _factor_plans(matrix: sp.sparray, lower: bool, target=H100) -> tuple[FactorP
                         torch.from_numpy(csr.indices.astype(np.int64)), lower)
     loader = RecordingLoader()
     plans.loader, plans.target = loader, target
+    plans.analyse = True  # the analysed schemes' plans (the fast start's: test_natural.py)
     return plans, loader
 
 

@@ -11,6 +11,13 @@ lower factor ``L``:
   by phase: ``analysis`` (dependency graph, levels, features), ``selection``, ``codegen``
   (source generation, NVRTC compile and module load; cold unless ``--kernel-cache`` points
   at a warm cache) and ``plan`` (transform, scheduling, arrays to the device).
+- ``fast_start``: what :class:`gsparse.TriangularSolver` runs by default, the natural-order
+  kernel with no analysis (:mod:`gsparse.kernels.sptrsv.natural`; a fixed scheme with
+  ``--fast-start JSON``). Its preprocessing is everything before the first solve but the
+  compile: ``validation`` (the solver's checks of the factor, on the GPU) and ``plan`` (the
+  scheme, the system on the device, transposed there for ``--transpose``); ``compile_ms``
+  (NVRTC and module load on a cold kernel cache) is reported apart, since it is paid once
+  per dtype, right-hand sides and orientation, not per factor, and is kept on disk.
 - ``cusparse``: cuSPARSE SpSM through CuPy's bindings (:mod:`.cusparse_triangular`), the
   analysis timed apart from the solve; needs CuPy.
 - ``cusparse_per_call``: ``torch.triangular_solve`` on a CUDA sparse CSR tensor, which runs
@@ -25,6 +32,8 @@ error ``max|x - x_ref| / max|x_ref|`` at most 1e-10 (float64) or 1e-4 (float32);
 check records the error instead of a time. GPU times are CUDA-event medians after warm-up
 (:func:`gsparse.tune.measure.time_calls`). Throughput follows AG-SpTRSV:
 GFLOP/s = ``(2 nnz + n) k / t``. ``total_20_ms`` is preprocessing plus 20 solves.
+``--implementations`` runs a subset (gsparse, fast_start and cuSPARSE alone take a fraction
+of the time of the CPU and level-set baselines).
 
 Writes ``sptrsv.json`` (every measurement) and ``sptrsv.md`` (a table) into ``--out``.
 """
@@ -47,10 +56,12 @@ import torch
 from ..backends.cpu import unchecked_csr
 from ..datasets import triangular
 from ..kernels.sptrsv import FactorPlans
-from ..kernels.sptrsv.codegen import KERNEL, program
+from ..kernels.sptrsv.codegen import KERNEL, NATURAL_KERNEL, natural_program, program
 from ..kernels.sptrsv.levelset import levelset_plan, levelset_solve
-from ..kernels.sptrsv.schedule import SptrsvSchedule
+from ..kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
+from ..kernels.schedule import schedule_from_json
 from ..kernels.source import RUNTIME_LOADER
+from ..sptrsv import TriangularSolver
 from ..target import Target
 from ..tune.measure import time_calls
 from . import cusparse_triangular
@@ -60,6 +71,7 @@ __all__ = ["FORMAT", "gflops", "load_matrix", "bench_matrix", "markdown", "main"
 FORMAT = "gsparse-bench-sptrsv/1"
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
 SOLVES = 20  # total_20_ms: preprocessing plus this many solves
+IMPLEMENTATIONS = ("gsparse", "fast_start", "cusparse", "cusparse_per_call", "levelset", "scipy")
 _DEFAULT_MATRICES = "laplacian2d:1000000,laplacian3d:1000000,banded:1000000,power_law:1000000,rmat:1000000,road:1000000"
 
 
@@ -143,11 +155,29 @@ def _gsparse(crow, col, values, b, k, transpose, device, schedule, selector) -> 
                                        "preprocess_ms": phases}
 
 
+def _fast_start(crow, col, values, b, k, transpose, device, schedule) -> tuple[Callable, dict]:
+    """The fast start's solve, its preprocessing phases (ms) and its compile time (ms)."""
+    n = crow.numel() - 1
+    target = Target.of(device)
+    solver, validation_ms = _host_ms(lambda: TriangularSolver((crow, col, values, (n, n))), device)
+    plans = solver._pattern.device_plans
+    task = plans.task(values.dtype, False, transpose, k)
+    if schedule is None:
+        schedule = plans.solve_schedule(task, target)
+    _, compile_ms = _host_ms(lambda: RUNTIME_LOADER.kernel(natural_program(task.algorithm, schedule),
+                                                           NATURAL_KERNEL, device.index), device)
+    plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)
+    return (lambda: plan(values, b)), {"schedule": schedule.to_json(), "compile_ms": compile_ms,
+                                       "preprocess_ms": {"validation": validation_ms, "plan": plan_ms}}
+
+
 def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: bool, device: torch.device,
                  budget_s: float, schedule: SptrsvSchedule | None = None, selector: Any = None,
-                 levelset_max_levels: int = 20_000) -> dict[str, Any]:
-    """Every implementation on one factor, ``k`` right-hand sides, one dtype: a record. The
-    level-set solve is skipped on factors deeper than ``levelset_max_levels``."""
+                 levelset_max_levels: int = 20_000, fast_start: NaturalOrderSchedule | None = None,
+                 implementations: tuple[str, ...] = IMPLEMENTATIONS) -> dict[str, Any]:
+    """The ``implementations`` on one factor, ``k`` right-hand sides, one dtype: a record
+    (those not run are ``skipped``). The level-set solve is skipped on factors deeper than
+    ``levelset_max_levels``."""
     import scipy.sparse as sp
     from scipy.sparse.linalg import spsolve_triangular
 
@@ -160,15 +190,23 @@ def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: 
     col = torch.from_numpy(matrix.indices.astype(np.int64)).to(device)
     values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
     b = b_cpu.to(device).contiguous()
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {impl: {"status": "skipped", "error": "not asked for"} for impl in IMPLEMENTATIONS}
 
-    try:
-        solve, extra = _gsparse(crow, col, values, b, k, transpose, device, schedule, selector)
-        results["gsparse"] = {**_measure(solve, reference, dtype, device, budget_s), **extra}
-    except Exception as exc:  # noqa: BLE001
-        results["gsparse"] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    for impl, prepare in (("gsparse", lambda: _gsparse(crow, col, values, b, k, transpose, device, schedule,
+                                                        selector)),
+                          ("fast_start", lambda: _fast_start(crow, col, values, b, k, transpose, device,
+                                                             fast_start))):
+        if impl not in implementations:
+            continue
+        try:
+            solve, extra = prepare()
+            results[impl] = {**_measure(solve, reference, dtype, device, budget_s), **extra}
+        except Exception as exc:  # noqa: BLE001
+            results[impl] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
-    if cusparse_triangular.available():
+    if "cusparse" in implementations and not cusparse_triangular.available():
+        results["cusparse"] = {"status": "skipped", "error": "CuPy with cuSPARSE SpSM is not installed"}
+    elif "cusparse" in implementations:
         try:
             spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, transpose, k)
             analysis = time_calls(spsm.analyse, [()], device, budget_s=budget_s, min_repeats=3)
@@ -183,29 +221,30 @@ def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: 
             results["cusparse"] = {**record, "preprocess_ms": {"analysis": analysis.median_ms}}
         except Exception as exc:  # noqa: BLE001
             results["cusparse"] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-    else:
-        results["cusparse"] = {"status": "skipped", "error": "CuPy with cuSPARSE SpSM is not installed"}
 
-    csr = unchecked_csr(crow, col, values, (n, n))
-    rhs = b.unsqueeze(1) if k == 1 else b
-    results["cusparse_per_call"] = _measure(
-        lambda: torch.triangular_solve(rhs, csr, upper=False, transpose=transpose).solution.reshape(b.shape),
-        reference, dtype, device, budget_s)
+    if "cusparse_per_call" in implementations:
+        csr = unchecked_csr(crow, col, values, (n, n))
+        rhs = b.unsqueeze(1) if k == 1 else b
+        results["cusparse_per_call"] = _measure(
+            lambda: torch.triangular_solve(rhs, csr, upper=False, transpose=transpose).solution.reshape(b.shape),
+            reference, dtype, device, budget_s)
 
-    plan, levelset_ms = _host_ms(lambda: levelset_plan(matrix.indptr, matrix.indices, True, transpose, device),
-                                 device)
-    if plan.num_levels <= levelset_max_levels:
-        record = _measure(lambda: levelset_solve(plan, values, b, False), reference, dtype, device, budget_s,
-                          cheap=plan.num_levels < 1_000)
-    else:  # a few launches per level: a deep factor takes seconds per solve
-        record = {"status": "skipped", "error": f"{plan.num_levels} levels > {levelset_max_levels}"}
-    results["levelset"] = {**record, "preprocess_ms": {"analysis": levelset_ms}, "levels": plan.num_levels}
+    if "levelset" in implementations:
+        plan, levelset_ms = _host_ms(lambda: levelset_plan(matrix.indptr, matrix.indices, True, transpose,
+                                                           device), device)
+        if plan.num_levels <= levelset_max_levels:
+            record = _measure(lambda: levelset_solve(plan, values, b, False), reference, dtype, device, budget_s,
+                              cheap=plan.num_levels < 1_000)
+        else:  # a few launches per level: a deep factor takes seconds per solve
+            record = {"status": "skipped", "error": f"{plan.num_levels} levels > {levelset_max_levels}"}
+        results["levelset"] = {**record, "preprocess_ms": {"analysis": levelset_ms}, "levels": plan.num_levels}
 
-    scipy_matrix = system.astype(np.float32 if dtype == torch.float32 else np.float64)
-    b_host = b_cpu.numpy()
-    results["scipy"] = _measure(
-        lambda: torch.from_numpy(np.asarray(spsolve_triangular(scipy_matrix, b_host, lower=not transpose))),
-        reference, dtype, torch.device("cpu"), budget_s, cheap=False)
+    if "scipy" in implementations:
+        scipy_matrix = system.astype(np.float32 if dtype == torch.float32 else np.float64)
+        b_host = b_cpu.numpy()
+        results["scipy"] = _measure(
+            lambda: torch.from_numpy(np.asarray(spsolve_triangular(scipy_matrix, b_host, lower=not transpose))),
+            reference, dtype, torch.device("cpu"), budget_s, cheap=False)
 
     for entry in results.values():
         if entry.get("status") == "ok":
@@ -228,21 +267,38 @@ def _ratio(num: dict[str, Any], den: dict[str, Any], key: str) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     """One row per (matrix, k, dtype): solve times, cuSPARSE over gsparse (solve, and
-    preprocessing plus 20 solves), preprocessing, the other baselines, GFLOP/s."""
+    preprocessing plus 20 solves), preprocessing, the other baselines, GFLOP/s; then the
+    same for the fast start (its compile apart: paid once per kernel, kept on disk)."""
     lines = [f"# SpTRSV benchmark on {doc['environment']['device']}", "",
              "| matrix | n | nnz | levels | k | dtype | gsparse ms | cuSPARSE ms | cuSPARSE / gsparse | "
              "gsparse prep ms | cuSPARSE analysis ms | total@20 cuSPARSE / gsparse | per-call cuSPARSE ms | "
              "level-set ms | SciPy ms | gsparse GFLOP/s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    fast = ["", "## Fast start (natural order, no analysis)", "",
+            ("| matrix | k | dtype | scheme | fast ms | cuSPARSE / fast | fast prep ms | fast compile ms | "
+             "cuSPARSE analysis ms | total@20 cuSPARSE / fast | fast / gsparse |"),
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["records"]:
         ours, cus = r["results"]["gsparse"], r["results"]["cusparse"]
         prep = f"{sum(ours['preprocess_ms'].values()):.1f}" if "preprocess_ms" in ours else "-"
         analysis = f"{cus['preprocess_ms']['analysis']:.3f}" if "preprocess_ms" in cus else "-"
+        matrix = f"{r['matrix']}{'ᵀ' if r['transpose'] else ''}"
         lines.append(
-            f"| {r['matrix']}{'ᵀ' if r['transpose'] else ''} | {r['n']:,} | {r['nnz']:,} | {r['levels'] or '-'} | "
+            f"| {matrix} | {r['n']:,} | {r['nnz']:,} | {r['levels'] or '-'} | "
             f"{r['k']} | {r['dtype']} | {_ms(ours)} | {_ms(cus)} | {_ratio(cus, ours, 'median_ms')} | {prep} | "
             f"{analysis} | {_ratio(cus, ours, 'total_20_ms')} | {_ms(r['results']['cusparse_per_call'])} | "
             f"{_ms(r['results']['levelset'])} | {_ms(r['results']['scipy'])} | {_ms(ours, 'gflops')} |")
+        start = r["results"]["fast_start"]
+        if start.get("status") != "skipped":
+            scheme = str(schedule_from_json(start["schedule"])) if "schedule" in start else "-"
+            fast_prep = f"{sum(start['preprocess_ms'].values()):.2f}" if "preprocess_ms" in start else "-"
+            compile_ms = f"{start['compile_ms']:.1f}" if "compile_ms" in start else "-"
+            fast.append(
+                f"| {matrix} | {r['k']} | {r['dtype']} | {scheme} | {_ms(start)} | "
+                f"{_ratio(cus, start, 'median_ms')} | {fast_prep} | {compile_ms} | {analysis} | "
+                f"{_ratio(cus, start, 'total_20_ms')} | {_ratio(start, ours, 'median_ms')} |")
+    if len(fast) > 5:
+        lines += fast
     failures = [(r["matrix"], r["k"], r["dtype"], name, e["error"]) for r in doc["records"]
                 for name, e in r["results"].items() if e.get("status") in ("failed", "wrong")]
     if failures:
@@ -271,14 +327,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selector", help="a trained SchemeSelector file: select with the MLP")
     parser.add_argument("--levelset-max-levels", type=int, default=20_000,
                         help="skip the level-set baseline on deeper factors (it launches per level)")
+    parser.add_argument("--fast-start", help="a NaturalOrderSchedule as JSON: the fast start runs it "
+                        "instead of natural_schedule's")
+    parser.add_argument("--implementations", default=",".join(IMPLEMENTATIONS),
+                        help=f"comma-separated subset of {','.join(IMPLEMENTATIONS)} (default: all)")
     parser.add_argument("--kernel-cache", help="the kernel cache directory (default: a new empty one)")
     parser.add_argument("--out", required=True, help="directory for sptrsv.json and sptrsv.md")
     args = parser.parse_args(argv)
+    implementations = tuple(args.implementations.split(","))
+    if unknown := set(implementations) - set(IMPLEMENTATIONS):
+        parser.error(f"--implementations: unknown {sorted(unknown)}; choose from {', '.join(IMPLEMENTATIONS)}")
     if not torch.cuda.is_available():
         parser.error("the SpTRSV benchmark needs a CUDA GPU")
     os.environ["GSPARSE_CACHE_DIR"] = args.kernel_cache or tempfile.mkdtemp(prefix="gsparse-sptrsv-cache-")
     device = torch.device("cuda", torch.cuda.current_device())
     schedule = SptrsvSchedule.from_json(args.schedule) if args.schedule else None
+    fast_start = NaturalOrderSchedule.from_json(args.fast_start) if args.fast_start else None
     selector = None
     if args.selector:
         from ..kernels.sptrsv.selector import SchemeSelector
@@ -292,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         for dtype_name in args.dtypes.split(","):
             for k in (int(v) for v in args.rhs.split(",")):
                 record = bench_matrix(name, matrix, k, getattr(torch, dtype_name), args.transpose, device,
-                                      args.budget, schedule, selector, args.levelset_max_levels)
+                                      args.budget, schedule, selector, args.levelset_max_levels, fast_start,
+                                      implementations)
                 doc["records"].append(record)
                 print(json.dumps({key: record[key] for key in ("matrix", "k", "dtype")}
                                  | {impl: e.get("median_ms", e.get("status")) for impl, e in record["results"].items()}),

@@ -7,8 +7,9 @@ The package's modules, each with one job: :mod:`.analysis` (row graph, levels),
 partitions, warps: a :class:`~.scheduling.SolvePlan`), :mod:`.executor` (the oracle),
 :mod:`.task` (what a solve computes), :mod:`.schedule` (the scheme), :mod:`.space` (what is
 worth measuring), :mod:`.default` (the hand rule), :mod:`.features` and :mod:`.selector`
-(the MLP), :mod:`.codegen` (the CUDA source), :mod:`.plan` (launches), :mod:`.levelset`
-(the solve in PyTorch ops, the benchmark's baseline).
+(the MLP), :mod:`.codegen` (the CUDA source), :mod:`.plan` (launches), :mod:`.natural` (the
+fast start: natural order, no analysis), :mod:`.levelset` (the solve in PyTorch ops, the
+benchmark's baseline).
 
 :class:`FactorPlans` is what one factor keeps of all this: a
 :class:`~gsparse.TriangularSolver` holds one, and its CUDA solves go through it.
@@ -21,21 +22,33 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import RUNTIME_LOADER, KernelLoader
-from .default import default_schedule
+from .default import default_schedule, natural_schedule
+from .natural import DeviceSystem, NaturalPlan
 from .plan import SptrsvPlan, SystemAnalysis, analyse
-from .schedule import SptrsvSchedule
+from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .task import SptrsvTask, index_dtype_for
 
-__all__ = ["FactorPlans", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "default_schedule"]
+__all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "default_schedule"]
+
+Scheme = SptrsvSchedule | NaturalOrderSchedule
 
 
 class FactorPlans:
     """The device-side state of one triangular factor, built on demand and kept:
 
-    - per direction (``transpose``), the system's analysis (:func:`.plan.analyse`);
-    - per task, the scheme a solve runs when none is forced (:func:`.default.default_schedule`
-      on the system's features and the device's :class:`~gsparse.target.Target`);
-    - per (task, scheme), the plan (:class:`.plan.SptrsvPlan`).
+    - per direction (``transpose``), the system's analysis (:func:`.plan.analyse`, on the
+      host), or for the fast start the system on the device (:class:`.natural.DeviceSystem`);
+    - per task, the scheme a solve runs when none is forced: with an analysis,
+      :func:`.default.default_schedule` on the system's features and the device's
+      :class:`~gsparse.target.Target`; without, :func:`.default.natural_schedule`;
+    - per (task, scheme), the plan (:class:`.plan.SptrsvPlan`, :class:`.natural.NaturalPlan`).
+
+    Which scheme runs when none is forced: the analysed one when :attr:`analyse` is set or
+    the direction has been analysed already (the benchmark or the sweep did it), else the
+    fast start, which needs no analysis at all (its preparation is a few device ops, against
+    50-1,100 ms of host analysis at 500K rows). Whether the analysed scheme's faster solves
+    repay its analysis depends on how many solves follow, which only the caller knows:
+    :class:`~gsparse.TriangularSolver` takes it as its ``analysis`` argument.
 
     New values for the same pattern reuse all of it: values are an operand of each solve.
 
@@ -45,6 +58,8 @@ class FactorPlans:
 
     Attributes:
         schedule: a scheme every solve runs instead of the chosen one (None: choose).
+        analyse: without a forced scheme, analyse each direction on the host and run the
+            hand rule's scheme, rather than the fast start.
         loader: what compiles and loads the kernels (a recorder in tests).
         target: the GPU plans are made for (None: that of ``b``'s device, at each solve).
         index_dtype: the plans' index type (None: int32 unless the factor's size needs int64).
@@ -52,14 +67,17 @@ class FactorPlans:
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool) -> None:
         self._crow, self._col, self._lower = crow, col, lower
-        self.schedule: SptrsvSchedule | None = None
+        self.schedule: Scheme | None = None
+        self.analyse = False
         self.loader: KernelLoader = RUNTIME_LOADER
         self.target: Target | None = None
         self.index_dtype: torch.dtype | None = None
         self._host: tuple | None = None
         self._analyses: dict[bool, SystemAnalysis] = {}
+        self._systems: dict[bool, DeviceSystem] = {}
         self._chosen: dict[SptrsvTask, SptrsvSchedule] = {}
-        self._plans: dict[tuple[SptrsvTask, SptrsvSchedule], SptrsvPlan] = {}
+        self._natural: dict[SptrsvTask, NaturalOrderSchedule] = {}
+        self._plans: dict[tuple[SptrsvTask, Scheme], SptrsvPlan | NaturalPlan] = {}
 
     @property
     def n(self) -> int:
@@ -77,6 +95,13 @@ class FactorPlans:
             self._analyses[transpose] = analyse(*self._host, self._lower, transpose)
         return self._analyses[transpose]
 
+    def device_system(self, transpose: bool) -> DeviceSystem:
+        """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) on the factor's device,
+        built once, with no host analysis."""
+        if transpose not in self._systems:
+            self._systems[transpose] = DeviceSystem(self._crow, self._col, self._lower, transpose)
+        return self._systems[transpose]
+
     def task(self, dtype: torch.dtype, unit_diagonal: bool, transpose: bool, num_rhs: int,
              index_dtype: torch.dtype | None = None) -> SptrsvTask:
         """The task of a solve; indices ``index_dtype``, else :attr:`index_dtype`, else int32
@@ -86,28 +111,41 @@ class FactorPlans:
                           lower=self._lower, unit_diagonal=unit_diagonal, transpose=transpose,
                           num_rhs=num_rhs)
 
-    def chosen_schedule(self, task: SptrsvTask, target: Target) -> SptrsvSchedule:
-        """The forced scheme, else the hand rule's for ``task`` on ``target`` (kept per task)."""
+    def chosen_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
+        """The forced scheme, else the hand rule's for ``task`` on ``target`` (kept per task),
+        on the analysis of the task's direction."""
         if self.schedule is not None:
             return self.schedule
         if task not in self._chosen:
             self._chosen[task] = default_schedule(self.analysis(task.transpose).features, task, target)
         return self._chosen[task]
 
-    def build_plan(self, task: SptrsvTask, schedule: SptrsvSchedule, target: Target) -> SptrsvPlan:
+    def solve_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
+        """What a solve of ``task`` runs when it is given no scheme: the forced one, else the
+        hand rule's on the analysis when :attr:`analyse` is set or the direction is analysed
+        already, else the fast start's (:func:`.default.natural_schedule`, no analysis)."""
+        if self.schedule is not None or self.analyse or task.transpose in self._analyses:
+            return self.chosen_schedule(task, target)
+        if task not in self._natural:
+            self._natural[task] = natural_schedule(self.n, self.nnz, task)
+        return self._natural[task]
+
+    def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target) -> SptrsvPlan | NaturalPlan:
         """A new plan of ``task`` under ``schedule`` (not kept: :meth:`solve` keeps its own)."""
+        if isinstance(schedule, NaturalOrderSchedule):
+            return NaturalPlan(self.device_system(task.transpose), task, schedule, target, self.loader)
         return SptrsvPlan(self.analysis(task.transpose), task, schedule, target, self._crow.device,
                           self.loader)
 
     def solve(self, values: torch.Tensor, b: torch.Tensor, unit_diagonal: bool, transpose: bool,
-              schedule: SptrsvSchedule | None = None) -> torch.Tensor:
+              schedule: Scheme | None = None) -> torch.Tensor:
         """``x`` with ``op(A) x = b`` on ``b``'s CUDA device, with the generated kernel.
 
         Args:
             values: ``[nnz]`` ``A``'s values in canonical order.
             b: ``[n]`` or ``[n, k]``, ``values``' dtype.
             unit_diagonal, transpose: as :func:`gsparse.sptrsv`.
-            schedule: the scheme to run (default: :attr:`schedule` if set, else the chosen one).
+            schedule: the scheme to run (default: :meth:`solve_schedule`).
         """
         if b.numel() == 0:
             return allocate(tuple(b.shape), b.dtype, b.device)
@@ -115,7 +153,7 @@ class FactorPlans:
         task = self.task(values.dtype, unit_diagonal, transpose, 1 if b.dim() == 1 else b.shape[1])
         target = self.target or Target.of(b.device)
         if schedule is None:
-            schedule = self.chosen_schedule(task, target)
+            schedule = self.solve_schedule(task, target)
         key = (task, schedule)
         if key not in self._plans:
             self._plans[key] = self.build_plan(task, schedule, target)

@@ -17,10 +17,10 @@ import numpy as np
 
 from ...target import Target
 from .features import FEATURE_NAMES
-from .schedule import SptrsvSchedule
+from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .task import SptrsvTask
 
-__all__ = ["default_schedule"]
+__all__ = ["default_schedule", "natural_schedule"]
 
 _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
 # Rows averaging at least this many entries are shared by a whole warp; at least
@@ -86,3 +86,24 @@ def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> 
         grouping="rg_sequential", warp_schedule="ws_rr",
         alpha_level=0 if depth <= _FEW_LEVELS else 2,
     ).validate()
+
+
+def natural_schedule(n: int, nnz: int, task: SptrsvTask) -> NaturalOrderSchedule:
+    """The fast start's scheme, from what is known without any analysis: the mean row length
+    ``nnz / n`` and the task. A prediction, to be refit on the GPU measurement (see "Fast
+    start" in docs/performance.md).
+
+    - Rows: a lane per row (32 rows per ticket) for rows averaging under 4 entries with one
+      right-hand side, as the hand rule gives such rows a thread each (meshes, roads,
+      bands); else the warp shares each row, 4 rows per ticket (the hand rule's merge of
+      warp-shared rows), so that several right-hand sides and long rows (power-law, R-MAT)
+      spread over the lanes. The rows' spread (``rnnz_cov``) would need a reduction on the
+      device and a read-back; the mean separates the benchmark's families already.
+    - Warps: 8 per block (1,056 on an H100), so that warps times rows per ticket (33,792 or
+      4,224 positions) exceeds the rows of a level (350-2,000 at 500K rows) several times
+      over, the window a natural-order solve needs to run as deep as the levels rather than
+      as slow as the window, while fewer warps spin on a chain than with 32.
+    """
+    if n and nnz / n < _SUBWARP_ROW_NNZ and task.num_rhs == 1:
+        return NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=32, rows_per_thread=True)
+    return NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False)

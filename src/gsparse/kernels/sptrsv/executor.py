@@ -26,9 +26,10 @@ from __future__ import annotations
 import numpy as np
 
 from .analysis import ranges
+from .schedule import NaturalOrderSchedule
 from .scheduling import SolvePlan
 
-__all__ = ["ScheduleError", "execute"]
+__all__ = ["ScheduleError", "execute", "execute_natural"]
 
 
 class ScheduleError(RuntimeError):
@@ -39,9 +40,8 @@ class _System:
     """The matrix solved, in the plan's positions: off-diagonal entries per position and the
     diagonal."""
 
-    def __init__(self, plan: SolvePlan, crow: np.ndarray, col: np.ndarray, values: np.ndarray,
+    def __init__(self, order: np.ndarray, crow: np.ndarray, col: np.ndarray, values: np.ndarray,
                  unit_diagonal: bool) -> None:
-        order = plan.order
         n = len(order)
         position_of_row = np.empty(n, dtype=np.int64)
         position_of_row[order] = np.arange(n, dtype=np.int64)
@@ -87,7 +87,7 @@ def execute(plan: SolvePlan, crow: np.ndarray, col: np.ndarray, values: np.ndarr
     Raises:
         ScheduleError: the plan deadlocks, or a row reads a value before it is final.
     """
-    system = _System(plan, np.asarray(crow, np.int64), np.asarray(col, np.int64), np.asarray(values),
+    system = _System(plan.order, np.asarray(crow, np.int64), np.asarray(col, np.int64), np.asarray(values),
                      unit_diagonal)
     vector = b.ndim == 1
     rhs = (b[:, None] if vector else b)[plan.order]
@@ -214,3 +214,74 @@ class _Runner:
         raise ScheduleError(
             f"deadlock: no warp can start its next node group; row {order[self.waiting_row[entry]]} "
             f"(node group {head}) waits for row {order[self.waits_for[entry]]}, which {what}")
+
+
+def execute_natural(schedule: NaturalOrderSchedule, num_warps: int, crow: np.ndarray, col: np.ndarray,
+                    values: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool = False) -> np.ndarray:
+    """Solve ``T x = b`` as the fast start's kernel (``natural.cuh``) would, in rounds.
+
+    Positions are rows top down (``lower``) or bottom up. Each round, every free warp takes
+    the next ticket (in warp order; tickets in increasing order), then every row that may
+    run does: a warp sharing its rows runs its ticket's next row, a lane solving rows of
+    its own its next one; a row may run once every dependency is final (its values are
+    polled until they are). A round in which nothing runs while rows remain is a deadlock.
+
+    Args:
+        schedule: the fast start's scheme (rows per ticket, rows per thread or shared).
+        num_warps: warps of the grid that take tickets (blocks x ``warps_per_block``).
+        crow, col, values: the CSR of ``T``; b: ``[n]`` or ``[n, k]``.
+        lower: ``T`` is lower triangular (else upper); unit_diagonal: take ones.
+
+    Returns:
+        ``x`` of ``b``'s shape, in matrix row order.
+
+    Raises:
+        ScheduleError: the solve deadlocks, or a row depends on a later position (``T`` is
+            not triangular in the direction given).
+    """
+    n = len(crow) - 1
+    order = np.arange(n, dtype=np.int64) if lower else np.arange(n - 1, -1, -1, dtype=np.int64)
+    system = _System(order, np.asarray(crow, np.int64), np.asarray(col, np.int64), np.asarray(values),
+                     unit_diagonal)
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(system.ptr))
+    if (system.dep >= owner).any():
+        i = int(np.flatnonzero(system.dep >= owner)[0])
+        raise ScheduleError(f"row {order[owner[i]]} depends on row {order[system.dep[i]]}, which is solved "
+                            f"after it in natural order")
+    vector = b.ndim == 1
+    rhs = (b[:, None] if vector else b)[order]
+    x = np.zeros_like(rhs)
+    done = np.zeros(n, dtype=bool)
+    rows, lanes = schedule.rows_per_ticket, 32 if schedule.rows_per_thread else 1
+    tickets = -(-n // rows)
+    held = np.full(num_warps, -1, dtype=np.int64)  # each warp's ticket, -1: none
+    next_ticket = 0
+    while not done.all():
+        free = np.flatnonzero(held < 0)[:max(tickets - next_ticket, 0)]
+        held[free] = np.arange(next_ticket, next_ticket + len(free))
+        next_ticket += len(free)
+        # Each runner's next row: a ticket's positions go to its lanes round robin (one lane
+        # when the warp shares its rows), and each lane solves its own in order.
+        first = held[held >= 0][:, None] * rows
+        position = first + np.arange(rows)[None, :]
+        pending = (position < n) & ~done[np.minimum(position, n - 1)]
+        earlier_pending = np.zeros_like(pending)
+        for r in range(lanes, rows):  # a lane's row waits for the lane's earlier rows
+            earlier_pending[:, r] = pending[:, r - lanes] | earlier_pending[:, r - lanes]
+        candidates = position[pending & ~earlier_pending]
+        counts = system.ptr[candidates + 1] - system.ptr[candidates]
+        waiting = ~done[system.dep[ranges(system.ptr[candidates], counts)]]
+        blocked = np.bincount(np.repeat(np.arange(len(candidates)), counts)[waiting],
+                              minlength=len(candidates)) > 0
+        ready = candidates[~blocked]
+        if ready.size == 0:
+            raise ScheduleError(f"deadlock: tickets up to {next_ticket - 1} are held and no row can run")
+        system.solve(ready, x, rhs, early_division=True)
+        done[ready] = True
+        finished = np.flatnonzero(held >= 0)
+        ends = np.minimum((held[finished] + 1) * rows, n)
+        complete = np.array([done[h * rows:e].all() for h, e in zip(held[finished], ends)], dtype=bool)
+        held[finished[complete]] = -1
+    out = np.empty_like(x)
+    out[order] = x
+    return out[:, 0] if vector else out

@@ -36,7 +36,8 @@ from .schedule import SptrsvSchedule
 from .scheduling import SolvePlan, plan
 from .task import SptrsvTask
 
-__all__ = ["EPOCHS", "SystemAnalysis", "SptrsvPlan", "analyse", "co_resident_blocks", "stage_capacity"]
+__all__ = ["EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
+           "stage_capacity"]
 
 # Solves between two clearings of the ready flags (the epochs 1..EPOCHS are a device array;
 # each solve passes a view of the next one).
@@ -141,6 +142,26 @@ def _schedule_arrays(solve: SolvePlan) -> dict[str, np.ndarray]:
     }
 
 
+class SystemValues:
+    """``T``'s values from ``A``'s (canonical order): ``A``'s themselves, or for ``T = A^T``
+    gathered through ``value_index`` once per values tensor and version (the tensor is kept,
+    so its storage cannot be reused by another while cached)."""
+
+    def __init__(self, value_index: torch.Tensor | None) -> None:
+        self._value_index = value_index
+        self._gathered: tuple[torch.Tensor, int, torch.Tensor] | None = None
+
+    def __call__(self, values: torch.Tensor) -> torch.Tensor:
+        if self._value_index is None:
+            return values
+        cached = self._gathered
+        if cached is not None and cached[0] is values and cached[1] == values._version:
+            return cached[2]
+        gathered = values.index_select(0, self._value_index)
+        self._gathered = (values, values._version, gathered)
+        return gathered
+
+
 class SptrsvPlan:
     """The launches of one scheme for one task on one factor's system; call it with
     ``A``'s values (canonical order, ``[nnz]``) and ``b`` (``[n]`` or ``[n, k]``,
@@ -180,11 +201,10 @@ class SptrsvPlan:
             position[order] = np.arange(self.n, dtype=np.int64)
         both_paths = variant.shared_rows and variant.per_thread_rows
         self._parts = put(arrays["parts"])
-        self._value_index = put(analysis.value_index, torch.int64)
+        self._system_values = SystemValues(put(analysis.value_index, torch.int64))
         self._flags = torch.zeros(self.n, dtype=torch.int32, device=device)
         self._epochs = torch.arange(1, EPOCHS + 1, dtype=torch.int32, device=device)
         self._solves = 0
-        self._gathered: tuple[torch.Tensor, int, torch.Tensor] | None = None
         capacity = stage_capacity(task, schedule.warps_per_block) if variant.stage else 0
         shared_bytes = capacity * schedule.warps_per_block * (task.dtype.itemsize + index.itemsize)
         grid = target.sms
@@ -229,15 +249,3 @@ class SptrsvPlan:
             self._flags.zero_()
         self._solves += 1
         return self._epochs[slot:slot + 1]
-
-    def _system_values(self, values: torch.Tensor) -> torch.Tensor:
-        """``T``'s values: ``A``'s, or for ``A^T`` gathered once per values tensor and version
-        (the tensor is kept, so its storage cannot be reused by another while cached)."""
-        if self._value_index is None:
-            return values
-        cached = self._gathered
-        if cached is not None and cached[0] is values and cached[1] == values._version:
-            return cached[2]
-        gathered = values.index_select(0, self._value_index)
-        self._gathered = (values, values._version, gathered)
-        return gathered

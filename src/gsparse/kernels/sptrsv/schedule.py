@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..schedule import Schedule
 
-__all__ = ["SptrsvSchedule", "POWERS_OF_TWO", "ALPHA_LEVELS", "MERGE_STRATEGIES", "GROUPINGS",
+__all__ = ["SptrsvSchedule", "NaturalOrderSchedule", "POWERS_OF_TWO", "ALPHA_LEVELS", "MERGE_STRATEGIES", "GROUPINGS",
            "WARP_SCHEDULES", "sw_rnnz_choices"]
 
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
@@ -131,6 +131,49 @@ class SptrsvSchedule(Schedule):
                                                      ("reorder", self.reorder)) if on)
         return (f"nw{self.warps_per_block}.ng{self.subwarps}.sw{_number(self.sw_rnnz)}{flags}."
                 f"{merge}.{self.grouping}.{self.warp_schedule}.a{_number(self.alpha_level)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NaturalOrderSchedule(Schedule):
+    """The fast start's scheme: rows solved in the system's natural dependency order, with no
+    analysis (no levels, no row groups, no node groups; see ``gsparse.kernels.sptrsv.natural``).
+
+    The warps of a persistent grid take *tickets* from one counter, in order; ticket ``t``
+    is the ``rows_per_ticket`` consecutive positions from ``t x rows_per_ticket`` (positions
+    are rows top down for a lower system, bottom up for an upper one). Every row waits on
+    its dependencies by value (as ``ready_by_value``: ``x`` starts as the sentinel).
+
+    Attributes:
+        warps_per_block: warps per block of the grid (one block per SM); the grid's warps
+            times ``rows_per_ticket`` is how far ahead of the slowest unsolved row the solve
+            may run.
+        rows_per_ticket: consecutive positions a warp takes at once (a power of two 1..32);
+            more rows per ticket take fewer atomics on the one counter.
+        rows_per_thread: each lane of the warp solves rows of the ticket on its own (lane
+            ``i`` the ``i``-th, ``i + 32``-th, ...), waiting on its neighbours' values; else
+            the warp shares each row (its lanes split the entries and right-hand sides) and
+            solves the ticket's rows one after another.
+    """
+
+    skeleton = "sptrsv.natural"
+    warps_per_block: int = 8
+    rows_per_ticket: int = 32
+    rows_per_thread: bool = True
+
+    def problems(self) -> list[str]:
+        """Why this schedule can never run (empty when it is valid)."""
+        found = []
+        for name in ("warps_per_block", "rows_per_ticket"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in POWERS_OF_TWO:
+                found.append(f"{name} must be one of {POWERS_OF_TWO}, got {value!r}")
+        if not isinstance(self.rows_per_thread, bool):
+            found.append(f"rows_per_thread must be a bool, got {self.rows_per_thread!r}")
+        return found
+
+    def __str__(self) -> str:
+        rows = "thread" if self.rows_per_thread else "warp"
+        return f"natural.nw{self.warps_per_block}.t{self.rows_per_ticket}.{rows}"
 
 
 def _number(value: float) -> str:

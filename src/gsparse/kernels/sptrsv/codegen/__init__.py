@@ -32,12 +32,14 @@ import torch
 
 from ...operands import pow2_at_least
 from ...source import ACCUMULATOR_TYPES, INDEX_TYPES, PRELUDE, SCALAR_TYPES, Program, Signature, device_code
-from ..schedule import SptrsvSchedule
+from ..schedule import NaturalOrderSchedule, SptrsvSchedule
 from ..task import SptrsvAlgorithm
 
-__all__ = ["KERNEL", "STAGE_MIN", "SENTINEL", "CodeVariant", "generate", "program", "signature"]
+__all__ = ["KERNEL", "NATURAL_KERNEL", "STAGE_MIN", "SENTINEL", "CodeVariant", "generate", "program",
+           "signature", "natural_program"]
 
 KERNEL = "sptrsv"
+NATURAL_KERNEL = "sptrsv_natural"
 # A node group's entries are staged in shared memory only if there are at least this many:
 # one per lane of the warp, below which a coalesced read has nothing to coalesce.
 STAGE_MIN = 32
@@ -193,3 +195,54 @@ def program(algorithm: SptrsvAlgorithm, schedule: SptrsvSchedule) -> Program:
 @functools.lru_cache(maxsize=512)
 def _program(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> Program:
     return generate(algorithm, variant)
+
+
+def natural_variant(schedule: NaturalOrderSchedule) -> CodeVariant:
+    """The code variant of ``solve.cuh`` that the fast start's kernel runs: one subwarp of 32
+    lanes, a row per lane or shared rows, values as signals, no staging, flags or reordering
+    (none of which exists without a plan)."""
+    return CodeVariant(warps_per_block=schedule.warps_per_block, subwarps=1,
+                       shared_rows=not schedule.rows_per_thread, per_thread_rows=schedule.rows_per_thread,
+                       stage=False, eliminate=False, early_division=True, ready_by_value=True, reorder=False)
+
+
+def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
+    """``sptrsv_natural(crow, col, val, b, x, ticket, n)``: the system's CSR, the right-hand
+    sides and solution (``x`` filled with the sentinel), the ticket counter (two zeros, which
+    the kernel leaves zero)."""
+    scalar = SCALAR_TYPES[algorithm.dtype]
+    index = "const I* __restrict__"
+    return Signature(NATURAL_KERNEL, [
+        (index, "crow"), (index, "col"), (f"const {scalar}* __restrict__", "val"),
+        (f"const {scalar}* __restrict__", "b"), (f"{scalar}*", "x"),
+        ("unsigned long long*", "ticket"), (INDEX_TYPES[algorithm.index_dtype], "n"),
+    ])
+
+
+@functools.lru_cache(maxsize=64)
+def natural_program(algorithm: SptrsvAlgorithm, schedule: NaturalOrderSchedule) -> Program:
+    """The program of the kernel ``sptrsv_natural`` for ``algorithm`` under ``schedule``
+    (validated first): ``solve.cuh``'s row paths driven by tickets (``natural.cuh``)."""
+    schedule.validate()
+    variant = natural_variant(schedule)
+    kernel = natural_signature(algorithm)
+    source = f"""// gsparse SpTRSV, natural order (fast start): {algorithm}
+// scheme: {schedule.to_json()}
+{PRELUDE}
+namespace cfg {{
+{_constants(algorithm, variant)}
+constexpr int ROWS = {schedule.rows_per_ticket};  // positions per ticket
+}}  // namespace cfg
+using cfg::A;
+using cfg::I;
+using cfg::T;
+
+{device_code(__package__, "solve.cuh")}
+{device_code(__package__, "natural.cuh")}
+{kernel.declaration(bounds=(variant.threads, 1))}
+{{
+    const gs::sptrsv::System sys{{crow, col, val, nullptr, nullptr, nullptr, b, x, nullptr, 0u, n}};
+    gs::sptrsv::run_natural(sys, ticket);
+}}
+"""
+    return Program(source, {NATURAL_KERNEL: kernel}, f"sptrsv natural {algorithm} | {schedule}")

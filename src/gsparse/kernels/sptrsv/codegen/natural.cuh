@@ -1,0 +1,52 @@
+// The fast start's solve (gsparse.kernels.sptrsv.natural): rows in natural dependency order, no
+// analysis. Positions are those of solve.cuh without reordering (row k top down for a lower
+// system, row n - 1 - k bottom up for an upper one), so every dependency of a position lies at
+// an earlier position. The warps of the grid take tickets from one counter; ticket t is the
+// ROWS positions from t * ROWS, solved by the warp with solve.cuh's row paths (a row per lane,
+// or each row shared by the warp). x starts as SENTINEL and every dependency outside the row's
+// own lane (or, for shared rows, before the ticket) is polled by value until it is solved.
+//
+// Why this cannot deadlock, whatever the grid's size and the order in which its blocks start:
+// tickets are handed out in increasing order, and only to a warp that is running and has
+// finished its previous ticket. Suppose some ticket never completes; take the smallest, t. Its
+// rows wait only on earlier positions: those of tickets below t, each held by a warp that took
+// it while running and completes it (t is the smallest that does not), or earlier positions of
+// ticket t itself. Inside the ticket a warp-shared row's predecessors were solved by the same
+// warp before it (program order), and a lane's row waits on other lanes' rows at earlier
+// positions, which by induction on the position finish (the lanes of a warp progress
+// independently from sm_70 on, as solve.cuh's per-thread rows already rely on). So ticket t
+// completes: a contradiction. Nothing here waits for a block that has not started: a ticket
+// is only ever held by a running warp.
+//
+// ticket[0] is the next ticket, ticket[1] the warps that have found none left; the last warp
+// to leave sets both back to zero, so the counter is ready for the next solve with no launch
+// to clear it (and a captured CUDA graph replays correctly).
+
+namespace gs {
+namespace sptrsv {
+
+__device__ __forceinline__ void run_natural(const System& sys, unsigned long long* ticket) {
+    const int lane = threadIdx.x % 32;
+    const Entries in{nullptr, nullptr, 0, false};
+    for (;;) {
+        unsigned long long t = 0;
+        if (lane == 0) t = atomicAdd(ticket, 1ull);
+        t = __shfl_sync(FULL_MASK, t, 0);
+        if (t >= (unsigned long long)((sys.n + ROWS - 1) / ROWS)) {
+            const unsigned long long warps = (unsigned long long)gridDim.x * NW;
+            if (lane == 0 && atomicAdd(ticket + 1, 1ull) == warps - 1) {
+                ticket[0] = 0;
+                ticket[1] = 0;
+            }
+            return;
+        }
+        const I first = (I)t * ROWS;
+        const I last = first + ROWS < sys.n ? first + ROWS : sys.n;
+        if constexpr (PER_THREAD_ROWS) per_thread_rows(sys, in, first, last, true, lane);
+        else shared_rows(sys, in, first, last, true, lane, FULL_MASK);
+        __syncwarp();  // the lanes that solved rows of their own join the next ticket's shuffle
+    }
+}
+
+}  // namespace sptrsv
+}  // namespace gs

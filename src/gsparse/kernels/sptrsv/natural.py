@@ -1,0 +1,93 @@
+"""The fast start: a triangular solve in natural dependency order, prepared on the device.
+
+The analysed schemes (:mod:`.plan`) need the row graph and the levels, computed on the host
+(50-1,100 ms at 500K rows, docs/performance.md). The fast start needs neither: the kernel
+(``natural.cuh``) hands consecutive rows to the warps of a persistent grid in solve order,
+through one ticket counter, and each row waits on its dependencies by value. Its
+preparation is a few torch ops on the factor's device: the index type, and for a transposed
+solve the CSR of ``A^T`` (:func:`device_transpose`); no copy of the pattern to the host.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...target import Target
+from ..memory import allocate
+from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
+from .codegen import NATURAL_KERNEL, SENTINEL, natural_program, natural_variant
+from .plan import SystemValues
+from .schedule import NaturalOrderSchedule
+from .task import SptrsvTask
+
+__all__ = ["DeviceSystem", "NaturalPlan", "device_transpose"]
+
+
+def device_transpose(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(crow_t, col_t, value_index)`` of ``A^T`` for the canonical CSR ``(crow, col)`` of an
+    ``n x n`` ``A`` (int64, any device), with torch ops on that device: the same arrays as
+    :func:`.levelset.transposed_pattern` (a stable sort of the entries by column keeps each
+    column's entries in row order, so ``A^T``'s rows come out sorted)."""
+    n, nnz = crow.numel() - 1, col.numel()
+    rows = torch.repeat_interleave(torch.arange(n, device=crow.device), crow[1:] - crow[:-1], output_size=nnz)
+    value_index = torch.sort(col, stable=True).indices
+    crow_t = torch.zeros(n + 1, dtype=torch.int64, device=crow.device)
+    torch.cumsum(torch.bincount(col, minlength=n), 0, out=crow_t[1:])
+    return crow_t, rows[value_index], value_index
+
+
+class DeviceSystem:
+    """The system of one solve direction, ``T = A`` or ``A^T``, as device tensors (int64):
+    ``crow``, ``col``, ``value_index`` (None when ``T = A``) and ``lower``."""
+
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool, transpose: bool) -> None:
+        self.value_index = None
+        if transpose:
+            crow, col, self.value_index = device_transpose(crow, col)
+        self.crow, self.col, self.lower = crow, col, lower != transpose
+
+    @property
+    def n(self) -> int:
+        return self.crow.numel() - 1
+
+
+class NaturalPlan:
+    """The launch of the fast start for one task on one factor's system; call it with ``A``'s
+    values (canonical order, ``[nnz]``) and ``b`` (``[n]`` or ``[n, k]``, contiguous) to get
+    ``x``. One launch per solve, after filling ``x`` with the sentinel.
+
+    Args:
+        system: the system of the task's direction, on the device.
+        task: the solve; its ``system_lower`` must be the system's orientation.
+        schedule: the scheme (validated here).
+        target: the GPU: one block per SM.
+        loader: compiles and loads the kernel (a recorder in tests).
+    """
+
+    def __init__(self, system: DeviceSystem, task: SptrsvTask, schedule: NaturalOrderSchedule, target: Target,
+                 loader: KernelLoader = RUNTIME_LOADER) -> None:
+        schedule.validate()
+        if task.system_lower != system.lower:
+            raise ValueError(f"task {task} solves a {'lower' if task.system_lower else 'upper'} system, "
+                             f"but the system is {'lower' if system.lower else 'upper'}")
+        self.task, self.schedule, self.n = task, schedule, system.n
+        self._sentinel = SENTINEL[task.dtype]
+        self._system_values = SystemValues(system.value_index)
+        device = system.crow.device
+        # The next ticket and the warps done; the kernel's last warp zeroes both (natural.cuh).
+        self._tickets = torch.zeros(2, dtype=torch.int64, device=device)
+        index = task.index_dtype
+        code = natural_program(task.algorithm, schedule)
+        self._launch = code.prepare(
+            NATURAL_KERNEL, device_index(device), target.sms, natural_variant(schedule).threads, loader=loader,
+            crow=system.crow.to(index), col=system.col.to(index), n=self.n,
+            val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND)
+
+    def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values``."""
+        x = allocate(tuple(b.shape), b.dtype, b.device)
+        if self.n == 0:
+            return x
+        x.view(torch.int64 if x.element_size() == 8 else torch.int32).fill_(self._sentinel)
+        self._launch(val=self._system_values(values), b=b, x=x, ticket=self._tickets)
+        return x

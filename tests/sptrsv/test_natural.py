@@ -1,0 +1,268 @@
+"""The fast start (natural order, no analysis) on the CPU: its source compiles for sm_80 and
+sm_90 without spills, its oracle matches SciPy in every variant and never deadlocks, its
+preparation builds no host analysis and hands the kernel the system's CSR (transposed on
+the factor's device), and the solver runs it unless a scheme is forced or an analysis is
+asked for."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from scipy.sparse.linalg import spsolve_triangular
+
+from gsparse import TriangularSolver
+from gsparse.datasets import triangular
+from gsparse.kernels.memory import poisoned
+from gsparse.kernels.sptrsv import FactorPlans, NaturalOrderSchedule
+from gsparse.kernels.sptrsv.codegen import (
+    NATURAL_KERNEL,
+    SENTINEL,
+    natural_program,
+    program,
+)
+from gsparse.kernels.sptrsv.default import natural_schedule
+from gsparse.kernels.sptrsv.executor import ScheduleError, execute_natural
+from gsparse.kernels.sptrsv.levelset import transposed_pattern
+from gsparse.kernels.sptrsv.natural import NaturalPlan, device_transpose
+from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.task import SptrsvAlgorithm, SptrsvTask
+from gsparse.target import H100
+
+from .factors import family_factor, unit_factor
+from .loader import RecordingLoader
+
+SCHEMES = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False),
+           NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=8, rows_per_thread=True),
+           NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=1, rows_per_thread=False)]
+TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
+
+
+def _reference(matrix: sp.sparray, lower: bool, unit: bool, transpose: bool, b: np.ndarray) -> np.ndarray:
+    csr = sp.csr_array(matrix, dtype=np.float64)
+    if transpose:
+        csr, lower = sp.csr_array(csr.T), not lower
+    return spsolve_triangular(csr, b.astype(np.float64), lower=lower, unit_diagonal=unit)
+
+
+def _rhs(n: int, k: int | None, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(n if k is None else (n, k))
+
+
+# ---------------------------------------------------------------- the generated source
+
+def _nvrtc_or_skip():
+    from gsparse.runtime import compile_cuda, nvrtc_version
+
+    try:
+        nvrtc_version()
+    except RuntimeError:
+        pytest.skip("NVRTC is not installed")
+    return compile_cuda
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("schedule", SCHEMES, ids=str)
+def test_the_natural_kernel_compiles_without_spills(arch, schedule):
+    compile_cuda = _nvrtc_or_skip()
+    for dtype, index, lower, unit, k in [(torch.float64, torch.int64, False, False, 40),
+                                         (torch.float32, torch.int32, True, True, 1),
+                                         (torch.float64, torch.int32, True, False, 16)]:
+        algorithm = SptrsvAlgorithm(dtype, index, lower, unit, k)
+        binary = compile_cuda(natural_program(algorithm, schedule).source, arch=arch, cache=None)
+        resources = binary.resources[NATURAL_KERNEL]
+        assert resources.spill_stores == 0 and resources.spill_loads == 0, binary.log
+        assert resources.stack_bytes == 0, binary.log
+        assert resources.registers * 32 * schedule.warps_per_block <= 65536
+
+
+def test_the_natural_source_prints_its_scheme_and_leaves_the_analysed_programs_alone():
+    algorithm = SptrsvAlgorithm(torch.float32, torch.int32, True, False, 1)
+    source = natural_program(algorithm, NaturalOrderSchedule(rows_per_ticket=16)).source
+    assert source.startswith("// gsparse SpTRSV, natural order (fast start): lower float32 int32 k=1\n")
+    assert '"skeleton": "sptrsv.natural"' in source and "constexpr int ROWS = 16;" in source
+    assert "constexpr bool READY_BY_VALUE = true;" in source and "constexpr bool STAGE = false;" in source
+    assert "atomicAdd(ticket, 1ull)" in source and "atomicAdd(ticket + 1, 1ull) == warps - 1" in source
+    analysed = program(algorithm, SptrsvSchedule(ready_by_value=True)).source
+    assert "natural" not in analysed and "constexpr int ROWS" not in analysed
+
+
+def test_natural_schemes_validate_and_round_trip():
+    for schedule in SCHEMES:
+        assert NaturalOrderSchedule.from_json(schedule.to_json()) == schedule
+    with pytest.raises(ValueError, match="rows_per_ticket must be one of"):
+        NaturalOrderSchedule(rows_per_ticket=3).validate()
+    with pytest.raises(ValueError, match="rows_per_thread must be a bool"):
+        NaturalOrderSchedule(rows_per_thread=1).validate()
+
+
+# ---------------------------------------------------------------- the oracle
+
+CASES = list(itertools.product(triangular.FAMILIES, (True, False), (False, True), (False, True), (None, 3)))
+
+
+@pytest.mark.parametrize("family, lower, unit, transpose, k", CASES[::3] + CASES[1::7], ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_oracle_matches_scipy(family, lower, unit, transpose, k, dtype):
+    matrix = family_factor(family, seed=1, upper=not lower)
+    if unit:
+        matrix = unit_factor(matrix)
+    system = sp.csr_array(matrix.T) if transpose else matrix
+    system.sort_indices()
+    b = _rhs(matrix.shape[0], k)
+    want = _reference(matrix, lower, unit, transpose, b)
+    for schedule, warps in zip(SCHEMES, (1, 7, 300, 2)):
+        x = execute_natural(schedule, warps, system.indptr, system.indices, system.data.astype(dtype),
+                            b.astype(dtype), lower != transpose, unit)
+        assert x.shape == b.shape
+        np.testing.assert_allclose(x, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype], err_msg=str(schedule))
+
+
+def test_the_oracle_refuses_a_system_solved_in_the_wrong_direction():
+    matrix = family_factor("banded")
+    with pytest.raises(ScheduleError, match="solved after it in natural order"):
+        execute_natural(SCHEMES[0], 4, matrix.indptr, matrix.indices, matrix.data, _rhs(matrix.shape[0], None),
+                        lower=False)
+
+
+# ---------------------------------------------------------------- preparation and launches
+
+def _plans(matrix: sp.sparray, lower: bool) -> tuple[FactorPlans, RecordingLoader]:
+    csr = sp.csr_array(matrix)
+    csr.sort_indices()
+    plans = FactorPlans(torch.from_numpy(csr.indptr.astype(np.int64)), torch.from_numpy(csr.indices.astype(np.int64)),
+                        lower)
+    loader = RecordingLoader()
+    plans.loader, plans.target = loader, H100
+    return plans, loader
+
+
+def _named(loader: RecordingLoader, launch: int = -1) -> dict:
+    names = [name for _, name in loader.lookups[-1][0].kernels[NATURAL_KERNEL].params]
+    return dict(zip(names, loader.launches[launch][3]))
+
+
+def _no_analysis(monkeypatch) -> None:
+    def refuse(self, transpose):
+        raise AssertionError("the fast start analysed the factor on the host")
+
+    monkeypatch.setattr(FactorPlans, "analysis", refuse)
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+def test_the_device_transpose_is_the_host_one(family):
+    matrix = family_factor(family, seed=2)
+    crow_t, col_t, value_index = device_transpose(torch.from_numpy(matrix.indptr.astype(np.int64)),
+                                                  torch.from_numpy(matrix.indices.astype(np.int64)))
+    for got, want in zip((crow_t, col_t, value_index), transposed_pattern(matrix.indptr, matrix.indices)):
+        assert got.dtype == torch.int64
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("lower, unit, transpose, k, dtype", [
+    (True, False, False, 1, torch.float64), (True, True, True, 16, torch.float32),
+    (False, False, True, 3, torch.float64), (False, True, False, 1, torch.float32)])
+def test_a_fast_start_builds_no_analysis_and_its_launch_solves_the_system(monkeypatch, lower, unit, transpose,
+                                                                          k, dtype):
+    _no_analysis(monkeypatch)
+    matrix = family_factor("power_law" if k > 1 else "road", upper=not lower)
+    if unit:
+        matrix = unit_factor(matrix)
+    plans, loader = _plans(matrix, lower)
+    n = matrix.shape[0]
+    values = torch.from_numpy(matrix.data).to(dtype)
+    b = torch.from_numpy(_rhs(n, None if k == 1 else k)).to(dtype)
+    with poisoned():
+        x = plans.solve(values, b, unit, transpose)
+    assert plans._host is None and not plans._analyses and set(plans._systems) == {transpose}
+    task = plans.task(dtype, unit, transpose, k)
+    schedule = natural_schedule(n, matrix.nnz, task)
+    assert isinstance(plans._plans[(task, schedule)], NaturalPlan)
+    grid, block, _, _ = loader.launches[-1]
+    assert (grid, block) == (H100.sms, 32 * schedule.warps_per_block) and len(loader.launches) == 1
+    named = _named(loader)
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    assert named["x"] is x and bool((x.view(bits) == SENTINEL[dtype]).all())  # as the launch finds it
+    assert named["crow"].dtype == named["col"].dtype == torch.int32 and named["n"].value == n
+    assert named["ticket"].dtype == torch.int64 and named["ticket"].tolist() == [0, 0]
+    system = sp.csr_array(matrix.T) if transpose else matrix
+    system.sort_indices()
+    np.testing.assert_array_equal(named["crow"].numpy(), system.indptr)
+    np.testing.assert_array_equal(named["col"].numpy(), system.indices)
+    np.testing.assert_array_equal(named["val"].numpy(), system.data.astype(named["val"].numpy().dtype))
+    # The launch's arrays, run by the oracle, solve the system SciPy solves.
+    got = execute_natural(schedule, grid * schedule.warps_per_block, named["crow"].numpy(), named["col"].numpy(),
+                          named["val"].numpy(), named["b"].numpy(), lower != transpose, unit)
+    want = _reference(matrix, lower, unit, transpose, b.numpy())
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-4
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=tolerance, atol=tolerance)
+
+
+def test_int64_indices_where_asked(monkeypatch):
+    _no_analysis(monkeypatch)
+    matrix = family_factor("laplacian3d")
+    plans, loader = _plans(matrix, True)
+    plans.index_dtype = torch.int64
+    plans.solve(torch.from_numpy(matrix.data), torch.from_numpy(_rhs(matrix.shape[0], None)), False, False)
+    named = _named(loader)
+    assert named["crow"].dtype == named["col"].dtype == torch.int64
+    assert "using I = long long;" in loader.lookups[-1][0].source
+
+
+def test_every_solve_hands_the_kernel_the_same_zeroed_counter():
+    matrix = family_factor("banded")
+    plans, loader = _plans(matrix, True)
+    values, b = torch.from_numpy(matrix.data), torch.from_numpy(_rhs(matrix.shape[0], None))
+    plan = plans.build_plan(plans.task(torch.float64, False, False, 1), NaturalOrderSchedule(), H100)
+    for _ in range(3):
+        plan(values, b)
+        assert _named(loader)["ticket"] is plan._tickets and plan._tickets.tolist() == [0, 0]
+    assert len(loader.launches) == 3  # one launch per solve: nothing clears the counter but the kernel
+
+
+def test_the_rule_gives_short_rows_a_lane_and_shares_the_others():
+    def task(k):
+        return SptrsvTask(torch.float64, torch.int32, True, False, False, k)
+
+    assert natural_schedule(500_000, 1_500_000, task(1)).rows_per_thread  # laplacian2d
+    assert not natural_schedule(500_000, 1_500_000, task(16)).rows_per_thread  # lanes span the columns
+    assert not natural_schedule(500_000, 3_124_782, task(1)).rows_per_thread  # power law
+    assert natural_schedule(0, 0, task(1)).validate()
+
+
+# ---------------------------------------------------------------- when the solver runs it
+
+def test_the_solver_runs_the_analysed_scheme_when_asked_forced_or_already_analysed():
+    matrix = family_factor("rmat")
+    task_args = (torch.float64, False, False, 1)
+    plans, _ = _plans(matrix, True)
+    task = plans.task(*task_args)
+    assert isinstance(plans.solve_schedule(task, H100), NaturalOrderSchedule)
+    plans.analysis(False)  # the benchmark or the sweep analysed it: its scheme is there to use
+    assert isinstance(plans.solve_schedule(task, H100), SptrsvSchedule)
+    transposed = plans.task(torch.float64, False, True, 1)
+    assert isinstance(plans.solve_schedule(transposed, H100), NaturalOrderSchedule)
+    plans.analyse = True
+    assert isinstance(plans.solve_schedule(transposed, H100), SptrsvSchedule)
+    plans, _ = _plans(matrix, True)
+    plans.schedule = SptrsvSchedule(subwarps=4, sw_rnnz=2)
+    assert plans.solve_schedule(task, H100) == plans.schedule
+
+
+def test_the_solver_takes_analysis_and_natural_schemes():
+    matrix = family_factor("laplacian2d")
+    arrays = (torch.from_numpy(matrix.indptr.astype(np.int64)), torch.from_numpy(matrix.indices.astype(np.int64)),
+              torch.from_numpy(matrix.data), matrix.shape)
+    assert not TriangularSolver(arrays)._pattern.device_plans.analyse
+    assert TriangularSolver(arrays, analysis=True)._pattern.device_plans.analyse
+    forced = NaturalOrderSchedule(rows_per_ticket=8)
+    assert TriangularSolver(arrays, schedule=forced)._pattern.device_plans.schedule == forced
+    with pytest.raises(TypeError, match="analysis must be a bool, got int"):
+        TriangularSolver(arrays, analysis=1)
+    with pytest.raises(TypeError, match="schedule must be a SptrsvSchedule, a NaturalOrderSchedule or None, got str"):
+        TriangularSolver(arrays, schedule="natural")
+    with pytest.raises(ValueError, match="invalid NaturalOrderSchedule"):
+        TriangularSolver(arrays, schedule=NaturalOrderSchedule(warps_per_block=3))
