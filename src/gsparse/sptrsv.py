@@ -29,13 +29,14 @@ class TriangularSolver:
     r"""A sparse triangular factor, validated and analysed once, to solve with many times.
 
     Validation happens here; what a device needs is built at the first solve in each
-    direction (and per number of right-hand sides) and kept with the solver. On CUDA that is,
-    by default, the *fast start*: the kernel solves rows in their natural dependency order
-    and needs no analysis, only the compiled kernel and, for ``transpose``, the transposed
-    pattern (built on the GPU). With ``analysis=True`` it is the AG-SpTRSV analysis instead
-    (the dependency graph and levels on the host, the scheme's schedule and launches), whose
-    solves may be faster and whose preparation costs tens to hundreds of milliseconds at
-    500K rows: worth it only over many solves (docs/performance.md, "Fast start").
+    direction (and per number of right-hand sides) and kept with the solver. On CUDA that is
+    either the *fast start*: the kernel solves rows in their natural dependency order and
+    needs no analysis, only the compiled kernel and, for ``transpose``, the transposed
+    pattern (built on the GPU); or the AG-SpTRSV analysis (the dependency graph and levels
+    on the host, the scheme's schedule and launches), whose preparation costs tens to
+    hundreds of milliseconds at 500K rows. By default the fast start runs wherever it solved
+    as fast as the analysed scheme on an H100: with one right-hand side, and with several
+    when rows average 4 entries or more (docs/performance.md, "Fast start").
 
     Args:
         A: the ``n x n`` factor, one of:
@@ -58,15 +59,17 @@ class TriangularSolver:
             AG-SpTRSV :class:`~gsparse.kernels.sptrsv.SptrsvSchedule` or a fast start's
             :class:`~gsparse.kernels.sptrsv.NaturalOrderSchedule`; None: the one chosen for
             the factor and the solve (see ``analysis``). Ignored on other devices.
-        analysis: on CUDA without a ``schedule``, analyse the factor on the host and run the
-            hand rule's scheme (``gsparse.kernels.sptrsv.default_schedule``); False: the fast
-            start (``gsparse.kernels.sptrsv.default.natural_schedule``), no analysis. Ignored
-            on other devices.
+        analysis: on CUDA without a ``schedule``: True: analyse the factor on the host and
+            run the hand rule's scheme (``gsparse.kernels.sptrsv.default_schedule``); False:
+            the fast start (``gsparse.kernels.sptrsv.default.natural_schedule``), no
+            analysis; None: the fast start where it serves, else the analysis (see above).
+            Ignored on other devices.
 
     Raises:
         TypeError: ``A`` of another kind, values of an unsupported dtype (integer, half,
             complex), index arrays that are not integers, a ``schedule`` that is not a
-            scheme, an ``analysis`` or ``unit_diagonal`` that is not a bool.
+            scheme, a ``unit_diagonal`` that is not a bool, an ``analysis`` that is not a bool
+            or None.
         ValueError: ``A`` not square, not triangular in the asked direction (naming the
             first entry on the wrong side), with a duplicate entry, a missing, zero or
             non-finite diagonal entry (naming the row), inconsistent or out-of-range CSR
@@ -79,11 +82,11 @@ class TriangularSolver:
 
     def __init__(self, A: Any, lower: bool = True, unit_diagonal: bool = False,
                  schedule: SptrsvSchedule | NaturalOrderSchedule | None = None,
-                 analysis: bool = False) -> None:
+                 analysis: bool | None = None) -> None:
         if not isinstance(unit_diagonal, bool):
             raise TypeError(f"unit_diagonal must be a bool, got {type(unit_diagonal).__name__}")
-        if not isinstance(analysis, bool):
-            raise TypeError(f"analysis must be a bool, got {type(analysis).__name__}")
+        if analysis is not None and not isinstance(analysis, bool):
+            raise TypeError(f"analysis must be a bool or None, got {type(analysis).__name__}")
         if schedule is not None:
             if not isinstance(schedule, (SptrsvSchedule, NaturalOrderSchedule)):
                 raise TypeError(f"schedule must be a SptrsvSchedule, a NaturalOrderSchedule or None, "

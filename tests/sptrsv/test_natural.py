@@ -24,7 +24,7 @@ from gsparse.kernels.sptrsv.codegen import (
     natural_program,
     program,
 )
-from gsparse.kernels.sptrsv.default import natural_schedule
+from gsparse.kernels.sptrsv.default import natural_schedule, natural_serves
 from gsparse.kernels.sptrsv.executor import ScheduleError, execute_natural
 from gsparse.kernels.sptrsv.levelset import transposed_pattern
 from gsparse.kernels.sptrsv.natural import NaturalPlan, device_transpose
@@ -227,10 +227,21 @@ def test_the_rule_gives_short_rows_a_lane_and_shares_the_others():
     def task(k):
         return SptrsvTask(torch.float64, torch.int32, True, False, False, k)
 
-    assert natural_schedule(500_000, 1_500_000, task(1)).rows_per_thread  # laplacian2d
+    mesh = natural_schedule(500_000, 1_500_000, task(1))  # laplacian2d
+    assert mesh.rows_per_thread and mesh.warps_per_block == 32  # a window of many grid lines
     assert not natural_schedule(500_000, 1_500_000, task(16)).rows_per_thread  # lanes span the columns
     assert not natural_schedule(500_000, 3_124_782, task(1)).rows_per_thread  # power law
     assert natural_schedule(0, 0, task(1)).validate()
+
+
+def test_the_fast_start_serves_all_but_short_rows_with_several_right_hand_sides():
+    def task(k):
+        return SptrsvTask(torch.float64, torch.int32, True, False, False, k)
+
+    assert natural_serves(500_000, 1_500_000, task(1))  # laplacian2d, one right-hand side
+    assert not natural_serves(500_000, 1_500_000, task(16))  # 1.4-5x the analysed solve
+    assert natural_serves(500_000, 3_124_782, task(16))  # power law: as fast as analysed
+    assert natural_serves(0, 0, task(16))
 
 
 # ---------------------------------------------------------------- when the solver runs it
@@ -248,6 +259,15 @@ def test_the_solver_runs_the_analysed_scheme_when_asked_forced_or_already_analys
     plans.analyse = True
     assert isinstance(plans.solve_schedule(transposed, H100), SptrsvSchedule)
     plans, _ = _plans(matrix, True)
+    several = plans.task(torch.float64, False, False, 16)
+    assert isinstance(plans.solve_schedule(several, H100), NaturalOrderSchedule)  # R-MAT's rows are long
+    mesh, _ = _plans(family_factor("laplacian2d"), True)
+    several = mesh.task(torch.float64, False, False, 16)
+    assert isinstance(mesh.solve_schedule(several, H100), SptrsvSchedule)  # analysed by default
+    mesh.analyse = False
+    assert isinstance(mesh.solve_schedule(mesh.task(torch.float64, False, True, 16), H100),
+                      NaturalOrderSchedule)  # never analysed when asked so
+    plans, _ = _plans(matrix, True)
     plans.schedule = SptrsvSchedule(subwarps=4, sw_rnnz=2)
     assert plans.solve_schedule(task, H100) == plans.schedule
 
@@ -256,11 +276,12 @@ def test_the_solver_takes_analysis_and_natural_schemes():
     matrix = family_factor("laplacian2d")
     arrays = (torch.from_numpy(matrix.indptr.astype(np.int64)), torch.from_numpy(matrix.indices.astype(np.int64)),
               torch.from_numpy(matrix.data), matrix.shape)
-    assert not TriangularSolver(arrays)._pattern.device_plans.analyse
-    assert TriangularSolver(arrays, analysis=True)._pattern.device_plans.analyse
+    assert TriangularSolver(arrays)._pattern.device_plans.analyse is None
+    assert TriangularSolver(arrays, analysis=True)._pattern.device_plans.analyse is True
+    assert TriangularSolver(arrays, analysis=False)._pattern.device_plans.analyse is False
     forced = NaturalOrderSchedule(rows_per_ticket=8)
     assert TriangularSolver(arrays, schedule=forced)._pattern.device_plans.schedule == forced
-    with pytest.raises(TypeError, match="analysis must be a bool, got int"):
+    with pytest.raises(TypeError, match="analysis must be a bool or None, got int"):
         TriangularSolver(arrays, analysis=1)
     with pytest.raises(TypeError, match="schedule must be a SptrsvSchedule, a NaturalOrderSchedule or None, got str"):
         TriangularSolver(arrays, schedule="natural")

@@ -11,8 +11,9 @@ lower factor ``L``:
   by phase: ``analysis`` (dependency graph, levels, features), ``selection``, ``codegen``
   (source generation, NVRTC compile and module load; cold unless ``--kernel-cache`` points
   at a warm cache) and ``plan`` (transform, scheduling, arrays to the device).
-- ``fast_start``: what :class:`gsparse.TriangularSolver` runs by default, the natural-order
-  kernel with no analysis (:mod:`gsparse.kernels.sptrsv.natural`; a fixed scheme with
+- ``fast_start``: the natural-order kernel with no analysis, what
+  :class:`gsparse.TriangularSolver` runs with ``analysis=False`` (and by default where it
+  serves) (:mod:`gsparse.kernels.sptrsv.natural`; a fixed scheme with
   ``--fast-start JSON``). Its preprocessing is everything before the first solve but the
   compile: ``validation`` (the solver's checks of the factor, on the GPU) and ``plan`` (the
   scheme, the system on the device, transposed there for ``--transpose``); ``compile_ms``
@@ -57,6 +58,7 @@ from ..backends.cpu import unchecked_csr
 from ..datasets import triangular
 from ..kernels.sptrsv import FactorPlans
 from ..kernels.sptrsv.codegen import KERNEL, NATURAL_KERNEL, natural_program, program
+from ..kernels.sptrsv.default import natural_schedule
 from ..kernels.sptrsv.levelset import levelset_plan, levelset_solve
 from ..kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 from ..kernels.schedule import schedule_from_json
@@ -163,7 +165,7 @@ def _fast_start(crow, col, values, b, k, transpose, device, schedule) -> tuple[C
     plans = solver._pattern.device_plans
     task = plans.task(values.dtype, False, transpose, k)
     if schedule is None:
-        schedule = plans.solve_schedule(task, target)
+        schedule = natural_schedule(n, col.numel(), task)
     _, compile_ms = _host_ms(lambda: RUNTIME_LOADER.kernel(natural_program(task.algorithm, schedule),
                                                            NATURAL_KERNEL, device.index), device)
     plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)

@@ -22,7 +22,7 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import RUNTIME_LOADER, KernelLoader
-from .default import default_schedule, natural_schedule
+from .default import default_schedule, natural_schedule, natural_serves
 from .natural import DeviceSystem, NaturalPlan
 from .plan import SptrsvPlan, SystemAnalysis, analyse
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
@@ -43,11 +43,12 @@ class FactorPlans:
       :class:`~gsparse.target.Target`; without, :func:`.default.natural_schedule`;
     - per (task, scheme), the plan (:class:`.plan.SptrsvPlan`, :class:`.natural.NaturalPlan`).
 
-    Which scheme runs when none is forced: the analysed one when :attr:`analyse` is set or
-    the direction has been analysed already (the benchmark or the sweep did it), else the
-    fast start, which needs no analysis at all (its preparation is a few device ops, against
-    50-1,100 ms of host analysis at 500K rows). Whether the analysed scheme's faster solves
-    repay its analysis depends on how many solves follow, which only the caller knows:
+    Which scheme runs when none is forced: the analysed one when :attr:`analyse` is True or
+    the direction has been analysed already (the benchmark or the sweep did it); the fast
+    start, which needs no analysis at all (its preparation is a few device ops, against
+    50-1,100 ms of host analysis at 500K rows), when it is False; and when it is None, the
+    fast start wherever it solved as fast as the analysed scheme on the H100
+    (:func:`.default.natural_serves`: all but short rows with several right-hand sides).
     :class:`~gsparse.TriangularSolver` takes it as its ``analysis`` argument.
 
     New values for the same pattern reuse all of it: values are an operand of each solve.
@@ -58,8 +59,9 @@ class FactorPlans:
 
     Attributes:
         schedule: a scheme every solve runs instead of the chosen one (None: choose).
-        analyse: without a forced scheme, analyse each direction on the host and run the
-            hand rule's scheme, rather than the fast start.
+        analyse: without a forced scheme, True: analyse each direction on the host and run
+            the hand rule's scheme; False: the fast start; None: the fast start where it
+            serves (:func:`.default.natural_serves`), else the analysis.
         loader: what compiles and loads the kernels (a recorder in tests).
         target: the GPU plans are made for (None: that of ``b``'s device, at each solve).
         index_dtype: the plans' index type (None: int32 unless the factor's size needs int64).
@@ -68,7 +70,7 @@ class FactorPlans:
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool) -> None:
         self._crow, self._col, self._lower = crow, col, lower
         self.schedule: Scheme | None = None
-        self.analyse = False
+        self.analyse: bool | None = None
         self.loader: KernelLoader = RUNTIME_LOADER
         self.target: Target | None = None
         self.index_dtype: torch.dtype | None = None
@@ -122,9 +124,11 @@ class FactorPlans:
 
     def solve_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
         """What a solve of ``task`` runs when it is given no scheme: the forced one, else the
-        hand rule's on the analysis when :attr:`analyse` is set or the direction is analysed
-        already, else the fast start's (:func:`.default.natural_schedule`, no analysis)."""
-        if self.schedule is not None or self.analyse or task.transpose in self._analyses:
+        hand rule's on the analysis when :attr:`analyse` asks for it (see the class) or the
+        direction is analysed already, else the fast start's (:func:`.default.natural_schedule`,
+        no analysis)."""
+        analysed = self.analyse if self.analyse is not None else not natural_serves(self.n, self.nnz, task)
+        if self.schedule is not None or analysed or task.transpose in self._analyses:
             return self.chosen_schedule(task, target)
         if task not in self._natural:
             self._natural[task] = natural_schedule(self.n, self.nnz, task)

@@ -88,22 +88,35 @@ def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> 
     ).validate()
 
 
+def natural_serves(n: int, nnz: int, task: SptrsvTask) -> bool:
+    """Whether the fast start is the better choice for ``task`` without knowing how many
+    solves follow: everywhere but short rows with several right-hand sides.
+
+    Measured on the H100 (2026-11-27, float64, 500K rows, docs/performance.md "Fast start"):
+    with one right-hand side the fast start solved every factor of the benchmark as fast as
+    the analysed hand rule or faster (0.63-1.03x of its time), after ~2 ms of preparation
+    against 120-500 ms. With 16 right-hand sides, factors of short rows (meshes and roads,
+    under 4 entries a row) took 1.4-5x the analysed solve: a lane walks a row's 16 columns
+    alone, or a warp shares a 3-entry row and holds too few rows in flight. Long rows with
+    16 right-hand sides matched the analysed solve (0.96-1.07x).
+    """
+    return task.num_rhs == 1 or not (n and nnz / n < _SUBWARP_ROW_NNZ)
+
+
 def natural_schedule(n: int, nnz: int, task: SptrsvTask) -> NaturalOrderSchedule:
     """The fast start's scheme, from what is known without any analysis: the mean row length
-    ``nnz / n`` and the task. A prediction, to be refit on the GPU measurement (see "Fast
-    start" in docs/performance.md).
+    ``nnz / n`` and the task.
 
-    - Rows: a lane per row (32 rows per ticket) for rows averaging under 4 entries with one
-      right-hand side, as the hand rule gives such rows a thread each (meshes, roads,
-      bands); else the warp shares each row, 4 rows per ticket (the hand rule's merge of
-      warp-shared rows), so that several right-hand sides and long rows (power-law, R-MAT)
-      spread over the lanes. The rows' spread (``rnnz_cov``) would need a reduction on the
-      device and a read-back; the mean separates the benchmark's families already.
-    - Warps: 8 per block (1,056 on an H100), so that warps times rows per ticket (33,792 or
-      4,224 positions) exceeds the rows of a level (350-2,000 at 500K rows) several times
-      over, the window a natural-order solve needs to run as deep as the levels rather than
-      as slow as the window, while fewer warps spin on a chain than with 32.
+    - Rows averaging under 4 entries with one right-hand side (meshes, roads, bands): a
+      lane per row, 32 rows per ticket, 32 warps per block. Rows are solved in natural order,
+      so the rows in flight (32 x 32 x 33 blocks = 33,792 on an H100) bound the parallelism:
+      a 2-D mesh's dependencies chain each row to the one before it and to the row above, so
+      the window must span many grid lines. Measured (H100, 500K rows): 8 warps per block
+      solved laplacian2d in 4.73 ms, 32 in 1.94 ms (laplacian3d 1.84 and 0.76, road 1.60
+      and 1.33).
+    - Otherwise the warp shares each row, 4 rows per ticket, 8 warps per block: long rows
+      (power law, R-MAT) and several right-hand sides spread over the lanes.
     """
     if n and nnz / n < _SUBWARP_ROW_NNZ and task.num_rhs == 1:
-        return NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=32, rows_per_thread=True)
+        return NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, rows_per_thread=True)
     return NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False)
