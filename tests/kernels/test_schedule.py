@@ -12,14 +12,14 @@ from gsparse.kernels.schedule import SCHEDULES, Schedule, one_of, schedule_from_
 from gsparse.kernels.sddmm import Edge, EdgeTransposed, Row, RowTransposed
 from gsparse.kernels.softmax import WarpPerRow
 from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows
-from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 
 ONE_OF_EACH = [
     OnePass(feature_lanes=8, edge_lanes=4, nnz_tile=2), SplitRows(row_split=1024),
     ColumnTiled(feature_lanes=1, edge_lanes=32, column_tile=4096), OutputTiled(column_groups=2),
     Edge(lanes=8), Row(lanes=4), RowTransposed(lanes=8, edges_per_batch=8),
     EdgeTransposed(lanes=8, edges_per_batch=4), WarpPerRow(warps_per_block=16),
-    SptrsvSchedule(subwarps=4, sw_rnnz=2),
+    SptrsvSchedule(subwarps=4, sw_rnnz=2), NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False),
 ]
 
 
