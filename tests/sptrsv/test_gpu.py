@@ -124,7 +124,34 @@ def test_the_fast_start_on_larger_factors_matches_scipy_without_a_host_analysis(
 
 NATURAL = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False),
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=True),
-           NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=32, rows_per_thread=False)]
+           NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=32, rows_per_thread=False),
+           NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, level_order=True),
+           NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False, level_order=True)]
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False)])
+def test_the_device_levels_are_the_host_analysis_levels(family, lower, transpose):
+    from gsparse.kernels.sptrsv.analysis import dependency_graph, levels
+    from gsparse.kernels.sptrsv.natural import DeviceSystem, level_order
+    from gsparse.target import Target
+
+    matrix = triangular.generate(family, LARGE_ROWS, seed=3)
+    factor = matrix if lower else sp.csr_array(matrix.T)
+    factor.sort_indices()
+    crow = torch.from_numpy(factor.indptr.astype(np.int64)).cuda()
+    col = torch.from_numpy(factor.indices.astype(np.int64)).cuda()
+    system = DeviceSystem(crow, col, lower, transpose)
+    order, position = level_order(system, torch.int32, Target.of(crow.device))
+    host = sp.csr_array(factor.T) if transpose else factor
+    host.sort_indices()
+    graph = dependency_graph(host.indptr, host.indices, lower != transpose)
+    want = levels(graph.ptr, graph.deps)
+    n = factor.shape[0]
+    level_of_row = np.empty(n, dtype=np.int64)
+    level_of_row[graph.order] = want
+    np.testing.assert_array_equal(order.cpu().numpy(), np.argsort(level_of_row, kind="stable"))
+    np.testing.assert_array_equal(position.cpu().numpy()[order.cpu().numpy()], np.arange(n))
 
 
 @pytest.mark.parametrize("schedule", NATURAL, ids=str)

@@ -19,8 +19,11 @@ from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
 from gsparse.kernels.sptrsv import FactorPlans, NaturalOrderSchedule
 from gsparse.kernels.sptrsv.codegen import (
+    LEVELS_KERNEL,
+    LEVELS_WARPS,
     NATURAL_KERNEL,
     SENTINEL,
+    levels_program,
     natural_program,
     program,
 )
@@ -37,7 +40,9 @@ from .loader import RecordingLoader
 
 SCHEMES = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False),
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=8, rows_per_thread=True),
-           NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=1, rows_per_thread=False)]
+           NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=1, rows_per_thread=False),
+           NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, level_order=True),
+           NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False, level_order=True)]
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
 
 
@@ -79,6 +84,16 @@ def test_the_natural_kernel_compiles_without_spills(arch, schedule):
         assert resources.registers * 32 * schedule.warps_per_block <= 65536
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("index, lower", [(torch.int32, True), (torch.int64, False)])
+def test_the_levels_kernel_compiles_without_spills(arch, index, lower):
+    compile_cuda = _nvrtc_or_skip()
+    binary = compile_cuda(levels_program(index, lower).source, arch=arch, cache=None)
+    resources = binary.resources[LEVELS_KERNEL]
+    assert resources.spill_stores == resources.spill_loads == resources.stack_bytes == 0, binary.log
+    assert resources.registers * 32 * LEVELS_WARPS <= 65536
+
+
 def test_the_natural_source_prints_its_scheme_and_leaves_the_analysed_programs_alone():
     algorithm = SptrsvAlgorithm(torch.float32, torch.int32, True, False, 1)
     source = natural_program(algorithm, NaturalOrderSchedule(rows_per_ticket=16)).source
@@ -114,7 +129,7 @@ def test_the_oracle_matches_scipy(family, lower, unit, transpose, k, dtype):
     system.sort_indices()
     b = _rhs(matrix.shape[0], k)
     want = _reference(matrix, lower, unit, transpose, b)
-    for schedule, warps in zip(SCHEMES, (1, 7, 300, 2)):
+    for schedule, warps in zip(SCHEMES, (1, 7, 300, 2, 5, 64), strict=True):
         x = execute_natural(schedule, warps, system.indptr, system.indices, system.data.astype(dtype),
                             b.astype(dtype), lower != transpose, unit)
         assert x.shape == b.shape
@@ -210,6 +225,33 @@ def test_int64_indices_where_asked(monkeypatch):
     named = _named(loader)
     assert named["crow"].dtype == named["col"].dtype == torch.int64
     assert "using I = long long;" in loader.lookups[-1][0].source
+
+
+@pytest.mark.parametrize("lower, transpose", [(True, False), (False, False), (True, True)])
+def test_level_order_launches_the_levels_kernel_once_then_solves_through_its_order(monkeypatch, lower, transpose):
+    _no_analysis(monkeypatch)
+    matrix = family_factor("laplacian2d", upper=not lower)
+    plans, loader = _plans(matrix, lower)
+    n = matrix.shape[0]
+    schedule = NaturalOrderSchedule(warps_per_block=32, level_order=True)
+    plan = plans.build_plan(plans.task(torch.float64, False, transpose, 1), schedule, H100)
+    values, b = torch.from_numpy(matrix.data), torch.from_numpy(_rhs(n, None))
+    for _ in range(2):
+        plan(values, b)
+    assert [name for _, name, _ in loader.lookups] == [LEVELS_KERNEL, NATURAL_KERNEL]
+    assert len(loader.launches) == 3  # the levels once per plan, then one launch per solve
+    levels_launch = dict(zip([p for _, p in loader.lookups[0][0].kernels[LEVELS_KERNEL].params],
+                             loader.launches[0][3], strict=True))
+    assert loader.launches[0][:2] == (H100.sms, 32 * LEVELS_WARPS)
+    assert levels_launch["level"].dtype == torch.int32 and levels_launch["n"].value == n
+    system = sp.csr_array(matrix.T) if transpose else matrix
+    system.sort_indices()
+    np.testing.assert_array_equal(levels_launch["col"].numpy(), system.indices)
+    assert "constexpr bool LOWER = " + ("true" if lower != transpose else "false") in loader.lookups[0][0].source
+    named = _named(loader)
+    assert named["order"].dtype == named["position"].dtype == torch.int32
+    np.testing.assert_array_equal(named["position"].numpy()[named["order"].numpy()], np.arange(n))
+    assert "constexpr bool REORDER = true;" in loader.lookups[1][0].source
 
 
 def test_every_solve_hands_the_kernel_the_same_zeroed_counter():

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analysis import ranges
+from .analysis import levels, ranges
 from .schedule import NaturalOrderSchedule
 from .scheduling import SolvePlan
 
@@ -220,7 +220,8 @@ def execute_natural(schedule: NaturalOrderSchedule, num_warps: int, crow: np.nda
                     values: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool = False) -> np.ndarray:
     """Solve ``T x = b`` as the fast start's kernel (``natural.cuh``) would, in rounds.
 
-    Positions are rows top down (``lower``) or bottom up. Each round, every free warp takes
+    Positions are rows top down (``lower``) or bottom up, or with ``level_order`` the rows
+    by level, a level's rows by index (:func:`.natural.level_order`). Each round, every free warp takes
     the next ticket (in warp order; tickets in increasing order), then every row that may
     run does: a warp sharing its rows runs its ticket's next row, a lane solving rows of
     its own its next one; a row may run once every dependency is final (its values are
@@ -241,13 +242,18 @@ def execute_natural(schedule: NaturalOrderSchedule, num_warps: int, crow: np.nda
     """
     n = len(crow) - 1
     order = np.arange(n, dtype=np.int64) if lower else np.arange(n - 1, -1, -1, dtype=np.int64)
-    system = _System(order, np.asarray(crow, np.int64), np.asarray(col, np.int64), np.asarray(values),
-                     unit_diagonal)
+    crow, col, values = np.asarray(crow, np.int64), np.asarray(col, np.int64), np.asarray(values)
+    system = _System(order, crow, col, values, unit_diagonal)
     owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(system.ptr))
     if (system.dep >= owner).any():
         i = int(np.flatnonzero(system.dep >= owner)[0])
         raise ScheduleError(f"row {order[owner[i]]} depends on row {order[system.dep[i]]}, which is solved "
                             f"after it in natural order")
+    if schedule.level_order:  # as natural.level_order: rows by level, a level's rows by index
+        level_of_row = np.empty(n, dtype=np.int64)
+        level_of_row[order] = levels(system.ptr, system.dep)
+        order = np.argsort(level_of_row, kind="stable")
+        system = _System(order, crow, col, values, unit_diagonal)
     vector = b.ndim == 1
     rhs = (b[:, None] if vector else b)[order]
     x = np.zeros_like(rhs)

@@ -4,8 +4,9 @@ The analysed schemes (:mod:`.plan`) need the row graph and the levels, computed 
 (50-1,100 ms at 500K rows, docs/performance.md). The fast start needs neither: the kernel
 (``natural.cuh``) hands consecutive rows to the warps of a persistent grid in solve order,
 through one ticket counter, and each row waits on its dependencies by value. Its
-preparation is a few torch ops on the factor's device: the index type, and for a transposed
-solve the CSR of ``A^T`` (:func:`device_transpose`); no copy of the pattern to the host.
+preparation is a few torch ops on the factor's device: the index type, for a transposed
+solve the CSR of ``A^T`` (:func:`device_transpose`), and in level order the rows sorted by
+level (:func:`level_order`); no copy of the pattern to the host.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
-from .codegen import NATURAL_KERNEL, SENTINEL, natural_program, natural_variant
+from .codegen import (LEVELS_KERNEL, LEVELS_WARPS, NATURAL_KERNEL, SENTINEL, levels_program, natural_program,
+                      natural_variant)
 from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
 from .task import SptrsvTask
 
-__all__ = ["DeviceSystem", "NaturalPlan", "device_transpose"]
+__all__ = ["DeviceSystem", "NaturalPlan", "device_transpose", "level_order"]
 
 
 def device_transpose(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -51,6 +53,27 @@ class DeviceSystem:
         return self.crow.numel() - 1
 
 
+def level_order(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
+                loader: KernelLoader = RUNTIME_LOADER) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(order, position)`` of the system's rows by level, on its device: ``order[k]`` is the
+    row solved at position ``k`` (levels increasing; rows of one level in index order) and
+    ``position`` its inverse. The levels come from one launch of the levels kernel
+    (``levels.cuh``), the order from a stable sort; nothing is read back."""
+    device = system.crow.device
+    n = system.n
+    level = torch.full((n,), -1, dtype=torch.int32, device=device)
+    tickets = torch.zeros(2, dtype=torch.int64, device=device)
+    code = levels_program(index_dtype, system.lower)
+    launch = code.prepare(LEVELS_KERNEL, device_index(device), target.sms, LEVELS_WARPS * 32, loader=loader,
+                          crow=system.crow.to(index_dtype), col=system.col.to(index_dtype), level=OPERAND,
+                          ticket=OPERAND, n=n)
+    launch(level=level, ticket=tickets)
+    order = torch.sort(level, stable=True).indices.to(index_dtype)
+    position = torch.empty(n, dtype=index_dtype, device=device)
+    position.index_copy_(0, order.long(), torch.arange(n, dtype=index_dtype, device=device))
+    return order, position
+
+
 class NaturalPlan:
     """The launch of the fast start for one task on one factor's system; call it with ``A``'s
     values (canonical order, ``[nnz]``) and ``b`` (``[n]`` or ``[n, k]``, contiguous) to get
@@ -77,10 +100,13 @@ class NaturalPlan:
         # The next ticket and the warps done; the kernel's last warp zeroes both (natural.cuh).
         self._tickets = torch.zeros(2, dtype=torch.int64, device=device)
         index = task.index_dtype
+        order = position = None
+        if schedule.level_order and self.n:
+            order, position = level_order(system, index, target, loader)
         code = natural_program(task.algorithm, schedule)
         self._launch = code.prepare(
             NATURAL_KERNEL, device_index(device), target.sms, natural_variant(schedule).threads, loader=loader,
-            crow=system.crow.to(index), col=system.col.to(index), n=self.n,
+            crow=system.crow.to(index), col=system.col.to(index), order=order, position=position, n=self.n,
             val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND)
 
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -153,12 +153,19 @@ class NaturalOrderSchedule(Schedule):
             ``i`` the ``i``-th, ``i + 32``-th, ...), waiting on its neighbours' values; else
             the warp shares each row (its lanes split the entries and right-hand sides) and
             solves the ticket's rows one after another.
+        level_order: tickets hand out rows by level instead of by index: the levels are
+            computed first on the device, by a kernel that walks the rows in natural order
+            as the solve does (``levels.cuh``), and sorted there. Rows of one level are then
+            consecutive, so the rows in flight span whole levels, not a few grid lines of a
+            mesh; the levels cost about one solve of a single right-hand side, once per
+            factor and direction.
     """
 
     skeleton = "sptrsv.natural"
     warps_per_block: int = 8
     rows_per_ticket: int = 32
     rows_per_thread: bool = True
+    level_order: bool = False
 
     def problems(self) -> list[str]:
         """Why this schedule can never run (empty when it is valid)."""
@@ -167,13 +174,14 @@ class NaturalOrderSchedule(Schedule):
             value = getattr(self, name)
             if isinstance(value, bool) or value not in POWERS_OF_TWO:
                 found.append(f"{name} must be one of {POWERS_OF_TWO}, got {value!r}")
-        if not isinstance(self.rows_per_thread, bool):
-            found.append(f"rows_per_thread must be a bool, got {self.rows_per_thread!r}")
+        for name in ("rows_per_thread", "level_order"):
+            if not isinstance(getattr(self, name), bool):
+                found.append(f"{name} must be a bool, got {getattr(self, name)!r}")
         return found
 
     def __str__(self) -> str:
         rows = "thread" if self.rows_per_thread else "warp"
-        return f"natural.nw{self.warps_per_block}.t{self.rows_per_ticket}.{rows}"
+        return f"natural.nw{self.warps_per_block}.t{self.rows_per_ticket}.{rows}{'.levels' if self.level_order else ''}"
 
 
 def _number(value: float) -> str:

@@ -35,11 +35,15 @@ from ...source import ACCUMULATOR_TYPES, INDEX_TYPES, PRELUDE, SCALAR_TYPES, Pro
 from ..schedule import NaturalOrderSchedule, SptrsvSchedule
 from ..task import SptrsvAlgorithm
 
-__all__ = ["KERNEL", "NATURAL_KERNEL", "STAGE_MIN", "SENTINEL", "CodeVariant", "generate", "program",
-           "signature", "natural_program"]
+__all__ = ["KERNEL", "NATURAL_KERNEL", "LEVELS_KERNEL", "LEVELS_WARPS", "STAGE_MIN", "SENTINEL", "CodeVariant",
+           "generate", "program", "signature", "natural_program", "levels_program"]
 
 KERNEL = "sptrsv"
 NATURAL_KERNEL = "sptrsv_natural"
+LEVELS_KERNEL = "sptrsv_levels"
+# Warps per block of the levels kernel: its window of rows in flight (32 a warp) must span
+# many grid lines of a mesh, as the fast start's own (see natural_schedule).
+LEVELS_WARPS = 32
 # A node group's entries are staged in shared memory only if there are at least this many:
 # one per lane of the warp, below which a coalesced read has nothing to coalesce.
 STAGE_MIN = 32
@@ -199,21 +203,24 @@ def _program(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> Program:
 
 def natural_variant(schedule: NaturalOrderSchedule) -> CodeVariant:
     """The code variant of ``solve.cuh`` that the fast start's kernel runs: one subwarp of 32
-    lanes, a row per lane or shared rows, values as signals, no staging, flags or reordering
-    (none of which exists without a plan)."""
+    lanes, a row per lane or shared rows, values as signals, no staging or flags (neither
+    exists without a plan), positions mapped to rows through ``order`` in level order."""
     return CodeVariant(warps_per_block=schedule.warps_per_block, subwarps=1,
                        shared_rows=not schedule.rows_per_thread, per_thread_rows=schedule.rows_per_thread,
-                       stage=False, eliminate=False, early_division=True, ready_by_value=True, reorder=False)
+                       stage=False, eliminate=False, early_division=True, ready_by_value=True,
+                       reorder=schedule.level_order)
 
 
 def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
-    """``sptrsv_natural(crow, col, val, b, x, ticket, n)``: the system's CSR, the right-hand
-    sides and solution (``x`` filled with the sentinel), the ticket counter (two zeros, which
-    the kernel leaves zero)."""
+    """``sptrsv_natural(crow, col, val, order, position, b, x, ticket, n)``: the system's CSR,
+    the positions' rows and the rows' positions (level order; null in natural order), the
+    right-hand sides and solution (``x`` filled with the sentinel), the ticket counter (two
+    zeros, which the kernel leaves zero)."""
     scalar = SCALAR_TYPES[algorithm.dtype]
     index = "const I* __restrict__"
     return Signature(NATURAL_KERNEL, [
         (index, "crow"), (index, "col"), (f"const {scalar}* __restrict__", "val"),
+        (index, "order"), (index, "position"),
         (f"const {scalar}* __restrict__", "b"), (f"{scalar}*", "x"),
         ("unsigned long long*", "ticket"), (INDEX_TYPES[algorithm.index_dtype], "n"),
     ])
@@ -241,8 +248,37 @@ using cfg::T;
 {device_code(__package__, "natural.cuh")}
 {kernel.declaration(bounds=(variant.threads, 1))}
 {{
-    const gs::sptrsv::System sys{{crow, col, val, nullptr, nullptr, nullptr, b, x, nullptr, 0u, n}};
+    const gs::sptrsv::System sys{{crow, col, val, order, position, nullptr, b, x, nullptr, 0u, n}};
     gs::sptrsv::run_natural(sys, ticket);
 }}
 """
     return Program(source, {NATURAL_KERNEL: kernel}, f"sptrsv natural {algorithm} | {schedule}")
+
+
+@functools.lru_cache(maxsize=8)
+def levels_program(index_dtype: torch.dtype, lower: bool) -> Program:
+    """The program of the kernel ``sptrsv_levels(crow, col, level, ticket, n)``: each row's
+    level (``level`` ``[n]`` int32 filled with -1; the ticket counter two zeros, left zero)
+    for a lower (else upper) system (``levels.cuh``)."""
+    index = "const I* __restrict__"
+    kernel = Signature(LEVELS_KERNEL, [
+        (index, "crow"), (index, "col"), ("int*", "level"), ("unsigned long long*", "ticket"),
+        (INDEX_TYPES[index_dtype], "n"),
+    ])
+    source = f"""// gsparse SpTRSV, the levels of a {'lower' if lower else 'upper'} system for the fast start
+{PRELUDE}
+namespace cfg {{
+using I = {INDEX_TYPES[index_dtype]};
+constexpr int NW = {LEVELS_WARPS};  // warps per block
+constexpr bool LOWER = {'true' if lower else 'false'};  // the system is lower triangular (else upper)
+}}  // namespace cfg
+using cfg::I;
+using namespace cfg;
+
+{device_code(__package__, "levels.cuh")}
+{kernel.declaration(bounds=(LEVELS_WARPS * _WARP, 1))}
+{{
+    gs::sptrsv::run_levels(crow, col, level, ticket, n);
+}}
+"""
+    return Program(source, {LEVELS_KERNEL: kernel}, f"sptrsv levels {'lower' if lower else 'upper'} {index_dtype}")
