@@ -252,6 +252,8 @@ def test_level_order_launches_the_levels_kernel_once_then_solves_through_its_ord
     assert named["order"].dtype == named["position"].dtype == torch.int32
     np.testing.assert_array_equal(named["position"].numpy()[named["order"].numpy()], np.arange(n))
     assert "constexpr bool REORDER = true;" in loader.lookups[1][0].source
+    plans.build_plan(plans.task(torch.float32, False, transpose, 16), schedule, H100)
+    assert [name for _, name, _ in loader.lookups].count(LEVELS_KERNEL) == 1  # kept for the direction
 
 
 def test_every_solve_hands_the_kernel_the_same_zeroed_counter():

@@ -47,10 +47,19 @@ class DeviceSystem:
         if transpose:
             crow, col, self.value_index = device_transpose(crow, col)
         self.crow, self.col, self.lower = crow, col, lower != transpose
+        self._level_orders: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
 
     @property
     def n(self) -> int:
         return self.crow.numel() - 1
+
+    def level_order(self, index_dtype: torch.dtype, target: Target,
+                    loader: KernelLoader = RUNTIME_LOADER) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`level_order` of this system, computed once per index type and kept: every
+        task of the direction (dtype, right-hand sides) shares it."""
+        if index_dtype not in self._level_orders:
+            self._level_orders[index_dtype] = level_order(self, index_dtype, target, loader)
+        return self._level_orders[index_dtype]
 
 
 def level_order(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
@@ -102,7 +111,7 @@ class NaturalPlan:
         index = task.index_dtype
         order = position = None
         if schedule.level_order and self.n:
-            order, position = level_order(system, index, target, loader)
+            order, position = system.level_order(index, target, loader)
         code = natural_program(task.algorithm, schedule)
         self._launch = code.prepare(
             NATURAL_KERNEL, device_index(device), target.sms, natural_variant(schedule).threads, loader=loader,
