@@ -4,7 +4,8 @@ Inside :func:`cuda_path_on_cpu`, CPU tensors go to the CUDA backend: tasks, sche
 chosen on an H100's facts, launch plans, and launches that a
 :class:`~recording.RecordingLoader` records instead of running (outputs stay as
 allocated). :class:`NoHostReads` fails any call that would make a GPU wait: a tensor's
-value read by the host, or an operation whose output size depends on the data.
+value read by the host, or an operation whose output size depends on the data;
+:class:`HostReads` counts them.
 :class:`TorchCalls` counts the torch functions the host path calls (most are a kernel
 launch each on a GPU), the backward's with :func:`backward_counted`.
 """
@@ -50,6 +51,22 @@ _DATA_SIZED = {torch.nonzero, torch.Tensor.nonzero, torch.bincount, torch.Tensor
                torch.Tensor.masked_select, torch.argwhere, torch.Tensor.argwhere}
 
 
+def host_read(func, args, kwargs) -> str | None:
+    """How the torch call ``func(*args, **kwargs)`` reads device data back to the host, or
+    None if it does not."""
+    if func in _READS or func in _DATA_SIZED:
+        return f"{getattr(func, '__name__', func)} reads the device back"
+    if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__):
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
+            return "boolean-mask indexing reads the device back"
+    if func in (torch.repeat_interleave, torch.Tensor.repeat_interleave):
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+        if isinstance(repeats, torch.Tensor) and kwargs.get("output_size") is None:
+            return "repeat_interleave by a tensor without output_size reads the device back"
+    return None
+
+
 class NoHostReads(TorchFunctionMode):
     """AssertionError on any torch call that reads device data back to the host: ``bool``,
     ``item``, ``int``, ``tolist``; ``nonzero``, ``bincount``, ``unique`` and the like;
@@ -57,17 +74,23 @@ class NoHostReads(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _READS or func in _DATA_SIZED:
-            raise AssertionError(f"{getattr(func, '__name__', func)} reads the device back")
-        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__):
-            index = args[1] if isinstance(args[1], tuple) else (args[1],)
-            if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
-                raise AssertionError("boolean-mask indexing reads the device back")
-        if func in (torch.repeat_interleave, torch.Tensor.repeat_interleave):
-            repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
-            if isinstance(repeats, torch.Tensor) and kwargs.get("output_size") is None:
-                raise AssertionError("repeat_interleave by a tensor without output_size reads "
-                                     "the device back")
+        if (why := host_read(func, args, kwargs)) is not None:
+            raise AssertionError(why)
+        return func(*args, **kwargs)
+
+
+class HostReads(TorchFunctionMode):
+    """Records, in ``reads``, the name of each torch call that :class:`NoHostReads` would
+    fail (on a GPU, each is a host wait)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if host_read(func, args, kwargs) is not None:
+            self.reads.append(getattr(func, "__name__", str(func)))
         return func(*args, **kwargs)
 
 

@@ -11,6 +11,7 @@ addresses, as :class:`~gsparse.Graph` is.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,8 @@ import torch
 
 from ._live import LiveRegistry
 from .kernels.sptrsv import FactorPlans
+from .kernels.sptrsv import checks as factor_checks
+from .kernels.sptrsv.checks import FactorReport
 from .kernels.sptrsv.levelset import LevelSetPlan, levelset_plan
 
 __all__ = ["Pattern", "read_factor", "check_values", "check_diagonal", "SUPPORTED_DTYPES"]
@@ -84,9 +87,7 @@ class Pattern:
 
     def rows(self) -> torch.Tensor:
         """``[nnz]`` int64 row of each entry (traceable: its size is the pattern's)."""
-        counts = self.crow[1:] - self.crow[:-1]
-        return torch.repeat_interleave(torch.arange(self.n, device=self.device), counts,
-                                       output_size=self.nnz)
+        return _rows(self.crow, self.nnz)
 
 
 def _dtype_problem(kind: str, itemsize: int) -> str:
@@ -152,8 +153,9 @@ def _parts(A: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int,
                     f"(crow, col, values, shape); got {type(A).__name__}")
 
 
-def _first(mask: torch.Tensor) -> int:
-    return int(torch.nonzero(mask)[0, 0])
+def _first(mask: torch.Tensor) -> int | None:
+    """The first True position of ``mask``, None if there is none."""
+    return int(torch.nonzero(mask)[0, 0]) if bool(mask.any()) else None
 
 
 def _check_index(name: str, t: torch.Tensor, length: int | None) -> torch.Tensor:
@@ -166,13 +168,15 @@ def _check_index(name: str, t: torch.Tensor, length: int | None) -> torch.Tensor
     return t.long()
 
 
-def read_factor(A: Any, lower: bool) -> tuple[Pattern, torch.Tensor]:
+def read_factor(A: Any, lower: bool, unit_diagonal: bool = False) -> tuple[Pattern, torch.Tensor]:
     """The canonical pattern of ``A`` and its values in the input's storage order.
 
-    Checks everything about ``A`` that does not depend on the values (see
-    :func:`check_diagonal` for those): a square 2-D shape, a supported dtype, CSR indices
-    that are consistent and in range, all on one device, no duplicate entries, and every
-    entry on the diagonal or the ``lower`` (else upper) side of it.
+    Checks everything about ``A``: a square 2-D shape, a supported dtype, CSR indices that
+    are consistent and in range, all on one device, no duplicate entries, every entry on the
+    diagonal or the ``lower`` (else upper) side of it, and unless ``unit_diagonal``, a
+    finite nonzero diagonal entry in every row. On a GPU the rules are checked by one
+    kernel launch and one read-back (:mod:`gsparse.kernels.sptrsv.checks`), plus a sort
+    and one more read-back when some row's columns are not in order.
     """
     if not isinstance(lower, bool):
         raise TypeError(f"lower must be a bool, got {type(lower).__name__}")
@@ -181,60 +185,138 @@ def read_factor(A: Any, lower: bool) -> tuple[Pattern, torch.Tensor]:
         raise ValueError(f"A must be square, got shape {tuple(shape)}")
     n = shape[0]
     check_values("A's values", values)
-    crow = _check_index("crow", crow, n + 1)
-    col = _check_index("col", col, None)
+    crow = _check_index("crow", crow, n + 1).contiguous()
+    col = _check_index("col", col, None).contiguous()
     if values.dim() != 1 or values.numel() != col.numel():
         raise ValueError(f"values must be 1-D with one entry per column index ({col.numel()}), "
                          f"got shape {tuple(values.shape)}")
     if not (crow.device == col.device == values.device):
         raise ValueError(f"crow, col and values must be on one device, got {crow.device}, "
                          f"{col.device} and {values.device}")
-    if int(crow[0]) != 0 or int(crow[-1]) != col.numel():
+    diagonal = None if unit_diagonal else values.detach().contiguous()
+    found = _find(crow, col, diagonal, values.dtype, lower)
+    if found.crow_ends:
         raise ValueError(f"crow must start at 0 and end at the number of entries ({col.numel()}), "
                          f"got {int(crow[0])} and {int(crow[-1])}")
-    steps = crow[1:] - crow[:-1]
-    if bool((steps < 0).any()):
-        i = _first(steps < 0)
+    if (i := found.decrease) is not None:
         raise ValueError(f"crow must be non-decreasing: crow[{i + 1}] = {int(crow[i + 1])} < "
                          f"crow[{i}] = {int(crow[i])}")
-    if col.numel() and bool(((col < 0) | (col >= n)).any()):
-        i = _first((col < 0) | (col >= n))
+    if (i := found.out_of_range) is not None:
         raise ValueError(f"col[{i}] = {int(col[i])} is out of range: A is {n} x {n}")
-    rows = torch.repeat_interleave(torch.arange(n, device=crow.device), steps, output_size=col.numel())
-    key = rows * max(n, 1) + col
-    order = None
-    if col.numel() > 1 and not bool((key[1:] > key[:-1]).all()):
-        order = torch.argsort(key, stable=True)
-        key, rows, col = key[order], rows[order], col[order]
-        repeated = key[1:] == key[:-1]
-        if bool(repeated.any()):
-            i = _first(repeated)
-            raise ValueError(f"A has more than one entry at (row {int(rows[i])}, column {int(col[i])}); "
-                             f"duplicate entries are not supported: sum them first")
-    wrong_side = col > rows if lower else col < rows
-    if bool(wrong_side.any()):
-        i = _first(wrong_side)
+    order = None if found.unsorted is None else _canonical_order(crow, col)
+    if found.wrong_side is not None:
+        row, column = found.wrong_side
         side, kind = ("above", "lower") if lower else ("below", "upper")
-        raise ValueError(f"A is not {kind} triangular: it has an entry at (row {int(rows[i])}, "
-                         f"column {int(col[i])}), {side} the diagonal")
-    return Pattern(crow.contiguous(), col.contiguous(), lower, order), values
+        raise ValueError(f"A is not {kind} triangular: it has an entry at (row {row}, column {column}), "
+                         f"{side} the diagonal")
+    if diagonal is not None:
+        _raise_diagonal(found, crow, col, diagonal)
+    return Pattern(crow, col if order is None else col[order], lower, order), values
 
 
 def check_diagonal(pattern: Pattern, values: torch.Tensor) -> None:
-    """Every row has a finite, nonzero diagonal entry (``values`` in canonical order)."""
-    rows = pattern.rows()
-    on_diagonal = pattern.col == rows
-    present = torch.zeros(pattern.n, dtype=torch.bool, device=pattern.device)
-    present[rows[on_diagonal]] = True
-    if not bool(present.all()):
-        i = _first(~present)
+    """Every row has a finite, nonzero diagonal entry (``values`` in canonical order); on a
+    GPU, one kernel launch and one read-back."""
+    values = values.detach().contiguous()
+    _raise_diagonal(_find(pattern.crow, pattern.col, values, values.dtype, pattern.lower),
+                    pattern.crow, pattern.col, values)
+
+
+def _raise_diagonal(found: FactorReport | _TorchChecks, crow: torch.Tensor, col: torch.Tensor,
+                    values: torch.Tensor) -> None:
+    """ValueError naming the first row without a diagonal entry, else the first with a zero or
+    non-finite one (``values`` in ``col``'s order, which need not be canonical)."""
+    if (i := found.no_diagonal) is not None:
         raise ValueError(f"A has no diagonal entry in row {i}; a solve with unit_diagonal=False "
                          f"divides by it (pass unit_diagonal=True if the diagonal is implicitly 1)")
-    diagonal = torch.empty(pattern.n, dtype=values.dtype, device=values.device)
-    diagonal[rows[on_diagonal]] = values.detach()[on_diagonal]
-    bad = (diagonal == 0) | ~torch.isfinite(diagonal)
-    if bool(bad.any()):
-        i = _first(bad)
-        value = float(diagonal[i])
+    if (i := found.bad_diagonal) is not None:
+        begin, end = int(crow[i]), int(crow[i + 1])
+        value = float(values[begin:end][col[begin:end] == i][0])
         what = "zero (A is singular)" if value == 0 else f"{value} (not finite)"
         raise ValueError(f"A's diagonal entry in row {i} is {what}")
+
+
+def _find(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor | None, dtype: torch.dtype,
+          lower: bool) -> FactorReport | _TorchChecks:
+    """The first violation of each rule: on a GPU, the check kernel's report; elsewhere, the
+    rules checked with PyTorch operations as they are asked for."""
+    if factor_checks.on_gpu(crow):
+        return factor_checks.check_factor(crow, col, values, dtype, lower)
+    return _TorchChecks(crow, col, values, lower)
+
+
+class _TorchChecks:
+    """The fields of :class:`~gsparse.kernels.sptrsv.checks.FactorReport`, computed with
+    PyTorch operations when read (a host wait or two each: off the GPU that is cheap). They
+    are read in the order of the class's fields, and a field may assume that the rules
+    before it hold: the first violation raises before the next field is read."""
+
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor | None, lower: bool) -> None:
+        self._crow, self._col, self._values, self._lower = crow, col, values, lower
+        self._n = crow.numel() - 1
+
+    @functools.cached_property
+    def crow_ends(self) -> bool | None:
+        return True if (int(self._crow[0]), int(self._crow[-1])) != (0, self._col.numel()) else None
+
+    @functools.cached_property
+    def decrease(self) -> int | None:
+        return _first(self._crow[1:] < self._crow[:-1])
+
+    @functools.cached_property
+    def out_of_range(self) -> int | None:
+        return _first((self._col < 0) | (self._col >= self._n))
+
+    @functools.cached_property
+    def _rows(self) -> torch.Tensor:
+        return _rows(self._crow, self._col.numel())
+
+    @functools.cached_property
+    def _key(self) -> torch.Tensor:
+        return self._rows * max(self._n, 1) + self._col
+
+    @functools.cached_property
+    def unsorted(self) -> int | None:
+        # Keys rise from one row to the next: a key that does not rise is inside a row.
+        i = _first(self._key[1:] <= self._key[:-1])
+        return None if i is None else int(self._rows[i])
+
+    @functools.cached_property
+    def wrong_side(self) -> tuple[int, int] | None:
+        wrong = self._col > self._rows if self._lower else self._col < self._rows
+        if not bool(wrong.any()):
+            return None
+        return divmod(int(self._key[wrong].min()), max(self._n, 1))
+
+    @functools.cached_property
+    def no_diagonal(self) -> int | None:
+        present = torch.zeros(self._n, dtype=torch.bool, device=self._crow.device)
+        present[self._rows[self._col == self._rows]] = True
+        return _first(~present)
+
+    @functools.cached_property
+    def bad_diagonal(self) -> int | None:
+        on_diagonal = self._col == self._rows
+        diagonal = torch.empty(self._n, dtype=self._values.dtype, device=self._values.device)
+        diagonal[self._rows[on_diagonal]] = self._values[on_diagonal]
+        return _first((diagonal == 0) | ~torch.isfinite(diagonal))
+
+
+def _rows(crow: torch.Tensor, nnz: int) -> torch.Tensor:
+    """``[nnz]`` int64 row of each entry of a CSR with valid offsets ``crow`` (traceable)."""
+    n = crow.numel() - 1
+    return torch.repeat_interleave(torch.arange(n, device=crow.device), crow[1:] - crow[:-1], output_size=nnz)
+
+
+def _canonical_order(crow: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """The entries' stable order by (row, column), where some row's columns are not
+    increasing; ValueError naming the first entry given twice."""
+    width = max(crow.numel() - 1, 1)
+    key = _rows(crow, col.numel()) * width + col
+    order = torch.argsort(key, stable=True)
+    key = key[order]
+    if (i := _first(key[1:] == key[:-1])) is not None:
+        row, column = divmod(int(key[i]), width)
+        raise ValueError(f"A has more than one entry at (row {row}, column {column}); "
+                         f"duplicate entries are not supported: sum them first")
+    return order

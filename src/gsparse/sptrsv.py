@@ -92,7 +92,7 @@ class TriangularSolver:
                 raise TypeError(f"schedule must be a SptrsvSchedule, a NaturalOrderSchedule or None, "
                                 f"got {type(schedule).__name__}")
             schedule.validate()
-        self._pattern, values = read_factor(A, lower)
+        self._pattern, values = read_factor(A, lower, unit_diagonal)
         self._pattern.device_plans.schedule = schedule
         self._pattern.device_plans.analyse = analysis
         self._unit_diagonal = unit_diagonal
@@ -199,17 +199,15 @@ class TriangularSolver:
             raise ValueError(f"values must have shape [{self.nnz}] (one per stored entry), "
                              f"got {list(values.shape)}")
         canonical = self._canonical_values(values)
+        if not self._unit_diagonal:
+            check_diagonal(self._pattern, canonical)
         self._values, self._canonical = values, canonical
 
     def _canonical_values(self, values: torch.Tensor) -> torch.Tensor:
-        """``values`` in canonical order (no autograd graph: see :meth:`_current_canonical`),
-        after checking the diagonal they give."""
+        """``values`` in canonical order (no autograd graph: see :meth:`_current_canonical`)."""
         order = self._pattern.order
         with torch.no_grad():
-            canonical = values.detach() if order is None else values.index_select(0, order)
-        if not self._unit_diagonal:
-            check_diagonal(self._pattern, canonical)
-        return canonical
+            return values.detach() if order is None else values.index_select(0, order)
 
     def _current_canonical(self) -> torch.Tensor:
         """The canonical values; while autograd records and :attr:`values` requires grad, taken
