@@ -1,6 +1,6 @@
 """The tuner's figures on held-out families, from collected cells, as Markdown tables.
 
-    python scripts/tuning_report.py CELLS.jsonl[.gz] [...] [--held-out knn,molecules,small_world]
+    python scripts/tuning_report.py CELLS.jsonl[.gz] [...] [--held-out knn,molecules,small_world] [--worst N]
 
 For every held-out cell (a cell of a family the shipped models never trained on), with
 every time from the same sweep (:mod:`gsparse.tune.collect`):
@@ -10,7 +10,9 @@ every time from the same sweep (:mod:`gsparse.tune.collect`):
   wall time (compilation included);
 - the hand rule over the best;
 - cuSPARSE over each of them, where cuSPARSE computes the cell;
-- the shipped cost model's Pearson (log time, within each cell), Spearman and top-5 regret.
+- the shipped cost model's Pearson (log time, within each cell), Spearman and top-5 regret;
+- with ``--worst N``, the N cells where the model's choice is furthest from the best, with
+  their graphs' row statistics: where to look next.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     # The shipped models are trained on every family of docs/results/tuning; these two are
     # in none of its files (gsparse.datasets.FAMILIES), kept for a fresh judgement.
     parser.add_argument("--held-out", default="knn,molecules,small_world")
+    parser.add_argument("--worst", type=int, default=0, help="list the N cells the model misses most")
     args = parser.parse_args(argv)
     held_out = set(args.held_out.split(","))
     rows = []
@@ -67,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             "model": float(cell.times_ms[int(np.argmin(predicted))]), "default": cell.default_ms,
             "tune": tune_ms, "tune_s": tune["seconds"] if tune else np.nan, "cusparse": cell.cusparse_ms,
             "space_over_cusparse": cell.cusparse_ms / cell.best_ms,
+            "graph": doc["graph"]["structure"],
+            "picked": cell.schedules[int(np.argmin(predicted))], "fastest": cell.schedules[int(np.argmin(cell.times_ms))],
         })
     if not rows:
         print("no held-out cells", file=sys.stderr)
@@ -107,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
             quality = judge(select._model(operator), mine)
             print(f"| {operator} | {quality['pearson_log_within_cell']:.2f} | {quality['spearman_within_cell']:.2f} | "
                   f"{quality['top5_regret_max']:.2f} |")
+    if args.worst:
+        print(f"\n| model / best | family | case | F | dtype | rows | mean / max row | row COV | model's pick | best |")
+        print("| ---: | --- | --- | ---: | --- | ---: | --- | ---: | --- | --- |")
+        for r in sorted(rows, key=lambda r: r["best"] / r["model"])[:args.worst]:
+            g = r["graph"]
+            print(f"| {r['model'] / r['best']:.2f} | {r['family']} | {r['case']} | {r['feature_len']} | {r['dtype']} | "
+                  f"{g['num_dst']:,} | {g['row_mean']:.1f} / {g['row_max']} | {g['row_cov']:.2f} | {r['picked']} | "
+                  f"{r['fastest']} |")
     return 0
 
 
