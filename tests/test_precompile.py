@@ -96,3 +96,32 @@ def test_a_real_graph_also_gets_the_cost_models_pick(tmp_path):
             pick = select.model_choice("spmm", graph, item.task, H100)
             assert codegen.program(item.task.algorithm, pick, item.task.num_features).source in found
     assert precompile.programs(tasks, [], H100) == {}
+
+
+def test_the_triangular_solvers_fast_start_and_checks_are_counted_per_dtype_and_rhs():
+    found = precompile.sptrsv_programs([torch.float32, torch.float64, torch.bfloat16], [1, 16])
+    # per solver dtype: the checks, then lower/upper x unit or not x (k = 1: both schemes; 16: shared rows)
+    assert len(found) == 2 * (1 + 2 * 2 * 2 + 2 * 2 * 1)
+    assert precompile.sptrsv_programs([torch.bfloat16], [1]) == {}
+    with pytest.raises(ValueError, match="sptrsv_rhs must hold positive numbers of right-hand sides"):
+        precompile.precompile([], sptrsv_rhs=(0,), dry_run=True)
+
+
+@needs_nvrtc
+def test_precompile_fills_the_cache_with_a_triangular_solvers_first_programs(tmp_path):
+    """What a TriangularSolver on a mesh factor compiles before its first fast-start solve
+    (the factor checks and the fast start's kernel) is in the cache after precompile."""
+    from gsparse.kernels.sptrsv import checks
+    from gsparse.kernels.sptrsv.codegen import natural_program
+    from gsparse.kernels.sptrsv.default import natural_schedule
+    from gsparse.kernels.sptrsv.task import SptrsvTask
+
+    cache = runtime.KernelCache(tmp_path / "cache")
+    task = SptrsvTask(torch.float64, torch.int32, True, False, False, 1)
+    scheme = natural_schedule(500_000, 1_500_000, task)  # a 2-D mesh's rows, one right-hand side
+    wanted = [natural_program(task.algorithm, scheme).source, checks.checks_program(torch.float64).source]
+    assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is None for source in wanted)
+    report = precompile.precompile([], dtypes=(torch.float64,), grid=False, archs=("sm_90",),
+                                   sptrsv_rhs=(1,), cache=cache, workers=2)
+    assert report.compiled == report.programs == 1 + 1 + 2 * 2 * 2 and not report.failed
+    assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is not None for source in wanted)

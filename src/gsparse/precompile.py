@@ -23,6 +23,13 @@ What gets compiled:
   picks there (what a call runs under the default "model" policy, see
   :mod:`gsparse.tune.select`); the model needs the graph's structure, so the grid, which
   has statistics only, gets the hand rule's picks (what sampled blocks run in any case).
+* **Triangular solves** (``--sptrsv-rhs``, numbers of right-hand sides): the factor
+  checks of every float32 and float64 solver, and the fast start's kernels
+  (:func:`gsparse.kernels.sptrsv.default.natural_schedule`, both of its schemes) for lower
+  and upper systems, unit and stored diagonals, int32 indices: what a
+  :class:`~gsparse.TriangularSolver` compiles before its first solve by default. Solves the
+  solver analyses (several right-hand sides on short rows) depend on the factor's analysis
+  and are compiled at their first solve.
 * **Programs** are generated, deduplicated and compiled in a thread pool (NVRTC releases
   the GIL) into the kernel cache of :func:`gsparse.runtime.default_cache_dir`. Programs
   already there are skipped.
@@ -55,6 +62,10 @@ from .kernels import spmm as spmm_kernels
 from .kernels.sddmm import codegen as sddmm_codegen
 from .kernels.softmax import codegen as softmax_codegen
 from .kernels.spmm import codegen as spmm_codegen
+from .kernels.sptrsv import checks as sptrsv_checks
+from .kernels.sptrsv.codegen import natural_program
+from .kernels.sptrsv.schedule import NaturalOrderSchedule
+from .kernels.sptrsv.task import SptrsvAlgorithm
 from .runtime._nvrtc import arch_number
 from .target import A100, H100, H200, Target
 
@@ -351,16 +362,45 @@ class Report:
         return text + "".join(f"\n  failed: {f}" for f in self.failed)
 
 
+# The fast start's two schemes (natural_schedule): a lane per short row with one right-hand
+# side, else rows shared by a warp.
+_FAST_START_SCHEMES = (NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, rows_per_thread=True),
+                       NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False))
+
+
+def sptrsv_programs(dtypes: Sequence[torch.dtype], rhs: Sequence[int]) -> dict[str, str]:
+    """Source -> context of the triangular solver's programs that a first solve compiles by
+    default: the factor checks per dtype and the fast start's kernels (module docstring).
+    Only float32 and float64 of ``dtypes`` apply (the solver's dtypes)."""
+    found: dict[str, str] = {}
+    for dtype in (d for d in dtypes if d in (torch.float32, torch.float64)):
+        checks = sptrsv_checks.checks_program(dtype)
+        found[checks.source] = checks.context
+        for k in rhs:
+            schemes = _FAST_START_SCHEMES if k == 1 else _FAST_START_SCHEMES[1:]
+            for lower in (True, False):
+                for unit in (False, True):
+                    algorithm = SptrsvAlgorithm(dtype, torch.int32, lower, unit, k)
+                    for scheme in schemes:
+                        program = natural_program(algorithm, scheme)
+                        found[program.source] = program.context
+    return found
+
+
 def precompile(ops: Sequence[str] = DEFAULT_OPS, models: Sequence[str] = (), *,
                dtypes: Sequence[torch.dtype] = (torch.float32,), features: Sequence[int] = (64,),
                heads: Sequence[int] = (1,), channels: tuple[int, int, int] = (602, 256, 41),
                archs: Sequence[str] = ("sm_90",), graphs: Sequence[str] = (), grid: bool = True,
-               cache: runtime.KernelCache | None = None, workers: int | None = None,
-               dry_run: bool = False, progress: Callable[[str], None] = lambda line: None) -> Report:
+               sptrsv_rhs: Sequence[int] = (), cache: runtime.KernelCache | None = None,
+               workers: int | None = None, dry_run: bool = False,
+               progress: Callable[[str], None] = lambda line: None) -> Report:
     """Compile, into ``cache`` (the default kernel cache), every program the calls of ``ops``
-    and ``models`` need on the graphs of the statistics grid and of ``graphs``, for each
-    architecture of ``archs`` (see the module docstring). ``dry_run`` counts the programs
-    without compiling anything."""
+    and ``models`` need on the graphs of the statistics grid and of ``graphs``, and the
+    triangular solver's for ``sptrsv_rhs`` right-hand sides, for each architecture of
+    ``archs`` (see the module docstring). ``dry_run`` counts the programs without compiling
+    anything."""
+    if any(k < 1 for k in sptrsv_rhs):
+        raise ValueError(f"sptrsv_rhs must hold positive numbers of right-hand sides, got {list(sptrsv_rhs)}")
     begin = time.perf_counter()
     cache = runtime.KernelCache() if cache is None else cache
     tasks = collect_tasks(ops, models, dtypes=dtypes, features=features, heads=heads, channels=channels)
@@ -380,6 +420,9 @@ def precompile(ops: Sequence[str] = DEFAULT_OPS, models: Sequence[str] = (), *,
                 work[(arch, source)] = context
     for arch in archs:  # the checks of the first sampled block, whatever the operators
         work[(arch, block_checks.source())] = block_checks.CONTEXT
+        if sptrsv_rhs:
+            for source, context in sptrsv_programs(dtypes, sptrsv_rhs).items():
+                work[(arch, source)] = context
     report.programs = len(work)
     progress(f"{len(tasks)} tasks: {len(work)} programs for {', '.join(archs)}")
     if dry_run:
@@ -462,6 +505,9 @@ def _main(argv: list[str] | None) -> int:
                              "real graph or a graph file; repeatable")
     parser.add_argument("--no-grid", action="store_true",
                         help="only the --graph statistics, not the presets' and sampled blocks' grid")
+    parser.add_argument("--sptrsv-rhs", default="",
+                        help="comma-separated numbers of right-hand sides: also the triangular solver's "
+                             "factor checks and fast-start kernels (float32 and float64 of --dtypes)")
     parser.add_argument("--cache-dir", default=None,
                         help="the kernel cache to fill (default: $GSPARSE_CACHE_DIR or ~/.cache/gsparse)")
     parser.add_argument("--workers", type=int, default=None, help="compiler threads (default: CPUs, at most 32)")
@@ -486,7 +532,7 @@ def _main(argv: list[str] | None) -> int:
         report = precompile(
             ops, models, dtypes=dtypes, features=_ints("--features", args.features),
             heads=_ints("--heads", args.heads), channels=tuple(channels), archs=archs,
-            graphs=args.graph, grid=not args.no_grid,
+            graphs=args.graph, grid=not args.no_grid, sptrsv_rhs=_ints("--sptrsv-rhs", args.sptrsv_rhs),
             cache=runtime.KernelCache(args.cache_dir) if args.cache_dir else None,
             workers=args.workers, dry_run=args.dry_run, progress=print)
     except ValueError as error:
