@@ -28,6 +28,7 @@ from torch import Tensor
 from ._triangular import Pattern
 from .backends import cpu_triangular
 from .kernels.sptrsv.levelset import levelset_solve
+from .kernels.sptrsv.natural import entry_rows
 
 __all__ = ["sptrsv", "solve_now"]
 
@@ -72,9 +73,7 @@ def _backward(ctx, grad: Tensor):
     grad_b = sptrsv(crow, col, values, grad.contiguous(), lower, unit_diagonal, not transpose)
     grad_values = None
     if ctx.needs_input_grad[2]:
-        n = crow.shape[0] - 1
-        rows = torch.repeat_interleave(torch.arange(n, device=crow.device), crow[1:] - crow[:-1],
-                                       output_size=col.shape[0])
+        rows = entry_rows(crow, col.shape[0])
         i, j = (col, rows) if transpose else (rows, col)
         products = grad_b[i] * x[j]
         grad_values = -(products.sum(dim=1) if products.dim() == 2 else products)

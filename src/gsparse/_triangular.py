@@ -22,6 +22,7 @@ from .kernels.sptrsv import FactorPlans
 from .kernels.sptrsv import checks as factor_checks
 from .kernels.sptrsv.checks import FactorReport
 from .kernels.sptrsv.levelset import LevelSetPlan, levelset_plan
+from .kernels.sptrsv.natural import entry_rows
 
 __all__ = ["Pattern", "read_factor", "check_values", "check_diagonal", "SUPPORTED_DTYPES"]
 
@@ -87,7 +88,7 @@ class Pattern:
 
     def rows(self) -> torch.Tensor:
         """``[nnz]`` int64 row of each entry (traceable: its size is the pattern's)."""
-        return _rows(self.crow, self.nnz)
+        return entry_rows(self.crow, self.nnz)
 
 
 def _dtype_problem(kind: str, itemsize: int) -> str:
@@ -269,7 +270,7 @@ class _TorchChecks:
 
     @functools.cached_property
     def _rows(self) -> torch.Tensor:
-        return _rows(self._crow, self._col.numel())
+        return entry_rows(self._crow, self._col.numel())
 
     @functools.cached_property
     def _key(self) -> torch.Tensor:
@@ -302,17 +303,11 @@ class _TorchChecks:
         return _first((diagonal == 0) | ~torch.isfinite(diagonal))
 
 
-def _rows(crow: torch.Tensor, nnz: int) -> torch.Tensor:
-    """``[nnz]`` int64 row of each entry of a CSR with valid offsets ``crow`` (traceable)."""
-    n = crow.numel() - 1
-    return torch.repeat_interleave(torch.arange(n, device=crow.device), crow[1:] - crow[:-1], output_size=nnz)
-
-
 def _canonical_order(crow: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
     """The entries' stable order by (row, column), where some row's columns are not
     increasing; ValueError naming the first entry given twice."""
     width = max(crow.numel() - 1, 1)
-    key = _rows(crow, col.numel()) * width + col
+    key = entry_rows(crow, col.numel()) * width + col
     order = torch.argsort(key, stable=True)
     key = key[order]
     if (i := _first(key[1:] == key[:-1])) is not None:

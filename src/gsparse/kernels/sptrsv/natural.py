@@ -22,7 +22,14 @@ from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
 from .task import SptrsvTask
 
-__all__ = ["DeviceSystem", "NaturalPlan", "device_transpose", "level_order"]
+__all__ = ["DeviceSystem", "NaturalPlan", "device_transpose", "entry_rows", "level_order"]
+
+
+def entry_rows(crow: torch.Tensor, nnz: int) -> torch.Tensor:
+    """``[nnz]`` int64 row of each entry of a CSR with valid offsets ``crow``, on its device
+    (traceable: the size is given, nothing is read back)."""
+    n = crow.numel() - 1
+    return torch.repeat_interleave(torch.arange(n, device=crow.device), crow[1:] - crow[:-1], output_size=nnz)
 
 
 def device_transpose(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -30,8 +37,8 @@ def device_transpose(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tenso
     ``n x n`` ``A`` (int64, any device), with torch ops on that device: the same arrays as
     :func:`.levelset.transposed_pattern` (a stable sort of the entries by column keeps each
     column's entries in row order, so ``A^T``'s rows come out sorted)."""
-    n, nnz = crow.numel() - 1, col.numel()
-    rows = torch.repeat_interleave(torch.arange(n, device=crow.device), crow[1:] - crow[:-1], output_size=nnz)
+    n = crow.numel() - 1
+    rows = entry_rows(crow, col.numel())
     value_index = torch.sort(col, stable=True).indices
     crow_t = torch.zeros(n + 1, dtype=torch.int64, device=crow.device)
     torch.cumsum(torch.bincount(col, minlength=n), 0, out=crow_t[1:])
