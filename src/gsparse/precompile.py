@@ -64,7 +64,7 @@ from .kernels.softmax import codegen as softmax_codegen
 from .kernels.spmm import codegen as spmm_codegen
 from .kernels.sptrsv import checks as sptrsv_checks
 from .kernels.sptrsv.codegen import natural_program
-from .kernels.sptrsv.schedule import NaturalOrderSchedule
+from .kernels.sptrsv.default import LANE_PER_ROW, WARP_SHARED_ROWS
 from .kernels.sptrsv.task import SptrsvAlgorithm
 from .runtime._nvrtc import arch_number
 from .target import A100, H100, H200, Target
@@ -362,12 +362,6 @@ class Report:
         return text + "".join(f"\n  failed: {f}" for f in self.failed)
 
 
-# The fast start's two schemes (natural_schedule): a lane per short row with one right-hand
-# side, else rows shared by a warp.
-_FAST_START_SCHEMES = (NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, rows_per_thread=True),
-                       NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False))
-
-
 def sptrsv_programs(dtypes: Sequence[torch.dtype], rhs: Sequence[int]) -> dict[str, str]:
     """Source -> context of the triangular solver's programs that a first solve compiles by
     default: the factor checks per dtype and the fast start's kernels (module docstring).
@@ -377,7 +371,8 @@ def sptrsv_programs(dtypes: Sequence[torch.dtype], rhs: Sequence[int]) -> dict[s
         checks = sptrsv_checks.checks_program(dtype)
         found[checks.source] = checks.context
         for k in rhs:
-            schemes = _FAST_START_SCHEMES if k == 1 else _FAST_START_SCHEMES[1:]
+            # natural_schedule gives a lane per short row to one right-hand side only.
+            schemes = (LANE_PER_ROW, WARP_SHARED_ROWS) if k == 1 else (WARP_SHARED_ROWS,)
             for lower in (True, False):
                 for unit in (False, True):
                     algorithm = SptrsvAlgorithm(dtype, torch.int32, lower, unit, k)

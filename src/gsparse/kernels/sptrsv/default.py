@@ -100,7 +100,18 @@ def natural_serves(n: int, nnz: int, task: SptrsvTask) -> bool:
     alone, or a warp shares a 3-entry row and holds too few rows in flight. Long rows with
     16 right-hand sides matched the analysed solve (0.96-1.07x).
     """
-    return task.num_rhs == 1 or not (n and nnz / n < _SUBWARP_ROW_NNZ)
+    return task.num_rhs == 1 or not _short_rows(n, nnz)
+
+
+def _short_rows(n: int, nnz: int) -> bool:
+    """Rows averaging under :data:`_SUBWARP_ROW_NNZ` entries (meshes, roads, bands)."""
+    return bool(n) and nnz / n < _SUBWARP_ROW_NNZ
+
+
+# The fast start's two schemes, which :func:`natural_schedule` chooses between (``gsparse
+# precompile`` compiles both).
+LANE_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, rows_per_thread=True)
+WARP_SHARED_ROWS = NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False)
 
 
 def natural_schedule(n: int, nnz: int, task: SptrsvTask) -> NaturalOrderSchedule:
@@ -109,14 +120,12 @@ def natural_schedule(n: int, nnz: int, task: SptrsvTask) -> NaturalOrderSchedule
 
     - Rows averaging under 4 entries with one right-hand side (meshes, roads, bands): a
       lane per row, 32 rows per ticket, 32 warps per block. Rows are solved in natural order,
-      so the rows in flight (32 x 32 x 33 blocks = 33,792 on an H100) bound the parallelism:
-      a 2-D mesh's dependencies chain each row to the one before it and to the row above, so
-      the window must span many grid lines. Measured (H100, 500K rows): 8 warps per block
+      so the rows in flight (32 rows x 32 warps x 132 blocks = 135,168 on an H100) bound the
+      parallelism: a 2-D mesh's dependencies chain each row to the one before it and to the
+      row above, so the window must span many grid lines. Measured (H100, 500K rows): 8 warps per block
       solved laplacian2d in 4.73 ms, 32 in 1.94 ms (laplacian3d 1.84 and 0.76, road 1.60
       and 1.33).
     - Otherwise the warp shares each row, 4 rows per ticket, 8 warps per block: long rows
       (power law, R-MAT) and several right-hand sides spread over the lanes.
     """
-    if n and nnz / n < _SUBWARP_ROW_NNZ and task.num_rhs == 1:
-        return NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, rows_per_thread=True)
-    return NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False)
+    return LANE_PER_ROW if _short_rows(n, nnz) and task.num_rhs == 1 else WARP_SHARED_ROWS
