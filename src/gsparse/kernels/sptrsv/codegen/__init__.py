@@ -229,7 +229,8 @@ def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
 @functools.lru_cache(maxsize=64)
 def natural_program(algorithm: SptrsvAlgorithm, schedule: NaturalOrderSchedule) -> Program:
     """The program of the kernel ``sptrsv_natural`` for ``algorithm`` under ``schedule``
-    (validated first): ``solve.cuh``'s row paths driven by tickets (``natural.cuh``)."""
+    (validated first): ``solve.cuh``'s row paths driven by tickets (``tickets.cuh``,
+    ``natural.cuh``)."""
     schedule.validate()
     variant = natural_variant(schedule)
     kernel = natural_signature(algorithm)
@@ -245,6 +246,7 @@ using cfg::I;
 using cfg::T;
 
 {device_code(__package__, "solve.cuh")}
+{device_code(__package__, "tickets.cuh")}
 {device_code(__package__, "natural.cuh")}
 {kernel.declaration(bounds=(variant.threads, 1))}
 {{
@@ -259,7 +261,7 @@ using cfg::T;
 def levels_program(index_dtype: torch.dtype, lower: bool) -> Program:
     """The program of the kernel ``sptrsv_levels(crow, col, level, ticket, n)``: each row's
     level (``level`` ``[n]`` int32 filled with -1; the ticket counter two zeros, left zero)
-    for a lower (else upper) system (``levels.cuh``)."""
+    for a lower (else upper) system (``levels.cuh``, over ``tickets.cuh``)."""
     index = "const I* __restrict__"
     kernel = Signature(LEVELS_KERNEL, [
         (index, "crow"), (index, "col"), ("int*", "level"), ("unsigned long long*", "ticket"),
@@ -275,6 +277,7 @@ constexpr bool LOWER = {'true' if lower else 'false'};  // the system is lower t
 using cfg::I;
 using namespace cfg;
 
+{device_code(__package__, "tickets.cuh")}
 {device_code(__package__, "levels.cuh")}
 {kernel.declaration(bounds=(LEVELS_WARPS * _WARP, 1))}
 {{

@@ -1,7 +1,7 @@
 // The levels of a system's rows on the device, for the fast start in level order
 // (gsparse.kernels.sptrsv.natural): level[r] = 0 for a row with no dependency, else 1 + the
 // largest level of its dependencies. The rows go in natural order as in natural.cuh: warps take
-// tickets of 32 positions from one counter, a lane per position (row k top down for a lower
+// tickets of 32 positions from one counter (tickets.cuh), a lane per position (row k top down for a lower
 // system, row n - 1 - k bottom up for an upper one), and each dependency's level is polled until
 // it is set (level starts at -1 everywhere). A level is its own signal, as x is in the solve:
 // nothing else is published with it, so relaxed loads and stores suffice. The argument that the
@@ -10,8 +10,6 @@
 
 namespace gs {
 namespace sptrsv {
-
-constexpr unsigned FULL_MASK = 0xffffffffu;
 
 __device__ __forceinline__ int poll_level(const int* p) {
     int v;
@@ -26,18 +24,8 @@ __device__ __forceinline__ void store_level(int* p, int v) {
 __device__ __forceinline__ void run_levels(const I* __restrict__ crow, const I* __restrict__ col, int* level,
                                            unsigned long long* ticket, I n) {
     const int lane = threadIdx.x % 32;
-    for (;;) {
-        unsigned long long t = 0;
-        if (lane == 0) t = atomicAdd(ticket, 1ull);
-        t = __shfl_sync(FULL_MASK, t, 0);
-        if (t >= (unsigned long long)((n + 31) / 32)) {
-            const unsigned long long warps = (unsigned long long)gridDim.x * NW;
-            if (lane == 0 && atomicAdd(ticket + 1, 1ull) == warps - 1) {
-                ticket[0] = 0;
-                ticket[1] = 0;
-            }
-            return;
-        }
+    const unsigned long long tickets = (n + 31) / 32;
+    for (unsigned long long t; take_ticket(ticket, tickets, t);) {
         const I k = (I)t * 32 + lane;
         if (k < n) {
             const I r = LOWER ? k : n - 1 - k;

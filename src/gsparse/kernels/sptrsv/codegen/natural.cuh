@@ -18,9 +18,7 @@
 // completes: a contradiction. Nothing here waits for a block that has not started: a ticket
 // is only ever held by a running warp.
 //
-// ticket[0] is the next ticket, ticket[1] the warps that have found none left; the last warp
-// to leave sets both back to zero, so the counter is ready for the next solve with no launch
-// to clear it (and a captured CUDA graph replays correctly).
+// The tickets and their counter's reset are tickets.cuh's.
 
 namespace gs {
 namespace sptrsv {
@@ -28,18 +26,8 @@ namespace sptrsv {
 __device__ __forceinline__ void run_natural(const System& sys, unsigned long long* ticket) {
     const int lane = threadIdx.x % 32;
     const Entries in{nullptr, nullptr, 0, false};
-    for (;;) {
-        unsigned long long t = 0;
-        if (lane == 0) t = atomicAdd(ticket, 1ull);
-        t = __shfl_sync(FULL_MASK, t, 0);
-        if (t >= (unsigned long long)((sys.n + ROWS - 1) / ROWS)) {
-            const unsigned long long warps = (unsigned long long)gridDim.x * NW;
-            if (lane == 0 && atomicAdd(ticket + 1, 1ull) == warps - 1) {
-                ticket[0] = 0;
-                ticket[1] = 0;
-            }
-            return;
-        }
+    const unsigned long long tickets = (sys.n + ROWS - 1) / ROWS;
+    for (unsigned long long t; take_ticket(ticket, tickets, t);) {
         const I first = (I)t * ROWS;
         const I last = first + ROWS < sys.n ? first + ROWS : sys.n;
         if constexpr (PER_THREAD_ROWS) per_thread_rows(sys, in, first, last, true, lane);
