@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from gsparse.datasets import triangular
 from gsparse.kernels.sptrsv import analysis, selector
 from gsparse.kernels.sptrsv.features import FEATURE_NAMES, matrix_features
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
@@ -20,7 +21,7 @@ from .factors import hand_factor
 
 def _features(matrix: sp.sparray, lower: bool = True) -> dict[str, float]:
     rows = analysis.dependency_graph(matrix.indptr, matrix.indices, lower)
-    return dict(zip(FEATURE_NAMES, matrix_features(rows, analysis.levels(rows.ptr, rows.deps))))
+    return dict(zip(FEATURE_NAMES, matrix_features(rows, analysis.levels(rows.ptr, rows.deps)), strict=True))
 
 
 def test_features_of_a_small_factor():
@@ -39,6 +40,19 @@ def test_dep_dist_measures_the_nearest_dependency_in_solve_order():
     # The same factor stored upper and solved bottom up has the same features.
     mirrored = sp.csr_array(far.toarray()[::-1, ::-1])
     assert _features(mirrored, lower=False) == pytest.approx(_features(far))
+
+
+@pytest.mark.parametrize("family", ["road", "power_law", "shuffled"])
+@pytest.mark.parametrize("upper", [False, True])
+def test_dep_dist_and_row_spread_match_their_definitions_row_by_row(family, upper):
+    matrix = triangular.generate(family, 400, 3, upper=upper)
+    rows = analysis.dependency_graph(matrix.indptr, matrix.indices, not upper)
+    f = dict(zip(FEATURE_NAMES, matrix_features(rows, analysis.levels(rows.ptr, rows.deps)), strict=True))
+    nearest = [max(rows.deps[rows.ptr[k]:rows.ptr[k + 1]], default=None) for k in range(rows.n)]
+    want = sum(1 / (k - j) for k, j in enumerate(nearest) if j is not None) / rows.n
+    assert f["dep_dist"] == pytest.approx(want, rel=1e-12)
+    per_row = np.diff(matrix.indptr)
+    assert f["rnnz_cov"] == pytest.approx(per_row.std() / per_row.mean(), rel=1e-9)
 
 
 def test_features_of_an_empty_factor():
