@@ -15,7 +15,8 @@ from scipy.sparse.linalg import spsolve_triangular
 
 from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
-from gsparse.kernels.sptrsv import FactorPlans, default_schedule, plan as plan_module
+from gsparse.kernels.sptrsv import FactorPlans, default_schedule
+from gsparse.kernels.sptrsv import plan as plan_module
 from gsparse.kernels.sptrsv.codegen import KERNEL, SENTINEL, CodeVariant
 from gsparse.kernels.sptrsv.features import FEATURE_NAMES
 from gsparse.kernels.sptrsv.plan import co_resident_blocks, stage_capacity
@@ -162,7 +163,7 @@ def test_ready_by_value_starts_x_as_a_signalling_nan_sentinel(dtype, bits):
 
 def _named(loader: RecordingLoader, launch: int = -1) -> dict:
     names = [name for _, name in loader.lookups[-1][0].kernels[KERNEL].params]
-    return dict(zip(names, loader.launches[launch][3]))
+    return dict(zip(names, loader.launches[launch][3], strict=True))
 
 
 def test_epochs_advance_per_solve_and_flags_are_cleared_when_they_wrap(monkeypatch):
@@ -225,6 +226,27 @@ def test_a_plan_refuses_a_task_of_the_other_orientation():
     task = plans.task(torch.float64, False, True, 1)
     with pytest.raises(ValueError, match="solves a upper system, but the analysis is of a lower one"):
         plan_module.SptrsvPlan(analysis, task, SPACE[0], H100, torch.device("cpu"), RecordingLoader())
+
+
+def test_plans_of_several_right_hand_side_counts_can_share_one_solve_plan():
+    matrix = family_factor("laplacian3d")
+    plans, loader = _factor_plans(matrix, True)
+    schedule = SPACE[5]
+    solve_plan = plans.analysis(False).solve_plan(schedule, H100, plans.analysis(False).transform_cache())
+    values = torch.from_numpy(matrix.data)
+    for k in (1, 16):
+        task = plans.task(torch.float64, False, False, k)
+        plan = plans.build_plan(task, schedule, H100, solve_plan)
+        assert plan.solve_plan is solve_plan
+        b = _rhs(matrix.shape[0], k, torch.float64)
+        x = plan(values, b)
+        kernel_model.run(task.algorithm, CodeVariant.of(schedule), loader.lookups[-1][0], loader.launches)
+        loader.launches.clear()
+        np.testing.assert_allclose(x.numpy(), _expected(matrix, True, False, False, b), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match=r"solve_plan was made for .* on 132 SMs, not for .* on NVIDIA A100-SXM4-80GB's 108"):
+        plans.build_plan(plans.task(torch.float64, False, False, 1), schedule, A100, solve_plan)
+    with pytest.raises(ValueError, match="solve_plan was made for"):
+        plans.build_plan(plans.task(torch.float64, False, False, 1), SPACE[6], H100, solve_plan)
 
 
 def test_the_kernel_model_catches_a_missing_flag_and_a_lost_segment():

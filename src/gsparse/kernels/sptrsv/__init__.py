@@ -26,6 +26,7 @@ from .default import default_schedule, natural_schedule, natural_serves
 from .natural import DeviceSystem, NaturalPlan
 from .plan import SptrsvPlan, SystemAnalysis, analyse
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
+from .scheduling import SolvePlan
 from .task import SptrsvTask, index_dtype_for
 
 __all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "default_schedule"]
@@ -134,12 +135,15 @@ class FactorPlans:
             self._natural[task] = natural_schedule(self.n, self.nnz, task)
         return self._natural[task]
 
-    def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target) -> SptrsvPlan | NaturalPlan:
-        """A new plan of ``task`` under ``schedule`` (not kept: :meth:`solve` keeps its own)."""
+    def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target,
+                   solve_plan: SolvePlan | None = None) -> SptrsvPlan | NaturalPlan:
+        """A new plan of ``task`` under ``schedule`` (not kept: :meth:`solve` keeps its own),
+        on ``solve_plan`` where given (the scheme's transform and scheduling, made by
+        :meth:`.plan.SystemAnalysis.solve_plan` of this direction's analysis)."""
         if isinstance(schedule, NaturalOrderSchedule):
             return NaturalPlan(self.device_system(task.transpose), task, schedule, target, self.loader)
         return SptrsvPlan(self.analysis(task.transpose), task, schedule, target, self._crow.device,
-                          self.loader)
+                          self.loader, solve_plan)
 
     def solve(self, values: torch.Tensor, b: torch.Tensor, unit_diagonal: bool, transpose: bool,
               schedule: Scheme | None = None) -> torch.Tensor:
