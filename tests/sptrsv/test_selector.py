@@ -132,7 +132,7 @@ def test_selector_errors(tmp_path):
         model.select(features[0, :9])
     other = tmp_path / "other.pt"
     torch.save({"format": "something/1"}, other)
-    with pytest.raises(ValueError, match=r"other.pt is not a gsparse-sptrsv-selector/1 file \(found 'something/1'\)"):
+    with pytest.raises(ValueError, match=r"other.pt is not a gsparse-sptrsv-selector/2 file \(found 'something/1'\)"):
         selector.SchemeSelector.load(other)
 
 
@@ -148,3 +148,62 @@ def test_selection_over_the_reduced_space_takes_under_5_ms():
         model.select(one)
         spent.append(time.perf_counter() - start)
     assert statistics.median(spent) < 5e-3
+
+
+def _always(best: int, schemes, num_rhs: int = 1, rows=(1e3, 1e5)) -> selector.SchemeSelector:
+    """A selector trained on a table where scheme ``best`` always wins, on factors of ``rows``."""
+    features, _ = _task(60, 6)
+    features[:, 0] = np.geomspace(*rows, len(features))
+    times = np.full((len(features), len(schemes)), 2.0)
+    times[:, best] = 1.0
+    return selector.train(features, times, schemes, num_rhs=num_rhs, epochs=150, seed=0)
+
+
+def test_a_selector_remembers_its_right_hand_sides_and_training_sizes():
+    model = _always(1, SCHEMES, num_rhs=16, rows=(2e3, 5e4))
+    assert model.num_rhs == 16 and model.rows == pytest.approx((2e3, 5e4))
+    one = _task(1, 7)[0][0]
+    for m, inside in ((1e3, True), (9e2, False), (1e5, True), (1.1e5, False)):
+        one[0] = m
+        assert model.covers(one) is inside
+    assert model.select(one) == SCHEMES[1]
+
+
+def test_a_set_picks_the_nearest_right_hand_sides_and_declines_other_gpus_and_sizes(tmp_path):
+    one, sixteen = _always(0, SCHEMES, num_rhs=1), _always(2, SCHEMES, num_rhs=16)
+    chosen = selector.SelectorSet([sixteen, one], sms=132, device="NVIDIA H100 80GB HBM3")
+    assert [chosen.for_rhs(k).num_rhs for k in (1, 2, 3, 4, 5, 64)] == [1, 1, 1, 16, 16, 16]
+    f = _task(1, 8)[0][0]
+    f[0] = 1e4
+    assert chosen.select(f, 1, 132) == SCHEMES[0] and chosen.select(f, 8, 132) == SCHEMES[2]
+    assert chosen.select(f, 1, 108) is None and chosen.select(f, 1) == SCHEMES[0]
+    f[0] = 1e6
+    assert chosen.select(f, 1, 132) is None
+    path = tmp_path / "set.pt"
+    chosen.save(path)
+    loaded = selector.load_selectors(path)
+    assert (loaded.sms, loaded.device, list(loaded.selectors)) == (132, "NVIDIA H100 80GB HBM3", [1, 16])
+    f[0] = 1e4
+    torch.testing.assert_close(loaded.for_rhs(16).scores(f), sixteen.scores(f))
+    single = tmp_path / "single.pt"
+    one.save(single)
+    alone = selector.load_selectors(single)
+    assert alone.sms is None and alone.select(f, 16, 108) == SCHEMES[0]
+    with pytest.raises(ValueError, match=r"selectors must be one or more, each for its own num_rhs, got num_rhs \[1, 1\]"):
+        selector.SelectorSet([one, one])
+    with pytest.raises(ValueError, match="is not a gsparse-sptrsv-selectors/1 file"):
+        selector.SelectorSet.load(single)
+
+
+def test_the_default_selectors_come_from_the_environment_else_the_shipped_file(tmp_path, monkeypatch):
+    path = tmp_path / "mine.pt"
+    selector.SelectorSet([_always(1, SCHEMES)]).save(path)
+    monkeypatch.setattr(selector, "shipped_path", lambda: str(tmp_path / "absent.pt"))
+    monkeypatch.delenv(selector.SELECTOR_ENV, raising=False)
+    assert selector.default_selectors() is None
+    monkeypatch.setattr(selector, "shipped_path", lambda: str(path))
+    assert list(selector.default_selectors().selectors) == [1]
+    monkeypatch.setenv(selector.SELECTOR_ENV, "off")
+    assert selector.default_selectors() is None
+    monkeypatch.setenv(selector.SELECTOR_ENV, str(path))
+    assert selector.default_selectors() is selector.default_selectors()  # read once
