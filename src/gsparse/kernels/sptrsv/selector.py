@@ -242,7 +242,8 @@ def train(features: np.ndarray | torch.Tensor, times: np.ndarray | torch.Tensor,
         schemes: ``S`` schemes, the columns of ``times``.
         num_rhs: the right-hand sides of the measured solves.
         epochs, lr, weight_decay: full-batch Adam on the binary cross-entropy.
-        seed: the initial weights' seed (the result is deterministic).
+        seed: the initial weights' seed. The result is deterministic: training runs on one
+            thread, so it does not depend on the machine's thread count either.
     """
     f = torch.as_tensor(np.asarray(features, dtype=np.float64))
     t = torch.as_tensor(np.asarray(times, dtype=np.float64))
@@ -261,11 +262,16 @@ def train(features: np.ndarray | torch.Tensor, times: np.ndarray | torch.Tensor,
                                   rows=(float(f[:, 0].min()), float(f[:, 0].max())))
     optimizer = torch.optim.Adam(selector.net.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    for _ in range(epochs):
-        optimizer.zero_grad()
-        loss = loss_fn(selector(f), labels)
-        loss.backward()
-        optimizer.step()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(epochs):
+            optimizer.zero_grad()
+            loss = loss_fn(selector(f), labels)
+            loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
     return selector.eval()
 
 

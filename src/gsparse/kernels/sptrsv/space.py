@@ -19,8 +19,8 @@ thins the axes whose neighbouring values behave alike (see :data:`PARALLEL`,
 :func:`selection_space` is the space the MLP selector chooses from: 54 schemes, small
 enough to be measured on every factor of a corpus of dozens within minutes of GPU time (the
 whole reduced space would take hours: ~0.1-0.5 s of host planning per scheme per factor).
-It is the hand rule's decision space (:func:`.default.default_schedule`) taken whole: every
-:data:`PARALLEL` setup, rows merged 1, 4 or 32 at a time, ``alpha_level`` 0, 2 or ∞, all
+It is the hand rule's decision space (:func:`.default.default_schedule`) taken whole: rows
+merged 1, 4 or 32 at a time, every :data:`PARALLEL` setup, ``alpha_level`` 0, 2 or ∞, all
 with values as ready signals (faster than flags on each of the six factors where both were
 measured, H100 sweep of 2026-11-25), sequential grouping, round-robin warps and no
 reordering (never the best in that sweep).
@@ -83,15 +83,16 @@ SELECTION_ALPHA_LEVELS = (0, 2, math.inf)
 
 
 def selection_space() -> list[SptrsvSchedule]:
-    """The 54 schemes the MLP selector chooses from: :data:`PARALLEL` x ``merge_fixed`` of
-    :data:`SELECTION_MERGE_ROWS` x :data:`SELECTION_ALPHA_LEVELS`, in that nesting order,
-    with ``ready_by_value`` on and the other knobs at their defaults. Every scheme of the
-    hand rule is one of them."""
+    """The 54 schemes the MLP selector chooses from: ``merge_fixed`` of
+    :data:`SELECTION_MERGE_ROWS` x :data:`PARALLEL` x :data:`SELECTION_ALPHA_LEVELS`, in that
+    nesting order (unmerged rows first: merging is what makes a scheme hundreds of times
+    slower on a mesh, so a sweep cut short has measured the others), with ``ready_by_value``
+    on and the other knobs at their defaults. Every scheme of the hand rule is one of them."""
     return [
         SptrsvSchedule(warps_per_block=nw, subwarps=ng, sw_rnnz=sw, ready_by_value=True, merge="merge_fixed",
                        merge_rows=rb, merge_thresh=0, reorder=False, grouping="rg_sequential",
                        warp_schedule="ws_rr", alpha_level=alpha)
-        for (nw, ng, sw), rb, alpha in itertools.product(PARALLEL, SELECTION_MERGE_ROWS, SELECTION_ALPHA_LEVELS)
+        for rb, (nw, ng, sw), alpha in itertools.product(SELECTION_MERGE_ROWS, PARALLEL, SELECTION_ALPHA_LEVELS)
     ]
 
 
