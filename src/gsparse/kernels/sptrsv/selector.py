@@ -117,9 +117,14 @@ class SchemeSelector(torch.nn.Module):
         out = torch.sigmoid(self(f.reshape(-1, len(FEATURE_NAMES))))
         return out[0] if single else out
 
+    @torch.no_grad()
     def select(self, features: np.ndarray | torch.Tensor) -> SptrsvSchedule:
         """The scheme with the highest score for one matrix's ``[10]`` features."""
-        return self.schemes[int(torch.argmax(self.scores(features)))]
+        f = torch.as_tensor(np.asarray(features, dtype=np.float64))
+        if f.shape != (len(FEATURE_NAMES),):
+            raise ValueError(f"features must have {len(FEATURE_NAMES)} values per matrix "
+                             f"{FEATURE_NAMES}, got shape {tuple(f.shape)}")
+        return self.schemes[int(torch.argmax(self(f.reshape(1, -1))))]  # the sigmoid keeps the order
 
     def covers(self, features: np.ndarray) -> bool:
         """Whether a factor with these ``[10]`` features has rows within :data:`ROWS_SLACK`
