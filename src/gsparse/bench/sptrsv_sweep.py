@@ -2,14 +2,14 @@ r"""The SpTRSV scheme sweep: on a GPU, every factor's cuSPARSE solve, the hand r
 the MLP's pick and a fixed set of schemes, measured in one process: the oracle data the
 selector and the hand rule are fit on and judged by.
 
-    python -m gsparse.bench.sptrsv_sweep --rows 40000-250000 --seeds 0-6 --rhs 1,16 \
-        --schemes selection --repeats 8 --prune 4 --budget-s 280 --out DIR
+    python -m gsparse.bench.sptrsv_sweep --rows 50000-300000,banded=10000-60000 --seeds 0-7 \
+        --rhs 1,16 --schemes selection --repeats 8 --prune 4 --budget-s 285 --out DIR
 
 The factors are :func:`gsparse.datasets.triangular.generate` of each family of
 ``--families`` for each seed of ``--seeds``, seed outermost (a run cut short has every
 family), with ``--rows`` rows: a number, or a range ``LO-HI`` from which each factor's size
 is drawn log-uniformly by its family and seed (:func:`~gsparse.datasets.triangular.corpus_rows`);
-``FAMILY=...`` entries set a family's own (``--rows 40000-250000,banded=20000-100000``).
+``FAMILY=...`` entries set a family's own (``--rows 50000-300000,banded=10000-60000``).
 Each factor is analysed once and solved with each ``k`` of ``--rhs``; per factor and ``k``,
 one JSON line in ``DIR/sweep.jsonl``, written as soon as the factor is done:
 
