@@ -14,8 +14,9 @@ Each factor is analysed once and solved with each ``k`` of ``--rhs``; per factor
 one JSON line in ``DIR/sweep.jsonl``, written as soon as the factor is done:
 
 - ``matrix`` (``family:rows:seed``), ``family``, ``seed``, ``gpu`` and ``sms`` (the
-  device's name and SM count), ``n``, ``nnz``, ``levels``, ``k``, ``dtype``; ``features`` (the 10 of :mod:`gsparse.kernels.sptrsv.features`, by name) and
-  ``analysis_ms`` (levels and features, shared by every scheme and ``k``);
+  device's name and SM count), ``n``, ``nnz``, ``levels``, ``k``, ``dtype``; ``features``
+  (the 10 of :mod:`gsparse.kernels.sptrsv.features`, by name) and ``analysis_ms`` (levels
+  and features, shared by every scheme and ``k``);
 - ``cusparse``: SpSM's ``analysis_ms`` and the solve's ``median_ms`` (CuPy; the
   benchmark's :class:`~.cusparse_triangular.CuSparseSpSM`);
 - ``default``: the hand rule's scheme (:func:`~gsparse.kernels.sptrsv.default_schedule`),
@@ -39,12 +40,12 @@ calls right after the checked one, or warm-up and ``--time-s`` of timed calls pe
 ``--slow-ms`` is recorded at that one call's time (it is far off the best anyway), one with
 more than ``--max-launches`` launches is skipped (its host loop alone takes seconds).
 
-What is not measured, and why it cannot change the best of a factor:
+What is not measured:
 
 - A scheme that differs from one measured on the factor only in ``alpha_level`` and whose
   kernel partition came out the same has the same plan, launch for launch: its entry copies
-  that measurement (``same_plan_as``).
-- With ``--prune X``: at a larger ``k``, a scheme that was more than ``X`` times the best at
+  that measurement (``same_plan_as``). This changes no time.
+- With ``--prune X``, on the assumption that a scheme this far off is not near the best: at a larger ``k``, a scheme that was more than ``X`` times the best at
   a smaller ``k`` of the same factor (or pruned there); and on a family's later factors, a
   scheme that was more than ``X`` times the best (or pruned) on each of its first ``A =
   --prune-after`` factors at that ``k``, or more than ``X ** A`` times on one. Its entry
