@@ -60,10 +60,12 @@ class TriangularSolver:
             :class:`~gsparse.kernels.sptrsv.NaturalOrderSchedule`; None: the one chosen for
             the factor and the solve (see ``analysis``). Ignored on other devices.
         analysis: on CUDA without a ``schedule``: True: analyse the factor on the host and
-            run the hand rule's scheme (``gsparse.kernels.sptrsv.default_schedule``); False:
-            the fast start (``gsparse.kernels.sptrsv.default.natural_schedule``), no
-            analysis; None: the fast start where it serves, else the analysis (see above).
-            Ignored on other devices.
+            run the scheme of the MLP selector shipped with gsparse where it answers, else
+            the hand rule's (``gsparse.kernels.sptrsv.analysed_schedule``;
+            ``GSPARSE_SPTRSV_SELECTOR=off`` keeps to the hand rule); False: the fast start
+            (``gsparse.kernels.sptrsv.default.natural_schedule``), no analysis; None: the
+            fast start where it serves, else the analysis (see above). Ignored on other
+            devices.
 
     Raises:
         TypeError: ``A`` of another kind, values of an unsupported dtype (integer, half,

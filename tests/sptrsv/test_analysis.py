@@ -11,7 +11,13 @@ import scipy.sparse as sp
 from gsparse.datasets import triangular
 from gsparse.kernels.sptrsv import analysis, scheduling, warps
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
-from gsparse.kernels.sptrsv.transforms import RowGroups, merge_avg, merge_fixed, merge_thresh, row_groups
+from gsparse.kernels.sptrsv.transforms import (
+    RowGroups,
+    merge_avg,
+    merge_fixed,
+    merge_thresh,
+    row_groups,
+)
 
 from .factors import family_factor, hand_factor
 
@@ -243,3 +249,25 @@ def test_plan_rejects_a_bad_grid_and_an_invalid_schedule():
         scheduling.plan(graph, level, SptrsvSchedule(), 0, 4)
     with pytest.raises(ValueError, match="invalid SptrsvSchedule"):
         scheduling.plan(graph, level, SptrsvSchedule(subwarps=3), 1, 4)
+
+
+def _same_plan(a: scheduling.SolvePlan, b: scheduling.SolvePlan) -> bool:
+    return all(np.array_equal(getattr(a, name), getattr(b, name))
+               for name in ("group_starts", "group_level", "group_per_thread", "node_warp", "kernel_ptr",
+                            "kernel_waits", "row_flag")) and np.array_equal(a.nodes.members, b.nodes.members)
+
+
+def test_a_transform_cache_shares_row_and_node_groups_and_changes_no_plan():
+    graph = _row_graph(family_factor("power_law", seed=2))
+    level = analysis.levels(graph.ptr, graph.deps)
+    cache = scheduling.TransformCache(graph, level)
+    schemes = [SptrsvSchedule(merge_rows=rb, subwarps=ng, sw_rnnz=math.inf, alpha_level=alpha, warps_per_block=nw)
+               for rb in (1, 4) for ng in (1, 4) for alpha in (0, math.inf) for nw in (4, 32)]
+    for schedule in schemes:
+        assert _same_plan(scheduling.plan(graph, level, schedule, 3, 24, cache),
+                          scheduling.plan(graph, level, schedule, 3, 24))
+    assert len(cache._groups) == 2 and len(cache._nodes) == 4
+    assert cache.row_groups(schemes[0]) is cache.row_groups(schemes[7])  # rb 1: ng, alpha and nw vary
+    other = scheduling.TransformCache(graph, level.copy())
+    with pytest.raises(ValueError, match="cache holds the transforms of another system"):
+        scheduling.plan(graph, level, schemes[0], 3, 24, other)

@@ -144,6 +144,31 @@ def test_the_lower_triangle_of_a_graph_from_any_form():
                                                                            [1, 1, 0, 0], [0, 1, 0, 0]]))
 
 
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4, 5)])
+def test_a_stencil_joins_each_node_to_every_neighbour_of_its_square_or_cube(shape):
+    pattern = (triangular.stencil(shape).toarray() != 0).astype(int)
+    coords = np.stack(np.unravel_index(np.arange(len(pattern)), shape, order="F"), axis=1)
+    near = (np.abs(coords[:, None, :] - coords[None, :, :]).max(axis=2) <= 1).astype(int)
+    np.testing.assert_array_equal(pattern, np.tril(near))
+
+
+def test_a_shuffled_factor_is_the_symmetrised_pattern_renumbered():
+    mesh = triangular.laplacian((6, 5))
+    factor = triangular.shuffled(mesh, seed=3)
+    symmetric = (mesh + sp.csr_array(mesh.T)).toarray() != 0
+    relabel = np.random.default_rng(3).permutation(30)  # the generator's first draw
+    moved = np.zeros_like(symmetric)
+    moved[np.ix_(relabel, relabel)] = symmetric
+    np.testing.assert_array_equal(factor.toarray() != 0, np.tril(moved))
+
+
+def test_corpus_sizes_are_log_uniform_in_the_range_and_fixed_by_family_and_seed():
+    sizes = [triangular.corpus_rows("road", 1000, 64000, seed) for seed in range(400)]
+    assert min(sizes) >= 1000 and max(sizes) <= 64000
+    assert 0.4 < np.mean(np.array(sizes) < 8000) < 0.6  # the geometric middle of the range
+    assert triangular.corpus_rows("road", 1000, 64000, 7) == sizes[7] != triangular.corpus_rows("rmat", 1000, 64000, 7)
+
+
 @pytest.mark.parametrize("call,exc,match", [
     (lambda: triangular.laplacian((2, 5)), ValueError, r"shape\[0\] must be >= 3, got 2"),
     (lambda: triangular.laplacian((5,)), ValueError, r"shape must be \(nx, ny\) or \(nx, ny, nz\), got \(5,\)"),
@@ -162,6 +187,9 @@ def test_the_lower_triangle_of_a_graph_from_any_form():
      r"graph must be square, got 1 sources and 2 destinations"),
     (lambda: triangular.generate("grid", 100, 0), ValueError, r"family must be one of"),
     (lambda: triangular.generate("banded", 10, 0), ValueError, r"rows must be >= 27, got 10"),
+    (lambda: triangular.stencil((1, 5)), ValueError, r"shape\[0\] must be >= 2, got 1"),
+    (lambda: triangular.shuffled(sp.csr_array((2, 3))), ValueError, r"matrix must be a square SciPy sparse matrix"),
+    (lambda: triangular.corpus_rows("road", 100, 50, 0), ValueError, r"high must be >= 100, got 50"),
 ])
 def test_generator_errors_name_the_argument(call, exc, match):
     with pytest.raises(exc, match=match):

@@ -15,12 +15,13 @@ from scipy.sparse.linalg import spsolve_triangular
 
 from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
-from gsparse.kernels.sptrsv import FactorPlans, default_schedule, plan as plan_module
+from gsparse.kernels.sptrsv import FactorPlans, default_schedule, selector
+from gsparse.kernels.sptrsv import plan as plan_module
 from gsparse.kernels.sptrsv.codegen import KERNEL, SENTINEL, CodeVariant
 from gsparse.kernels.sptrsv.features import FEATURE_NAMES
 from gsparse.kernels.sptrsv.plan import co_resident_blocks, stage_capacity
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
-from gsparse.kernels.sptrsv.space import reduced_space
+from gsparse.kernels.sptrsv.space import reduced_space, selection_space
 from gsparse.kernels.sptrsv.task import SptrsvTask
 from gsparse.target import A100, H100
 
@@ -162,7 +163,7 @@ def test_ready_by_value_starts_x_as_a_signalling_nan_sentinel(dtype, bits):
 
 def _named(loader: RecordingLoader, launch: int = -1) -> dict:
     names = [name for _, name in loader.lookups[-1][0].kernels[KERNEL].params]
-    return dict(zip(names, loader.launches[launch][3]))
+    return dict(zip(names, loader.launches[launch][3], strict=True))
 
 
 def test_epochs_advance_per_solve_and_flags_are_cleared_when_they_wrap(monkeypatch):
@@ -219,12 +220,72 @@ def test_a_forced_schedule_replaces_the_chosen_one():
     assert plans.chosen_schedule(task, H100) == forced
 
 
+def _always(scheme: SptrsvSchedule, num_rhs: int) -> selector.SchemeSelector:
+    """A selector trained to pick ``scheme`` (of three) on factors of 100 to 10,000 rows."""
+    schemes = [SPACE[0], SPACE[1], scheme]
+    features = np.tile(np.array([[300.0, 900, 3, 4, 0.1, 30, 40, 0.2, 30, 1]]), (20, 1))
+    features[:, 0] = np.geomspace(100, 10_000, 20)
+    times = np.tile([2.0, 2.0, 1.0], (20, 1))
+    return selector.train(features, times, schemes, num_rhs=num_rhs, epochs=150)
+
+
+def test_the_analysed_default_runs_the_selectors_pick_where_it_answers_else_the_hand_rule(monkeypatch):
+    matrix = family_factor("road")
+    one, sixteen = selection_space()[7], selection_space()[40]
+    chosen = selector.SelectorSet([_always(one, 1), _always(sixteen, 16)], sms=H100.sms)
+    hand = {k: default_schedule(_factor_plans(matrix, True)[0].analysis(False).features,
+                                SptrsvTask(torch.float64, torch.int32, True, False, False, k), H100) for k in (1, 16)}
+    assert hand[1] != one and hand[16] != sixteen
+    plans, _ = _factor_plans(matrix, True)
+    plans.selectors = chosen
+    for k, want in ((1, one), (4, sixteen), (16, sixteen)):
+        assert plans.chosen_schedule(plans.task(torch.float64, False, False, k), H100) == want
+    for target, declined in ((A100, True), (H100, False)):  # the set was measured on 132 SMs
+        other, _ = _factor_plans(matrix, True, target)
+        other.selectors = chosen
+        assert (other.chosen_schedule(other.task(torch.float64, False, False, 1), target) != one) is declined
+    off, _ = _factor_plans(matrix, True)
+    off.selectors = None
+    assert off.chosen_schedule(off.task(torch.float64, False, False, 16), H100) == hand[16]
+    monkeypatch.setenv(selector.SELECTOR_ENV, "off")
+    assert _factor_plans(matrix, True)[0].selectors is None
+
+
+def test_factors_outside_the_selectors_training_sizes_get_the_hand_rule():
+    big = triangular.generate("road", 30_000, 1)  # the selector saw up to 10,000 rows: 2x slack
+    plans, _ = _factor_plans(big, True)
+    plans.selectors = selector.SelectorSet([_always(selection_space()[7], 1)], sms=H100.sms)
+    task = plans.task(torch.float64, False, False, 1)
+    assert plans.chosen_schedule(task, H100) == default_schedule(plans.analysis(False).features, task, H100)
+
+
 def test_a_plan_refuses_a_task_of_the_other_orientation():
     plans, _ = _factor_plans(family_factor("banded"), True)
     analysis = plans.analysis(False)
     task = plans.task(torch.float64, False, True, 1)
     with pytest.raises(ValueError, match="solves a upper system, but the analysis is of a lower one"):
         plan_module.SptrsvPlan(analysis, task, SPACE[0], H100, torch.device("cpu"), RecordingLoader())
+
+
+def test_plans_of_several_right_hand_side_counts_can_share_one_solve_plan():
+    matrix = family_factor("laplacian3d")
+    plans, loader = _factor_plans(matrix, True)
+    schedule = SPACE[5]
+    solve_plan = plans.analysis(False).solve_plan(schedule, H100, plans.analysis(False).transform_cache())
+    values = torch.from_numpy(matrix.data)
+    for k in (1, 16):
+        task = plans.task(torch.float64, False, False, k)
+        plan = plans.build_plan(task, schedule, H100, solve_plan)
+        assert plan.solve_plan is solve_plan
+        b = _rhs(matrix.shape[0], k, torch.float64)
+        x = plan(values, b)
+        kernel_model.run(task.algorithm, CodeVariant.of(schedule), loader.lookups[-1][0], loader.launches)
+        loader.launches.clear()
+        np.testing.assert_allclose(x.numpy(), _expected(matrix, True, False, False, b), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match=r"solve_plan was made for .* on 132 SMs, not for .* on NVIDIA A100-SXM4-80GB's 108"):
+        plans.build_plan(plans.task(torch.float64, False, False, 1), schedule, A100, solve_plan)
+    with pytest.raises(ValueError, match="solve_plan was made for"):
+        plans.build_plan(plans.task(torch.float64, False, False, 1), SPACE[6], H100, solve_plan)
 
 
 def test_the_kernel_model_catches_a_missing_flag_and_a_lost_segment():

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
+import numpy as np
 import pytest
+import torch
 
-from gsparse.kernels.sptrsv.schedule import (ALPHA_LEVELS, GROUPINGS, MERGE_STRATEGIES, WARP_SCHEDULES,
-                                             SptrsvSchedule, sw_rnnz_choices)
-from gsparse.kernels.sptrsv.space import PARALLEL, SCHEDULING, TRANSFORMS, full_space, reduced_space
+from gsparse.kernels.sptrsv.default import default_schedule
+from gsparse.kernels.sptrsv.features import FEATURE_NAMES
+from gsparse.kernels.sptrsv.schedule import (
+    ALPHA_LEVELS,
+    GROUPINGS,
+    MERGE_STRATEGIES,
+    WARP_SCHEDULES,
+    SptrsvSchedule,
+    sw_rnnz_choices,
+)
+from gsparse.kernels.sptrsv.space import (
+    PARALLEL,
+    SCHEDULING,
+    TRANSFORMS,
+    full_space,
+    reduced_space,
+    selection_space,
+)
+from gsparse.kernels.sptrsv.task import SptrsvTask
+from gsparse.target import H100
 
 
 def test_the_default_schedule_is_valid_and_prints_its_knobs():
@@ -84,3 +104,19 @@ def test_the_full_space_has_the_papers_shape_and_holds_the_reduced_one():
     assert len(full) == len(set(full)) == 213_840
     assert all(not s.problems() for s in full[::97])
     assert set(reduced_space()) <= set(full)
+
+
+def test_the_selection_space_holds_every_scheme_of_the_hand_rule():
+    space = selection_space()
+    assert len(space) == len(set(space)) == 54 and all(not s.problems() for s in space)
+    assert all(s.ready_by_value and not s.reorder and s.merge == "merge_fixed" for s in space)
+    picked = set()
+    # Each of the rule's thresholds crossed: row length, its spread, rows per level, dep_dist, depth, k.
+    for rnnz, cov, rows_per_level, dep, depth, k in itertools.product(
+            (2.0, 5.0, 20.0), (0.1, 3.0), (1.0, 50.0, 1e5), (0.1, 0.9), (10.0, 1e3), (1, 16)):
+        f = dict.fromkeys(FEATURE_NAMES, 1.0)
+        f.update(m=rows_per_level * depth, rnnz=rnnz, rnnz_cov=cov, layer_num=depth, dep_dist=dep)
+        task = SptrsvTask(dtype=torch.float64, index_dtype=torch.int32, lower=True, unit_diagonal=False,
+                          transpose=False, num_rhs=k)
+        picked.add(default_schedule(np.array([f[name] for name in FEATURE_NAMES]), task, H100))
+    assert picked <= set(space) and len(picked) >= 12

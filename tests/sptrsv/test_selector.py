@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from gsparse.datasets import triangular
 from gsparse.kernels.sptrsv import analysis, selector
 from gsparse.kernels.sptrsv.features import FEATURE_NAMES, matrix_features
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
@@ -20,7 +21,7 @@ from .factors import hand_factor
 
 def _features(matrix: sp.sparray, lower: bool = True) -> dict[str, float]:
     rows = analysis.dependency_graph(matrix.indptr, matrix.indices, lower)
-    return dict(zip(FEATURE_NAMES, matrix_features(rows, analysis.levels(rows.ptr, rows.deps))))
+    return dict(zip(FEATURE_NAMES, matrix_features(rows, analysis.levels(rows.ptr, rows.deps)), strict=True))
 
 
 def test_features_of_a_small_factor():
@@ -39,6 +40,19 @@ def test_dep_dist_measures_the_nearest_dependency_in_solve_order():
     # The same factor stored upper and solved bottom up has the same features.
     mirrored = sp.csr_array(far.toarray()[::-1, ::-1])
     assert _features(mirrored, lower=False) == pytest.approx(_features(far))
+
+
+@pytest.mark.parametrize("family", ["road", "power_law", "shuffled"])
+@pytest.mark.parametrize("upper", [False, True])
+def test_dep_dist_and_row_spread_match_their_definitions_row_by_row(family, upper):
+    matrix = triangular.generate(family, 400, 3, upper=upper)
+    rows = analysis.dependency_graph(matrix.indptr, matrix.indices, not upper)
+    f = dict(zip(FEATURE_NAMES, matrix_features(rows, analysis.levels(rows.ptr, rows.deps)), strict=True))
+    nearest = [max(rows.deps[rows.ptr[k]:rows.ptr[k + 1]], default=None) for k in range(rows.n)]
+    want = sum(1 / (k - j) for k, j in enumerate(nearest) if j is not None) / rows.n
+    assert f["dep_dist"] == pytest.approx(want, rel=1e-12)
+    per_row = np.diff(matrix.indptr)
+    assert f["rnnz_cov"] == pytest.approx(per_row.std() / per_row.mean(), rel=1e-9)
 
 
 def test_features_of_an_empty_factor():
@@ -118,7 +132,7 @@ def test_selector_errors(tmp_path):
         model.select(features[0, :9])
     other = tmp_path / "other.pt"
     torch.save({"format": "something/1"}, other)
-    with pytest.raises(ValueError, match=r"other.pt is not a gsparse-sptrsv-selector/1 file \(found 'something/1'\)"):
+    with pytest.raises(ValueError, match=r"other.pt is not a gsparse-sptrsv-selector/2 file \(found 'something/1'\)"):
         selector.SchemeSelector.load(other)
 
 
@@ -134,3 +148,62 @@ def test_selection_over_the_reduced_space_takes_under_5_ms():
         model.select(one)
         spent.append(time.perf_counter() - start)
     assert statistics.median(spent) < 5e-3
+
+
+def _always(best: int, schemes, num_rhs: int = 1, rows=(1e3, 1e5)) -> selector.SchemeSelector:
+    """A selector trained on a table where scheme ``best`` always wins, on factors of ``rows``."""
+    features, _ = _task(60, 6)
+    features[:, 0] = np.geomspace(*rows, len(features))
+    times = np.full((len(features), len(schemes)), 2.0)
+    times[:, best] = 1.0
+    return selector.train(features, times, schemes, num_rhs=num_rhs, epochs=150, seed=0)
+
+
+def test_a_selector_remembers_its_right_hand_sides_and_training_sizes():
+    model = _always(1, SCHEMES, num_rhs=16, rows=(2e3, 5e4))
+    assert model.num_rhs == 16 and model.rows == pytest.approx((2e3, 5e4))
+    one = _task(1, 7)[0][0]
+    for m, inside in ((1e3, True), (9e2, False), (1e5, True), (1.1e5, False)):
+        one[0] = m
+        assert model.covers(one) is inside
+    assert model.select(one) == SCHEMES[1]
+
+
+def test_a_set_picks_the_nearest_right_hand_sides_and_declines_other_gpus_and_sizes(tmp_path):
+    one, sixteen = _always(0, SCHEMES, num_rhs=1), _always(2, SCHEMES, num_rhs=16)
+    chosen = selector.SelectorSet([sixteen, one], sms=132, device="NVIDIA H100 80GB HBM3")
+    assert [chosen.for_rhs(k).num_rhs for k in (1, 2, 3, 4, 5, 64)] == [1, 1, 1, 16, 16, 16]
+    f = _task(1, 8)[0][0]
+    f[0] = 1e4
+    assert chosen.select(f, 1, 132) == SCHEMES[0] and chosen.select(f, 8, 132) == SCHEMES[2]
+    assert chosen.select(f, 1, 108) is None and chosen.select(f, 1) == SCHEMES[0]
+    f[0] = 1e6
+    assert chosen.select(f, 1, 132) is None
+    path = tmp_path / "set.pt"
+    chosen.save(path)
+    loaded = selector.load_selectors(path)
+    assert (loaded.sms, loaded.device, list(loaded.selectors)) == (132, "NVIDIA H100 80GB HBM3", [1, 16])
+    f[0] = 1e4
+    torch.testing.assert_close(loaded.for_rhs(16).scores(f), sixteen.scores(f))
+    single = tmp_path / "single.pt"
+    one.save(single)
+    alone = selector.load_selectors(single)
+    assert alone.sms is None and alone.select(f, 16, 108) == SCHEMES[0]
+    with pytest.raises(ValueError, match=r"selectors must be one or more, each for its own num_rhs, got num_rhs \[1, 1\]"):
+        selector.SelectorSet([one, one])
+    with pytest.raises(ValueError, match="is not a gsparse-sptrsv-selectors/1 file"):
+        selector.SelectorSet.load(single)
+
+
+def test_the_default_selectors_come_from_the_environment_else_the_shipped_file(tmp_path, monkeypatch):
+    path = tmp_path / "mine.pt"
+    selector.SelectorSet([_always(1, SCHEMES)]).save(path)
+    monkeypatch.setattr(selector, "shipped_path", lambda: str(tmp_path / "absent.pt"))
+    monkeypatch.delenv(selector.SELECTOR_ENV, raising=False)
+    assert selector.default_selectors() is None
+    monkeypatch.setattr(selector, "shipped_path", lambda: str(path))
+    assert list(selector.default_selectors().selectors) == [1]
+    monkeypatch.setenv(selector.SELECTOR_ENV, "off")
+    assert selector.default_selectors() is None
+    monkeypatch.setenv(selector.SELECTOR_ENV, str(path))
+    assert selector.default_selectors() is selector.default_selectors()  # read once

@@ -6,8 +6,10 @@ PyTorch ops and SciPy on the CPU, over a set of triangular factors.
 Implementations, each solving ``L x = b`` (``L^T x = b`` with ``--transpose``) for the
 lower factor ``L``:
 
-- ``gsparse``: the generated AG-SpTRSV kernel under the hand rule's scheme (the MLP's with
-  ``--selector FILE``, a fixed one with ``--schedule JSON``). Its preprocessing is reported
+- ``gsparse``: the generated AG-SpTRSV kernel under the analysed default's scheme (the
+  shipped MLP selector's where it answers, else the hand rule's; the selectors of
+  ``--selector FILE`` instead, a fixed scheme with ``--schedule JSON``); ``chooser`` says
+  which chose. Its preprocessing is reported
   by phase: ``analysis`` (dependency graph, levels, features), ``selection``, ``codegen``
   (source generation, NVRTC compile and module load; cold unless ``--kernel-cache`` points
   at a warm cache) and ``plan`` (transform, scheduling, arrays to the device).
@@ -59,14 +61,21 @@ import torch
 
 from ..backends.cpu import unchecked_csr
 from ..datasets import triangular
+from ..kernels.schedule import schedule_from_json
+from ..kernels.source import RUNTIME_LOADER
 from ..kernels.sptrsv import FactorPlans
 from ..kernels.sptrsv import checks as factor_checks
-from ..kernels.sptrsv.codegen import KERNEL, LEVELS_KERNEL, NATURAL_KERNEL, levels_program, natural_program, program
+from ..kernels.sptrsv.codegen import (
+    KERNEL,
+    LEVELS_KERNEL,
+    NATURAL_KERNEL,
+    levels_program,
+    natural_program,
+    program,
+)
 from ..kernels.sptrsv.default import natural_schedule
 from ..kernels.sptrsv.levelset import levelset_plan, levelset_solve
 from ..kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
-from ..kernels.schedule import schedule_from_json
-from ..kernels.source import RUNTIME_LOADER
 from ..runtime import compile_cuda, device_arch
 from ..sptrsv import TriangularSolver
 from ..target import Target
@@ -136,9 +145,11 @@ def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
     return out, (time.perf_counter() - start) * 1e3
 
 
-def _gsparse(crow, col, values, b, k, transpose, device, schedule, selector) -> tuple[Callable, dict]:
+def _gsparse(crow, col, values, b, k, transpose, device, schedule, selectors) -> tuple[Callable, dict]:
     """gsparse's solve and its preprocessing phases (ms)."""
     plans = FactorPlans(crow, col, True)
+    if selectors is not None:
+        plans.selectors = selectors
     target = Target.of(device)
 
     def analyse():
@@ -148,18 +159,19 @@ def _gsparse(crow, col, values, b, k, transpose, device, schedule, selector) -> 
 
     analysis, analysis_ms = _host_ms(analyse, device)
     task = plans.task(values.dtype, False, transpose, k)
+    chooser = "forced"
     if schedule is None:
-        choose = (lambda: selector.select(analysis.features)) if selector is not None \
-            else (lambda: plans.chosen_schedule(task, target))
-        schedule, selection_ms = _host_ms(choose, device)
+        schedule, selection_ms = _host_ms(lambda: plans.chosen_schedule(task, target), device)
+        mlp = plans.selectors.select(analysis.features, k, target.sms) if plans.selectors is not None else None
+        chooser = "mlp" if mlp is not None else "hand rule"
     else:
         selection_ms = 0.0
     _, codegen_ms = _host_ms(lambda: RUNTIME_LOADER.kernel(program(task.algorithm, schedule), KERNEL,
                                                            device.index), device)
     plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)
     phases = {"analysis": analysis_ms, "selection": selection_ms, "codegen": codegen_ms, "plan": plan_ms}
-    return (lambda: plan(values, b)), {"schedule": schedule.to_json(), "launches": plan.num_launches,
-                                       "preprocess_ms": phases}
+    return (lambda: plan(values, b)), {"schedule": schedule.to_json(), "chooser": chooser,
+                                       "launches": plan.num_launches, "preprocess_ms": phases}
 
 
 def _fast_start(crow, col, values, b, k, transpose, device, schedule) -> tuple[Callable, dict]:
@@ -342,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transpose", action="store_true", help="solve with L^T")
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of timed calls per measurement")
     parser.add_argument("--schedule", help="a SptrsvSchedule as JSON, run instead of the chosen one")
-    parser.add_argument("--selector", help="a trained SchemeSelector file: select with the MLP")
+    parser.add_argument("--selector", help="a trained SelectorSet (or SchemeSelector) file: the analysed default "
+                        "asks it instead of the shipped one")
     parser.add_argument("--levelset-max-levels", type=int, default=20_000,
                         help="skip the level-set baseline on deeper factors (it launches per level)")
     parser.add_argument("--fast-start", help="a NaturalOrderSchedule as JSON: the fast start runs it "
@@ -363,9 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     fast_start = NaturalOrderSchedule.from_json(args.fast_start) if args.fast_start else None
     selector = None
     if args.selector:
-        from ..kernels.sptrsv.selector import SchemeSelector
+        from ..kernels.sptrsv.selector import load_selectors
 
-        selector = SchemeSelector.load(args.selector)
+        selector = load_selectors(args.selector)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "environment": _environment(device), "records": []}

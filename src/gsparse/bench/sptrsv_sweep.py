@@ -1,44 +1,68 @@
 r"""The SpTRSV scheme sweep: on a GPU, every factor's cuSPARSE solve, the hand rule's scheme,
-the MLP's pick and a sample of the reduced scheme space, measured in one process: the
-oracle data the selector and the hand rule are fit on.
+the MLP's pick and a fixed set of schemes, measured in one process: the oracle data the
+selector and the hand rule are fit on and judged by.
 
-    python -m gsparse.bench.sptrsv_sweep --rows 1000000 --schemes 64 --budget-s 420 --out DIR
+    python -m gsparse.bench.sptrsv_sweep --rows 50000-300000,banded=10000-60000 --seeds 0-7 \
+        --rhs 1,16 --schemes selection --repeats 8 --prune 4 --budget-s 285 --out DIR
 
-For each factor (:func:`gsparse.datasets.triangular.generate` of each family at ``--rows``,
-for each of ``--seeds``) and each ``k`` of ``--rhs``, one JSON line in ``DIR/sweep.jsonl``,
-written as soon as the factor is done:
+The factors are :func:`gsparse.datasets.triangular.generate` of each family of
+``--families`` for each seed of ``--seeds``, seed outermost (a run cut short has every
+family), with ``--rows`` rows: a number, or a range ``LO-HI`` from which each factor's size
+is drawn log-uniformly by its family and seed (:func:`~gsparse.datasets.triangular.corpus_rows`);
+``FAMILY=...`` entries set a family's own (``--rows 50000-300000,banded=10000-60000``).
+Each factor is analysed once and solved with each ``k`` of ``--rhs``; per factor and ``k``,
+one JSON line in ``DIR/sweep.jsonl``, written as soon as the factor is done:
 
-- ``matrix``, ``family``, ``seed``, ``n``, ``nnz``, ``levels``, ``k``, ``dtype``;
-  ``features`` (the 10 of :mod:`gsparse.kernels.sptrsv.features`, by name) and
-  ``analysis_ms`` (levels and features, shared by every scheme);
+- ``matrix`` (``family:rows:seed``), ``family``, ``seed``, ``gpu`` and ``sms`` (the
+  device's name and SM count), ``n``, ``nnz``, ``levels``, ``k``, ``dtype``; ``features``
+  (the 10 of :mod:`gsparse.kernels.sptrsv.features`, by name) and ``analysis_ms`` (levels
+  and features, shared by every scheme and ``k``);
 - ``cusparse``: SpSM's ``analysis_ms`` and the solve's ``median_ms`` (CuPy; the
   benchmark's :class:`~.cusparse_triangular.CuSparseSpSM`);
-- ``default`` and ``mlp`` (with ``--selector``): the scheme each picks, as JSON;
-  ``by_value``: the default's ``ready_by_value`` twin (the knob flipped: rows signal
-  readiness by their values or by flags; the hand rule signals by values, so its twin is
-  the flag scheme), measured unless ``--by-value none``;
-- ``schemes``: one entry per scheme measured (the default's, its ``by_value`` twin, the
-  MLP's and each ``--also`` scheme first, then the sample; with ``--by-value all`` each
-  sampled scheme is followed by its ``ready_by_value`` twin): ``schedule`` (JSON), ``status`` (``ok``, ``wrong``, ``failed``, ``skipped``),
-  ``median_ms``, ``repeats``, ``plan_ms`` (transform, scheduling, arrays to the device),
-  ``codegen_ms`` (source, NVRTC and module load: cold on a program's first use only),
-  ``launches``; ``truncated`` when the factor's time slice ran out first.
+- ``default``: the hand rule's scheme (:func:`~gsparse.kernels.sptrsv.default_schedule`),
+  as JSON; ``mlp``: the pick of the selectors of ``--selector FILE``, else of those gsparse
+  ships (None where none answers); ``by_value``: the default's ``ready_by_value`` twin (the
+  knob flipped), measured unless ``--by-value none``;
+- ``schemes``: one entry per scheme (the default's, its twin, the MLP's and each ``--also``
+  scheme first, then ``--schemes``: ``selection``, the selector's space
+  (:func:`~gsparse.kernels.sptrsv.space.selection_space`); ``all``, the reduced space; or
+  a number, a seeded sample of it; with ``--by-value all`` each followed by its
+  ``ready_by_value`` twin): ``schedule`` (JSON), ``status`` (``ok``, ``wrong``, ``failed``,
+  ``skipped``, ``pruned``), ``median_ms``, ``repeats``, ``plan_ms`` (transform, scheduling,
+  arrays to the device; what earlier schemes or ``k`` of the factor computed already is
+  not counted again), ``codegen_ms`` (source, NVRTC and module load: cold on a program's
+  first use only), ``launches``; ``truncated`` when the factor's time ran out first.
 
 Every solve is checked against SciPy (float64) before it is timed (relative error at most
-1e-10 in float64, 1e-4 in float32); times are CUDA-event medians after warm-up
-(:func:`gsparse.tune.measure.time_calls`, ``--time-s`` of timed calls per scheme), except
-that a scheme whose checked solve took longer than ``--slow-ms`` is recorded at that one
-call's time (it is far off the best anyway) and one with more than ``--max-launches``
-launches is skipped (its host loop alone takes seconds).
+1e-10 in float64, 1e-4 in float32). Times are CUDA-event medians: ``--repeats R`` timed
+calls right after the checked one, or warm-up and ``--time-s`` of timed calls per scheme
+(:func:`gsparse.tune.measure.time_calls`); a scheme whose checked solve took longer than
+``--slow-ms`` is recorded at that one call's time (it is far off the best anyway), one with
+more than ``--max-launches`` launches is skipped (its host loop alone takes seconds).
 
-Time: ``--budget-s`` is shared out among the factors not yet swept (each gets the rest of
-the budget over the factors left), so that every family gets data and the run ends in
-time; a factor whose slice runs out stops starting schemes. The sample is the same for
-every factor (``--sample-seed``), so the records' times form a matrix x scheme table for
-:func:`gsparse.kernels.sptrsv.selector.train`. ``DIR/summary.md`` closes the run: per
-factor cuSPARSE over the best of the space and over the default, the MLP's pick over the
-best, and a leave-one-family-out fit of the MLP on the sweep's own table. ``--summarize
-DIR`` rebuilds the summary from an existing ``sweep.jsonl``.
+What is not measured:
+
+- A scheme that differs from one measured on the factor only in ``alpha_level`` and whose
+  kernel partition came out the same has the same plan, launch for launch: its entry copies
+  that measurement (``same_plan_as``). This changes no time.
+- With ``--prune X``, on the assumption that a scheme this far off is not near the best: at a larger ``k``, a scheme that was more than ``X`` times the best at
+  a smaller ``k`` of the same factor (or pruned there); and on a family's later factors, a
+  scheme that was more than ``X`` times the best (or pruned) on each of its first ``A =
+  --prune-after`` factors at that ``k``, or more than ``X ** A`` times on one. Its entry
+  says so (``pruned``). The hand rule's, the MLP's and the ``--also`` schemes are always
+  measured. (Merging a mesh's rows made schemes 10 to 900 times slower than the best in the
+  H100 sweep at 500K rows, up to ~3 us a row: unpruned, they would take most of the time.)
+
+Time: ``--budget-s`` is the sweep's wall clock. A factor may use up to ``--share`` times
+the budget left over the factors left (its ``k`` split what it has evenly, a ``k`` passing
+on what it did not use); a factor that runs out stops starting schemes (``truncated``), and
+no factor starts once the budget left is under half the mean factor's time so far. The
+scheme set is the same for every factor (``--sample-seed``), so the records' times form a
+matrix x scheme table per ``k`` for :func:`gsparse.kernels.sptrsv.selector.train`
+(:mod:`gsparse.bench.sptrsv_selector` builds and judges it). ``DIR/summary.md`` closes the
+run: per record cuSPARSE over the best of the space and over the default, the MLP's pick
+over the best, and (unless ``--no-lofo``) a leave-one-family-out fit of the MLP on the
+sweep's own table. ``--summarize`` rebuilds the summary from an existing ``sweep.jsonl``.
 """
 
 from __future__ import annotations
@@ -50,7 +74,8 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +83,22 @@ import numpy as np
 import torch
 
 from ..datasets import triangular
-from ..kernels.sptrsv import FactorPlans
+from ..kernels.source import RUNTIME_LOADER
+from ..kernels.sptrsv import FactorPlans, default_schedule
 from ..kernels.sptrsv.codegen import KERNEL, program
 from ..kernels.sptrsv.features import FEATURE_NAMES
 from ..kernels.sptrsv.schedule import SptrsvSchedule
-from ..kernels.sptrsv.space import reduced_space
-from ..kernels.source import RUNTIME_LOADER
+from ..kernels.sptrsv.scheduling import SolvePlan
+from ..kernels.sptrsv.space import reduced_space, selection_space
 from ..target import Target
 from ..tune.measure import time_calls
 from . import cusparse_triangular
 from .sptrsv import TOLERANCE, _error, _host_ms
 
-__all__ = ["FORMAT", "sample_schemes", "matrix_specs", "sweep_matrix", "gpu_prepare", "summary", "main"]
+__all__ = ["FORMAT", "sample_schemes", "scheme_set", "parse_rows", "parse_seeds", "matrix_specs", "sweep_matrix",
+           "gpu_prepare", "FamilyPruning", "summary", "main"]
 
-FORMAT = "gsparse-sptrsv-sweep/1"
+FORMAT = "gsparse-sptrsv-sweep/2"
 
 
 def sample_schemes(count: int | None, seed: int = 0) -> list[SptrsvSchedule]:
@@ -83,24 +110,81 @@ def sample_schemes(count: int | None, seed: int = 0) -> list[SptrsvSchedule]:
     return random.Random(seed).sample(space, count)
 
 
-def matrix_specs(families: list[str], rows: int, seeds: list[int]) -> list[tuple[str, int, int]]:
-    """``(family, rows, seed)`` with the seed outermost: a run cut short has every family."""
-    return [(family, rows, seed) for seed in seeds for family in families]
+def scheme_set(spec: str, seed: int = 0) -> list[SptrsvSchedule]:
+    """``--schemes``: ``selection`` (the selector's space), ``all`` (the reduced space) or a
+    number (a sample of it)."""
+    if spec == "selection":
+        return selection_space()
+    if spec == "all":
+        return sample_schemes(None)
+    try:
+        count = int(spec)
+    except ValueError:
+        raise ValueError(f"--schemes must be 'selection', 'all' or a number, got {spec!r}") from None
+    return sample_schemes(count, seed)
 
 
-def gpu_prepare(plans: FactorPlans, task: Any, schedule: SptrsvSchedule, target: Target,
-                values: torch.Tensor, b: torch.Tensor) -> tuple[Callable[[], torch.Tensor], dict]:
-    """The generated kernel under ``schedule``: compile (timed apart) and plan."""
+def _range(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    return int(low), int(high or low)
+
+
+def parse_rows(spec: str) -> dict[str, tuple[int, int]]:
+    """``--rows``: comma-separated ``N`` or ``LO-HI``, each optionally ``FAMILY=``-prefixed;
+    the unprefixed entry is every other family's (key ``""``)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for entry in spec.split(","):
+        family, _, text = entry.rpartition("=")
+        try:
+            low, high = _range(text)
+        except ValueError:
+            raise ValueError(f"--rows entries must be N, LO-HI or FAMILY=LO-HI, got {entry!r}") from None
+        if not 27 <= low <= high:
+            raise ValueError(f"--rows ranges must satisfy 27 <= LO <= HI, got {entry!r}")
+        ranges[family] = (low, high)
+    return ranges
+
+
+def parse_seeds(spec: str) -> list[int]:
+    """``--seeds``: comma-separated seeds and ``LO-HI`` runs (inclusive)."""
+    seeds: list[int] = []
+    for entry in spec.split(","):
+        low, high = _range(entry)
+        seeds.extend(range(low, high + 1))
+    return seeds
+
+
+def matrix_specs(families: Sequence[str], rows: int | dict[str, tuple[int, int]],
+                 seeds: Sequence[int]) -> list[tuple[str, int, int]]:
+    """``(family, rows, seed)`` with the seed outermost: a run cut short has every family.
+    ``rows``: one size, or ranges by family (:func:`parse_rows`) drawn from by
+    :func:`~gsparse.datasets.triangular.corpus_rows`."""
+    if isinstance(rows, int):
+        rows = {"": (rows, rows)}
+    specs = []
+    for seed in seeds:
+        for family in families:
+            if family not in rows and "" not in rows:
+                raise ValueError(f"--rows gives no size for family {family!r}")
+            low, high = rows.get(family, rows.get(""))
+            size = low if low == high else triangular.corpus_rows(family, low, high, seed)
+            specs.append((family, size, seed))
+    return specs
+
+
+def gpu_prepare(plans: FactorPlans, task: Any, schedule: SptrsvSchedule, target: Target, values: torch.Tensor,
+                b: torch.Tensor, solve_plan: SolvePlan | None = None) -> tuple[Callable[[], torch.Tensor], dict]:
+    """The generated kernel under ``schedule`` on ``solve_plan``: compile (timed apart) and plan."""
     device = b.device
     _, codegen_ms = _host_ms(lambda: RUNTIME_LOADER.kernel(program(task.algorithm, schedule), KERNEL,
                                                            device.index), device)
-    plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)
+    plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target, solve_plan), device)
     return (lambda: plan(values, b)), {"plan_ms": plan_ms, "codegen_ms": codegen_ms,
                                        "launches": plan.num_launches}
 
 
 def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: torch.dtype,
-             device: torch.device, time_s: float, slow_ms: float) -> dict[str, Any]:
+             device: torch.device, time_s: float, slow_ms: float, repeats: int | None) -> dict[str, Any]:
     """Check, then time; a failure is data in the record."""
     try:
         x, first_ms = _host_ms(solve, device)
@@ -110,7 +194,10 @@ def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: to
             return {"status": "wrong", "error": f"relative error {error:.3e} > {TOLERANCE[dtype]:g}"}
         if first_ms > slow_ms:
             return {"status": "ok", "median_ms": first_ms, "repeats": 1, "relative_error": error}
-        timing = time_calls(lambda: solve(), [()], device, budget_s=time_s, min_repeats=5, max_repeats=100)
+        if repeats is not None:  # the checked call was the warm-up
+            timing = time_calls(lambda: solve(), [()], device, warmup=0, min_repeats=repeats, max_repeats=repeats)
+        else:
+            timing = time_calls(lambda: solve(), [()], device, budget_s=time_s, min_repeats=5, max_repeats=100)
         return {"status": "ok", "median_ms": timing.median_ms, "spread": timing.spread,
                 "repeats": len(timing.times_ms), "relative_error": error}
     except Exception as exc:  # noqa: BLE001 - a failing scheme is data in the record
@@ -118,12 +205,15 @@ def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: to
 
 
 def _cusparse(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, b: torch.Tensor, n: int, k: int,
-              reference: np.ndarray, device: torch.device, time_s: float) -> dict[str, Any]:
+              reference: np.ndarray, device: torch.device, time_s: float, repeats: int | None) -> dict[str, Any]:
     if device.type != "cuda" or not cusparse_triangular.available():
         return {"status": "skipped", "error": "needs CuPy with cuSPARSE SpSM on a CUDA device"}
     try:
         spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, False, k)
-        analysis = time_calls(spsm.analyse, [()], device, budget_s=time_s, min_repeats=3)
+        if repeats is not None:
+            analysis = time_calls(spsm.analyse, [()], device, warmup=0, min_repeats=3, max_repeats=3)
+        else:
+            analysis = time_calls(spsm.analyse, [()], device, budget_s=time_s, min_repeats=3)
         spsm.analyse()
         spsm.load(b)
 
@@ -131,74 +221,50 @@ def _cusparse(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, b: to
             spsm.solve()
             return spsm.result(k == 1)
 
-        record = _measure(solve, reference, values.dtype, device, time_s, math.inf)
+        record = _measure(solve, reference, values.dtype, device, time_s, math.inf, repeats)
         return {**record, "analysis_ms": analysis.median_ms}
     except Exception as exc:  # noqa: BLE001
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def sweep_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, device: torch.device,
-                 schemes: list[SptrsvSchedule], target: Target, *, deadline: float,
-                 time_s: float = 0.15, slow_ms: float = 200.0, max_launches: int = 20_000,
-                 selector: Any = None, by_value: str = "default", also: tuple[SptrsvSchedule, ...] = (),
-                 prepare: Callable[..., tuple[Callable, dict]] = gpu_prepare,
-                 clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """One factor's record (see the module docstring): ``L x = b`` for the lower factor
-    ``matrix`` with ``k`` right-hand sides; no scheme starts after ``clock()`` passes
-    ``deadline``. ``by_value``: ``none``, ``default`` (the default's ``ready_by_value`` twin is
-    measured too) or ``all`` (every scheme's). ``also``: schemes measured before the sample. ``prepare(plans, task, schedule, target,
-    values, b)`` makes a scheme's solve (:func:`gpu_prepare`; a CPU model in tests)."""
-    from scipy.sparse.linalg import spsolve_triangular
+def _times(record: dict[str, Any]) -> dict[str, float]:
+    return {e["schedule"]: e["median_ms"] for e in record["schemes"] if e.get("status") == "ok"}
 
-    n, nnz = matrix.shape[0], matrix.nnz
-    gen = torch.Generator().manual_seed(0)
-    b_cpu = torch.randn((n, k), generator=gen, dtype=torch.float64)[:, 0 if k == 1 else slice(None)].to(dtype)
-    reference = spsolve_triangular(matrix, b_cpu.double().numpy(), lower=True)
-    crow = torch.from_numpy(matrix.indptr.astype(np.int64)).to(device)
-    col = torch.from_numpy(matrix.indices.astype(np.int64)).to(device)
-    values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
-    b = b_cpu.to(device).contiguous()
 
-    plans = FactorPlans(crow, col, True)
-    analysis, analysis_ms = _host_ms(lambda: (a := plans.analysis(False), a.features)[0], device)
-    features = analysis.features
-    task = plans.task(dtype, False, False, k)
-    default = plans.chosen_schedule(task, target)
-    mlp = selector.select(features) if selector is not None else None
-    twin = _by_value(default) if by_value != "none" else None
-    record: dict[str, Any] = {
-        "format": FORMAT, "matrix": name, "n": n, "nnz": nnz, "levels": int(features[FEATURE_NAMES.index("layer_num")]),
-        "k": k, "dtype": str(dtype).removeprefix("torch."),
-        "features": dict(zip(FEATURE_NAMES, map(float, features))), "analysis_ms": analysis_ms,
-        "cusparse": _cusparse(crow, col, values, b, n, k, reference, device, time_s),
-        "default": default.to_json(), "by_value": twin.to_json() if twin is not None else None,
-        "mlp": mlp.to_json() if mlp is not None else None,
-        "schemes": [], "truncated": False,
-    }
-    seen: set[str] = set()
-    sample = [t for s in schemes for t in (s, _by_value(s))] if by_value == "all" else schemes
-    for schedule in [default, *(s for s in (twin, mlp) if s is not None), *also, *sample]:
-        key = schedule.to_json()
-        if key in seen:
-            continue
-        if clock() > deadline:
-            record["truncated"] = True
-            break
-        seen.add(key)
-        entry: dict[str, Any] = {"schedule": key}
-        try:
-            solve, facts = prepare(plans, task, schedule, target, values, b)
-            entry.update(facts)
-        except Exception as exc:  # noqa: BLE001
-            record["schemes"].append({**entry, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        if facts.get("launches", 0) > max_launches:
-            entry.update(status="skipped", error=f"{facts['launches']} launches > {max_launches}")
-        else:
-            entry.update(_measure(solve, reference, dtype, device, time_s, slow_ms))
-        del solve
-        record["schemes"].append(entry)
-    return record
+def _ratios(record: dict[str, Any]) -> dict[str, float]:
+    """Each scheme's time over the record's best: ``inf`` for a wrong, failed or pruned one;
+    skipped and unmeasured schemes are absent (no evidence either way)."""
+    times = _times(record)
+    best = min(times.values(), default=math.nan)
+    out = {key: t / best for key, t in times.items()}
+    for e in record["schemes"]:
+        if e["status"] in ("wrong", "failed", "pruned"):
+            out[e["schedule"]] = math.inf
+    return out
+
+
+class FamilyPruning:
+    """``--prune X``'s record of how far each scheme was from the best on each family's
+    factors, per ``k``: a scheme more than ``X`` times the best on each of the family's first
+    ``after`` factors, or more than ``X ** after`` times on one of them, is pruned on its
+    later ones."""
+
+    def __init__(self, factor: float, after: int) -> None:
+        self.factor, self.after = factor, after
+        self._ratios: dict[tuple[str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+
+    def add(self, family: str, record: dict[str, Any]) -> None:
+        seen = self._ratios[(family, record["k"])]
+        for key, ratio in _ratios(record).items():
+            seen[key].append(ratio)
+
+    def reason(self, family: str, k: int, key: str) -> str | None:
+        ratios = self._ratios[(family, k)].get(key, [])
+        if len(ratios) >= self.after and all(r > self.factor for r in ratios):
+            return f"over {self.factor:g}x the best (or pruned) on the family's first {len(ratios)} factors"
+        if any(r > self.factor ** self.after for r in ratios):
+            return f"over {self.factor ** self.after:g}x the best (or pruned) on one of the family's factors"
+        return None
 
 
 def _by_value(schedule: SptrsvSchedule) -> SptrsvSchedule:
@@ -206,45 +272,138 @@ def _by_value(schedule: SptrsvSchedule) -> SptrsvSchedule:
     return SptrsvSchedule(**{**schedule.knobs(), "ready_by_value": not schedule.ready_by_value})
 
 
+def _plan_identity(schedule: SptrsvSchedule, solve_plan: SolvePlan) -> tuple:
+    """Equal for two schemes whose plans are the same launch for launch: the same knobs but
+    ``alpha_level``, whose only effect is the kernel partition, and the same partition."""
+    knobs = {**schedule.knobs(), "alpha_level": None}
+    return (json.dumps(knobs, sort_keys=True), solve_plan.kernel_ptr.tobytes(), solve_plan.kernel_waits.tobytes())
+
+
+def sweep_matrix(name: str, matrix: Any, ks: Sequence[int], dtype: torch.dtype, device: torch.device,
+                 schemes: Sequence[SptrsvSchedule], target: Target, *, deadline: float, time_s: float = 0.15,
+                 repeats: int | None = None, slow_ms: float = 200.0, max_launches: int = 20_000,
+                 selectors: Any = None, by_value: str = "default", also: Sequence[SptrsvSchedule] = (),
+                 prune: float | None = None, family_pruning: FamilyPruning | None = None,
+                 prepare: Callable[..., tuple[Callable, dict]] = gpu_prepare,
+                 clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
+    """One factor's records, one per ``k`` of ``ks`` (see the module docstring): ``L x = b``
+    for the lower factor ``matrix``; no scheme starts after ``clock()`` passes ``deadline``
+    (each ``k`` gets an even share of the time left). ``by_value``: ``none``, ``default``
+    (the default's ``ready_by_value`` twin is measured too) or ``all`` (every scheme's).
+    ``also``: schemes measured before the set. ``prune``, ``family_pruning``: what is left
+    out (module docstring). ``prepare(plans, task, schedule, target, values, b, solve_plan)``
+    makes a scheme's solve (:func:`gpu_prepare`; a CPU model in tests)."""
+    from scipy.sparse.linalg import spsolve_triangular
+
+    n, nnz = matrix.shape[0], matrix.nnz
+    parts = name.split(":")
+    family, seed = parts[0], int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
+    crow = torch.from_numpy(matrix.indptr.astype(np.int64)).to(device)
+    col = torch.from_numpy(matrix.indices.astype(np.int64)).to(device)
+    values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
+    plans = FactorPlans(crow, col, True)
+    analysis, analysis_ms = _host_ms(lambda: (a := plans.analysis(False), a.features)[0], device)
+    features = analysis.features
+    transforms = analysis.transform_cache()
+    solve_plans: dict[SptrsvSchedule, SolvePlan] = {}
+    records: list[dict[str, Any]] = []
+    earlier: list[dict[str, float]] = []  # ratios to the best at each earlier k
+    for index, k in enumerate(ks):
+        gen = torch.Generator().manual_seed(0)
+        b_cpu = torch.randn((n, k), generator=gen, dtype=torch.float64)[:, 0 if k == 1 else slice(None)].to(dtype)
+        reference = spsolve_triangular(matrix, b_cpu.double().numpy(), lower=True)
+        b = b_cpu.to(device).contiguous()
+        k_deadline = clock() + (deadline - clock()) / (len(ks) - index)
+        task = plans.task(dtype, False, False, k)
+        default = default_schedule(features, task, target)
+        mlp = selectors.select(features, k, target.sms) if selectors is not None else None
+        twin = _by_value(default) if by_value != "none" else None
+        record: dict[str, Any] = {
+            "format": FORMAT, "matrix": name, "family": family, "seed": seed, "gpu": target.name, "sms": target.sms,
+            "n": n, "nnz": nnz, "levels": int(features[FEATURE_NAMES.index("layer_num")]), "k": k,
+            "dtype": str(dtype).removeprefix("torch."),
+            "features": dict(zip(FEATURE_NAMES, map(float, features), strict=True)), "analysis_ms": analysis_ms,
+            "cusparse": _cusparse(crow, col, values, b, n, k, reference, device, time_s, repeats),
+            "default": default.to_json(), "by_value": twin.to_json() if twin is not None else None,
+            "mlp": mlp.to_json() if mlp is not None else None, "schemes": [], "truncated": False,
+        }
+        protected = [default, *(s for s in (twin, mlp) if s is not None), *also]
+        sample = [t for s in schemes for t in (s, _by_value(s))] if by_value == "all" else list(schemes)
+        seen: set[str] = set()
+        measured: dict[tuple, dict[str, Any]] = {}
+        for schedule in [*protected, *sample]:
+            key = schedule.to_json()
+            if key in seen:
+                continue
+            if clock() > k_deadline:
+                record["truncated"] = True
+                break
+            seen.add(key)
+            entry: dict[str, Any] = {"schedule": key}
+            reason = None
+            if prune is not None and schedule not in protected:
+                for ratios in earlier:
+                    if ratios.get(key, 0.0) > prune:
+                        reason = f"over {prune:g}x the best (or pruned) at a smaller k"
+                if reason is None and family_pruning is not None:
+                    reason = family_pruning.reason(family, k, key)
+            if reason is not None:
+                record["schemes"].append({**entry, "status": "pruned", "error": reason})
+                continue
+            try:
+                host_ms = 0.0
+                if schedule not in solve_plans:
+                    solve_plans[schedule], host_ms = _host_ms(
+                        lambda s=schedule: analysis.solve_plan(s, target, transforms), torch.device("cpu"))
+                solve_plan = solve_plans[schedule]
+                identity = _plan_identity(schedule, solve_plan)
+                if identity in measured:
+                    same = measured[identity]
+                    record["schemes"].append({**entry, **{f: same[f] for f in ("status", "median_ms", "repeats",
+                                                                              "launches") if f in same},
+                                              "same_plan_as": same["schedule"], "plan_ms": host_ms})
+                    continue
+                if solve_plan.num_kernels > max_launches:
+                    record["schemes"].append({**entry, "status": "skipped", "launches": solve_plan.num_kernels,
+                                              "error": f"{solve_plan.num_kernels} launches > {max_launches}"})
+                    continue
+                solve, facts = prepare(plans, task, schedule, target, values, b, solve_plan)
+                facts["plan_ms"] = facts.get("plan_ms", 0.0) + host_ms
+                entry.update(facts)
+            except Exception as exc:  # noqa: BLE001
+                record["schemes"].append({**entry, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            entry.update(_measure(solve, reference, dtype, device, time_s, slow_ms, repeats))
+            del solve
+            if entry["status"] == "ok":
+                measured[identity] = entry
+            record["schemes"].append(entry)
+        earlier.append(_ratios(record))
+        records.append(record)
+    return records
+
+
 # ---------------------------------------------------------------------- the summary
-
-
-def _times(record: dict[str, Any]) -> dict[str, float]:
-    return {e["schedule"]: e["median_ms"] for e in record["schemes"] if e.get("status") == "ok"}
 
 
 def _geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
 
 
-def _loo_mlp(records: list[dict[str, Any]]) -> dict[int, float]:
-    """Leave one family out: the MLP trained on the other families' records over the schemes
-    every record measured, its pick's time over the best on each held-out record (by index)."""
-    from ..kernels.sptrsv.selector import train
-
-    columns = sorted(set.intersection(*(set(_times(r)) for r in records))) if records else []
-    families = {r["matrix"].split(":")[0] for r in records}
-    if len(columns) < 2 or len(families) < 2:
-        return {}
-    schemes = [SptrsvSchedule.from_json(c) for c in columns]
-    feats = np.array([[r["features"][f] for f in FEATURE_NAMES] for r in records])
-    times = np.array([[_times(r)[c] for c in columns] for r in records])
-    family = np.array([r["matrix"].split(":")[0] for r in records])
-    ratios = {}
-    for held in sorted(families):
-        train_rows = family != held
-        selector = train(feats[train_rows], times[train_rows], schemes, epochs=300)
-        for i in np.flatnonzero(~train_rows):
-            pick = schemes.index(selector.select(feats[i]))
-            best = min(_times(records[i]).values())
-            ratios[int(i)] = float(times[i, pick] / best)
-    return ratios
-
-
-def summary(records: list[dict[str, Any]]) -> str:
+def summary(records: list[dict[str, Any]], lofo: bool = True) -> str:
     """Markdown: per record, cuSPARSE's solve over the best scheme measured and over the
-    default, the MLP's pick (``--selector``) and the leave-one-family-out MLP over the best."""
-    loo = _loo_mlp(records)
+    default, the MLP's pick (``--selector``) and, with ``lofo``, the leave-one-family-out
+    MLP over the best (:func:`.sptrsv_selector.leave_one_family_out`, per ``k``)."""
+    loo: dict[int, float] = {}
+    if lofo and records:
+        from .sptrsv_selector import leave_one_family_out
+
+        # The schemes every record reached: the sweep's set, less what a truncated record missed.
+        common = set.intersection(*({e["schedule"] for e in r["schemes"]} for r in records))
+        schemes = [SptrsvSchedule.from_json(key) for key in sorted(common)]
+        if len(schemes) >= 2:
+            judged = leave_one_family_out(records, schemes=schemes, epochs=300, include_truncated=True)
+            loo = {i: j.ratio for i, j in judged.items()}
     lines = ["| matrix | k | n | nnz | levels | cuSPARSE ms | best ms | cuSPARSE / best | default ms | "
              "cuSPARSE / default | default's rv twin ms | MLP / best | LOFO MLP / best | schemes ok | best scheme |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -281,36 +440,53 @@ def summary(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a ``sweep.jsonl`` (``.gz``: gzip-compressed)."""
+    import gzip
+
+    path = Path(path)
+    text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", default=",".join(triangular.FAMILIES))
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--seeds", default="0", help="comma-separated generator seeds")
+    parser.add_argument("--rows", default="1000000", help="N, LO-HI, and FAMILY=N or FAMILY=LO-HI, comma-separated")
+    parser.add_argument("--seeds", default="0", help="comma-separated generator seeds and LO-HI runs")
     parser.add_argument("--rhs", default="1", help="comma-separated numbers of right-hand sides")
     parser.add_argument("--dtype", default="float64", choices=("float64", "float32"))
-    parser.add_argument("--schemes", default="64", help="schemes sampled from the reduced space, or 'all'")
+    parser.add_argument("--schemes", default="selection", help="'selection', 'all' or a sample size of the reduced space")
     parser.add_argument("--sample-seed", type=int, default=0)
     parser.add_argument("--budget-s", type=float, default=420.0, help="wall-clock seconds for the whole sweep")
+    parser.add_argument("--share", type=float, default=2.0,
+                        help="a factor may use this many times the budget left over the factors left")
     parser.add_argument("--time-s", type=float, default=0.15, help="seconds of timed calls per scheme")
+    parser.add_argument("--repeats", type=int, help="timed calls per scheme right after the checked one, no warm-up")
     parser.add_argument("--slow-ms", type=float, default=200.0, help="a slower checked solve is timed once")
     parser.add_argument("--max-launches", type=int, default=20_000, help="skip schemes with more launches")
-    parser.add_argument("--selector", help="a trained SchemeSelector file: its pick is measured too")
+    parser.add_argument("--prune", type=float, help="leave out schemes this many times the best (module docstring)")
+    parser.add_argument("--prune-after", type=int, default=2, help="a family's factors measured in full first")
+    parser.add_argument("--selector", help="a SelectorSet file: its pick is measured too (default: the shipped one)")
     parser.add_argument("--by-value", default="default", choices=("none", "default", "all"),
-                        help="which schemes are also measured with ready_by_value")
+                        help="which schemes are also measured with ready_by_value flipped")
     parser.add_argument("--also", action="append", default=[], metavar="SCHEME_JSON",
                         help="a scheme (SptrsvSchedule JSON) measured on every factor; repeatable")
+    parser.add_argument("--no-lofo", action="store_true", help="no leave-one-family-out fit in summary.md")
     parser.add_argument("--summarize", action="store_true", help="only rebuild summary.md from sweep.jsonl")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     start = time.monotonic()
     out = Path(args.out)
+    try:
+        schemes = scheme_set(args.schemes, args.sample_seed)
+        specs = matrix_specs(args.families.split(","), parse_rows(args.rows), parse_seeds(args.seeds))
+    except ValueError as exc:
+        parser.error(str(exc))
+    rhs = [int(v) for v in args.rhs.split(",")]
     out.mkdir(parents=True, exist_ok=True)
     if args.summarize:
-        text = summary(_read(out / "sweep.jsonl"))
+        text = summary(read_records(out / "sweep.jsonl"), lofo=not args.no_lofo)
         (out / "summary.md").write_text(text)
         print(text)
         return 0
@@ -319,47 +495,46 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("GSPARSE_CACHE_DIR", tempfile.mkdtemp(prefix="gsparse-sptrsv-sweep-"))
     device = torch.device("cuda", torch.cuda.current_device())
     target = Target.of(device)
-    schemes = sample_schemes(None if args.schemes == "all" else int(args.schemes), args.sample_seed)
-    selector = None
-    if args.selector:
-        from ..kernels.sptrsv.selector import SchemeSelector
+    from ..kernels.sptrsv.selector import default_selectors, load_selectors
 
-        selector = SchemeSelector.load(args.selector)
+    selectors = load_selectors(args.selector) if args.selector else default_selectors()
     also = tuple(SptrsvSchedule.from_json(text).validate() for text in args.also)
-    specs = matrix_specs(args.families.split(","), args.rows, [int(s) for s in args.seeds.split(",")])
-    rhs = [int(v) for v in args.rhs.split(",")]
+    pruning = FamilyPruning(args.prune, args.prune_after) if args.prune is not None else None
     jsonl = out / "sweep.jsonl"
     jsonl.write_text("")
-    records = []
-    jobs = len(specs) * len(rhs)
-    for family, rows, seed in specs:
+    records, spent = [], []
+    for i, (family, rows, seed) in enumerate(specs):
         left = args.budget_s - (time.monotonic() - start)
-        if left <= 0:
-            print(f"budget spent: {family}:{rows}:{seed} and later factors not swept", flush=True)
+        if left <= 0 or (spent and left < 0.5 * float(np.mean(spent))):
+            print(f"budget spent: {family}:{rows}:{seed} and {len(specs) - i - 1} later factors not swept", flush=True)
             break
+        begun = time.monotonic()
+        deadline = begun + min(left, args.share * left / (len(specs) - i))
         matrix = triangular.generate(family, rows, seed)
-        for k in rhs:
-            left = args.budget_s - (time.monotonic() - start)
-            deadline = time.monotonic() + left / jobs
-            jobs -= 1
-            record = sweep_matrix(f"{family}:{rows}:{seed}", matrix, k, getattr(torch, args.dtype), device,
-                                  schemes, target, deadline=deadline, time_s=args.time_s, slow_ms=args.slow_ms,
-                                  max_launches=args.max_launches, selector=selector, by_value=args.by_value,
-                                  also=also)
+        done = sweep_matrix(f"{family}:{rows}:{seed}", matrix, rhs, getattr(torch, args.dtype), device, schemes,
+                            target, deadline=deadline, time_s=args.time_s, repeats=args.repeats,
+                            slow_ms=args.slow_ms, max_launches=args.max_launches, selectors=selectors,
+                            by_value=args.by_value, also=also, prune=args.prune, family_pruning=pruning)
+        spent.append(time.monotonic() - begun)
+        for record in done:
             record["elapsed_s"] = time.monotonic() - start
             records.append(record)
+            if pruning is not None:
+                pruning.add(family, record)
             with jsonl.open("a") as f:
                 f.write(json.dumps(record) + "\n")
             times = _times(record)
-            print(json.dumps({"matrix": record["matrix"], "k": k, "levels": record["levels"],
+            print(json.dumps({"matrix": record["matrix"], "k": record["k"], "levels": record["levels"],
                               "cusparse_ms": record["cusparse"].get("median_ms"),
                               "default_ms": times.get(record["default"]),
-                              "by_value_ms": times.get(record["by_value"]),
                               "best_ms": min(times.values(), default=None),
-                              "measured": len(record["schemes"]), "elapsed_s": round(record["elapsed_s"], 1)}),
+                              "measured": sum(e["status"] != "pruned" and "same_plan_as" not in e
+                                              for e in record["schemes"]),
+                              "pruned": sum(e["status"] == "pruned" for e in record["schemes"]),
+                              "truncated": record["truncated"], "elapsed_s": round(record["elapsed_s"], 1)}),
                   flush=True)
         del matrix
-    text = summary(records)
+    text = summary(records, lofo=not args.no_lofo)
     (out / "summary.md").write_text(text)
     print(text)
     return 0

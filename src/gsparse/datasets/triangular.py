@@ -15,6 +15,9 @@ Families:
   columns have power-law degrees (Chung-Lu), as AG-SpTRSV builds its synthetic matrices;
 - :func:`rmat`: the lower triangle of an R-MAT graph (Graph500 parameters);
 - :func:`road_grid`: a road-like planar grid with missing streets and a few diagonals;
+- :func:`stencil`: the 9-point (2-D) or 27-point (3-D) stencil's pattern on a grid;
+- :func:`shuffled`: another factor's pattern, symmetrised and renumbered at random (a mesh
+  without a locality-preserving ordering: few, wide levels);
 - :func:`graph_lower`: the lower triangle of a given graph's adjacency (real graphs).
 
 Except for the Laplacian factors, off-diagonal values are drawn from [1, 2) (as in
@@ -25,12 +28,14 @@ The Laplacian factors are conditioned like the Laplacian (IC(0) of an M-matrix e
 is positive).
 
 :func:`generate` draws a family's parameters from a seed for a target number of rows;
-:data:`FAMILIES` names the families it knows.
+:data:`FAMILIES` names the families it knows; :func:`corpus_rows` draws a corpus factor's
+size.
 """
 
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Any
 
 import numpy as np
@@ -38,8 +43,8 @@ import scipy.sparse as sp
 
 from ..graph import Graph
 
-__all__ = ["laplacian", "banded", "power_law", "rmat", "road_grid", "graph_lower", "generate",
-           "edge_cases", "FAMILIES", "LAPLACIAN_FACTORS"]
+__all__ = ["laplacian", "banded", "power_law", "rmat", "road_grid", "stencil", "shuffled", "graph_lower",
+           "generate", "corpus_rows", "edge_cases", "FAMILIES", "LAPLACIAN_FACTORS"]
 
 LAPLACIAN_FACTORS = ("lower", "ic0", "ilu0")
 
@@ -267,6 +272,46 @@ def road_grid(nx: int, ny: int, *, keep: float = 0.8, diagonals: float = 0.05, s
     return _factor(np.concatenate(rows), np.concatenate(cols), nx * ny, rng, upper)
 
 
+def stencil(shape: tuple[int, ...], *, seed: int = 0, upper: bool = False) -> sp.csr_array:
+    """The 9-point (2-D) or 27-point (3-D) stencil on a ``shape`` grid: each node joined to
+    every neighbour in the square or cube around it, diagonals included. Node ``(x, y[, z])``
+    is row ``x + nx * (y + ny * z)``; rows hold 4 (2-D) or 13 (3-D) entries below the
+    diagonal inside the grid, and each depends on the row before it (a mesh's long chains
+    with longer rows than the Laplacians')."""
+    if not isinstance(shape, (tuple, list)) or len(shape) not in (2, 3):
+        raise ValueError(f"shape must be (nx, ny) or (nx, ny, nz), got {shape!r}")
+    dims = tuple(_check_size(f"shape[{i}]", s, 2) for i, s in enumerate(shape))
+    n = math.prod(dims)
+    coords = np.unravel_index(np.arange(n), dims, order="F")
+    strides = np.cumprod((1,) + dims[:-1])
+    rows, cols = [], []
+    for offset in np.ndindex(*(3,) * len(dims)):
+        step = np.array(offset) - 1
+        if int(step @ strides) >= 0:  # the upper half and the node itself
+            continue
+        inside = np.ones(n, dtype=bool)
+        for axis, d in enumerate(step):
+            inside &= (coords[axis] + d >= 0) & (coords[axis] + d < dims[axis])
+        i = np.flatnonzero(inside)
+        rows.append(i)
+        cols.append(i + int(step @ strides))
+    return _factor(np.concatenate(rows), np.concatenate(cols), n, np.random.default_rng(seed), upper)
+
+
+def shuffled(matrix: sp.sparray, *, seed: int = 0, upper: bool = False) -> sp.csr_array:
+    """The pattern of the square ``matrix`` symmetrised, its nodes renumbered by a random
+    permutation, as a dominant factor (its lower triangle). A mesh's factor loses its chains:
+    a few levels of thousands of rows, neighbours in the order independent (``dep_dist``
+    near 0), rows as short as the mesh's."""
+    if not sp.issparse(matrix) or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"matrix must be a square SciPy sparse matrix, got {type(matrix).__name__}")
+    rng = np.random.default_rng(seed)
+    coo = matrix.tocoo()
+    relabel = rng.permutation(matrix.shape[0])
+    rows, cols = _lower_pairs(relabel[coo.row], relabel[coo.col])
+    return _factor(rows, cols, matrix.shape[0], rng, upper)
+
+
 def graph_lower(graph: Any, *, seed: int = 0, upper: bool = False) -> sp.csr_array:
     """The lower triangle of a graph's symmetrised adjacency, as a factor.
 
@@ -331,7 +376,16 @@ def edge_cases(n: int = 70, seed: int = 0) -> dict[str, tuple[sp.csr_array, bool
 # ---------------------------------------------------------------------- sampling
 
 
-FAMILIES = ("laplacian2d", "laplacian3d", "banded", "power_law", "rmat", "road")
+FAMILIES = ("laplacian2d", "laplacian3d", "banded", "power_law", "rmat", "road", "stencil", "shuffled")
+# The meshes that ``shuffled`` renumbers.
+_SHUFFLED_BASES = ("laplacian2d", "laplacian3d", "road", "stencil")
+
+
+def _grid(rows: int, dims: int, rng: np.random.Generator, minimum: int) -> tuple[int, ...]:
+    """A grid of about ``rows`` nodes, aspect up to 2:1."""
+    aspect = rng.uniform(1.0, 2.0)
+    side = (rows / aspect) ** (1.0 / dims)
+    return (max(minimum, round(side * aspect)), *(max(minimum, round(side)) for _ in range(dims - 1)))
 
 
 def generate(family: str, rows: int, seed: int, *, upper: bool = False) -> sp.csr_array:
@@ -340,17 +394,16 @@ def generate(family: str, rows: int, seed: int, *, upper: bool = False) -> sp.cs
     ``laplacian2d``/``laplacian3d``: grid aspect up to 2:1, one of the three factors, random
     conductances half of the time; ``banded``: bandwidth 2-64, density 0.05-0.5;
     ``power_law``: mean degree 2-16, exponent 2.1-3; ``rmat``: ``2**round(log2 rows)``
-    nodes, edge factor 2-8; ``road``: streets kept 0.6-0.95, diagonals 0-0.1.
+    nodes, edge factor 2-8; ``road``: streets kept 0.6-0.95, diagonals 0-0.1; ``stencil``:
+    2-D or 3-D (even odds), aspect up to 2:1; ``shuffled``: one of laplacian2d,
+    laplacian3d, road and stencil drawn as above, renumbered at random.
     """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     rows = _check_size("rows", rows, 27)
     rng = np.random.default_rng(seed)
     if family in ("laplacian2d", "laplacian3d"):
-        dims = 2 if family == "laplacian2d" else 3
-        aspect = rng.uniform(1.0, 2.0)
-        side = (rows / aspect) ** (1.0 / dims)
-        shape = (max(3, round(side * aspect)), *(max(3, round(side)) for _ in range(dims - 1)))
+        shape = _grid(rows, 2 if family == "laplacian2d" else 3, rng, 3)
         factor = LAPLACIAN_FACTORS[rng.integers(3)]
         return laplacian(shape, factor, seed=int(rng.integers(2**31)) if rng.random() < 0.5 else None,
                          upper=upper)
@@ -362,6 +415,20 @@ def generate(family: str, rows: int, seed: int, *, upper: bool = False) -> sp.cs
         return power_law(rows, rng.uniform(2.0, 16.0), rng.uniform(2.1, 3.0), seed=child, upper=upper)
     if family == "rmat":
         return rmat(max(1, round(math.log2(rows))), int(rng.integers(2, 9)), seed=child, upper=upper)
+    if family == "stencil":
+        return stencil(_grid(rows, 2 if rng.random() < 0.5 else 3, rng, 2), seed=child, upper=upper)
+    if family == "shuffled":
+        base = generate(_SHUFFLED_BASES[rng.integers(len(_SHUFFLED_BASES))], rows, child)
+        return shuffled(base, seed=child, upper=upper)
     side = math.sqrt(rows)
     return road_grid(max(2, round(side)), max(2, round(side)), keep=rng.uniform(0.6, 0.95),
                      diagonals=rng.uniform(0.0, 0.1), seed=child, upper=upper)
+
+
+def corpus_rows(family: str, low: int, high: int, seed: int) -> int:
+    """The rows of corpus factor ``(family, seed)``: log-uniform in ``[low, high]``, drawn
+    from the family's name and the seed (the same pair always gets the same size)."""
+    low = _check_size("low", low, 27)
+    high = _check_size("high", high, low)
+    rng = np.random.default_rng([seed, zlib.crc32(family.encode())])
+    return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))

@@ -22,13 +22,21 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import RUNTIME_LOADER, KernelLoader
-from .default import default_schedule, natural_schedule, natural_serves
+from .default import (
+    analysed_schedule,
+    default_schedule,
+    natural_schedule,
+    natural_serves,
+)
 from .natural import DeviceSystem, NaturalPlan
 from .plan import SptrsvPlan, SystemAnalysis, analyse
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
+from .scheduling import SolvePlan
+from .selector import SelectorSet, default_selectors
 from .task import SptrsvTask, index_dtype_for
 
-__all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "default_schedule"]
+__all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "analysed_schedule",
+           "default_schedule"]
 
 Scheme = SptrsvSchedule | NaturalOrderSchedule
 
@@ -39,8 +47,9 @@ class FactorPlans:
     - per direction (``transpose``), the system's analysis (:func:`.plan.analyse`, on the
       host), or for the fast start the system on the device (:class:`.natural.DeviceSystem`);
     - per task, the scheme a solve runs when none is forced: with an analysis,
-      :func:`.default.default_schedule` on the system's features and the device's
-      :class:`~gsparse.target.Target`; without, :func:`.default.natural_schedule`;
+      :func:`.default.analysed_schedule` on the system's features and the device's
+      :class:`~gsparse.target.Target` (the MLP selector's pick where one answers, else the
+      hand rule's); without, :func:`.default.natural_schedule`;
     - per (task, scheme), the plan (:class:`.plan.SptrsvPlan`, :class:`.natural.NaturalPlan`).
 
     Which scheme runs when none is forced: the analysed one when :attr:`analyse` is True or
@@ -60,8 +69,10 @@ class FactorPlans:
     Attributes:
         schedule: a scheme every solve runs instead of the chosen one (None: choose).
         analyse: without a forced scheme, True: analyse each direction on the host and run
-            the hand rule's scheme; False: the fast start; None: the fast start where it
-            serves (:func:`.default.natural_serves`), else the analysis.
+            the analysed default's scheme; False: the fast start; None: the fast start where
+            it serves (:func:`.default.natural_serves`), else the analysis.
+        selectors: the MLP selectors of the analysed default (None: the hand rule alone);
+            :func:`.selector.default_selectors` until set, read at the first analysed choice.
         loader: what compiles and loads the kernels (a recorder in tests).
         target: the GPU plans are made for (None: that of ``b``'s device, at each solve).
         index_dtype: the plans' index type (None: int32 unless the factor's size needs int64).
@@ -80,6 +91,17 @@ class FactorPlans:
         self._chosen: dict[SptrsvTask, SptrsvSchedule] = {}
         self._natural: dict[SptrsvTask, NaturalOrderSchedule] = {}
         self._plans: dict[tuple[SptrsvTask, Scheme], SptrsvPlan | NaturalPlan] = {}
+        self._selectors: SelectorSet | None | bool = False  # False: not read yet
+
+    @property
+    def selectors(self) -> SelectorSet | None:
+        if self._selectors is False:
+            self._selectors = default_selectors()
+        return self._selectors
+
+    @selectors.setter
+    def selectors(self, value: SelectorSet | None) -> None:
+        self._selectors = value
 
     @property
     def n(self) -> int:
@@ -114,17 +136,18 @@ class FactorPlans:
                           num_rhs=num_rhs)
 
     def chosen_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
-        """The forced scheme, else the hand rule's for ``task`` on ``target`` (kept per task),
-        on the analysis of the task's direction."""
+        """The forced scheme, else the analysed default's for ``task`` on ``target`` (kept per
+        task), on the analysis of the task's direction."""
         if self.schedule is not None:
             return self.schedule
         if task not in self._chosen:
-            self._chosen[task] = default_schedule(self.analysis(task.transpose).features, task, target)
+            self._chosen[task] = analysed_schedule(self.analysis(task.transpose).features, task, target,
+                                                   self.selectors)
         return self._chosen[task]
 
     def solve_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
         """What a solve of ``task`` runs when it is given no scheme: the forced one, else the
-        hand rule's on the analysis when :attr:`analyse` asks for it (see the class) or the
+        analysed default's when :attr:`analyse` asks for it (see the class) or the
         direction is analysed already, else the fast start's (:func:`.default.natural_schedule`,
         no analysis)."""
         analysed = self.analyse if self.analyse is not None else not natural_serves(self.n, self.nnz, task)
@@ -134,12 +157,15 @@ class FactorPlans:
             self._natural[task] = natural_schedule(self.n, self.nnz, task)
         return self._natural[task]
 
-    def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target) -> SptrsvPlan | NaturalPlan:
-        """A new plan of ``task`` under ``schedule`` (not kept: :meth:`solve` keeps its own)."""
+    def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target,
+                   solve_plan: SolvePlan | None = None) -> SptrsvPlan | NaturalPlan:
+        """A new plan of ``task`` under ``schedule`` (not kept: :meth:`solve` keeps its own),
+        on ``solve_plan`` where given (the scheme's transform and scheduling, made by
+        :meth:`.plan.SystemAnalysis.solve_plan` of this direction's analysis)."""
         if isinstance(schedule, NaturalOrderSchedule):
             return NaturalPlan(self.device_system(task.transpose), task, schedule, target, self.loader)
         return SptrsvPlan(self.analysis(task.transpose), task, schedule, target, self._crow.device,
-                          self.loader)
+                          self.loader, solve_plan)
 
     def solve(self, values: torch.Tensor, b: torch.Tensor, unit_diagonal: bool, transpose: bool,
               schedule: Scheme | None = None) -> torch.Tensor:

@@ -1,8 +1,10 @@
 """The SpTRSV hand rule: a scheme from the matrix features, the task and the target, with no
-measurement. It stands in for the MLP selector (:mod:`.selector`) until that is trained on
-GPU measurements. Its schemes lie in the reduced space (:func:`.space.reduced_space`) but for
-``ready_by_value``, which is on (valid for every task: float32 and float64 have a sentinel),
-so its choices can be compared with the tuner's records.
+measurement; and the analysed default (:func:`analysed_schedule`), which asks the MLP
+selector (:mod:`.selector`) first where one is trained and answers, the hand rule
+otherwise. The rule's schemes lie in the reduced space (:func:`.space.reduced_space`) but
+for ``ready_by_value``, which is on (valid for every task: float32 and float64 have a
+sentinel), so its choices can be compared with the tuner's records; all of them lie in the
+selector's space (:func:`.space.selection_space`).
 
 The evidence is the H100 sweep of six 500K-row families
 (``docs/results/sptrsv/h100-2026-11-25-sweep-500k.jsonl.gz``): the rule gives each factor
@@ -18,9 +20,10 @@ import numpy as np
 from ...target import Target
 from .features import FEATURE_NAMES
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
+from .selector import SelectorSet
 from .task import SptrsvTask
 
-__all__ = ["default_schedule", "natural_schedule"]
+__all__ = ["analysed_schedule", "default_schedule", "natural_schedule"]
 
 _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
 # Rows averaging at least this many entries are shared by a whole warp; at least
@@ -86,6 +89,19 @@ def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> 
         grouping="rg_sequential", warp_schedule="ws_rr",
         alpha_level=0 if depth <= _FEW_LEVELS else 2,
     ).validate()
+
+
+def analysed_schedule(features: np.ndarray, task: SptrsvTask, target: Target,
+                      selectors: SelectorSet | None) -> SptrsvSchedule:
+    """The scheme of an analysed solve that forces none: the MLP selector's pick
+    (:meth:`.selector.SelectorSet.select`: the selector of the nearest number of right-hand
+    sides, for a factor within its training sizes on the GPU model it was measured on), else
+    the hand rule's (:func:`default_schedule`)."""
+    if selectors is not None:
+        picked = selectors.select(features, task.num_rhs, target.sms)
+        if picked is not None:
+            return picked
+    return default_schedule(features, task, target)
 
 
 def natural_serves(n: int, nnz: int, task: SptrsvTask) -> bool:

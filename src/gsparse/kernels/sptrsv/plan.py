@@ -33,7 +33,7 @@ from .codegen import KERNEL, SENTINEL, CodeVariant, program
 from .features import matrix_features
 from .levelset import transposed_pattern
 from .schedule import SptrsvSchedule
-from .scheduling import SolvePlan, plan
+from .scheduling import SolvePlan, TransformCache, plan
 from .task import SptrsvTask
 
 __all__ = ["EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
@@ -80,6 +80,16 @@ class SystemAnalysis:
     def features(self) -> np.ndarray:
         """The 10 matrix features of :mod:`.features`, computed on first use."""
         return matrix_features(self.rows, self.row_level)
+
+    def solve_plan(self, schedule: SptrsvSchedule, target: Target, cache: TransformCache | None = None) -> SolvePlan:
+        """``schedule``'s transform and scheduling of this system on ``target``
+        (:func:`.scheduling.plan`), with the transforms of ``cache`` (made with
+        :meth:`transform_cache`) where it holds them."""
+        return plan(self.rows, self.row_level, schedule, target.sms, target.resident_warps, cache)
+
+    def transform_cache(self) -> TransformCache:
+        """An empty :class:`~.scheduling.TransformCache` of this system, for :meth:`solve_plan`."""
+        return TransformCache(self.rows, self.row_level)
 
 
 def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> SystemAnalysis:
@@ -174,19 +184,27 @@ class SptrsvPlan:
         target: the GPU: SMs (the grid), resident warps (``alpha_level``'s unit).
         device: where the arrays go (a CPU device serves loaders that never launch).
         loader: compiles and loads the kernel (a recorder in tests).
+        solve_plan: the scheme's transform and scheduling made already (by
+            :func:`.scheduling.plan` on this analysis and target, for this ``schedule``):
+            it does not depend on the task, so plans of several right-hand side counts can
+            share it. None: made here.
     """
 
     def __init__(self, analysis: SystemAnalysis, task: SptrsvTask, schedule: SptrsvSchedule,
-                 target: Target, device: torch.device, loader: KernelLoader = RUNTIME_LOADER) -> None:
+                 target: Target, device: torch.device, loader: KernelLoader = RUNTIME_LOADER,
+                 solve_plan: SolvePlan | None = None) -> None:
         schedule.validate()
         if task.system_lower != analysis.lower:
             raise ValueError(f"task {task} solves a {'lower' if task.system_lower else 'upper'} system, "
                              f"but the analysis is of a {'lower' if analysis.lower else 'upper'} one")
+        if solve_plan is not None and (solve_plan.schedule != schedule or solve_plan.num_blocks != target.sms):
+            raise ValueError(f"solve_plan was made for {solve_plan.schedule} on {solve_plan.num_blocks} SMs, "
+                             f"not for {schedule} on {target.name}'s {target.sms}")
         self.task, self.schedule, self.target = task, schedule, target
         self.n = analysis.n
         variant = CodeVariant.of(schedule)
         self._sentinel = SENTINEL[task.dtype] if schedule.ready_by_value else None
-        self.solve_plan = plan(analysis.rows, analysis.row_level, schedule, target.sms, target.resident_warps)
+        self.solve_plan = solve_plan or analysis.solve_plan(schedule, target)
         arrays = _schedule_arrays(self.solve_plan)
         index = task.index_dtype
 

@@ -23,7 +23,7 @@ from .schedule import SptrsvSchedule
 from .transforms import RowGroups, row_groups
 from .warps import assign_warps
 
-__all__ = ["NodeGroups", "node_groups", "partition", "SolvePlan", "plan"]
+__all__ = ["NodeGroups", "node_groups", "partition", "SolvePlan", "TransformCache", "plan"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,8 +142,37 @@ class SolvePlan:
         return len(self.kernel_ptr) - 1
 
 
+class TransformCache:
+    """The parts of a plan that schemes of one system share, each computed once: the row
+    groups of each transform (merge, its parameters, reordering) and the node groups of each
+    transform, subwarp count and grouping. For measuring many schemes of one system (the
+    scheme sweep): the transforms are most of a plan's host time, and 54 schemes share 3.
+
+    Args:
+        rows, row_level: the system's row graph and its levels.
+    """
+
+    def __init__(self, rows: RowGraph, row_level: np.ndarray) -> None:
+        self.rows, self.row_level = rows, row_level
+        self._groups: dict[tuple, RowGroups] = {}
+        self._nodes: dict[tuple, NodeGroups] = {}
+
+    def row_groups(self, schedule: SptrsvSchedule) -> RowGroups:
+        key = (schedule.merge, schedule.merge_rows, schedule.merge_thresh, schedule.reorder)
+        if key not in self._groups:
+            self._groups[key] = row_groups(self.rows, self.row_level, *key)
+        return self._groups[key]
+
+    def node_groups(self, schedule: SptrsvSchedule) -> NodeGroups:
+        key = (schedule.merge, schedule.merge_rows, schedule.merge_thresh, schedule.reorder, schedule.subwarps,
+               schedule.grouping)
+        if key not in self._nodes:
+            self._nodes[key] = node_groups(self.row_groups(schedule), schedule.subwarps, schedule.grouping)
+        return self._nodes[key]
+
+
 def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_blocks: int,
-         max_warps: int) -> SolvePlan:
+         max_warps: int, cache: TransformCache | None = None) -> SolvePlan:
     """Transform and schedule one system for one scheme.
 
     Args:
@@ -153,13 +182,18 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
         num_blocks: blocks of the persistent grid: the GPU's SM count.
         max_warps: the GPU's resident warps (SMs x resident threads per SM / 32), the unit
             of ``alpha_level``.
+        cache: the transforms of this system's earlier schemes (its ``rows`` and
+            ``row_level`` must be these).
     """
     schedule.validate()
     if num_blocks < 1 or max_warps < 1:
         raise ValueError(f"num_blocks and max_warps must be >= 1, got {num_blocks} and {max_warps}")
-    groups = row_groups(rows, row_level, schedule.merge, schedule.merge_rows, schedule.merge_thresh,
-                        schedule.reorder)
-    nodes = node_groups(groups, schedule.subwarps, schedule.grouping)
+    if cache is None:
+        cache = TransformCache(rows, row_level)
+    elif cache.rows is not rows or cache.row_level is not row_level:
+        raise ValueError("cache holds the transforms of another system")
+    groups = cache.row_groups(schedule)
+    nodes = cache.node_groups(schedule)
     kernel_ptr = partition(nodes.level, schedule.alpha_level, max_warps)
     parents = _node_parents(groups, nodes) if schedule.warp_schedule == "ws_locality" else None
     node_warp = assign_warps(nodes.level, nodes.nnz, parents, kernel_ptr, schedule.warp_schedule,

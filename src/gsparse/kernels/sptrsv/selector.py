@@ -11,13 +11,25 @@ binary cross-entropy on the labels "within 85% of the best performance", i.e.
 Selection costs one small forward pass: well under a millisecond on a CPU (figures in
 docs/sptrsv.md), after the features.
 
-The selector is saved as one ``torch.save`` file of plain data (format name, schemes as
-JSON, normalisation, weights), read back with ``torch.load(weights_only=True)``.
+A selector is fit to one number of right-hand sides (the schemes' times change with it) and
+remembers the sizes of its training factors; a :class:`SelectorSet` holds one per number
+of right-hand sides measured, with the GPU they were measured on, and answers only for
+factors within twice its training sizes on a GPU of that SM count (the analysed default,
+:func:`.default.analysed_schedule`, falls back to the hand rule elsewhere).
+
+Selectors are saved as one ``torch.save`` file of plain data (format name, schemes as
+JSON, normalisation, weights), read back with ``torch.load(weights_only=True)``. The set
+gsparse ships (:data:`SHIPPED`, next to this module, when one has been trained) is what
+:func:`default_selectors` returns unless ``$GSPARSE_SPTRSV_SELECTOR`` names another file
+or ``off``.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
+from importlib import resources
 from typing import Sequence
 
 import numpy as np
@@ -26,9 +38,17 @@ import torch
 from .features import COUNT_FEATURES, FEATURE_NAMES
 from .schedule import SptrsvSchedule
 
-__all__ = ["expand", "satisfactory", "SchemeSelector", "train", "within_best"]
+__all__ = ["expand", "satisfactory", "SchemeSelector", "SelectorSet", "train", "within_best", "load_selectors",
+           "default_selectors", "shipped_path", "SHIPPED", "SELECTOR_ENV"]
 
-FORMAT = "gsparse-sptrsv-selector/1"
+FORMAT = "gsparse-sptrsv-selector/2"
+SET_FORMAT = "gsparse-sptrsv-selectors/1"
+SHIPPED = "selector-h100.pt"
+"""The file name of the selector set shipped in this package (absent until trained)."""
+SELECTOR_ENV = "GSPARSE_SPTRSV_SELECTOR"
+"""The environment variable naming the selector file the analysed default uses (``off``: none)."""
+# A selector answers for factors of up to this factor fewer or more rows than its training's.
+ROWS_SLACK = 2.0
 SATISFACTORY = 0.85  # a scheme is satisfactory when its performance is >= 85% of the best
 HIDDEN = 32
 _COUNT_COLUMNS = [FEATURE_NAMES.index(name) for name in COUNT_FEATURES]
@@ -53,18 +73,25 @@ def satisfactory(times: torch.Tensor) -> torch.Tensor:
 
 
 class SchemeSelector(torch.nn.Module):
-    """The MLP over one scheme space.
+    """The MLP over one scheme space, for one number of right-hand sides.
 
     Args:
         schemes: the scheme of each output, in order.
         mean, std: ``[66]`` normalisation of the expanded features.
+        num_rhs: the right-hand sides of the solves it was trained on.
+        rows: ``(fewest, most)`` rows of its training factors.
     """
 
-    def __init__(self, schemes: Sequence[SptrsvSchedule], mean: torch.Tensor, std: torch.Tensor) -> None:
+    def __init__(self, schemes: Sequence[SptrsvSchedule], mean: torch.Tensor, std: torch.Tensor, *,
+                 num_rhs: int = 1, rows: tuple[float, float] = (0.0, math.inf)) -> None:
         super().__init__()
         if not schemes:
             raise ValueError("schemes must not be empty")
+        if isinstance(num_rhs, bool) or not isinstance(num_rhs, int) or num_rhs < 1:
+            raise ValueError(f"num_rhs must be a positive int, got {num_rhs!r}")
         self.schemes = tuple(s.validate() for s in schemes)
+        self.num_rhs = num_rhs
+        self.rows = (float(rows[0]), float(rows[1]))
         width = mean.numel()
         self.register_buffer("mean", mean.to(torch.float64).reshape(width))
         self.register_buffer("std", std.to(torch.float64).reshape(width))
@@ -90,39 +117,138 @@ class SchemeSelector(torch.nn.Module):
         out = torch.sigmoid(self(f.reshape(-1, len(FEATURE_NAMES))))
         return out[0] if single else out
 
+    @torch.no_grad()
     def select(self, features: np.ndarray | torch.Tensor) -> SptrsvSchedule:
         """The scheme with the highest score for one matrix's ``[10]`` features."""
-        return self.schemes[int(torch.argmax(self.scores(features)))]
+        f = torch.as_tensor(np.asarray(features, dtype=np.float64))
+        if f.shape != (len(FEATURE_NAMES),):
+            raise ValueError(f"features must have {len(FEATURE_NAMES)} values per matrix "
+                             f"{FEATURE_NAMES}, got shape {tuple(f.shape)}")
+        return self.schemes[int(torch.argmax(self(f.reshape(1, -1))))]  # the sigmoid keeps the order
+
+    def covers(self, features: np.ndarray) -> bool:
+        """Whether a factor with these ``[10]`` features has rows within :data:`ROWS_SLACK`
+        times the range of the training factors'."""
+        m = float(features[0])
+        return self.rows[0] / ROWS_SLACK <= m <= self.rows[1] * ROWS_SLACK
+
+    def _payload(self) -> dict:
+        return {"schemes": [s.to_json() for s in self.schemes], "num_rhs": self.num_rhs, "rows": list(self.rows),
+                "state": self.state_dict()}
+
+    @classmethod
+    def _from_payload(cls, data: dict) -> SchemeSelector:
+        state = data["state"]
+        selector = cls([SptrsvSchedule.from_json(s) for s in data["schemes"]], state["mean"], state["std"],
+                       num_rhs=int(data["num_rhs"]), rows=tuple(data["rows"]))
+        selector.load_state_dict(state)
+        return selector.eval()
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        torch.save({"format": FORMAT, "schemes": [s.to_json() for s in self.schemes],
-                    "state": self.state_dict()}, path)
+        torch.save({"format": FORMAT, **self._payload()}, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SchemeSelector:
         """A selector written by :meth:`save`; ValueError for another file format."""
-        data = torch.load(path, weights_only=True)
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            found = data.get("format") if isinstance(data, dict) else type(data).__name__
-            raise ValueError(f"{os.fspath(path)} is not a {FORMAT} file (found {found!r})")
-        state = data["state"]
-        selector = cls([SptrsvSchedule.from_json(s) for s in data["schemes"]], state["mean"], state["std"])
-        selector.load_state_dict(state)
-        return selector
+        return cls._from_payload(_read(path, FORMAT))
+
+
+class SelectorSet:
+    """Selectors for several numbers of right-hand sides, measured on one GPU model.
+
+    Args:
+        selectors: at most one per ``num_rhs``.
+        sms: the SM count of the GPU whose measurements trained them (None: any GPU).
+        device: that GPU's name, for the record.
+    """
+
+    def __init__(self, selectors: Sequence[SchemeSelector], *, sms: int | None = None, device: str = "") -> None:
+        counts = [s.num_rhs for s in selectors]
+        if not counts or len(set(counts)) != len(counts):
+            raise ValueError(f"selectors must be one or more, each for its own num_rhs, got num_rhs {counts}")
+        self.selectors = {s.num_rhs: s for s in sorted(selectors, key=lambda s: s.num_rhs)}
+        self.sms, self.device = sms, device
+
+    def for_rhs(self, num_rhs: int) -> SchemeSelector:
+        """The selector trained on the number of right-hand sides nearest ``num_rhs`` (on a
+        log scale, ties to the larger)."""
+        return min(self.selectors.values(), key=lambda s: (abs(math.log2(s.num_rhs) - math.log2(num_rhs)), -s.num_rhs))
+
+    def select(self, features: np.ndarray, num_rhs: int, sms: int | None = None) -> SptrsvSchedule | None:
+        """The scheme for a factor with these ``[10]`` features solved with ``num_rhs``
+        right-hand sides on a GPU of ``sms`` SMs; None where the set does not answer (another
+        GPU model, or a factor far outside its training sizes)."""
+        if self.sms is not None and sms is not None and sms != self.sms:
+            return None
+        selector = self.for_rhs(num_rhs)
+        return selector.select(features) if selector.covers(features) else None
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        torch.save({"format": SET_FORMAT, "sms": self.sms, "device": self.device,
+                    "selectors": [s._payload() for s in self.selectors.values()]}, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> SelectorSet:
+        """A set written by :meth:`save`; ValueError for another file format."""
+        data = _read(path, SET_FORMAT)
+        return cls([SchemeSelector._from_payload(d) for d in data["selectors"]], sms=data["sms"],
+                   device=data["device"])
+
+
+def _read(path: str | os.PathLike[str], expected: str) -> dict:
+    data = torch.load(path, weights_only=True)
+    if not isinstance(data, dict) or data.get("format") != expected:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{os.fspath(path)} is not a {expected} file (found {found!r})")
+    return data
+
+
+def load_selectors(path: str | os.PathLike[str]) -> SelectorSet:
+    """A :class:`SelectorSet` file, or a single :class:`SchemeSelector` file as a set of one
+    (for any GPU)."""
+    data = torch.load(path, weights_only=True)
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        return SelectorSet([SchemeSelector.load(path)])
+    return SelectorSet.load(path)
+
+
+def default_selectors() -> SelectorSet | None:
+    """The selectors of the analysed default: the file ``$GSPARSE_SPTRSV_SELECTOR`` names
+    (``off``: none), else the set shipped with gsparse (:data:`SHIPPED`), else none. Read
+    once per process and setting."""
+    setting = os.environ.get(SELECTOR_ENV)
+    if setting is None:
+        shipped = shipped_path()
+        return _load_once(shipped) if os.path.isfile(shipped) else None
+    if setting.strip().lower() in ("", "off"):
+        return None
+    return _load_once(os.path.abspath(setting))
+
+
+def shipped_path() -> str:
+    """Where the shipped selector set lives (or would): :data:`SHIPPED` in this package."""
+    return str(resources.files(__package__).joinpath(SHIPPED))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_once(path: str) -> SelectorSet:
+    return load_selectors(path)
 
 
 def train(features: np.ndarray | torch.Tensor, times: np.ndarray | torch.Tensor,
-          schemes: Sequence[SptrsvSchedule], *, epochs: int = 600, lr: float = 1e-2,
+          schemes: Sequence[SptrsvSchedule], *, num_rhs: int = 1, epochs: int = 600, lr: float = 1e-2,
           weight_decay: float = 1e-4, seed: int = 0) -> SchemeSelector:
     """Fit a selector on measurements.
 
     Args:
         features: ``[B, 10]`` features of the training matrices.
         times: ``[B, S]`` measured solve time of each scheme on each matrix (``inf`` or
-            ``nan`` where a scheme failed).
+            ``nan`` where a scheme failed or was not measured).
         schemes: ``S`` schemes, the columns of ``times``.
+        num_rhs: the right-hand sides of the measured solves.
         epochs, lr, weight_decay: full-batch Adam on the binary cross-entropy.
-        seed: the initial weights' seed (the result is deterministic).
+        seed: the initial weights' seed. The result is deterministic: training runs on one
+            thread, so it does not depend on the machine's thread count either.
     """
     f = torch.as_tensor(np.asarray(features, dtype=np.float64))
     t = torch.as_tensor(np.asarray(times, dtype=np.float64))
@@ -137,14 +263,20 @@ def train(features: np.ndarray | torch.Tensor, times: np.ndarray | torch.Tensor,
     labels = satisfactory(t)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        selector = SchemeSelector(schemes, mean, std)
+        selector = SchemeSelector(schemes, mean, std, num_rhs=num_rhs,
+                                  rows=(float(f[:, 0].min()), float(f[:, 0].max())))
     optimizer = torch.optim.Adam(selector.net.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    for _ in range(epochs):
-        optimizer.zero_grad()
-        loss = loss_fn(selector(f), labels)
-        loss.backward()
-        optimizer.step()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(epochs):
+            optimizer.zero_grad()
+            loss = loss_fn(selector(f), labels)
+            loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
     return selector.eval()
 
 

@@ -15,6 +15,15 @@ matrices, without listing them. :func:`reduced_space` is our a-priori reduction 
 to be refit on GPU measurements: it keeps every transform family and every α_level, and
 thins the axes whose neighbouring values behave alike (see :data:`PARALLEL`,
 :data:`TRANSFORMS`, :data:`SCHEDULING`).
+
+:func:`selection_space` is the space the MLP selector chooses from: 54 schemes, small
+enough to be measured on every factor of a corpus of dozens within minutes of GPU time (the
+whole reduced space would take hours: ~0.1-0.5 s of host planning per scheme per factor).
+It is the hand rule's decision space (:func:`.default.default_schedule`) taken whole: rows
+merged 1, 4 or 32 at a time, every :data:`PARALLEL` setup, ``alpha_level`` 0, 2 or ∞, all
+with values as ready signals (faster than flags on each of the six factors where both were
+measured, H100 sweep of 2026-11-25), sequential grouping, round-robin warps and no
+reordering (never the best in that sweep).
 """
 
 from __future__ import annotations
@@ -23,9 +32,17 @@ import itertools
 import math
 from typing import Iterator
 
-from .schedule import ALPHA_LEVELS, GROUPINGS, POWERS_OF_TWO, WARP_SCHEDULES, SptrsvSchedule, sw_rnnz_choices
+from .schedule import (
+    ALPHA_LEVELS,
+    GROUPINGS,
+    POWERS_OF_TWO,
+    WARP_SCHEDULES,
+    SptrsvSchedule,
+    sw_rnnz_choices,
+)
 
-__all__ = ["PARALLEL", "TRANSFORMS", "SCHEDULING", "reduced_space", "full_space"]
+__all__ = ["PARALLEL", "TRANSFORMS", "SCHEDULING", "SELECTION_MERGE_ROWS", "SELECTION_ALPHA_LEVELS", "reduced_space",
+           "selection_space", "full_space"]
 
 # (warps_per_block, subwarps, sw_rnnz): few or all warps of an SM (long dependency chains
 # want few: they spin less), crossed with a warp, an 8-thread subwarp and a thread per
@@ -57,6 +74,25 @@ def reduced_space() -> list[SptrsvSchedule]:
                        warp_schedule=ws, alpha_level=alpha)
         for (nw, ng, sw), (merge, rb, thresh, reorder), (grouping, ws), alpha
         in itertools.product(PARALLEL, TRANSFORMS, SCHEDULING, ALPHA_LEVELS)
+    ]
+
+
+# The selector's transforms and kernel partitions (see the module docstring).
+SELECTION_MERGE_ROWS = (1, 4, 32)
+SELECTION_ALPHA_LEVELS = (0, 2, math.inf)
+
+
+def selection_space() -> list[SptrsvSchedule]:
+    """The 54 schemes the MLP selector chooses from: ``merge_fixed`` of
+    :data:`SELECTION_MERGE_ROWS` x :data:`PARALLEL` x :data:`SELECTION_ALPHA_LEVELS`, in that
+    nesting order (unmerged rows first: merging is what makes a scheme hundreds of times
+    slower on a mesh, so a sweep cut short has measured the others), with ``ready_by_value``
+    on and the other knobs at their defaults. Every scheme of the hand rule is one of them."""
+    return [
+        SptrsvSchedule(warps_per_block=nw, subwarps=ng, sw_rnnz=sw, ready_by_value=True, merge="merge_fixed",
+                       merge_rows=rb, merge_thresh=0, reorder=False, grouping="rg_sequential",
+                       warp_schedule="ws_rr", alpha_level=alpha)
+        for rb, (nw, ng, sw), alpha in itertools.product(SELECTION_MERGE_ROWS, PARALLEL, SELECTION_ALPHA_LEVELS)
     ]
 
 
