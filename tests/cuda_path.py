@@ -7,7 +7,8 @@ allocated). :class:`NoHostReads` fails any call that would make a GPU wait: a te
 value read by the host, or an operation whose output size depends on the data;
 :class:`HostReads` counts them.
 :class:`TorchCalls` counts the torch functions the host path calls (most are a kernel
-launch each on a GPU), the backward's with :func:`backward_counted`.
+launch each on a GPU), the backward's with :func:`backward_counted`;
+:func:`block_checks_on_gpu` checks blocks in one (recorded) launch, as on a GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gsparse import backends, target
+from gsparse import _block_checks, backends, target
 from gsparse.backends import cuda
 from gsparse.kernels import source
 
@@ -42,6 +43,28 @@ def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[Recordin
         backends.register("cpu", previous_backend)
         source._RuntimeLoader.kernel = previous_kernel
         target.Target.of = previous_of
+
+
+@contextlib.contextmanager
+def block_checks_on_gpu() -> Iterator[list[str]]:
+    """Blocks (``Graph.from_block``) checked as on a GPU, in one launch of a check kernel
+    each, whose name is appended to the list yielded instead of running."""
+    launched: list[str] = []
+
+    class _Kernel:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def launch(self, *args, **kwargs) -> None:
+            launched.append(self.name)
+
+    previous = _block_checks.on_gpu, _block_checks.KERNELS
+    _block_checks.on_gpu = lambda tensor: True
+    _block_checks.KERNELS = lambda name, device_index: _Kernel(name)
+    try:
+        yield launched
+    finally:
+        _block_checks.on_gpu, _block_checks.KERNELS = previous
 
 
 _READS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__int__,
