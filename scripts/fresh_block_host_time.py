@@ -21,16 +21,17 @@ timed span; the median over ``--blocks`` blocks):
   it has run on before, and the difference: what the layer builds per block (normalised
   graph, self loops, reverse graph, binds);
 - ``torch ops``: the torch functions a layer's fresh forward and backward call from Python,
-  less those of a repeated one, and of those the ones that are not reads of a tensor's
-  metadata (``.shape``, ``.device``, ``numel()``, ...): on a GPU most of these are a kernel
-  launch each. The backward's own calls are counted (the autograd engine is run inside
-  the counting mode). ``calls resolved``: the operator calls a layer resolves on the new
+  less those of a repeated one, of those the ones that are not reads of a tensor's
+  metadata (``.shape``, ``.device``, ``numel()``, ...), and of those the ones that are not
+  views either (a reshape, a slice, ``contiguous()`` of a contiguous tensor): on a GPU each
+  of these is a kernel launch or an allocation. The backward's own calls are counted (the
+  autograd engine is run inside the counting mode). ``calls resolved``: the operator calls a layer resolves on the new
   graphs (each a ``bind``);
 - ``step``: the mini-batch benchmark's step (``gsparse.bench.minibatch``: its two-layer
   models, of ``--hidden`` and ``--heads`` here) less the optimizer, on a fresh pair of
   blocks every step: both graphs built with ``Graph.from_block``, the feature gather,
-  forward, loss and backward. Host time, torch calls (all of them, and those that are not
-  metadata reads) and operator calls resolved per step.
+  forward, loss and backward. Host time, torch calls (as for ``torch ops``), operator calls
+  resolved and the autograd nodes the backward runs, per step.
 
 Output lines are ``name: value`` with a stable format, so that two runs can be compared.
 """
@@ -113,14 +114,28 @@ def _two_layer(kind: str, features: int, hidden: int, heads: int, classes: int) 
 
 
 def _step(model: BlockModel, kind: str, x: torch.Tensor, y: torch.Tensor, blocks: Blocks,
-          counted: bool = False) -> None:
-    """The benchmark's step less the optimizer (``gsparse.bench.minibatch._minibatch_step``)."""
+          counted: bool = False) -> int:
+    """The benchmark's step less the optimizer (``gsparse.bench.minibatch._minibatch_step``);
+    with ``counted``, the backward's torch calls are seen by the modes around it, and it
+    returns the autograd nodes the backward runs (0 otherwise)."""
     out = model(x[blocks.n_id], block_graphs(blocks, kind == "sage"), blocks.sizes)
     loss = F.cross_entropy(out, y[blocks.n_id[: blocks.sizes[0]]])
-    if counted:
-        backward_counted(loss)
-    else:
+    if not counted:
         loss.backward()
+        return 0
+    nodes = _autograd_nodes(loss)
+    backward_counted(loss)
+    return nodes
+
+
+def _autograd_nodes(loss: torch.Tensor) -> int:
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
 
 
 def run_steps(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> dict[str, str]:
@@ -145,9 +160,10 @@ def run_steps(args: argparse.Namespace, device: str, sync: Callable[[], None]) -
             sync()
         model.zero_grad(set_to_none=True)
         with _binds_counted() as binds, TorchCalls() as counted:
-            _step(model, kind, x, y, steps[1], counted=True)
+            autograd = _step(model, kind, x, y, steps[1], counted=True)
         report[f"step {kind}"] = (f"{statistics.median(times):.1f} us, {counted.count} torch calls, "
-                                  f"{counted.launching} not metadata reads, {len(binds)} calls resolved")
+                                  f"{counted.launching} not metadata reads, {counted.kernels} not views "
+                                  f"either, {len(binds)} calls resolved, {autograd} autograd nodes")
     return report
 
 
@@ -260,7 +276,8 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
             f"{counted_fresh.count - counted_seen.count} per fresh block, "
             f"{counted_fresh.launching - counted_seen.launching} not metadata reads "
             f"(fresh {counted_fresh.count}/{counted_fresh.launching}, "
-            f"seen {counted_seen.count}/{counted_seen.launching})")
+            f"seen {counted_seen.count}/{counted_seen.launching}), "
+            f"{counted_fresh.kernels - counted_seen.kernels} not views either")
         report[f"calls resolved {name}"] = f"{len(binds)} per fresh block"
         if args.profile:
             profile = cProfile.Profile()

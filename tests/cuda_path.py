@@ -126,22 +126,55 @@ METADATA = {torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.size, torch.Tenso
 
 class TorchCalls(TorchFunctionMode):
     """Counts the torch functions called from Python: ``count`` in all, ``metadata`` of
-    them reads of a tensor's metadata; ``launching`` the others."""
+    them reads of a tensor's metadata; ``launching`` the others. Of those, ``views``
+    return what they were given or a view of it (a reshape, a slice, ``contiguous()`` of
+    a contiguous tensor): no kernel either; ``kernels`` the rest."""
 
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
         self.metadata = 0
+        self.views = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         self.count += 1
-        self.metadata += func in METADATA or getattr(func, "__name__", "") == "__get__"
-        return func(*args, **(kwargs or {}))
+        if func in METADATA or getattr(func, "__name__", "") == "__get__":
+            self.metadata += 1
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        self.views += _aliases(func, out, (*args, *kwargs.values()))
+        return out
 
     @property
     def launching(self) -> int:
         return self.count - self.metadata
 
+    @property
+    def kernels(self) -> int:
+        return self.count - self.metadata - self.views
+
+
+def _storages(values) -> list[int]:
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value.untyped_storage().data_ptr())
+        elif isinstance(value, (list, tuple)):
+            found += _storages(value)
+    return found
+
+
+def _aliases(func, out, inputs) -> bool:
+    """Whether a torch call neither writes nor makes new storage: its tensor outputs, if
+    any, are inputs or views of them (``index_copy_`` returns its input, written in place;
+    ``__setitem__`` returns nothing, having written)."""
+    name = getattr(func, "__name__", "")
+    if (name.endswith("_") and not name.endswith("__")) or func is torch.Tensor.__setitem__:
+        return False
+    outs = _storages((out,))
+    given = set(_storages(inputs))
+    return all(ptr and ptr in given for ptr in outs)
 
 def backward_counted(loss: torch.Tensor) -> None:
     """``loss.backward()``, with the backward's torch calls seen by the modes around it:
