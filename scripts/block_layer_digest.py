@@ -1,10 +1,11 @@
 """A digest of what the layers compute and launch on fresh sampled blocks, to prove that a
 change to their host path changed no result.
 
-GCN (plain, improved, with edge weights, without self loops), GAT (plain, with edge
-features filled by mean and by max) and SAGE (mean, max, widening) run forward and
-backward on blocks from ``Graph.from_block`` (sorted by destination and not, with some
-self loops and rows of every length up to the fanout), three seeds each. Two sections:
+GCN (plain, improved, with edge weights, without self loops), GAT (plain, one head
+averaged, one channel per head, with edge features filled by mean and by max) and SAGE
+(mean, max, widening) run forward and backward on blocks from ``Graph.from_block``
+(sorted by destination and not, with some self loops and rows of every length up to the
+fanout), three seeds each. Two sections:
 
 - ``cpu``: on the PyTorch-ops backend, the hash of each output and gradient;
 - ``launches``: through the CUDA backend's host path on CPU tensors (``tests/cuda_path.py``),
@@ -42,6 +43,8 @@ LAYERS = {
     "gcn-weights": (lambda: gnn.GCNConv(FEATURES, 8), False, "weights"),
     "gcn-no-loops": (lambda: gnn.GCNConv(FEATURES, 8, add_self_loops=False), False, None),
     "gat": (lambda: gnn.GATConv(FEATURES, 4, heads=2), False, None),
+    "gat-one-head": (lambda: gnn.GATConv(FEATURES, 4, heads=1, concat=False), False, None),
+    "gat-one-channel": (lambda: gnn.GATConv(FEATURES, 1, heads=3), False, None),
     "gat-edge-mean": (lambda: gnn.GATConv(FEATURES, 4, heads=2, edge_dim=3), False, "features"),
     "gat-edge-max": (lambda: gnn.GATConv(FEATURES, 4, heads=2, edge_dim=3, fill_value="max"), False,
                      "features"),

@@ -4,8 +4,9 @@ mini-batch step pays for every block it builds.
 On a GPU machine, from the repository root:
 ``PYTHONPATH=src python3 scripts/fresh_block_host_time.py [--blocks 40] [--profile]``.
 Without a GPU, ``--cpu-mock`` runs the CUDA backend's host path on CPU tensors with
-launches that do nothing (``tests/cuda_path.py``), on smaller blocks (``--seeds 32
---fanouts 4 3`` unless given), where the tensor work is as cheap as a GPU's launches.
+launches that do nothing (``tests/cuda_path.py``; a block's checks are one such launch,
+as on a GPU), on smaller blocks (``--seeds 32 --fanouts 4 3`` unless given), where the
+tensor work is as cheap as a GPU's launches.
 
 Blocks are built ahead, sorted by destination as a neighbour sampler emits them: the
 outer block of a two-layer step (``seeds`` destinations with ``fanouts[0]`` sources each,
@@ -20,11 +21,17 @@ timed span; the median over ``--blocks`` blocks):
   it has run on before, and the difference: what the layer builds per block (normalised
   graph, self loops, reverse graph, binds);
 - ``torch ops``: the torch functions a layer's fresh forward and backward call from Python,
-  less those of a repeated one, and of those the ones that are not reads of a tensor's
-  metadata (``.shape``, ``.device``, ``numel()``, ...): on a GPU most of these are a kernel
-  launch each. The backward's own calls are counted (the autograd engine is run inside
-  the counting mode). ``calls resolved``: the operator calls a layer resolves on the new
-  graphs (each a ``bind``).
+  less those of a repeated one, of those the ones that are not reads of a tensor's
+  metadata (``.shape``, ``.device``, ``numel()``, ...), and of those the ones that are not
+  views either (a reshape, a slice, ``contiguous()`` of a contiguous tensor): on a GPU each
+  of these is a kernel launch or an allocation. The backward's own calls are counted (the
+  autograd engine is run inside the counting mode). ``calls resolved``: the operator calls a layer resolves on the new
+  graphs (each a ``bind``);
+- ``step``: the mini-batch benchmark's step (``gsparse.bench.minibatch``: its two-layer
+  models, of ``--hidden`` and ``--heads`` here) less the optimizer, on a fresh pair of
+  blocks every step: both graphs built with ``Graph.from_block``, the feature gather,
+  forward, loss and backward. Host time, torch calls (as for ``torch ops``), operator calls
+  resolved and the autograd nodes the backward runs, per step.
 
 Output lines are ``name: value`` with a stable format, so that two runs can be compared.
 """
@@ -34,20 +41,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 import gsparse
 from gsparse import Graph, _calls, nn as gnn
+from gsparse.bench.minibatch import BlockModel, Blocks, block_graphs
+from gsparse.bench.training import DROPOUT, TwoLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from cuda_path import TorchCalls, backward_counted, cuda_path_on_cpu  # noqa: E402
+from cuda_path import TorchCalls, backward_counted, block_checks_on_gpu, cuda_path_on_cpu  # noqa: E402
 
 
 class _NoLaunch:
@@ -73,6 +84,104 @@ def block(seeds: int, fanouts: tuple[int, int], bipartite: bool, device: str,
     g = Graph.from_block(edge_index, num_src=n0, num_dst=num_dst, dst_sorted=True,
                          max_degree=max(fanouts))
     return g, n0, num_dst
+
+
+def step_blocks(seeds: int, fanouts: tuple[int, int], device: str, gen: torch.Generator,
+                nodes: int) -> Blocks:
+    """A step's pair of blocks as the benchmark's sampler hands them over: seeds
+    ``[0, B)``, ``fanouts[0]`` edges into each seed from ``[0, N1)``, ``fanouts[1]`` into
+    each other node of ``[0, N1)`` from ``[0, N0)``; ``n_id`` picks rows of a feature table
+    of ``nodes`` rows."""
+    n1 = seeds * (1 + fanouts[0])
+    n0 = n1 * (1 + fanouts[1])
+    inner_dst = torch.arange(seeds).repeat_interleave(fanouts[0])
+    inner = torch.stack([torch.randint(0, n1, (inner_dst.numel(),), generator=gen), inner_dst])
+    outer_dst = torch.arange(seeds, n1).repeat_interleave(fanouts[1])
+    outer = torch.cat([inner, torch.stack([torch.randint(0, n0, (outer_dst.numel(),), generator=gen),
+                                           outer_dst])], dim=1)
+    n_id = torch.randperm(nodes, generator=gen)[:n0]
+    return Blocks(n_id.to(device), (seeds, n1, n0), outer.to(device), inner.to(device), max(fanouts))
+
+
+def _two_layer(kind: str, features: int, hidden: int, heads: int, classes: int) -> TwoLayer:
+    """``gsparse.bench.training.build_model``'s model of ``kind``, of these sizes."""
+    if kind == "gcn":
+        return TwoLayer(gnn.GCNConv(features, hidden), gnn.GCNConv(hidden, classes), F.relu)
+    if kind == "gat":
+        return TwoLayer(gnn.GATConv(features, hidden // heads, heads=heads, dropout=DROPOUT),
+                        gnn.GATConv(hidden, classes, heads=1, concat=False, dropout=DROPOUT), F.elu)
+    return TwoLayer(gnn.SAGEConv(features, hidden), gnn.SAGEConv(hidden, classes), F.relu)
+
+
+def _step(model: BlockModel, kind: str, x: torch.Tensor, y: torch.Tensor, blocks: Blocks,
+          counted: bool = False) -> int:
+    """The benchmark's step less the optimizer (``gsparse.bench.minibatch._minibatch_step``);
+    with ``counted``, the backward's torch calls are seen by the modes around it, and it
+    returns the autograd nodes the backward runs (0 otherwise)."""
+    out = model(x[blocks.n_id], block_graphs(blocks, kind == "sage"), blocks.sizes)
+    loss = F.cross_entropy(out, y[blocks.n_id[: blocks.sizes[0]]])
+    if not counted:
+        loss.backward()
+        return 0
+    nodes = _autograd_nodes(loss)
+    backward_counted(loss)
+    return nodes
+
+
+def _autograd_nodes(loss: torch.Tensor) -> int:
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
+
+
+def run_steps(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> dict[str, str]:
+    """The ``step`` lines: host time, torch calls and resolved calls per step."""
+    gen = torch.Generator().manual_seed(1)
+    fanouts = tuple(args.fanouts)
+    nodes, classes = 8 * args.seeds * (1 + fanouts[0]) * (1 + fanouts[1]), 8
+    x = torch.randn(nodes, args.features, device=device)
+    y = torch.randint(0, classes, (nodes,), device=device)
+    report = {}
+    for kind in ("gcn", "gat", "sage"):
+        torch.manual_seed(0)
+        model = BlockModel(_two_layer(kind, args.features, args.hidden, args.heads, classes),
+                           kind == "sage").to(device).train()
+        steps = [step_blocks(args.seeds, fanouts, device, gen, nodes) for _ in range(args.blocks + 2)]
+        _step(model, kind, x, y, steps[0])  # kernels compiled and loaded
+        times = []
+        for blocks in steps[2:]:
+            model.zero_grad(set_to_none=True)
+            sync()
+            times.append(_host_us(functools.partial(_step, model, kind, x, y, blocks)))
+            sync()
+        model.zero_grad(set_to_none=True)
+        with _binds_counted() as binds, TorchCalls() as counted:
+            autograd = _step(model, kind, x, y, steps[1], counted=True)
+        report[f"step {kind}"] = (f"{statistics.median(times):.1f} us, {counted.count} torch calls, "
+                                  f"{counted.launching} not metadata reads, {counted.kernels} not views "
+                                  f"either, {len(binds)} calls resolved, {autograd} autograd nodes")
+    return report
+
+
+@contextlib.contextmanager
+def _binds_counted() -> Iterator[list[str]]:
+    """The operator calls resolved meanwhile (``gsparse._calls._bind``), by the name of
+    their backend function, in the list yielded."""
+    bind, binds = _calls._bind, []
+
+    def counted(*args):
+        binds.append(args[1])
+        return bind(*args)
+
+    _calls._bind = counted
+    try:
+        yield binds
+    finally:
+        _calls._bind = bind
 
 
 def _host_us(fn: Callable[[], object]) -> float:
@@ -156,14 +265,8 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
         x = torch.randn(g.num_src, args.features, device=device, requires_grad=True)
         fresh_g = block(args.seeds, fanouts, bip, device, gen)[0]
         x_fresh = torch.randn(fresh_g.num_src, args.features, device=device, requires_grad=True)
-        bind = _calls._bind
-        binds = []
-        _calls._bind = lambda *a: (binds.append(a[1]), bind(*a))[1]
-        try:
-            with TorchCalls() as counted_fresh:
-                _layer_step(module, bip, fresh_g, x_fresh, counted=True)
-        finally:
-            _calls._bind = bind
+        with _binds_counted() as binds, TorchCalls() as counted_fresh:
+            _layer_step(module, bip, fresh_g, x_fresh, counted=True)
         with TorchCalls() as counted_seen:
             _layer_step(module, bip, fresh_g, x_fresh, counted=True)
         f, s = statistics.median(fresh), statistics.median(seen)
@@ -173,7 +276,8 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
             f"{counted_fresh.count - counted_seen.count} per fresh block, "
             f"{counted_fresh.launching - counted_seen.launching} not metadata reads "
             f"(fresh {counted_fresh.count}/{counted_fresh.launching}, "
-            f"seen {counted_seen.count}/{counted_seen.launching})")
+            f"seen {counted_seen.count}/{counted_seen.launching}), "
+            f"{counted_fresh.kernels - counted_seen.kernels} not views either")
         report[f"calls resolved {name}"] = f"{len(binds)} per fresh block"
         if args.profile:
             profile = cProfile.Profile()
@@ -186,6 +290,7 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
             print(f"--- profile of {name} forward+backward on {args.blocks} fresh blocks")
             pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 
+    report.update(run_steps(args, device, sync))
     sizes = block(args.seeds, fanouts, False, device, gen)[0]
     print(f"device: {device}{' (mocked launches)' if args.cpu_mock else ''}; square block "
           f"{sizes.num_src} nodes, {sizes.num_edges} edges; median of {args.blocks} fresh blocks")
@@ -210,7 +315,9 @@ def main() -> None:
     args.seeds = args.seeds if args.seeds is not None else (32 if small else 1024)
     args.fanouts = args.fanouts if args.fanouts is not None else ([4, 3] if small else [25, 10])
     if args.cpu_mock:
-        context, device, sync = cuda_path_on_cpu(_NoLaunch()), "cpu", lambda: None
+        context, device, sync = contextlib.ExitStack(), "cpu", lambda: None
+        context.enter_context(cuda_path_on_cpu(_NoLaunch()))
+        context.enter_context(block_checks_on_gpu())  # one launch per block, as on a GPU
         # One thread: some CPU kernels (repeat_interleave) take milliseconds to wake a pool.
         torch.set_num_threads(1)
     else:

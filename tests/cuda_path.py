@@ -7,7 +7,8 @@ allocated). :class:`NoHostReads` fails any call that would make a GPU wait: a te
 value read by the host, or an operation whose output size depends on the data;
 :class:`HostReads` counts them.
 :class:`TorchCalls` counts the torch functions the host path calls (most are a kernel
-launch each on a GPU), the backward's with :func:`backward_counted`.
+launch each on a GPU), the backward's with :func:`backward_counted`;
+:func:`block_checks_on_gpu` checks blocks in one (recorded) launch, as on a GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gsparse import backends, target
+from gsparse import _block_checks, backends, target
 from gsparse.backends import cuda
 from gsparse.kernels import source
 
@@ -42,6 +43,28 @@ def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[Recordin
         backends.register("cpu", previous_backend)
         source._RuntimeLoader.kernel = previous_kernel
         target.Target.of = previous_of
+
+
+@contextlib.contextmanager
+def block_checks_on_gpu() -> Iterator[list[str]]:
+    """Blocks (``Graph.from_block``) checked as on a GPU, in one launch of a check kernel
+    each, whose name is appended to the list yielded instead of running."""
+    launched: list[str] = []
+
+    class _Kernel:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def launch(self, *args, **kwargs) -> None:
+            launched.append(self.name)
+
+    previous = _block_checks.on_gpu, _block_checks.KERNELS
+    _block_checks.on_gpu = lambda tensor: True
+    _block_checks.KERNELS = lambda name, device_index: _Kernel(name)
+    try:
+        yield launched
+    finally:
+        _block_checks.on_gpu, _block_checks.KERNELS = previous
 
 
 _READS = {torch.Tensor.__bool__, torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__int__,
@@ -103,22 +126,55 @@ METADATA = {torch.Tensor.dim, torch.Tensor.numel, torch.Tensor.size, torch.Tenso
 
 class TorchCalls(TorchFunctionMode):
     """Counts the torch functions called from Python: ``count`` in all, ``metadata`` of
-    them reads of a tensor's metadata; ``launching`` the others."""
+    them reads of a tensor's metadata; ``launching`` the others. Of those, ``views``
+    return what they were given or a view of it (a reshape, a slice, ``contiguous()`` of
+    a contiguous tensor): no kernel either; ``kernels`` the rest."""
 
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
         self.metadata = 0
+        self.views = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         self.count += 1
-        self.metadata += func in METADATA or getattr(func, "__name__", "") == "__get__"
-        return func(*args, **(kwargs or {}))
+        if func in METADATA or getattr(func, "__name__", "") == "__get__":
+            self.metadata += 1
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        self.views += _aliases(func, out, (*args, *kwargs.values()))
+        return out
 
     @property
     def launching(self) -> int:
         return self.count - self.metadata
 
+    @property
+    def kernels(self) -> int:
+        return self.count - self.metadata - self.views
+
+
+def _storages(values) -> list[int]:
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value.untyped_storage().data_ptr())
+        elif isinstance(value, (list, tuple)):
+            found += _storages(value)
+    return found
+
+
+def _aliases(func, out, inputs) -> bool:
+    """Whether a torch call neither writes nor makes new storage: its tensor outputs, if
+    any, are inputs or views of them (``index_copy_`` returns its input, written in place;
+    ``__setitem__`` returns nothing, having written)."""
+    name = getattr(func, "__name__", "")
+    if (name.endswith("_") and not name.endswith("__")) or func is torch.Tensor.__setitem__:
+        return False
+    outs = _storages((out,))
+    given = set(_storages(inputs))
+    return all(ptr and ptr in given for ptr in outs)
 
 def backward_counted(loss: torch.Tensor) -> None:
     """``loss.backward()``, with the backward's torch calls seen by the modes around it:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+import torch.nn.functional as F
+
 from gsparse import Graph, _calls, nn as gnn
+from gsparse.bench.minibatch import BlockModel, Blocks, block_graphs
+from gsparse.bench.training import DROPOUT, TwoLayer
 from gsparse.nn._graph import self_loops
 
-from cuda_path import TorchCalls, backward_counted, cuda_path_on_cpu
+from cuda_path import TorchCalls, backward_counted, block_checks_on_gpu, cuda_path_on_cpu
 
 
 def _edges(seed: int, n: int = 30, e: int = 200) -> torch.Tensor:
@@ -186,3 +190,71 @@ def test_a_fresh_block_costs_a_bounded_number_of_torch_calls_and_resolved_calls(
     calls, resolutions = FRESH_BLOCK_COSTS[name]
     assert fresh.launching - seen.launching <= calls
     assert len(resolved) == resolutions
+
+
+# What a mini-batch step (gsparse.bench.minibatch: both blocks built, the two-layer model's
+# forward, loss and backward) costs through the CUDA host path on a fresh pair of blocks:
+# torch calls that are neither metadata reads nor views (on a GPU, a kernel launch or an
+# allocation each; a block's checks are one launch), operator calls resolved, and the
+# nodes the autograd engine runs. Bounds to lower, never to raise without a reason
+# (scripts/fresh_block_host_time.py prints the same counts).
+STEP_COSTS = {"gcn": (69, 4, 18), "gat": (85, 16, 58), "sage": (32, 3, 23)}
+
+
+def _step_blocks(seed: int) -> Blocks:
+    """A step's pair of blocks as the benchmark's sampler hands them over (sorted by
+    destination): 8 seeds with 4 sources each in the first hop's nodes, those with 3 each."""
+    gen = torch.Generator().manual_seed(seed)
+    seeds, fanouts = 8, (4, 3)
+    n1 = seeds * (1 + fanouts[0])
+    n0 = n1 * (1 + fanouts[1])
+    inner_dst = torch.arange(seeds).repeat_interleave(fanouts[0])
+    inner = torch.stack([torch.randint(0, n1, (inner_dst.numel(),), generator=gen), inner_dst])
+    outer_dst = torch.arange(seeds, n1).repeat_interleave(fanouts[1])
+    outer = torch.cat([inner, torch.stack([torch.randint(0, n0, (outer_dst.numel(),), generator=gen),
+                                           outer_dst])], dim=1)
+    return Blocks(torch.randperm(2 * n0, generator=gen)[:n0], (seeds, n1, n0), outer, inner, max(fanouts))
+
+
+def _autograd_nodes(loss: torch.Tensor) -> int:
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
+
+
+@pytest.mark.parametrize("name", sorted(STEP_COSTS))
+def test_a_minibatch_step_costs_a_bounded_number_of_kernels_resolved_calls_and_autograd_nodes(
+        name, monkeypatch):
+    torch.manual_seed(0)
+    # Features that narrow as the benchmark's do (SAGEConv then aggregates first on a block).
+    two_layer = {"gcn": lambda: TwoLayer(gnn.GCNConv(64, 32), gnn.GCNConv(32, 5), F.relu),
+                 "gat": lambda: TwoLayer(gnn.GATConv(64, 8, heads=4, dropout=DROPOUT),
+                                         gnn.GATConv(32, 5, heads=1, concat=False, dropout=DROPOUT), F.elu),
+                 "sage": lambda: TwoLayer(gnn.SAGEConv(64, 32), gnn.SAGEConv(32, 5), F.relu)}[name]()
+    model = BlockModel(two_layer, bipartite=name == "sage").train()
+    x, y = torch.randn(320, 64), torch.randint(0, 5, (320,))
+
+    def step(blocks: Blocks) -> torch.Tensor:
+        out = model(x[blocks.n_id], block_graphs(blocks, name == "sage"), blocks.sizes)
+        return F.cross_entropy(out, y[blocks.n_id[: blocks.sizes[0]]])
+
+    resolved = []
+    bind = _calls._bind
+    with cuda_path_on_cpu(), block_checks_on_gpu() as checks:
+        backward_counted(step(_step_blocks(0)))  # kernels and plans once
+        blocks = _step_blocks(1)
+        checks.clear()
+        monkeypatch.setattr(_calls, "_bind", lambda *args: (resolved.append(args[1]), bind(*args))[1])
+        with TorchCalls() as calls:
+            loss = step(blocks)
+            nodes = _autograd_nodes(loss)
+            backward_counted(loss)
+    kernels, resolutions, autograd = STEP_COSTS[name]
+    assert len(checks) == 2  # one launch per block
+    assert calls.kernels <= kernels
+    assert len(resolved) == resolutions
+    assert nodes <= autograd

@@ -35,6 +35,7 @@ __all__ = [
     "SCALAR_TYPES",
     "KernelLoader",
     "Launch",
+    "LaunchTemplate",
     "Program",
     "RUNTIME_LOADER",
     "Signature",
@@ -187,8 +188,24 @@ class Signature:
             unknown = sorted(set(values) - self._declared)
             raise TypeError(f"kernel {self.name!r} has no parameters {unknown}; it takes "
                             f"{[pname for _, pname in self.params]}")
-        return [_argument(self.name, c_type, pname, values[pname], scalar)
-                for (c_type, pname), scalar in zip(self.params, self._scalars)]
+        return [self.argument(index, values[pname]) for index, (_, pname) in enumerate(self.params)]
+
+    def argument(self, index: int, value: Any) -> Any:
+        """``value`` as the launch argument of parameter ``index``; TypeError or ValueError
+        naming the parameter when it cannot be one."""
+        scalar = self._scalars[index]
+        # The common kinds first (a plan binds a dozen arguments per graph): a tensor, None
+        # or OPERAND for a pointer, a plain number for a scalar.
+        if scalar is None:
+            if value is None or value is OPERAND or type(value) is _Tensor:
+                return value
+        elif type(value) is int or type(value) is float:
+            try:
+                return scalar[1](value)
+            except (TypeError, ValueError):
+                pass  # _argument raises, naming the parameter
+        c_type, pname = self.params[index]
+        return _argument(self.name, c_type, pname, value, scalar)
 
 
 _Tensor = torch.Tensor
@@ -239,18 +256,24 @@ class Launch:
         """The launch as a function of ``names`` given by position, a superset of its
         operands (the others are ignored): for per-call paths, which pass the same operands
         every time and need no keyword handling."""
-        if missing := [name for name in self._operands if name not in names]:
-            raise TypeError(f"this launch takes the operands {list(self._operands)}; {missing} "
-                            f"are not among {list(names)}")
         if names == self._operands:
             return self._prepared
-        index = [names.index(name) for name in self._operands]
+        index = _positions(self._operands, names)
         prepared = self._prepared
 
         def launch(*values: torch.Tensor | None) -> None:
             prepared(*[values[i] for i in index])
 
         return launch
+
+
+@functools.lru_cache(maxsize=256)
+def _positions(operands: tuple[str, ...], names: tuple[str, ...]) -> tuple[int, ...]:
+    """Where each of ``operands`` is among ``names`` (TypeError when one is not)."""
+    if missing := [name for name in operands if name not in names]:
+        raise TypeError(f"this launch takes the operands {list(operands)}; {missing} "
+                        f"are not among {list(names)}")
+    return tuple(names.index(name) for name in operands)
 
 
 class KernelLoader(Protocol):
@@ -298,9 +321,40 @@ class Program:
                 **arguments: Any) -> Launch:
         """A launch of kernel ``name`` with every parameter given by name (see
         :meth:`Signature.arguments`); call it with the :data:`OPERAND` ones."""
-        signature = self.kernels[name]
-        args = signature.arguments(arguments)
-        operands = tuple(pname for (_, pname), arg in zip(signature.params, args) if arg is OPERAND)
-        kernel = loader.kernel(self, name, device_index)
-        prepared = kernel.prepare(grid, block, args, shared_bytes=shared_bytes, context=self.context)
-        return Launch(prepared, operands)
+        return LaunchTemplate(self, name, (), **arguments).prepare(
+            device_index, grid, block, shared_bytes=shared_bytes, loader=loader)
+
+
+class LaunchTemplate:
+    """The launches of one kernel of ``program`` that differ only in a graph's arguments
+    (``graph``, by name) and the :data:`OPERAND` ones, each call's: every other argument is
+    bound here, once. A plan keeps one per task, schedule and device, so that the plan of a
+    new graph (a sampler's block, new every step) binds only that graph's values
+    (:meth:`prepare`)."""
+
+    def __init__(self, program: Program, name: str, graph: Sequence[str], **fixed: Any) -> None:
+        signature = program.kernels[name]
+        where = {pname: index for index, (_, pname) in enumerate(signature.params)}
+        self.program, self.name, self.graph = program, name, tuple(graph)
+        self._signature = signature
+        self._slots = tuple(where[pname] for pname in self.graph)
+        # The graph's slots hold placeholders of their kind (a null pointer, a zero) until a
+        # graph's values replace them.
+        self._args = signature.arguments(
+            {**fixed, **{pname: None if "*" in signature.params[where[pname]][0] else 0
+                         for pname in self.graph}})
+        self.operands = tuple(pname for (_, pname), arg in zip(signature.params, self._args, strict=True)
+                              if arg is OPERAND)
+
+    def prepare(self, device_index: int, grid: tuple[int, ...] | int, block: int, *values: Any,
+                shared_bytes: int = 0, loader: KernelLoader = RUNTIME_LOADER) -> Launch:
+        """The launch on a graph whose arguments are ``values``, in the order of ``graph``
+        (see :meth:`Program.prepare`)."""
+        args = self._args.copy()
+        argument = self._signature.argument
+        for slot, value in zip(self._slots, values, strict=True):
+            args[slot] = argument(slot, value)
+        kernel = loader.kernel(self.program, self.name, device_index)
+        prepared = kernel.prepare(grid, block, args, shared_bytes=shared_bytes,
+                                  context=self.program.context)
+        return Launch(prepared, self.operands)

@@ -156,7 +156,10 @@ class GATConv(nn.Module):
             logits = logits.masked_fill(masked.unsqueeze(-1), float("-inf"))
         alpha = F.dropout(edge_softmax(g, logits), p=self.dropout, training=self.training)
         out = gspmm(g, "mul", "sum", h, alpha.unsqueeze(-1))
-        out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
+        if self.concat or self.heads == 1:  # one head's mean is the head (but for -0.0, now kept)
+            out = out.reshape(-1, self.heads * self.out_channels)
+        else:
+            out = out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x)
         if self.bias is not None:
@@ -172,12 +175,21 @@ class GATConv(nn.Module):
         that sum into a reduction that faults with a misaligned address on an H100. They
         run in the dtype the product would have, autocast off, so that under autocast
         bf16 features times float32 attention vectors score in float32, as PyG's do.
+
+        Each is what ``einsum("nhc,hc->nh")`` computes, on the same views (so the same
+        values): per head, ``[N, C]`` times ``[C, 1]`` in one batched product (a product
+        alone where ``C = 1``), without the einsum's other views: a third of the autograd
+        nodes, and no ``select`` whose backward writes a zero tensor for ``att``'s gradient.
         """
         dtype = torch.promote_types(h.dtype, self.att_src.dtype)
+        nodes, heads, channels = h.shape
         with torch.autocast(h.device.type, enabled=False):
             h = h.to(dtype)
-            return (torch.einsum("nhc,hc->nh", h, self.att_src[0].to(dtype)),
-                    torch.einsum("nhc,hc->nh", h, self.att_dst[0].to(dtype)))
+            if channels == 1:
+                return tuple((h * att.to(dtype)).view(nodes, heads) for att in (self.att_src, self.att_dst))
+            # A permutation of h each: the gradients reach h one by one, as the einsums' do.
+            return tuple(torch.bmm(h.permute(1, 0, 2), att.to(dtype).view(heads, channels, 1))
+                         .permute(1, 0, 2).view(nodes, heads) for att in (self.att_src, self.att_dst))
 
     def _edge_features(self, g, edge_attr: torch.Tensor) -> torch.Tensor:
         if self.lin_edge is None:

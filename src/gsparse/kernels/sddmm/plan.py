@@ -13,7 +13,14 @@ import torch
 
 from ...graph import Graph
 from ..operands import indexed_offsets
-from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, Program, device_index
+from ..source import (
+    OPERAND,
+    RUNTIME_LOADER,
+    KernelLoader,
+    LaunchTemplate,
+    Program,
+    device_index,
+)
 from . import codegen
 from .schedule import Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
 from .task import SddmmTask
@@ -87,28 +94,37 @@ def _fixed(task: SddmmTask, schedule: SddmmSchedule, device: torch.device) -> tu
     return program, MappingProxyType(operands)
 
 
-def build_plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule,
-               loader: KernelLoader = RUNTIME_LOADER) -> Plan:
-    """The plan of ``task`` under ``schedule`` on ``g``."""
-    program, operands = _fixed(task, schedule, g.device)
-    device = device_index(g.device)
-    walks_rows = isinstance(schedule, (Row, RowTransposed))
-    targets = task.algorithm.targets()
+# What the kernel takes from a graph; the rest is its task's and schedule's.
+_GRAPH = ("rowptr", "col", "dst", "eid", "num_rows", "num_edges")
+
+
+@functools.lru_cache(maxsize=1024)
+def _launches(task: SddmmTask, schedule: SddmmSchedule, device: torch.device) -> tuple[LaunchTemplate, ...]:
+    """The launches of ``task`` under ``schedule`` on ``device``, one per slice of the head
+    (first feature, end, add to out's partial sums), but for a graph's arguments (:data:`_GRAPH`)."""
+    program, operands = _fixed(task, schedule, device)
     head_len = task.head_len
     step = schedule.launch_len(head_len)
-    fixed = dict(
-        operands,
-        rowptr=g.rowptr if walks_rows else None,
-        col=g.col if "u" in targets else None,
-        dst=g.csr_dst if not walks_rows and "v" in targets else None,
-        eid=g.eid, num_rows=g.num_dst, num_edges=g.num_edges,
-    )
+    return tuple(LaunchTemplate(program, codegen.KERNEL, _GRAPH, d_begin=begin,
+                                d_end=min(head_len, begin + step), accumulate=int(begin > 0), **operands)
+                 for begin in range(0, head_len, step))
+
+
+def build_plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule,
+               loader: KernelLoader = RUNTIME_LOADER) -> Plan:
+    """The plan of ``task`` under ``schedule`` on ``g``: one launch, or a function of
+    ``lhs``, ``rhs`` and ``out`` that makes one per slice of the head."""
+    templates = _launches(task, schedule, g.device)
+    walks_rows = isinstance(schedule, (Row, RowTransposed))
+    targets = task.algorithm.targets()
+    values = (g.rowptr if walks_rows else None, g.col if "u" in targets else None,
+              g.csr_dst if not walks_rows and "v" in targets else None, g.eid, g.num_dst, g.num_edges)
+    device = device_index(g.device)
     geometry = grid(schedule, task, g.num_edges, g.num_dst)
-    # One launch per slice of the head: (first feature, end, add to out's partial sums).
-    launches = [program.prepare(codegen.KERNEL, device, geometry, schedule.threads, loader=loader,
-                                d_begin=begin, d_end=min(head_len, begin + step),
-                                accumulate=int(begin > 0), **fixed)
-                for begin in range(0, head_len, step)]
+    launches = [template.prepare(device, geometry, schedule.threads, *values, loader=loader)
+                for template in templates]
+    if len(launches) == 1:
+        return launches[0]
 
     def run(lhs, rhs, out) -> None:
         for launch in launches:

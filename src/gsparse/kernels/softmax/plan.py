@@ -5,11 +5,11 @@ graph's ``plans`` cache; call a forward plan with ``x`` and ``y``, a backward pl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
-
 from ...graph import Graph
-from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
+from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, LaunchTemplate, device_index
 from . import codegen
 from .schedule import WarpPerRow
 from .task import SoftmaxTask
@@ -17,15 +17,22 @@ from .task import SoftmaxTask
 __all__ = ["build_plan"]
 
 
-def build_plan(rows: Graph, task: SoftmaxTask, schedule: WarpPerRow,
-               loader: KernelLoader = RUNTIME_LOADER) -> Callable[..., None]:
-    """The plan of ``task`` over the rows of ``rows``."""
+@functools.lru_cache(maxsize=256)
+def _template(task: SoftmaxTask, schedule: WarpPerRow) -> LaunchTemplate:
+    """The launch of ``task`` under ``schedule`` but for the rows' graph (``rowptr``,
+    ``eid``, ``num_rows``)."""
     schedule.validate()
-    device = device_index(rows.device)
     program = codegen.program(task, schedule)
     name = codegen.kernel_name(task.direction)
     values = {pname: OPERAND for _, pname in program.kernels[name].params
               if pname in ("x", "y", "dy", "dz")}
-    return program.prepare(name, device, (-(-rows.num_dst // schedule.warps_per_block),),
-                           schedule.threads, loader=loader, rowptr=rows.rowptr, eid=rows.eid,
-                           num_rows=rows.num_dst, num_heads=task.num_heads, **values)
+    return LaunchTemplate(program, name, ("rowptr", "eid", "num_rows"), num_heads=task.num_heads,
+                          **values)
+
+
+def build_plan(rows: Graph, task: SoftmaxTask, schedule: WarpPerRow,
+               loader: KernelLoader = RUNTIME_LOADER) -> Callable[..., None]:
+    """The plan of ``task`` over the rows of ``rows``."""
+    return _template(task, schedule).prepare(
+        device_index(rows.device), (-(-rows.num_dst // schedule.warps_per_block),), schedule.threads,
+        rows.rowptr, rows.eid, rows.num_dst, loader=loader)

@@ -19,10 +19,17 @@ from ...graph import Graph
 from ...target import Target
 from ..memory import allocate
 from ..operands import indexed_offsets
-from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, Program, device_index
+from ..source import (
+    OPERAND,
+    RUNTIME_LOADER,
+    KernelLoader,
+    LaunchTemplate,
+    Program,
+    device_index,
+)
 from . import codegen
 from .codegen import column_tiled, one_pass, output_tiled, split_rows
-from .schedule import ColumnTiled, OutputTiled, SplitRows, SpmmSchedule
+from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
 from .shapes import MAX_TILE_ROWS, column_tiled_block_rows, row_grid, tile_rows
 from .structures import column_tiles, output_tiles, work_list
 from .task import SpmmAlgorithm, SpmmTask
@@ -69,24 +76,36 @@ def _fixed(task: SpmmTask, schedule: SpmmSchedule, device: torch.device) -> tupl
     return program, MappingProxyType(operands)
 
 
+# What the one-pass kernel takes from a graph; the rest is its task's and schedule's.
+_ONE_PASS_GRAPH = ("rowptr", "col", "row_order", "eid", "num_rows")
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_pass(task: SpmmTask, schedule: OnePass, device: torch.device) -> LaunchTemplate:
+    """The one-pass launch of ``task`` under ``schedule`` on ``device`` but for a graph's
+    arguments (:data:`_ONE_PASS_GRAPH`)."""
+    program, fixed = _fixed(task, schedule, device)
+    return LaunchTemplate(program, one_pass.KERNEL, _ONE_PASS_GRAPH, lhs=OPERAND, rhs=OPERAND,
+                          out=OPERAND, arg_u=OPERAND, arg_e=OPERAND, **fixed)
+
+
 def build_plan(g: Graph, task: SpmmTask, schedule: SpmmSchedule, target: Target,
                loader: KernelLoader = RUNTIME_LOADER) -> Plan:
     """The plan of ``task`` under ``schedule`` on ``g`` (see the module docstring)."""
-    program, fixed = _fixed(task, schedule, g.device)
     device = device_index(g.device)
+    eid = g.eid if task.algorithm.has_eid else None
+    if isinstance(schedule, OnePass):
+        return _one_pass(task, schedule, g.device).prepare(
+            device, row_grid(schedule, g.num_dst, task.num_features), schedule.threads, g.rowptr,
+            g.col, g.degree_sorted_rows if schedule.degree_sorted else None, eid, g.num_dst,
+            loader=loader)
+    program, fixed = _fixed(task, schedule, g.device)
     if isinstance(schedule, OutputTiled):
         return _output_tiled(g, task, schedule, target, program, device, loader)
-    operands = dict(fixed, eid=g.eid if task.algorithm.has_eid else None)
+    operands = dict(fixed, eid=eid)
     if isinstance(schedule, ColumnTiled):
         return _column_tiled(g, task, schedule, target, program, device, loader, operands)
-    if isinstance(schedule, SplitRows):
-        return _split_rows(g, task, schedule, program, device, loader, operands)
-    return program.prepare(
-        one_pass.KERNEL, device, row_grid(schedule, g.num_dst, task.num_features),
-        schedule.threads, loader=loader, rowptr=g.rowptr, col=g.col,
-        row_order=g.degree_sorted_rows if schedule.degree_sorted else None,
-        lhs=OPERAND, rhs=OPERAND, out=OPERAND, arg_u=OPERAND, arg_e=OPERAND,
-        num_rows=g.num_dst, **operands)
+    return _split_rows(g, task, schedule, program, device, loader, operands)
 
 
 def _partials(count: int, algorithm: SpmmAlgorithm,
