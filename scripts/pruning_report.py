@@ -2,7 +2,7 @@
 
     python scripts/pruning_report.py [--workloads reddit-like,...] [--families lognormal,...]
         [--max-edges 1e6] [--features 1,4,16,32,64,100,128,256,602] [--no-registers]
-        [--cells docs/results/tuning/*.jsonl.gz]
+        [--cells docs/results/tuning/*.jsonl.gz] [--below 1.1]
 
 Part 1, spaces: for each graph (benchmark presets shrunk to about ``--max-edges`` edges and
 the real graphs shipped with gsparse, then one graph of each synthetic family the tuner is
@@ -22,6 +22,11 @@ Part 2, measured cells (``--cells``, H100 sweeps of every schedule of a cell's s
 removes, how often the fastest measured schedule is among them, the best kept over the best
 measured, and the shipped model's pick with and without pruning, for three values of
 ``max_row_cov``.
+
+Part 3, split rows where the space lost to cuSPARSE: for each g-SpMM cell of ``--cells``
+whose fastest measured schedule ran below ``--below`` times cuSPARSE, the chunk lengths the
+task's space offers on the cell's graph statistics today (:func:`gsparse.kernels.spmm.shapes.row_splits_for`),
+and how many split-rows candidates the four constraints keep.
 """
 
 from __future__ import annotations
@@ -185,6 +190,29 @@ def cells_report(paths: list[str], registers: bool) -> list[str]:
     return lines
 
 
+def splits_report(paths: list[str], below: float, registers: bool) -> list[str]:
+    from gsparse.kernels.spmm.shapes import row_splits_for
+    from gsparse.tune.train import load_cells
+
+    lines = [f"g-SpMM cells below {below:g}x cuSPARSE; pruned on today's space with the register constraint "
+             f"{'on' if registers else 'off'}", "",
+             "| graph | rows | edges | row mean / max | cell | chunks offered | split candidates | kept | "
+             "all candidates | kept |", "|---|---:|---:|---:|---|---|---:|---:|---:|---:|"]
+    for c in load_cells(paths):
+        if c.operator != "spmm" or not c.cusparse_ms / c.best_ms < below:
+            continue
+        s = c.structure
+        stats = GraphStats(s.num_src, s.num_dst, s.num_edges, RowStats(s.row_mean, s.row_max, s.row_cov))
+        result = spmm.pruned_space(c.task, stats, c.target, registers="kept" if registers else "off")
+        split = [x for x in result.candidates if isinstance(x, spmm.SplitRows)]
+        kept = [x for x in result.kept if isinstance(x, spmm.SplitRows)]
+        cell = f"{c.task.op} {c.task.reduce}, F = {c.task.num_features}, {str(c.task.dtype).removeprefix('torch.')}"
+        lines.append(f"| {c.family} | {s.num_dst:,} | {s.num_edges:,} | {s.row_mean:.0f} / {s.row_max:,} | {cell} | "
+                     f"{', '.join(map(str, row_splits_for(stats, c.target))) or '—'} | {len(split)} | {len(kept)} | "
+                     f"{len(result.candidates)} | {len(result.kept)} |")
+    return lines
+
+
 def _geomean(values) -> float:
     return float(np.exp(np.log(np.asarray(values, dtype=float)).mean()))
 
@@ -197,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", default="1,4,16,32,64,100,128,256,602")
     parser.add_argument("--no-registers", action="store_true", help="leave the register constraint off")
     parser.add_argument("--cells", nargs="*", default=sorted(glob.glob("docs/results/tuning/*.jsonl.gz")))
+    parser.add_argument("--below", type=float, default=1.1,
+                        help="part 3: the cells whose best measured schedule ran below this many times cuSPARSE")
     args = parser.parse_args(argv)
     registers = not args.no_registers
     if registers and nvrtc_version() is None:
@@ -221,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cells:
         print("\n## Measured cells\n")
         print("\n".join(cells_report(args.cells, registers)))
+        print("\n## Split rows where the space lost to cuSPARSE\n")
+        print("\n".join(splits_report(args.cells, args.below, registers)))
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

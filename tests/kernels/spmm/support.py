@@ -55,6 +55,36 @@ def stats(num_src: int, num_dst: int, num_edges: int, *, max_degree: int | None 
                       RowStats(mean, math.ceil(mean) if max_degree is None else max_degree, cov))
 
 
+# The H100 cells of docs/performance.md ("short row splits") where no schedule of the space
+# without short chunks reached 1.1x cuSPARSE. Per graph: (sources, rows, edges, mean row,
+# longest row, row COV), and its cells as (op, features, dtype, the fastest chunk length of
+# 32 to 512 edges with the cell's best knobs); a mul multiplies by a scalar per edge.
+PROBE_GRAPHS = {
+    "community": ((426, 426, 107_004, 251.2, 426, 0.59),
+                  [("copy_lhs", 32, torch.float32, 32), ("mul", 32, torch.float32, 32)]),
+    "power_law": ((1_336, 1_336, 112_550, 84.2, 1_336, 1.97),
+                  [("copy_lhs", 32, torch.float32, 32), ("mul", 256, torch.float32, 64)]),
+    "bipartite": ((113_168, 3_608, 123_870, 34.3, 5_549, 3.54),
+                  [("mul", 32, torch.float32, 32), ("mul", 64, torch.bfloat16, 64)]),
+    "hubs": ((38_605, 38_605, 220_970, 5.7, 3_618, 5.56),
+             [("copy_lhs", 100, torch.float32, 128), ("mul", 128, torch.float32, 128)]),
+    "banded": ((71_173, 71_173, 2_185_757, 30.7, 1_830, 1.47),
+               [("mul", 64, torch.float32, 512), ("mul", 256, torch.float32, 256)]),
+}
+
+
+def probe_stats(name: str) -> GraphStats:
+    """The statistics of probe graph ``name`` (:data:`PROBE_GRAPHS`)."""
+    (src, rows, edges, mean, longest, cov), _ = PROBE_GRAPHS[name]
+    return GraphStats(src, rows, edges, RowStats(mean, longest, cov))
+
+
+def probe_cells() -> list[tuple[str, SpmmTask, int]]:
+    """``(graph, task, fastest chunk length)`` of the ten probe cells."""
+    return [(name, task(op, "sum", features, dtype, rhs_shape=(1,) if op == "mul" else None), best)
+            for name, (_, cells) in PROBE_GRAPHS.items() for op, features, dtype, best in cells]
+
+
 def space(g: gsparse.Graph, features: int, dtype: torch.dtype = torch.float32, op: str = "copy_lhs",
           reduce: str = "sum", **knobs) -> list:
     """The candidates of :func:`task` on ``g`` on an H100, as a list."""

@@ -13,10 +13,11 @@ from gsparse.kernels.operands import Layout
 from gsparse.kernels.source import Program
 from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmAlgorithm, codegen
 from gsparse.kernels.spmm.codegen import column_tiled, one_pass, output_tiled, split_rows
-from gsparse.kernels.spmm.space import one_pass_grid
+from gsparse.kernels.spmm.space import one_pass_grid, schedule_space
 from gsparse.runtime import compile_cuda
+from gsparse.target import H100
 
-from kernels.spmm.support import FEATURE_LENGTHS, algorithms
+from kernels.spmm.support import FEATURE_LENGTHS, algorithms, probe_cells, probe_stats
 from kernels.support import assert_no_spills, needs_nvrtc, sample
 
 # --- the one-pass skeleton ------------------------------------------------------------------
@@ -149,6 +150,33 @@ def _split_pairs() -> list[tuple[SpmmAlgorithm, SplitRows]]:
 @pytest.mark.parametrize(("algorithm", "schedule"), _split_pairs(), ids=str)
 def test_split_programs_compile_without_spills(arch, algorithm, schedule) -> None:
     binary = compile_cuda(codegen.program(algorithm, schedule, 8).source, arch=arch, cache=None)
+    assert_no_spills(binary, split_rows.KERNEL, schedule.threads)
+    assert_no_spills(binary, split_rows.MERGE)
+
+
+def _probe_split_pairs() -> list[tuple[SpmmAlgorithm, SplitRows, int]]:
+    """Split candidates of the probe cells' spaces (chunks from 64 edges), each with its
+    cell's algorithm and another sampled one, and a chunk shorter than one pass of the
+    group's lanes (the space leaves those out; forced, they still run)."""
+    pairs = []
+    for i, (graph, t, _) in enumerate(probe_cells()):
+        split = [s for s in schedule_space(t, probe_stats(graph), H100) if isinstance(s, SplitRows)]
+        for j, schedule in enumerate(sample(split, 3, seed=300 + i)):
+            algorithm = t.algorithm if j else algorithms(seed=3000 + i, k=1)[0]
+            pairs.append((algorithm, schedule, t.num_features))
+    short = SplitRows(rows_per_block=8, feature_lanes=1, edge_lanes=32, nnz_tile=4, row_split=64,
+                      degree_sorted=True)
+    pairs += [(a, short, 8) for a in algorithms(seed=3100, k=3)]
+    return pairs
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(("algorithm", "schedule", "features"), _probe_split_pairs(), ids=str)
+def test_short_split_programs_compile_without_spills(arch, algorithm, schedule, features) -> None:
+    source = codegen.program(algorithm, schedule, features).source
+    assert f"constexpr long long SPLIT = {schedule.row_split};" in source
+    binary = compile_cuda(source, arch=arch, cache=None)
     assert_no_spills(binary, split_rows.KERNEL, schedule.threads)
     assert_no_spills(binary, split_rows.MERGE)
 

@@ -8,14 +8,21 @@ import pytest
 import torch
 
 from gsparse.graph import GraphStats, RowStats
-from gsparse.kernels.spmm import ColumnTiled, OnePass, OutputTiled, SplitRows, default_schedule
+from gsparse.kernels.spmm import (
+    ColumnTiled,
+    OnePass,
+    OutputTiled,
+    SplitRows,
+    default_schedule,
+    schedule_space,
+)
 from gsparse.kernels.spmm.default import RowReading, _row_groups
 from gsparse.kernels.spmm.plan import check_schedule
-from gsparse.kernels.spmm.shapes import edge_lanes_for, row_splits_for
+from gsparse.kernels.spmm.shapes import edge_lanes_for
 from gsparse.target import H100
 
 from graphs import named_graph
-from kernels.spmm.support import FEATURE_LENGTHS, task
+from kernels.spmm.support import FEATURE_LENGTHS, probe_stats, task
 
 
 def _stats(mean_degree: float, cov: float, source_rows: int, max_degree: int = 0,
@@ -65,10 +72,10 @@ def test_default_slice_follows_the_targets_l2() -> None:
 
 
 def test_default_splits_long_rows_beyond_four_features() -> None:
-    # reddit-like statistics: rows far longer than the mean are cut into the longest chunks
-    # row_splits_for offers (the H100 sweep's winners at 8-512 features).
+    # reddit-like statistics (1,000 rows): rows far longer than the mean are cut into the
+    # longer of the two shortest of 256, 1,024, ... edges at least the mean row that cut the
+    # longest row into more than 8 chunks (the H100 sweep's winners at 8-512 features).
     reddit = dict(mean_degree=492, cov=1.63, vector_ok=4, source_rows=232_965, max_degree=40_000)
-    assert row_splits_for(492, 40_000) == [1024, 4096]
     for feature_len in (8, 32, 512):
         wide = _row_rule(feature_len=feature_len, **reddit)
         assert isinstance(wide, SplitRows)
@@ -79,12 +86,40 @@ def test_default_splits_long_rows_beyond_four_features() -> None:
     assert isinstance(_row_rule(492, 1.63, 32, 4, 232_965), OnePass)
 
 
+@pytest.mark.parametrize("name", ["community", "power_law", "bipartite", "hubs"])
+def test_default_cuts_the_long_rows_of_small_graphs_into_short_chunks(name) -> None:
+    # Fewer than 32 edges per resident warp: whole rows leave most of the GPU idle.
+    stats = probe_stats(name)
+    for op, feature_len in (("copy_lhs", 32), ("mul", 64), ("mul", 256)):
+        t = task(op, "sum", feature_len)
+        chosen = default_schedule(t, stats, H100)
+        assert isinstance(chosen, SplitRows) and chosen.row_split == 64, chosen
+        assert chosen.degree_sorted
+    # up to 4 features the gathers are bound by L2 sectors, not by the longest row
+    assert not isinstance(default_schedule(task("copy_lhs", "sum", 4), stats, H100), SplitRows)
+
+
+def test_default_keeps_its_chunks_on_graphs_with_many_edges_per_warp() -> None:
+    # banded: 259 edges per resident warp, longest row 1,830 < 8 x 256: whole rows
+    assert isinstance(default_schedule(task("mul", "sum", 64), probe_stats("banded"), H100), OnePass)
+    # the same rows on a 270,000-edge graph (32 edges per warp of the H100) or on a block
+    # (statistics that are not exact) keep what the rule picked before
+    rows, edges = 38_605 * 2, 270_336
+    wide = GraphStats(rows, rows, edges, RowStats(edges / rows, 3_618, 5.56))
+    assert default_schedule(task("mul", "sum", 64), wide, H100).row_split == 256
+    inexact = GraphStats(426, 426, 107_004, RowStats(251.2, 426, float("nan"), exact=False))
+    assert isinstance(default_schedule(task("mul", "sum", 64), inexact, H100), OnePass)
+
+
 def test_default_splits_the_rows_of_a_skewed_graph_at_a_length_the_space_offers() -> None:
-    skewed = named_graph("long_row")  # mean 2,550 edges, one row of 100,061
-    chosen = default_schedule(task("copy_lhs", "sum", 64), skewed.stats, H100)
-    assert isinstance(chosen, SplitRows) and chosen.row_split == 4096
-    assert isinstance(default_schedule(task("copy_lhs", "sum", 64), named_graph("random").stats, H100),
-                      OnePass)
+    skewed = named_graph("long_row")  # 40 rows, 102,000 edges, one row of 100,061
+    t = task("copy_lhs", "sum", 64)
+    chosen = default_schedule(t, skewed.stats, H100)
+    assert isinstance(chosen, SplitRows) and chosen.row_split == 64
+    assert {s.row_split for s in schedule_space(t, skewed.stats, H100)
+            if isinstance(s, SplitRows)} == {64, 256}
+    uniform = GraphStats(150, 230, 3_000, RowStats(13.0, 256, 0.5))  # no row past 4 x 64
+    assert isinstance(default_schedule(t, uniform, H100), OnePass)
 
 
 def test_default_keeps_natural_order_for_short_rows_and_features() -> None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import gsparse
+from gsparse import datasets
 from gsparse.algebra import REDUCERS, SPMM_OPS
 from gsparse.kernels import memory
 from gsparse.kernels import spmm as spmm_kernels
@@ -258,7 +259,8 @@ def test_column_tiled_arg_indices_match_single_pass(reduce) -> None:
 
 # Chunks of 32 or 64 edges, so that small graphs have many; the knobs vary around them:
 # several feature slices (blockIdx.y), edge lanes merged by shuffles, edges in flight,
-# index tiles, and the whole rows in either order.
+# index tiles, the whole rows in either order, and chunks shorter than one pass of the
+# group's lanes (32 edge lanes x 4 edges in flight over chunks of 64).
 SPLIT_SCHEDULES = [
     SplitRows(rows_per_block=8, feature_lanes=32, row_split=32),
     SplitRows(rows_per_block=8, feature_lanes=4, edge_lanes=8, vector_width=2,
@@ -267,6 +269,8 @@ SPLIT_SCHEDULES = [
               outputs_per_thread=2, nnz_tile=4, row_split=64),
     SplitRows(rows_per_block=32, feature_lanes=8, outputs_per_thread=4, index_tile=True,
               row_split=32, degree_sorted=True),
+    SplitRows(rows_per_block=8, feature_lanes=1, edge_lanes=32, nnz_tile=4, row_split=64,
+              degree_sorted=True),
 ]
 
 
@@ -342,6 +346,19 @@ def test_split_hundred_thousand_edge_row(poisoned, reduce) -> None:
     for schedule in chosen + sample(split, 4, seed=5):
         # fp32 sums of 100,000 terms of magnitude ~1 carry absolute errors ~1e-3
         check(g, "mul", reduce, lhs, rhs, schedule, expected=expected, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_short_chunks_of_a_small_graph_of_long_rows_match_reference(poisoned, dtype) -> None:
+    # 426 rows of 251 edges on average (the community graph of docs/performance.md's
+    # "short row splits"): its space cuts every row into chunks of 64 edges
+    g = datasets.synthetic(426, datasets.LogNormal(251.0, 0.6), seed=3)
+    for op, reduce, features in (("copy_lhs", "sum", 32), ("mul", "max", 64), ("mul", "mean", 100)):
+        lhs, rhs = operands(g, op, (features,), (1,), dtype, seed=features)
+        split = [s for s in _space(g, op, reduce, lhs, rhs) if isinstance(s, SplitRows)]
+        assert {s.row_split for s in split} == {64}
+        for schedule in sample(split, 6, seed=features):
+            check(g, op, reduce, lhs, rhs, schedule)
 
 
 def test_split_sums_are_deterministic(poisoned) -> None:

@@ -58,7 +58,7 @@ def _run(plan, lhs=None, rhs=None, out=None, arg_u=None, arg_e=None) -> None:
 
 
 def test_a_repeated_call_reuses_its_launch_plan_and_passes_the_new_operands() -> None:
-    g, loader = named_graph("random"), RecordingLoader()
+    g, loader = named_graph("short_rows"), RecordingLoader()
     x1, x2 = torch.randn(g.num_src, 8), torch.randn(g.num_src, 8)
     chosen = _built_on_first_use(g, spmm_kernels.task_for(g, "copy_lhs", "sum", x1, None, (8,)),
                                  None, loader)
@@ -78,7 +78,7 @@ def test_a_repeated_call_reuses_its_launch_plan_and_passes_the_new_operands() ->
 
 
 def test_a_new_shape_dtype_or_schedule_gets_its_own_plan() -> None:
-    g, loader = named_graph("random"), RecordingLoader()
+    g, loader = named_graph("short_rows"), RecordingLoader()
     forced = OnePass(rows_per_block=4, feature_lanes=16)
     calls = [(torch.randn(g.num_src, 8), None), (torch.randn(g.num_src, 16), None),
              (torch.randn(g.num_src, 16).double(), None), (torch.randn(g.num_src, 16), forced),

@@ -32,7 +32,7 @@ from gsparse.kernels.spmm.space import one_pass_grid
 from gsparse.target import A100, H100
 
 from graphs import named_graph
-from kernels.spmm.support import FEATURE_LENGTHS, space, task
+from kernels.spmm.support import FEATURE_LENGTHS, probe_cells, probe_stats, space, task
 
 
 @pytest.mark.parametrize("feature_len", FEATURE_LENGTHS)
@@ -97,21 +97,71 @@ def test_column_tiles_are_as_wide_as_shared_memory_allows() -> None:
     assert column_tile_for(64, torch.float64, A100) == 0  # not one tile of 1,024 rows
 
 
-def test_chunk_lengths_swept_only_where_the_longest_row_is_far_longer_than_the_mean() -> None:
-    assert row_splits_for(mean_degree=10.0, max_degree=100_000) == [256, 1024]
-    assert row_splits_for(mean_degree=492.0, max_degree=21_657) == [1024]  # reddit
-    assert row_splits_for(mean_degree=50.0, max_degree=2_000) == []  # longest < 8 chunks
-    assert row_splits_for(mean_degree=5_000.0, max_degree=10 ** 6) == [16384]
+def _splits(edges: int, rows: int, longest: int, target=H100) -> list[int]:
+    return row_splits_for(GraphStats(rows, rows, edges, RowStats(edges / rows, longest, 1.0)), target)
 
 
-def test_space_splits_the_degree_sorted_schedules_of_skewed_graphs_only() -> None:
-    skewed = named_graph("long_row")  # mean 2,550 edges, one row of 100,061
-    candidates = space(skewed, 64)
-    split = [s for s in candidates if isinstance(s, SplitRows)]
-    assert {s.row_split for s in split} == {4096}
-    assert all(s.degree_sorted and not s.problems() for s in split)
-    assert len(split) == sum(1 for s in candidates if isinstance(s, OnePass) and s.degree_sorted)
-    assert not any(isinstance(s, SplitRows) for s in space(named_graph("random"), 64))
+def test_chunk_lengths_cut_the_longest_row_into_more_than_four_chunks() -> None:
+    # few edges per resident warp: the two shortest of 64, 256, 1,024, ... edges
+    assert _splits(100_000, 1_000, 100_000) == [64, 256]
+    assert _splits(100_000, 1_000, 1_025) == [64, 256]
+    assert _splits(100_000, 1_000, 1_024) == [64]
+    assert _splits(100_000, 1_000, 256) == []  # no row longer than four chunks
+    # 64 edges or more per resident warp (8,448 on an H100): from 256 edges
+    assert _splits(64 * 8_448, 100_000, 10 ** 6) == [256, 1024]
+    assert _splits(64 * 8_448 - 1, 100_000, 10 ** 6) == [64, 256]
+    assert _splits(64 * 6_912, 100_000, 10 ** 6, A100) == [256, 1024]
+    assert _splits(114_615_000, 232_965, 21_657) == [256, 1024]  # reddit
+    assert _splits(3_000, 230, 608) == [64]  # the test graph "random"
+
+
+def test_space_splits_the_degree_sorted_schedules_of_graphs_with_long_rows_only() -> None:
+    skewed = named_graph("long_row")  # 40 rows, mean 2,550 edges, one row of 100,061
+    for features in (1, 64):
+        candidates = space(skewed, features)
+        split = [s for s in candidates if isinstance(s, SplitRows)]
+        assert {s.row_split for s in split} == {64, 256}
+        assert all(s.degree_sorted and not s.problems() for s in split)
+        sorted_grid = [s for s in candidates if isinstance(s, OnePass) and s.degree_sorted]
+        for length in (64, 256):
+            # chunks at least one pass of the group's lanes (edge_lanes x nnz_tile edges)
+            assert len([s for s in split if s.row_split == length]) == sum(
+                s.edge_lanes * s.nnz_tile <= length for s in sorted_grid)
+    assert any(s.edge_lanes * s.nnz_tile > 64 for s in one_pass_grid(1, 4))  # 32 lanes x 4 edges
+    # rows of at most 256 edges (4 chunks of 64): the space of before, without split rows
+    for stats in (_uniform().stats, GraphStats(20_000, 20_000, 2_000_000, RowStats(100.0, 256, 0.5))):
+        assert row_splits_for(stats, H100) == []
+        assert not any(isinstance(s, SplitRows) for s in schedule_space(task(features=64), stats, H100))
+
+
+@pytest.mark.parametrize(("graph", "t", "fastest"), probe_cells(),
+                         ids=[f"{g}-{t.op}-{t.num_features}-{str(t.dtype)[6:]}" for g, t, _ in probe_cells()])
+def test_spaces_of_the_probe_cells_offer_a_chunk_near_the_fastest(graph, t, fastest) -> None:
+    stats = probe_stats(graph)
+    candidates = schedule_space(t, stats, H100)
+    lengths = {s.row_split for s in candidates if isinstance(s, SplitRows)}
+    assert 1 <= len(lengths) <= 2
+    near = {length for length in lengths if fastest / 2 <= length <= fastest * 2}
+    assert near, f"{graph}: chunks {sorted(lengths)}, fastest {fastest}"
+    for schedule in candidates:
+        if isinstance(schedule, SplitRows):
+            check_schedule(t, schedule)
+    # the pruning keeps every split candidate: degree-sorted, and their chunks fill the GPU
+    kept = pruned_space(t, stats, H100).kept
+    assert {s for s in candidates if isinstance(s, SplitRows)} <= set(kept)
+
+
+def test_split_rows_count_their_chunks_for_the_utilisation_constraint() -> None:
+    stats = probe_stats("community")  # 426 rows of 251 edges on average
+    t = task("copy_lhs", "sum", 32)
+    whole = OnePass(rows_per_block=8, feature_lanes=8, edge_lanes=4, vector_width=4, degree_sorted=True)
+    split = SplitRows(**whole.knobs(), row_split=64)
+    assert spmm_space.facts(t, stats, H100, whole).blocks == 54  # 426 rows / 8 per block
+    assert spmm_space.facts(t, stats, H100, split).blocks == 209  # 107,004 edges / 64 / 8
+    # 54 blocks leave most of 132 SMs idle: the whole-row walks go, the hand rule's pick stays
+    result = pruned_space(t, stats, H100)
+    assert whole in result.candidates and whole not in result.kept
+    assert all(isinstance(s, SplitRows) for s in result.kept)
 
 
 def test_space_holds_output_tiled_schedules_up_to_four_features() -> None:
@@ -142,10 +192,10 @@ def test_output_tiled_schedules_cover_every_feature() -> None:
 
 def test_space_domains_name_each_knobs_values() -> None:
     candidates = schedule_space(task("copy_lhs", "sum", 4), named_graph("random").stats, H100)
-    assert candidates.skeletons() == [OnePass, ColumnTiled, OutputTiled]
+    assert candidates.skeletons() == [OnePass, ColumnTiled, SplitRows, OutputTiled]
     assert candidates.domain(OnePass, "nnz_tile") == (1, 2, 4)
     assert candidates.domain(OutputTiled, "column_groups") == (1, 2, 4)
-    assert candidates.domain(SplitRows, "row_split") == ()
+    assert candidates.domain(SplitRows, "row_split") == (64,)  # its longest row: 608 edges
 
 
 def test_the_hand_rules_pick_is_always_in_the_space() -> None:

@@ -12,6 +12,7 @@ from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
 from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
 from .shapes import (
     OUTPUT_TILED_FEATURES,
+    ROW_SPLIT_LADDER,
     column_tile_for,
     edge_lanes_for,
     output_tiled_schedule,
@@ -24,6 +25,10 @@ __all__ = ["RowReading", "default_schedule"]
 
 # Up to this many features, the column-tiled and output-tiled skeletons may take over.
 _STAGED_FEATURES = 4
+# Where the rule cuts long rows into the space's shortest chunks, and the chunk lengths it
+# takes elsewhere (see _row_split).
+_SHORT_SPLIT_EDGES_PER_WARP = 32
+_LONG_ROW_SPLITS = (256, 1024, 4096, 16384)
 
 
 def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmSchedule:
@@ -73,15 +78,14 @@ class RowReading:
             (:func:`~.shapes.edge_lanes_for`).
         long_rows: rows of 128 edges or more on average.
         skewed: the row lengths' COV exceeds 0.5 (never for statistics that are not exact).
-        splits: the chunk lengths :func:`~.shapes.row_splits_for` offers (exact statistics
-            only; none otherwise).
+        row_split: the chunk length of the rule's split rows (:func:`_row_split`), 0 for none.
     """
 
     l2_slice: int
     row_lanes: int
     long_rows: bool
     skewed: bool
-    splits: tuple[int, ...]
+    row_split: int
 
     @classmethod
     def of(cls, task: SpmmTask, stats: GraphStats, target: Target) -> RowReading:
@@ -89,7 +93,33 @@ class RowReading:
         fits = [w for w in (128, 64, 32) if stats.num_src * w * element_bytes <= target.l2_bytes * 3 // 4]
         return cls(l2_slice=fits[0] if fits else 128, row_lanes=edge_lanes_for(rows.mean, 32),
                    long_rows=rows.mean >= 128, skewed=rows.cov > 0.5,
-                   splits=tuple(row_splits_for(rows.mean, rows.max)) if rows.exact else ())
+                   row_split=_row_split(stats, target))
+
+
+def _row_split(stats: GraphStats, target: Target) -> int:
+    """The chunk length the rule cuts long rows into (0: none), from exact statistics only
+    (the work list of split rows is sized by the data).
+
+    - Fewer than 32 edges per resident warp of the target, where the space offers chunks of
+      64 edges (:func:`~.shapes.row_splits_for`): 64. The whole graph is then less than a
+      warp's worth of short chunks, so whole rows leave most warps idle while the longest
+      row runs: on such H100 graphs (426-38,605 rows, rows of up to 5,549 edges), chunks of
+      32-128 edges ran 1.2-2x cuSPARSE where the space's best schedule without them ran
+      0.4-1.0x (docs/performance.md, "short row splits").
+    - Otherwise the longer of the two shortest of 256, 1,024, 4,096 and 16,384 edges that
+      are at least the mean row and cut the longest row into more than 8 chunks, so that
+      only the rare long rows pay for partial results and a merge (the H100 sweep's
+      winners at 8-512 features on reddit-like graphs); none where no length qualifies.
+    """
+    rows = stats.rows
+    if not rows.exact:
+        return 0
+    short = ROW_SPLIT_LADDER[0]
+    if (stats.num_edges < _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps
+            and short in row_splits_for(stats, target)):
+        return short
+    fits = [s for s in _LONG_ROW_SPLITS if rows.mean <= s and 8 * s < rows.max][:2]
+    return fits[-1] if fits else 0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -111,8 +141,8 @@ def _row_groups(task: SpmmTask, rows: RowReading) -> OnePass | SplitRows:
     - Skewed degree distributions (COV > 0.5) walk the rows longest first, except short
       rows (mean below 128) at up to 4 features, whose gathers are bound by L2 sector
       throughput rather than by imbalance.
-    - Beyond 4 features, rows far longer than the mean are cut into chunks of the longest
-      length :func:`~.shapes.row_splits_for` offers (:class:`SplitRows`).
+    - Beyond 4 features, long rows are cut into chunks (:class:`SplitRows`) of the length
+      :func:`_row_split` picks.
     - Statistics that are not exact (an unknown COV, a bound for the longest row) neither
       sort rows nor split them: the work list of split rows is sized by the data.
     """
@@ -139,9 +169,8 @@ def _row_groups(task: SpmmTask, rows: RowReading) -> OnePass | SplitRows:
         index_tile=False,
         degree_sorted=rows.skewed and (feature_len > _STAGED_FEATURES or rows.long_rows),
     )
-    splits = rows.splits if feature_len > _STAGED_FEATURES else ()
-    if splits:
-        return SplitRows(**knobs, row_split=splits[-1]).validate()
+    if rows.row_split and feature_len > _STAGED_FEATURES:
+        return SplitRows(**knobs, row_split=rows.row_split).validate()
     return OnePass(**knobs).validate()
 
 

@@ -7,13 +7,14 @@ import math
 
 import torch
 
+from ...graph import GraphStats
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least
 from .schedule import OnePass, OutputTiled, SplitRows
 
-__all__ = ["MAX_TILE_ROWS", "OUTPUT_TILED_FEATURES", "TILE_ROWS_PER_EDGE", "column_tile_for",
-           "column_tiled_block_rows", "edge_lanes_for", "output_tiled_schedule", "output_tiled_warps",
-           "row_grid", "row_splits_for", "tile_rows"]
+__all__ = ["MAX_TILE_ROWS", "OUTPUT_TILED_FEATURES", "ROW_SPLIT_LADDER", "TILE_ROWS_PER_EDGE",
+           "column_tile_for", "column_tiled_block_rows", "edge_lanes_for", "output_tiled_schedule",
+           "output_tiled_warps", "row_grid", "row_splits_for", "split_items_at_least", "tile_rows"]
 
 # The most features the space and the default rule offer the output-tiled skeleton (wider
 # ones stage too much of lhs per edge; any count runs when forced).
@@ -26,6 +27,10 @@ MAX_TILE_ROWS = 2**31 - 1
 # blocks per SM its grid keeps at least (see column_tiled_block_rows).
 _TILED_BLOCK_ROWS = (4096, 2048, 1024)
 _TILED_BLOCKS_PER_SM = 3
+# Chunk lengths the space offers the split-rows skeleton (see row_splits_for), and the edges
+# per resident warp below which its shortest chunks are worth measuring.
+ROW_SPLIT_LADDER = (64, 256, 1024, 4096, 16384)
+_SHORT_SPLIT_EDGES_PER_WARP = 64
 
 
 def edge_lanes_for(mean_degree: float, budget: int) -> int:
@@ -37,15 +42,27 @@ def edge_lanes_for(mean_degree: float, budget: int) -> int:
     return lanes
 
 
-def row_splits_for(mean_degree: float, max_degree: int) -> list[int]:
-    """Chunk lengths worth measuring on a graph with these row statistics (often none).
+def row_splits_for(stats: GraphStats, target: Target) -> list[int]:
+    """Chunk lengths of split rows worth measuring on a graph of ``stats`` on ``target``
+    (often none).
 
-    Of 256, 1024, 4096 and 16384 edges, the two shortest that cut the longest row into more
-    than 8 chunks and are at least the mean row, so that only the rare long rows pay for
-    partial results and a merge.
+    The two shortest of :data:`ROW_SPLIT_LADDER` (64 to 16,384 edges, a factor of 4 apart)
+    that cut the longest row into more than 4 chunks; 64 only where the graph has fewer
+    than 64 edges per resident warp of the target. Where whole rows leave most warps idle
+    (few rows) or wait on one long row, chunks give the idle warps work: a chunk much
+    longer than a warp's share of the edges leaves the longest row the critical path, one
+    shorter than the share only adds partial results to merge.
     """
-    fits = [s for s in (256, 1024, 4096, 16384) if mean_degree <= s and 8 * s < max_degree]
-    return fits[:2]
+    few_edges = stats.num_edges < _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps
+    ladder = ROW_SPLIT_LADDER if few_edges else ROW_SPLIT_LADDER[1:]
+    return [s for s in ladder if 4 * s < stats.rows.max][:2]
+
+
+def split_items_at_least(num_rows: int, num_edges: int, row_split: int) -> int:
+    """Work items the split-rows skeleton walks, at least, on a graph of ``num_rows`` rows
+    and ``num_edges`` edges: every row makes one or more, and none holds more than
+    ``row_split`` edges (:func:`~.structures.work_list` counts them exactly)."""
+    return max(num_rows, -(-num_edges // row_split))
 
 
 def tile_rows(num_src: int, num_dst: int, tile: int) -> int:

@@ -2,10 +2,10 @@
 
 Pruned by construction to the shapes that can win (see :func:`one_pass_grid`), plus, where
 they apply: column-tiled schedules for short features of tasks that read ``lhs``,
-split-rows variants of the degree-sorted schedules on graphs whose longest row is far
-longer than the mean, and output-tiled schedules for copy_lhs of up to 4 features. Then
-:func:`pruned_space` removes, for the graph at hand, the candidates LO-SpMM's constraints
-say cannot win (:mod:`gsparse.kernels.pruning`), from the :func:`facts` of each.
+split-rows variants of the degree-sorted schedules on graphs with long rows, and
+output-tiled schedules for copy_lhs of up to 4 features. Then :func:`pruned_space` removes,
+for the graph at hand, the candidates LO-SpMM's constraints say cannot win
+(:mod:`gsparse.kernels.pruning`), from the :func:`facts` of each.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from .shapes import (
     output_tiled_warps,
     row_grid,
     row_splits_for,
+    split_items_at_least,
     tile_rows,
 )
 from .task import SpmmTask
@@ -98,8 +99,9 @@ def schedule_space(task: SpmmTask, stats: GraphStats, target: Target) -> Space:
     The one-pass grid; for up to 8 features of a task that reads ``lhs``, column-tiled
     variants of its one-edge-at-a-time schedules with a warp or half a warp per row (tiles
     as wide as shared memory allows); the degree-sorted schedules with their long rows split
-    (:func:`row_splits_for`); output-tiled schedules for a copy_lhs of up to 4 features
-    (:func:`output_tiled_warps` x 1, 2 or 4 column groups); and the hand rule's pick.
+    (:func:`row_splits_for`; chunks at least one pass of the group's lanes long);
+    output-tiled schedules for a copy_lhs of up to 4 features (:func:`output_tiled_warps`
+    x 1, 2 or 4 column groups); and the hand rule's pick.
     Column-tiled schedules are pruned where their (tile, row) index would hold more than
     16 entries per edge (or more than 2**31).
     """
@@ -118,8 +120,11 @@ def schedule_space(task: SpmmTask, stats: GraphStats, target: Target) -> Space:
                     edge_lanes=s.edge_lanes, vector_width=s.vector_width,
                     outputs_per_thread=s.outputs_per_thread, degree_sorted=s.degree_sorted,
                     column_tile=tile))
-    for split in row_splits_for(stats.rows.mean, stats.rows.max):
-        space += [SplitRows(**s.knobs(), row_split=split) for s in grid if s.degree_sorted]
+    for split in row_splits_for(stats, target):
+        # A chunk shorter than one pass of the group's lanes (edge_lanes x nnz_tile edges)
+        # runs as the same knobs with fewer edges in flight would.
+        space += [SplitRows(**s.knobs(), row_split=split) for s in grid
+                  if s.degree_sorted and s.edge_lanes * s.nnz_tile <= split]
     if task.algorithm.message_is_lhs and feature_len <= OUTPUT_TILED_FEATURES:
         space += [output_tiled_schedule(feature_len, dtype, warps, groups, task.vector_ok)
                   for warps in output_tiled_warps(dtype) for groups in (1, 2, 4)]
@@ -131,10 +136,10 @@ def schedule_space(task: SpmmTask, stats: GraphStats, target: Target) -> Space:
 def facts(task: SpmmTask, stats: GraphStats, target: Target, schedule: SpmmSchedule) -> Facts:
     """What the pruning constraints read of ``schedule`` for ``task`` on a graph of ``stats``.
 
-    - Blocks: the row-walking skeletons' grid (:func:`~.shapes.row_grid`; split rows count
-      their whole rows only, a lower bound); the column-tiled grid with the rows per block
-      its plan picks; the output-tiled skeleton's row ranges times column groups, at least
-      one block per SM.
+    - Blocks: the row-walking skeletons' grid (:func:`~.shapes.row_grid`; split rows over
+      the work items the statistics guarantee, :func:`~.shapes.split_items_at_least`, a
+      lower bound); the column-tiled grid with the rows per block its plan picks; the
+      output-tiled skeleton's row ranges times column groups, at least one block per SM.
     - COV_row (:func:`~gsparse.kernels.pruning.row_tile_cov`): a row tile is the rows one
       block walks, ``rows_per_block`` for the one-pass and split-rows skeletons (split rows
       counted whole: an upper bound) and the plan's rows per block for the column-tiled
@@ -157,7 +162,10 @@ def facts(task: SpmmTask, stats: GraphStats, target: Target, schedule: SpmmSched
         blocks = -(-stats.num_dst // rows) * tiles * slices
         return Facts(blocks=blocks, row_cov=row_tile_cov(row_cov, rows, schedule.degree_sorted),
                      column_waste=waste)
-    x, y = row_grid(schedule, stats.num_dst, features)
+    items = stats.num_dst
+    if isinstance(schedule, SplitRows):
+        items = split_items_at_least(stats.num_dst, stats.num_edges, schedule.row_split)
+    x, y = row_grid(schedule, items, features)
     return Facts(blocks=x * y, column_waste=waste,
                  row_cov=row_tile_cov(row_cov, schedule.rows_per_block, schedule.degree_sorted))
 
