@@ -111,21 +111,21 @@ def test_chunk_lengths_cut_the_longest_row_into_more_than_four_chunks() -> None:
     assert _splits(64 * 8_448, 100_000, 10 ** 6) == [256, 1024]
     assert _splits(64 * 8_448 - 1, 100_000, 10 ** 6) == [64, 256]
     assert _splits(64 * 6_912, 100_000, 10 ** 6, A100) == [256, 1024]
-    # chunks shorter than the mean row split most rows: only 64, on few edges per warp
-    assert _splits(114_615_000, 232_965, 21_657) == [1024, 4096]  # reddit, rows of 492 on average
-    assert _splits(100_000, 200, 100_000) == [64, 1024]  # rows of 500
+    # enough edges: chunks at least the mean row, cutting the longest into more than 8
+    assert _splits(114_615_000, 232_965, 21_657) == [1024]  # reddit, rows of 492 on average
+    assert _splits(64 * 8_448, 100_000, 2_048) == []  # 256 would cut it into 8 chunks only
     assert _splits(3_000, 230, 608) == [64]  # the test graph "random"
 
 
 def test_space_splits_the_degree_sorted_schedules_of_graphs_with_long_rows_only() -> None:
-    skewed = named_graph("long_row")  # 40 rows, mean 2,550 edges, one row of 100,061: 64 and 4,096
+    skewed = named_graph("long_row")  # 40 rows, mean 2,550 edges, one row of 100,061
     for features in (1, 64):
         candidates = space(skewed, features)
         split = [s for s in candidates if isinstance(s, SplitRows)]
-        assert {s.row_split for s in split} == {64, 4096}
+        assert {s.row_split for s in split} == {64, 256}
         assert all(s.degree_sorted and not s.problems() for s in split)
         sorted_grid = [s for s in candidates if isinstance(s, OnePass) and s.degree_sorted]
-        for length in (64, 4096):
+        for length in (64, 256):
             # chunks at least one pass of the group's lanes (edge_lanes x nnz_tile edges)
             assert len([s for s in split if s.row_split == length]) == sum(
                 s.edge_lanes * s.nnz_tile <= length for s in sorted_grid)
@@ -136,8 +136,13 @@ def test_space_splits_the_degree_sorted_schedules_of_graphs_with_long_rows_only(
         assert not any(isinstance(s, SplitRows) for s in schedule_space(task(features=64), stats, H100))
 
 
-@pytest.mark.parametrize(("graph", "t", "fastest"), probe_cells(),
-                         ids=[f"{g}-{t.op}-{t.num_features}-{str(t.dtype)[6:]}" for g, t, _ in probe_cells()])
+# The banded graph (2.2 M edges) fills the GPU: its space keeps to chunks at least the mean
+# row that cut the longest into more than 8, none of which it has (1,830 edges at most).
+_SMALL_PROBE_CELLS = [cell for cell in probe_cells() if cell[0] != "banded"]
+
+
+@pytest.mark.parametrize(("graph", "t", "fastest"), _SMALL_PROBE_CELLS,
+                         ids=[f"{g}-{t.op}-{t.num_features}-{str(t.dtype)[6:]}" for g, t, _ in _SMALL_PROBE_CELLS])
 def test_spaces_of_the_probe_cells_offer_a_chunk_near_the_fastest(graph, t, fastest) -> None:
     stats = probe_stats(graph)
     candidates = schedule_space(t, stats, H100)

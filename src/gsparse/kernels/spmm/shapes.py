@@ -46,21 +46,22 @@ def row_splits_for(stats: GraphStats, target: Target) -> list[int]:
     """Chunk lengths of split rows worth measuring on a graph of ``stats`` on ``target``
     (often none).
 
-    The two shortest of :data:`ROW_SPLIT_LADDER` (64 to 16,384 edges, a factor of 4 apart)
-    that cut the longest row into more than 4 chunks and, but for 64, are at least the mean
-    row; 64 only where the graph has fewer than 64 edges per resident warp of the target. Where whole rows leave most warps idle
+    On a graph of fewer than 64 edges per resident warp of the target, the two shortest of
+    :data:`ROW_SPLIT_LADDER` (64 to 16,384 edges, a factor of 4 apart) that cut the longest
+    row into more than 4 chunks; on larger graphs, the two shortest from 256 that are at
+    least the mean row and cut the longest into more than 8. Where whole rows leave most warps idle
     (few rows) or wait on one long row, chunks give the idle warps work: a chunk much
     longer than a warp's share of the edges leaves the longest row the critical path, one
     shorter than the share only adds partial results to merge.
     """
-    few_edges = stats.num_edges < _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps
-    ladder = ROW_SPLIT_LADDER if few_edges else ROW_SPLIT_LADDER[1:]
-    # A chunk shorter than the mean row splits most rows, each paying for partial results and
-    # a merge: only the shortest chunk, where few edges leave most warps idle, is worth that.
-    # (Offered on reddit-like graphs, rows of 492 edges on average, chunks of 256 made the
-    # model policy's full-batch GCN epoch 1.27x slower on an H100.)
-    return [s for s in ladder
-            if 4 * s < stats.rows.max and (s >= stats.rows.mean or s == ROW_SPLIT_LADDER[0])][:2]
+    rows = stats.rows
+    if stats.num_edges >= _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps:
+        # Enough edges to fill the GPU: chunks at least the mean row, so that only the rare
+        # long rows pay for partial results and a merge, cutting the longest into more than
+        # 8. (Shorter or more chunks, offered on reddit-like graphs, made the model policy's
+        # full-batch GCN and GraphSAGE epochs 1.06-1.27x slower on an H100.)
+        return [s for s in ROW_SPLIT_LADDER[1:] if rows.mean <= s and 8 * s < rows.max][:2]
+    return [s for s in ROW_SPLIT_LADDER if 4 * s < rows.max][:2]
 
 
 def split_items_at_least(num_rows: int, num_edges: int, row_split: int) -> int:
