@@ -58,7 +58,14 @@ from gsparse.bench.minibatch import BlockModel, Blocks, block_graphs
 from gsparse.bench.training import DROPOUT, TwoLayer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from cuda_path import TorchCalls, backward_counted, block_checks_on_gpu, cuda_path_on_cpu  # noqa: E402
+from cuda_path import (  # noqa: E402
+    TorchCalls,
+    autograd_nodes,
+    backward_counted,
+    block_checks_on_gpu,
+    cuda_path_on_cpu,
+    step_blocks,
+)
 
 
 class _NoLaunch:
@@ -86,23 +93,6 @@ def block(seeds: int, fanouts: tuple[int, int], bipartite: bool, device: str,
     return g, n0, num_dst
 
 
-def step_blocks(seeds: int, fanouts: tuple[int, int], device: str, gen: torch.Generator,
-                nodes: int) -> Blocks:
-    """A step's pair of blocks as the benchmark's sampler hands them over: seeds
-    ``[0, B)``, ``fanouts[0]`` edges into each seed from ``[0, N1)``, ``fanouts[1]`` into
-    each other node of ``[0, N1)`` from ``[0, N0)``; ``n_id`` picks rows of a feature table
-    of ``nodes`` rows."""
-    n1 = seeds * (1 + fanouts[0])
-    n0 = n1 * (1 + fanouts[1])
-    inner_dst = torch.arange(seeds).repeat_interleave(fanouts[0])
-    inner = torch.stack([torch.randint(0, n1, (inner_dst.numel(),), generator=gen), inner_dst])
-    outer_dst = torch.arange(seeds, n1).repeat_interleave(fanouts[1])
-    outer = torch.cat([inner, torch.stack([torch.randint(0, n0, (outer_dst.numel(),), generator=gen),
-                                           outer_dst])], dim=1)
-    n_id = torch.randperm(nodes, generator=gen)[:n0]
-    return Blocks(n_id.to(device), (seeds, n1, n0), outer.to(device), inner.to(device), max(fanouts))
-
-
 def _two_layer(kind: str, features: int, hidden: int, heads: int, classes: int) -> TwoLayer:
     """``gsparse.bench.training.build_model``'s model of ``kind``, of these sizes."""
     if kind == "gcn":
@@ -123,19 +113,9 @@ def _step(model: BlockModel, kind: str, x: torch.Tensor, y: torch.Tensor, blocks
     if not counted:
         loss.backward()
         return 0
-    nodes = _autograd_nodes(loss)
+    nodes = autograd_nodes(loss)
     backward_counted(loss)
     return nodes
-
-
-def _autograd_nodes(loss: torch.Tensor) -> int:
-    seen, stack = set(), [loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is not None and node not in seen:
-            seen.add(node)
-            stack.extend(next_node for next_node, _ in node.next_functions)
-    return len(seen)
 
 
 def run_steps(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> dict[str, str]:

@@ -7,8 +7,10 @@ allocated). :class:`NoHostReads` fails any call that would make a GPU wait: a te
 value read by the host, or an operation whose output size depends on the data;
 :class:`HostReads` counts them.
 :class:`TorchCalls` counts the torch functions the host path calls (most are a kernel
-launch each on a GPU), the backward's with :func:`backward_counted`;
-:func:`block_checks_on_gpu` checks blocks in one (recorded) launch, as on a GPU.
+launch each on a GPU), the backward's with :func:`backward_counted`, and
+:func:`autograd_nodes` the nodes a backward runs; :func:`block_checks_on_gpu` checks blocks
+in one (recorded) launch, as on a GPU; :func:`step_blocks` makes a mini-batch step's pair
+of sampled blocks.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from gsparse import _block_checks, backends, target
+from gsparse.bench.minibatch import Blocks
 from gsparse.backends import cuda
 from gsparse.kernels import source
 
@@ -176,6 +179,7 @@ def _aliases(func, out, inputs) -> bool:
     given = set(_storages(inputs))
     return all(ptr and ptr in given for ptr in outs)
 
+
 def backward_counted(loss: torch.Tensor) -> None:
     """``loss.backward()``, with the backward's torch calls seen by the modes around it:
     ``Tensor.backward`` runs without them (a mode is off while it handles a call), the
@@ -183,3 +187,31 @@ def backward_counted(loss: torch.Tensor) -> None:
     torch.autograd.Variable._execution_engine.run_backward(
         (loss,), (torch.ones_like(loss),), False, False, (), allow_unreachable=True,
         accumulate_grad=True)
+
+
+def autograd_nodes(loss: torch.Tensor) -> int:
+    """The nodes of the autograd graph behind ``loss``: what its backward runs."""
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return len(seen)
+
+
+def step_blocks(seeds: int, fanouts: tuple[int, int], device: str | torch.device, gen: torch.Generator,
+                nodes: int) -> Blocks:
+    """A step's pair of blocks as the benchmark's sampler hands them over (sorted by
+    destination): seeds ``[0, B)``, ``fanouts[0]`` edges into each seed from ``[0, N1)``,
+    ``fanouts[1]`` into each other node of ``[0, N1)`` from ``[0, N0)``; ``n_id`` picks rows
+    of a feature table of ``nodes`` rows."""
+    n1 = seeds * (1 + fanouts[0])
+    n0 = n1 * (1 + fanouts[1])
+    inner_dst = torch.arange(seeds).repeat_interleave(fanouts[0])
+    inner = torch.stack([torch.randint(0, n1, (inner_dst.numel(),), generator=gen), inner_dst])
+    outer_dst = torch.arange(seeds, n1).repeat_interleave(fanouts[1])
+    outer = torch.cat([inner, torch.stack([torch.randint(0, n0, (outer_dst.numel(),), generator=gen),
+                                           outer_dst])], dim=1)
+    n_id = torch.randperm(nodes, generator=gen)[:n0]
+    return Blocks(n_id.to(device), (seeds, n1, n0), outer.to(device), inner.to(device), max(fanouts))

@@ -13,7 +13,14 @@ from gsparse.bench.minibatch import BlockModel, Blocks, block_graphs
 from gsparse.bench.training import DROPOUT, TwoLayer
 from gsparse.nn._graph import self_loops
 
-from cuda_path import TorchCalls, backward_counted, block_checks_on_gpu, cuda_path_on_cpu
+from cuda_path import (
+    TorchCalls,
+    autograd_nodes,
+    backward_counted,
+    block_checks_on_gpu,
+    cuda_path_on_cpu,
+    step_blocks,
+)
 
 
 def _edges(seed: int, n: int = 30, e: int = 200) -> torch.Tensor:
@@ -202,28 +209,8 @@ STEP_COSTS = {"gcn": (69, 4, 18), "gat": (85, 16, 58), "sage": (32, 3, 23)}
 
 
 def _step_blocks(seed: int) -> Blocks:
-    """A step's pair of blocks as the benchmark's sampler hands them over (sorted by
-    destination): 8 seeds with 4 sources each in the first hop's nodes, those with 3 each."""
-    gen = torch.Generator().manual_seed(seed)
-    seeds, fanouts = 8, (4, 3)
-    n1 = seeds * (1 + fanouts[0])
-    n0 = n1 * (1 + fanouts[1])
-    inner_dst = torch.arange(seeds).repeat_interleave(fanouts[0])
-    inner = torch.stack([torch.randint(0, n1, (inner_dst.numel(),), generator=gen), inner_dst])
-    outer_dst = torch.arange(seeds, n1).repeat_interleave(fanouts[1])
-    outer = torch.cat([inner, torch.stack([torch.randint(0, n0, (outer_dst.numel(),), generator=gen),
-                                           outer_dst])], dim=1)
-    return Blocks(torch.randperm(2 * n0, generator=gen)[:n0], (seeds, n1, n0), outer, inner, max(fanouts))
-
-
-def _autograd_nodes(loss: torch.Tensor) -> int:
-    seen, stack = set(), [loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is not None and node not in seen:
-            seen.add(node)
-            stack.extend(next_node for next_node, _ in node.next_functions)
-    return len(seen)
+    """8 seeds with 4 sources each in the first hop's nodes, those with 3 each."""
+    return step_blocks(8, (4, 3), "cpu", torch.Generator().manual_seed(seed), 320)
 
 
 @pytest.mark.parametrize("name", sorted(STEP_COSTS))
@@ -251,7 +238,7 @@ def test_a_minibatch_step_costs_a_bounded_number_of_kernels_resolved_calls_and_a
         monkeypatch.setattr(_calls, "_bind", lambda *args: (resolved.append(args[1]), bind(*args))[1])
         with TorchCalls() as calls:
             loss = step(blocks)
-            nodes = _autograd_nodes(loss)
+            nodes = autograd_nodes(loss)
             backward_counted(loss)
     kernels, resolutions, autograd = STEP_COSTS[name]
     assert len(checks) == 2  # one launch per block
