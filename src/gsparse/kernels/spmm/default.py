@@ -15,6 +15,7 @@ from .shapes import (
     ROW_SPLIT_LADDER,
     column_tile_for,
     edge_lanes_for,
+    long_row_splits,
     output_tiled_schedule,
     output_tiled_warps,
     row_splits_for,
@@ -25,10 +26,8 @@ __all__ = ["RowReading", "default_schedule"]
 
 # Up to this many features, the column-tiled and output-tiled skeletons may take over.
 _STAGED_FEATURES = 4
-# Where the rule cuts long rows into the space's shortest chunks, and the chunk lengths it
-# takes elsewhere (see _row_split).
+# Where the rule cuts long rows into the space's shortest chunks (see _row_split).
 _SHORT_SPLIT_EDGES_PER_WARP = 32
-_LONG_ROW_SPLITS = (256, 1024, 4096, 16384)
 
 
 def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmSchedule:
@@ -106,10 +105,8 @@ def _row_split(stats: GraphStats, target: Target) -> int:
       row runs: on such H100 graphs (426-38,605 rows, rows of up to 5,549 edges), chunks of
       32-128 edges ran 1.2-2x cuSPARSE where the space's best schedule without them ran
       0.4-1.0x (docs/performance.md, "short row splits").
-    - Otherwise the longer of the two shortest of 256, 1,024, 4,096 and 16,384 edges that
-      are at least the mean row and cut the longest row into more than 8 chunks, so that
-      only the rare long rows pay for partial results and a merge (the H100 sweep's
-      winners at 8-512 features on reddit-like graphs); none where no length qualifies.
+    - Otherwise the longer of :func:`~.shapes.long_row_splits` (the H100 sweep's winners
+      at 8-512 features on reddit-like graphs); none where no length qualifies.
     """
     rows = stats.rows
     if not rows.exact:
@@ -118,7 +115,7 @@ def _row_split(stats: GraphStats, target: Target) -> int:
     if (stats.num_edges < _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps
             and short in row_splits_for(stats, target)):
         return short
-    fits = [s for s in _LONG_ROW_SPLITS if rows.mean <= s and 8 * s < rows.max][:2]
+    fits = long_row_splits(rows)
     return fits[-1] if fits else 0
 
 

@@ -7,14 +7,15 @@ import math
 
 import torch
 
-from ...graph import GraphStats
+from ...graph import GraphStats, RowStats
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least
 from .schedule import OnePass, OutputTiled, SplitRows
 
 __all__ = ["MAX_TILE_ROWS", "OUTPUT_TILED_FEATURES", "ROW_SPLIT_LADDER", "TILE_ROWS_PER_EDGE",
-           "column_tile_for", "column_tiled_block_rows", "edge_lanes_for", "output_tiled_schedule",
-           "output_tiled_warps", "row_grid", "row_splits_for", "split_items_at_least", "tile_rows"]
+           "column_tile_for", "column_tiled_block_rows", "edge_lanes_for", "long_row_splits",
+           "output_tiled_schedule", "output_tiled_warps", "row_grid", "row_splits_for",
+           "split_items_at_least", "tile_rows"]
 
 # The most features the space and the default rule offer the output-tiled skeleton (wider
 # ones stage too much of lhs per edge; any count runs when forced).
@@ -56,12 +57,18 @@ def row_splits_for(stats: GraphStats, target: Target) -> list[int]:
     """
     rows = stats.rows
     if stats.num_edges >= _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps:
-        # Enough edges to fill the GPU: chunks at least the mean row, so that only the rare
-        # long rows pay for partial results and a merge, cutting the longest into more than
-        # 8. (Shorter or more chunks, offered on reddit-like graphs, made the model policy's
-        # full-batch GCN and GraphSAGE epochs 1.06-1.27x slower on an H100.)
-        return [s for s in ROW_SPLIT_LADDER[1:] if rows.mean <= s and 8 * s < rows.max][:2]
+        # Enough edges to fill the GPU. (Shorter or more chunks, offered on reddit-like graphs,
+        # made the model policy's full-batch GCN and GraphSAGE epochs 1.06-1.27x slower on an
+        # H100.)
+        return long_row_splits(rows)
     return [s for s in ROW_SPLIT_LADDER if 4 * s < rows.max][:2]
+
+
+def long_row_splits(rows: RowStats) -> list[int]:
+    """The two shortest chunk lengths of :data:`ROW_SPLIT_LADDER` from 256 edges that are at
+    least the mean row and cut the longest row into more than 8 chunks, so that only the
+    rare long rows pay for partial results and a merge."""
+    return [s for s in ROW_SPLIT_LADDER[1:] if rows.mean <= s and 8 * s < rows.max][:2]
 
 
 def split_items_at_least(num_rows: int, num_edges: int, row_split: int) -> int:
