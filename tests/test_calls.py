@@ -4,6 +4,8 @@ resolved to changes when its facts, the graph's schedules or its plans do."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -11,6 +13,7 @@ import gsparse
 from gsparse import _calls
 from gsparse.kernels import sddmm as sddmm_kernels
 from gsparse.kernels import spmm as spmm_kernels
+from gsparse.kernels import source
 from gsparse.kernels.source import refuse_capture
 from gsparse.kernels.spmm import OnePass
 from gsparse.kernels.spmm.codegen import one_pass
@@ -156,12 +159,26 @@ def test_a_run_that_takes_flat_weights_gets_them_as_given():
     torch.testing.assert_close(w.grad, gsparse.u_dot_v(g, x, torch.ones(g.num_dst, 3, dtype=torch.float64)).view(-1))
 
 
-def test_building_a_plan_during_a_capture_is_refused(monkeypatch):
+def test_building_a_plan_during_a_capture_is_refused_unless_the_graph_never_waits(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+
+    def graph(device: str, sync_free: bool):
+        return SimpleNamespace(device=torch.device(device), sync_free=sync_free)
+
     with pytest.raises(RuntimeError, match="while a CUDA graph was being captured.*Run the same "
                                            "call once before capturing"):
-        refuse_capture(torch.device("cuda", 0), "the task")
-    refuse_capture(torch.device("cpu"), "the task")  # only CUDA graphs capture
+        refuse_capture(graph("cuda:0", sync_free=False), "the task")
+    refuse_capture(graph("cuda:0", sync_free=True), "the task")  # a sampled block: host facts only
+    refuse_capture(graph("cpu", sync_free=False), "the task")  # only CUDA graphs capture
+
+
+def test_loading_a_kernel_during_a_capture_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    program = source.Program("extern \"C\" __global__ void k() {}", {}, "a test program")
+    with pytest.raises(RuntimeError, match="kernel k .a test program. is first needed while a CUDA graph"):
+        source.RUNTIME_LOADER.kernel(program, "k", 0)
+    program.loaded[("k", 0)] = "loaded"
+    assert source.RUNTIME_LOADER.kernel(program, "k", 0) == "loaded"  # loaded before: no refusal
 
 
 def test_a_first_call_imports_no_reference_operators():

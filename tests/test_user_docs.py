@@ -76,7 +76,7 @@ def test_getting_started_runs_as_written(monkeypatch):
     the same graph, with ``fullgraph=True``; the Inductor build of the same model is run by
     the slow test of ``examples/cora.py``)."""
     blocks = _python_blocks("getting-started.md")
-    assert len(blocks) == 4, "the test expects: first GCN, operators, GPU, torch.compile"
+    assert len(blocks) == 5, "the test expects: first GCN, operators, GPU, torch.compile, captured steps"
     assert blocks[0].count("\nepochs = 200\n") == 1
     blocks[0] = blocks[0].replace("\nepochs = 200\n", "\nepochs = 20\n")
     assert "torch.compile(model, fullgraph=True)" in blocks[3]
@@ -94,6 +94,8 @@ def test_getting_started_runs_as_written(monkeypatch):
     assert ns["agg"].shape == (n, 16) and ns["score"].shape == (e, 1) and ns["attn"].shape == (e, 1)
     assert ns["out"].shape == (n, 7)
     torch.testing.assert_close(ns["out"], ns["model"](ns["x"], ns["g"]))
+    assert torch.isfinite(ns["loss"]) and ns["blocks"].version >= 1  # five sampled steps trained
+    assert ns["train"].captures == (ns["blocks"].version if ns["device"].type == "cuda" else 0)
 
 
 def test_getting_started_install_commands_are_the_readme_s():

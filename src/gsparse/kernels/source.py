@@ -81,15 +81,20 @@ def device_index(device: torch.device) -> int:
     return device.index if device.type == "cuda" else -1
 
 
-def refuse_capture(device: torch.device, what: object) -> None:
-    """RuntimeError when PyTorch's current stream on ``device`` is capturing a CUDA graph.
+def refuse_capture(g: Any, what: object) -> None:
+    """RuntimeError when PyTorch's current stream on ``g``'s device is capturing a CUDA graph
+    and ``g`` is a graph whose first calls may wait for the device.
 
-    Choosing a schedule and building a launch plan happen on a call's first use; they may
-    read the device, compile and load modules, set kernel attributes and keep new device
-    structures, none of which belongs in a capture. Called only where they are built, so a
-    captured call whose plan exists costs nothing more.
+    Choosing a schedule and building a launch plan happen on a call's first use. On a graph
+    built by reading the device they may read it again, which a capture does not allow. A
+    graph built without reading it (``g.sync_free``: a sampled block) chooses from what the
+    host knows and builds its layouts with kernels on the stream, so its first calls may be
+    captured, as a training step built on fresh blocks of static sizes is; the kernels
+    themselves must have been loaded before (:class:`_RuntimeLoader` says so otherwise).
+    Called only where plans are built, so a captured call whose plan exists costs nothing
+    more.
     """
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+    if g.device.type == "cuda" and not g.sync_free and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
             f"gsparse: the launch plan of {what} is built on its first call on a graph, and that "
             f"call came while a CUDA graph was being captured, where building it (schedule "
@@ -291,6 +296,13 @@ class _RuntimeLoader:
         key = (name, device_index)
         found = program.loaded.get(key)
         if found is None:
+            if torch.cuda.is_current_stream_capturing():
+                # Compiling and loading a module is no stream work: a capture cannot hold it.
+                raise RuntimeError(
+                    f"gsparse: kernel {name} ({program.context}) is first needed while a CUDA "
+                    f"graph is being captured, where it cannot be compiled or loaded. Run the "
+                    f"same step once before capturing (a warm-up iteration before "
+                    f"torch.cuda.graph), so that its kernels are loaded")
             found = program.loaded[key] = runtime.get_kernel(
                 program.source, name, context=program.context, device=device_index)
         return found

@@ -12,8 +12,9 @@ needed) and the model compiles with ``fullgraph=True``. Any other graph argument
 :class:`gsparse.CompileError` there, since building a graph cannot be traced.
 """
 
+from .captured import CapturedStep, StaticBlocks
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv
 from .sage_conv import SAGEConv
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv"]
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "StaticBlocks", "CapturedStep"]

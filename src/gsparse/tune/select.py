@@ -188,7 +188,7 @@ def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tenso
     key = (task, _State.policy, _State.generation)
 
     def decide() -> Any:
-        refuse_capture(g.device, task)
+        refuse_capture(g, task)
         return _decide(operator, g, task, call, target or Target.of(g.device))
 
     return g.schedules.get(key, decide)

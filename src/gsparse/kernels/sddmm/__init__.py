@@ -97,7 +97,7 @@ def hand_rule(g: Graph, task: SddmmTask, call: Callable | None = None) -> SddmmS
     """The hand rule's schedule of ``task`` on ``g``'s device: the chooser of calls that pass
     none (the front ends pass the tuner's, :func:`gsparse.tune.select.choose`). ``call`` runs
     the task under a forced schedule; the hand rule measures nothing, so never calls it."""
-    refuse_capture(g.device, task)
+    refuse_capture(g, task)
     return default_schedule(task, g.stats, Target.of(g.device))
 
 
@@ -105,7 +105,7 @@ def _plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule):
     """The plan of ``task`` under ``schedule`` on ``g``, built on first use."""
 
     def build():
-        refuse_capture(g.device, task)
+        refuse_capture(g, task)
         return build_plan(g, task, schedule)
 
     return g.plans.get((task, schedule), build)

@@ -48,7 +48,7 @@ def _plan(rows: Graph, task: SoftmaxTask):
     schedule = default_schedule(task, None, None)
 
     def build():
-        refuse_capture(rows.device, task)
+        refuse_capture(rows, task)
         return build_plan(rows, task, schedule)
 
     return rows.plans.get((task, schedule), build)

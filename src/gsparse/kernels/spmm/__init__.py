@@ -87,7 +87,7 @@ def hand_rule(g: Graph, task: SpmmTask, call: Callable | None = None) -> SpmmSch
     """The hand rule's schedule of ``task`` on ``g``'s device: the chooser of calls that pass
     none (the front ends pass the tuner's, :func:`gsparse.tune.select.choose`). ``call`` runs
     the task under a forced schedule; the hand rule measures nothing, so never calls it."""
-    refuse_capture(g.device, task)
+    refuse_capture(g, task)
     return default_schedule(task, g.stats, Target.of(g.device))
 
 
@@ -95,7 +95,7 @@ def _plan(g: Graph, task: SpmmTask, schedule: SpmmSchedule):
     """The plan of ``task`` under ``schedule`` on ``g``, built on first use."""
 
     def build():
-        refuse_capture(g.device, task)
+        refuse_capture(g, task)
         return build_plan(g, task, schedule, Target.of(g.device))
 
     return g.plans.get((task, schedule), build)
