@@ -161,7 +161,10 @@ def main() -> None:
             for event in prof.events():
                 if event.device_type == torch.autograd.DeviceType.CPU and event.name.startswith(("cuda", "cu")):
                     runtime[event.name] = runtime.get(event.name, 0.0) + event.cpu_time_total
-                if event.device_type == torch.autograd.DeviceType.CUDA and event.device_time > 0:
+                # A user annotation (``Optimizer.step#Adam.step``) spans the GPU timeline from
+                # its first kernel to its last, idle gaps included: it is no kernel.
+                if (event.device_type == torch.autograd.DeviceType.CUDA and event.device_time > 0
+                        and not event.is_user_annotation):
                     kernels[event.name] = kernels.get(event.name, 0.0) + event.device_time
                     groups[_group(event.name)] = groups.get(_group(event.name), 0.0) + event.device_time
                     launches += 1
