@@ -14,9 +14,10 @@ graph in solve order (:class:`.analysis.RowGraph`) and the rows' levels:
 ==============  ================================================================
 
 ``dep_dist`` near 1 means rows mostly depend on the row just before them (little
-parallelism among neighbours), near 0 that neighbours are independent. Given the levels
-(which the analysis computes anyway) everything is a handful of vectorised passes over the
-rows, none over the entries: the nearest dependency of a row is its last one (lower system)
+parallelism among neighbours), near 0 that neighbours are independent. Given the levels,
+everything is a handful of vectorised passes over the rows, none over the entries; the
+analysis (:func:`.plan.analyse`) computes them with the levels, so that choosing a scheme
+is only the selector's forward pass: the nearest dependency of a row is its last one (lower system)
 or its first (upper), since a row graph lists each row's dependencies in its CSR's column
 order (increasing positions for a lower system, decreasing for an upper one; ``plan.analyse``
 works on the canonical CSR, columns sorted). A few milliseconds at 500K rows (docs/sptrsv.md).

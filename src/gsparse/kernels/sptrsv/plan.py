@@ -3,7 +3,8 @@ arrays and the scheme's schedule on the device, the kernel loaded, one launch pe
 partition.
 
 A factor is analysed once per direction (:class:`SystemAnalysis`: the system's CSR, its row
-graph in solve order, levels, features); a transposed solve gets the CSR of ``A^T`` once,
+graph in solve order, levels, and the selector's features, so that choosing a scheme is only
+the selector's forward pass); a transposed solve gets the CSR of ``A^T`` once,
 with the index of each of its entries among ``A``'s, so the kernel always walks rows. A
 plan (:class:`SptrsvPlan`) then runs the scheme's transform and scheduling
 (:func:`.scheduling.plan`) and lays the result out for the kernel (see ``solve.cuh``):
@@ -20,7 +21,6 @@ them): two solves in flight at once on different streams would share the flags.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import torch
@@ -59,6 +59,8 @@ class SystemAnalysis:
         value_index: ``[nnz]`` int64, the index among ``A``'s values of each of ``T``'s
             entries; None when ``T = A``.
         rows: ``T``'s row graph in solve order; ``row_level`` its levels.
+        features: ``[10]`` the matrix features of :mod:`.features` (a few milliseconds
+            at 500K rows, next to the tens the levels take).
     """
 
     lower: bool
@@ -67,6 +69,7 @@ class SystemAnalysis:
     value_index: np.ndarray | None
     rows: RowGraph
     row_level: np.ndarray
+    features: np.ndarray
 
     @property
     def n(self) -> int:
@@ -75,11 +78,6 @@ class SystemAnalysis:
     @property
     def nnz(self) -> int:
         return len(self.col)
-
-    @cached_property
-    def features(self) -> np.ndarray:
-        """The 10 matrix features of :mod:`.features`, computed on first use."""
-        return matrix_features(self.rows, self.row_level)
 
     def solve_plan(self, schedule: SptrsvSchedule, target: Target, cache: TransformCache | None = None) -> SolvePlan:
         """``schedule``'s transform and scheduling of this system on ``target``
@@ -102,7 +100,8 @@ def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> 
         crow, col, value_index = transposed_pattern(crow, col)
         lower = not lower
     rows = dependency_graph(crow, col, lower)
-    return SystemAnalysis(lower, crow, col, value_index, rows, levels(rows.ptr, rows.deps))
+    row_level = levels(rows.ptr, rows.deps)
+    return SystemAnalysis(lower, crow, col, value_index, rows, row_level, matrix_features(rows, row_level))
 
 
 def co_resident_blocks(target: Target, warps_per_block: int, shared_bytes: int) -> int:
