@@ -21,6 +21,7 @@ them): two solves in flight at once on different streams would share the flags.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -28,7 +29,7 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
-from .analysis import RowGraph, dependency_graph, levels, ranges
+from .analysis import RowGraph, dependency_graph, levels, longest_chain, ranges
 from .codegen import KERNEL, SENTINEL, CodeVariant, program
 from .features import matrix_features
 from .levelset import transposed_pattern
@@ -36,9 +37,14 @@ from .schedule import SptrsvSchedule
 from .scheduling import SolvePlan, TransformCache, plan
 from .task import SptrsvTask
 
-__all__ = ["EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
+__all__ = ["DEVICE_LEVELS_MAX_CHAIN", "EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
            "stage_capacity"]
 
+# The levels kernel solves a chain one row at a time, a trip through L2 each (about a
+# microsecond: 16K rows take ~16 ms, an estimate, not a measurement), where the host's levels
+# take a chain in one NumPy pass (a 500K-row banded factor in ~50 ms, docs/sptrsv.md): longer
+# chains go to the host.
+DEVICE_LEVELS_MAX_CHAIN = 16_384
 # Solves between two clearings of the ready flags (the epochs 1..EPOCHS are a device array;
 # each solve passes a view of the next one).
 EPOCHS = 1024
@@ -90,9 +96,16 @@ class SystemAnalysis:
         return TransformCache(self.rows, self.row_level)
 
 
-def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> SystemAnalysis:
+def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool,
+            device_levels: Callable[[], np.ndarray] | None = None) -> SystemAnalysis:
     """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) for the canonical
-    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper."""
+    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper.
+
+    ``device_levels``, where given, returns the level of each of the system's rows (matrix
+    row order, the levels kernel's: :func:`.natural.device_levels`); it is called unless the
+    system has a chain of more than :data:`DEVICE_LEVELS_MAX_CHAIN` rows each depending on
+    the one before, which the host's levels take in one pass. Else the levels are the
+    host's (:func:`.analysis.levels`): the same values."""
     crow = np.ascontiguousarray(crow, dtype=np.int64)
     col = np.ascontiguousarray(col, dtype=np.int64)
     value_index = None
@@ -100,7 +113,10 @@ def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> 
         crow, col, value_index = transposed_pattern(crow, col)
         lower = not lower
     rows = dependency_graph(crow, col, lower)
-    row_level = levels(rows.ptr, rows.deps)
+    if device_levels is not None and longest_chain(rows) <= DEVICE_LEVELS_MAX_CHAIN:
+        row_level = np.asarray(device_levels(), dtype=np.int64)[rows.order]
+    else:
+        row_level = levels(rows.ptr, rows.deps)
     return SystemAnalysis(lower, crow, col, value_index, rows, row_level, matrix_features(rows, row_level))
 
 
