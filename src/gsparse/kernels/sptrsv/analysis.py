@@ -287,12 +287,12 @@ def contract(ptr: np.ndarray, deps: np.ndarray, starts: np.ndarray) -> tuple[np.
     every other group one of its nodes depends on (dependencies inside a group vanish;
     repeated ones are kept, they change no level). Returns ``(ptr, deps)`` over groups."""
     starts = np.asarray(starts, dtype=np.int64)
-    n = len(ptr) - 1
     groups = len(starts) - 1
     group_of = np.repeat(np.arange(groups, dtype=np.int64), np.diff(starts))
-    owner = np.repeat(group_of, np.diff(ptr)) if n else np.zeros(0, dtype=np.int64)
-    target = group_of[deps]
-    keep = target != owner
-    group_ptr = np.zeros(groups + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner[keep], minlength=groups), out=group_ptr[1:])
-    return group_ptr, target[keep]
+    # A group's entries are contiguous, and a dependency lies inside its dependent's group
+    # exactly when it is not before the group's first position.
+    entry_starts = ptr[starts]
+    keep = deps < np.repeat(starts[:-1], np.diff(entry_starts))
+    kept_before = np.zeros(len(deps) + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return kept_before[entry_starts], group_of[deps[keep]]
