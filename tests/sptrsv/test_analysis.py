@@ -75,6 +75,20 @@ def test_levels_of_a_deep_chain_switch_to_the_in_order_pass():
     np.testing.assert_array_equal(analysis.levels(graph.ptr, graph.deps), np.arange(5000))
 
 
+def test_the_longest_chain_bounds_the_levels_from_below():
+    assert analysis.longest_chain(_row_graph(triangular.banded(5000, 3, 0.0))) == 5000
+    # A 7 x 5 grid, natural order: each grid line is a chain of 7 (the line before is 7 back).
+    assert analysis.longest_chain(_row_graph(triangular.laplacian((7, 5)))) == 7
+    # Upper systems are solved bottom up: the chain runs through decreasing rows.
+    upper = sp.csr_array(triangular.laplacian((7, 5)).T)
+    upper.sort_indices()
+    assert analysis.longest_chain(_row_graph(upper, lower=False)) == 7
+    assert analysis.longest_chain(_row_graph(sp.csr_array(np.eye(4)))) == 1
+    for family in triangular.FAMILIES:
+        graph = _row_graph(family_factor(family, seed=1))
+        assert analysis.longest_chain(graph) <= analysis.levels(graph.ptr, graph.deps).max() + 1, family
+
+
 def test_chain_runs_take_the_dependencies_before_them():
     # Rows 0-1 and 2-4 are chains; row 3 also reads row 0; a run of 2 is long enough here.
     dense = np.eye(5) + np.diag([1.0, 0, 1, 1], -1)

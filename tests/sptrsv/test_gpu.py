@@ -154,6 +154,25 @@ def test_the_device_levels_are_the_host_analysis_levels(family, lower, transpose
     np.testing.assert_array_equal(position.cpu().numpy()[order.cpu().numpy()], np.arange(n))
 
 
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False), (False, True)])
+def test_the_analysis_of_a_factor_on_the_gpu_takes_the_kernels_levels_and_features_of_the_host(
+        family, lower, transpose, monkeypatch):
+    from gsparse.kernels.sptrsv import FactorPlans
+
+    matrix = triangular.generate(family, LARGE_ROWS, seed=3, upper=not lower)
+    matrix.sort_indices()
+    host = plan_module.analyse(matrix.indptr, matrix.indices, lower, transpose)
+    crow = torch.from_numpy(matrix.indptr.astype(np.int64)).cuda()
+    col = torch.from_numpy(matrix.indices.astype(np.int64)).cuda()
+    # Every factor's levels from the kernel here, the banded one's chain included.
+    monkeypatch.setattr(plan_module, "DEVICE_LEVELS_MAX_CHAIN", LARGE_ROWS)
+    monkeypatch.setattr(plan_module, "levels", lambda *_: pytest.fail("the host's levels were computed"))
+    analysis = FactorPlans(crow, col, lower).analysis(transpose)
+    np.testing.assert_array_equal(analysis.row_level, host.row_level)
+    np.testing.assert_array_equal(analysis.features, host.features)
+
+
 @pytest.mark.parametrize("schedule", NATURAL, ids=str)
 @pytest.mark.parametrize("family", triangular.FAMILIES)
 def test_natural_schemes_match_scipy_with_unit_diagonals_and_several_right_hand_sides(schedule, family):

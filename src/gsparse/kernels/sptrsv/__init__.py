@@ -17,6 +17,9 @@ benchmark's baseline).
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import torch
 
 from ...target import Target
@@ -28,7 +31,7 @@ from .default import (
     natural_schedule,
     natural_serves,
 )
-from .natural import DeviceSystem, NaturalPlan
+from .natural import DeviceSystem, NaturalPlan, device_levels
 from .plan import SptrsvPlan, SystemAnalysis, analyse
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .scheduling import SolvePlan
@@ -112,12 +115,21 @@ class FactorPlans:
         return self._col.numel()
 
     def analysis(self, transpose: bool) -> SystemAnalysis:
-        """The system of ``A x = b`` (``A^T x = b`` with ``transpose``), analysed once."""
+        """The system of ``A x = b`` (``A^T x = b`` with ``transpose``), analysed once; on a
+        GPU, with its levels from the levels kernel (one launch, the levels read back)
+        where :func:`.plan.analyse` takes them."""
         if transpose not in self._analyses:
             if self._host is None:
                 self._host = (self._crow.cpu().numpy(), self._col.cpu().numpy())
-            self._analyses[transpose] = analyse(*self._host, self._lower, transpose)
+            on_device = functools.partial(self._device_levels, transpose) if self._crow.is_cuda else None
+            self._analyses[transpose] = analyse(*self._host, self._lower, transpose, on_device)
         return self._analyses[transpose]
+
+    def _device_levels(self, transpose: bool) -> np.ndarray:
+        """The level of each row of the direction's system, from the levels kernel."""
+        index_dtype = self.index_dtype or index_dtype_for(self.n, self.nnz)
+        target = self.target or Target.of(self._crow.device)
+        return device_levels(self.device_system(transpose), index_dtype, target, self.loader).cpu().numpy()
 
     def device_system(self, transpose: bool) -> DeviceSystem:
         """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) on the factor's device,

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RowGraph", "ranges", "stable_order", "dependency_graph", "transpose", "levels", "reorder_by_level", "contract"]
+__all__ = ["RowGraph", "ranges", "stable_order", "dependency_graph", "nearest_dependencies", "longest_chain",
+           "transpose", "levels", "reorder_by_level", "contract"]
 
 # The wavefront of `levels` costs a dozen NumPy calls per round (tens of microseconds); the
 # in-order pass about a microsecond per node. The wavefront goes on while its rounds have
@@ -110,6 +111,33 @@ def dependency_graph(crow: np.ndarray, col: np.ndarray, lower: bool) -> RowGraph
     before = np.zeros(len(off_diagonal) + 1, dtype=np.int64)
     np.cumsum(off_diagonal, out=before[1:])
     return RowGraph(order=order, ptr=before[entry_ptr], deps=position_of_col[off_diagonal], row_nnz=row_nnz)
+
+
+def nearest_dependencies(rows: RowGraph) -> tuple[np.ndarray, np.ndarray]:
+    """``(has, distance)``: the positions with a dependency (increasing) and, for each, how
+    many positions back its nearest dependency lies. The nearest is a position's last
+    dependency in a lower system and its first in an upper one (solved bottom up,
+    ``rows.order`` decreasing): exact when the CSR's rows have their columns sorted, as a
+    row graph lists each position's dependencies in its CSR's column order."""
+    ptr, deps = rows.ptr, rows.deps
+    has = np.flatnonzero(ptr[1:] != ptr[:-1])
+    if has.size == 0:
+        return has, has
+    upper = rows.order[0] > rows.order[-1]
+    return has, has - deps[ptr[has] if upper else ptr[has + 1] - 1]
+
+
+def longest_chain(rows: RowGraph) -> int:
+    """The most consecutive positions of which each but the first depends on the one before:
+    a lower bound on the levels (a banded factor's is its size), from
+    :func:`nearest_dependencies`."""
+    if rows.n == 0:
+        return 0
+    has, distance = nearest_dependencies(rows)
+    chained = np.zeros(rows.n + 2, dtype=np.int8)
+    chained[has[distance == 1] + 1] = 1
+    edges = np.flatnonzero(np.diff(chained))
+    return int((edges[1::2] - edges[::2]).max(initial=0)) + 1
 
 
 def transpose(ptr: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -259,12 +287,12 @@ def contract(ptr: np.ndarray, deps: np.ndarray, starts: np.ndarray) -> tuple[np.
     every other group one of its nodes depends on (dependencies inside a group vanish;
     repeated ones are kept, they change no level). Returns ``(ptr, deps)`` over groups."""
     starts = np.asarray(starts, dtype=np.int64)
-    n = len(ptr) - 1
     groups = len(starts) - 1
     group_of = np.repeat(np.arange(groups, dtype=np.int64), np.diff(starts))
-    owner = np.repeat(group_of, np.diff(ptr)) if n else np.zeros(0, dtype=np.int64)
-    target = group_of[deps]
-    keep = target != owner
-    group_ptr = np.zeros(groups + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner[keep], minlength=groups), out=group_ptr[1:])
-    return group_ptr, target[keep]
+    # A group's entries are contiguous, and a dependency lies inside its dependent's group
+    # exactly when it is not before the group's first position.
+    entry_starts = ptr[starts]
+    keep = deps < np.repeat(starts[:-1], np.diff(entry_starts))
+    kept_before = np.zeros(len(deps) + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    return kept_before[entry_starts], group_of[deps[keep]]

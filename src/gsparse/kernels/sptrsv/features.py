@@ -14,19 +14,19 @@ graph in solve order (:class:`.analysis.RowGraph`) and the rows' levels:
 ==============  ================================================================
 
 ``dep_dist`` near 1 means rows mostly depend on the row just before them (little
-parallelism among neighbours), near 0 that neighbours are independent. Given the levels
-(which the analysis computes anyway) everything is a handful of vectorised passes over the
-rows, none over the entries: the nearest dependency of a row is its last one (lower system)
-or its first (upper), since a row graph lists each row's dependencies in its CSR's column
-order (increasing positions for a lower system, decreasing for an upper one; ``plan.analyse``
-works on the canonical CSR, columns sorted). A few milliseconds at 500K rows (docs/sptrsv.md).
+parallelism among neighbours), near 0 that neighbours are independent. Given the levels,
+everything is a handful of vectorised passes over the rows, none over the entries (the
+nearest dependency of a row is its last one in a lower system, its first in an upper one:
+:func:`.analysis.nearest_dependencies`). The analysis (:func:`.plan.analyse`) computes them
+with the levels, a few milliseconds at 500K rows (docs/sptrsv.md), so that choosing a scheme
+is only the selector's forward pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .analysis import RowGraph
+from .analysis import RowGraph, nearest_dependencies
 
 __all__ = ["FEATURE_NAMES", "COUNT_FEATURES", "matrix_features"]
 
@@ -41,9 +41,9 @@ def matrix_features(rows: RowGraph, row_level: np.ndarray) -> np.ndarray:
     """``[10]`` float64 features in :data:`FEATURE_NAMES` order, for a row graph of
     :func:`.analysis.dependency_graph` and its levels (:func:`.analysis.levels`).
 
-    ``dep_dist`` takes each row's nearest dependency as its last one in a lower system and
-    its first in an upper one (solved bottom up, ``rows.order`` decreasing): exact when the
-    CSR's rows have their columns sorted."""
+    ``dep_dist`` takes each row's nearest dependency from
+    :func:`.analysis.nearest_dependencies`: exact when the CSR's rows have their columns
+    sorted."""
     m = rows.n
     if m == 0:
         return np.zeros(len(FEATURE_NAMES), dtype=np.float64)
@@ -58,12 +58,7 @@ def matrix_features(rows: RowGraph, row_level: np.ndarray) -> np.ndarray:
     lnnz, lnnz_max = float(per_level.mean()), float(per_level.max())
     level_variance = max(float(np.einsum("i,i->", per_level, per_level)) / len(per_level) - lnnz * lnnz, 0.0)
     lnnz_cov = level_variance ** 0.5 / lnnz if lnnz > 0 else 0.0
-    ptr, deps = rows.ptr, rows.deps
-    has = np.flatnonzero(ptr[1:] != ptr[:-1])
-    dep_dist = 0.0
-    if has.size:
-        upper = rows.order[0] > rows.order[-1]
-        distance = has - deps[ptr[has] if upper else ptr[has + 1] - 1]
-        dep_dist = float(np.sum(1.0 / distance)) / m
+    has, distance = nearest_dependencies(rows)
+    dep_dist = float(np.sum(1.0 / distance)) / m if has.size else 0.0
     return np.array([m, nnz, rnnz, float(row_nnz.max()), rnnz_cov, lnnz, lnnz_max, lnnz_cov,
                      len(per_level), dep_dist], dtype=np.float64)

@@ -22,7 +22,7 @@ from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
 from .task import SptrsvTask
 
-__all__ = ["DeviceSystem", "NaturalPlan", "device_transpose", "entry_rows", "level_order"]
+__all__ = ["DeviceSystem", "NaturalPlan", "device_levels", "device_transpose", "entry_rows", "level_order"]
 
 
 def entry_rows(crow: torch.Tensor, nnz: int) -> torch.Tensor:
@@ -69,21 +69,31 @@ class DeviceSystem:
         return self._level_orders[index_dtype]
 
 
-def level_order(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
-                loader: KernelLoader = RUNTIME_LOADER) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(order, position)`` of the system's rows by level, on its device: ``order[k]`` is the
-    row solved at position ``k`` (levels increasing; rows of one level in index order) and
-    ``position`` its inverse. The levels come from one launch of the levels kernel
-    (``levels.cuh``), the order from a stable sort; nothing is read back."""
+def device_levels(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
+                  loader: KernelLoader = RUNTIME_LOADER) -> torch.Tensor:
+    """``[n]`` int32 level of each of the system's rows (matrix row order), on its device, from
+    one launch of the levels kernel (``levels.cuh``); nothing is read back. The kernel's
+    critical path is the system's longest dependency chain, one trip through L2 per row of it."""
     device = system.crow.device
-    n = system.n
-    level = torch.full((n,), -1, dtype=torch.int32, device=device)
+    level = torch.full((system.n,), -1, dtype=torch.int32, device=device)
     tickets = torch.zeros(2, dtype=torch.int64, device=device)
     code = levels_program(index_dtype, system.lower)
     launch = code.prepare(LEVELS_KERNEL, device_index(device), target.sms, LEVELS_WARPS * 32, loader=loader,
                           crow=system.crow.to(index_dtype), col=system.col.to(index_dtype), level=OPERAND,
-                          ticket=OPERAND, n=n)
+                          ticket=OPERAND, n=system.n)
     launch(level=level, ticket=tickets)
+    return level
+
+
+def level_order(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
+                loader: KernelLoader = RUNTIME_LOADER) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(order, position)`` of the system's rows by level, on its device: ``order[k]`` is the
+    row solved at position ``k`` (levels increasing; rows of one level in index order) and
+    ``position`` its inverse. The levels come from :func:`device_levels`, the order from a
+    stable sort; nothing is read back."""
+    device = system.crow.device
+    n = system.n
+    level = device_levels(system, index_dtype, target, loader)
     order = torch.sort(level, stable=True).indices.to(index_dtype)
     position = torch.empty(n, dtype=index_dtype, device=device)
     position.index_copy_(0, order.long(), torch.arange(n, dtype=index_dtype, device=device))

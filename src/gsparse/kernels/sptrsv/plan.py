@@ -3,7 +3,8 @@ arrays and the scheme's schedule on the device, the kernel loaded, one launch pe
 partition.
 
 A factor is analysed once per direction (:class:`SystemAnalysis`: the system's CSR, its row
-graph in solve order, levels, features); a transposed solve gets the CSR of ``A^T`` once,
+graph in solve order, levels, and the selector's features, so that choosing a scheme is only
+the selector's forward pass); a transposed solve gets the CSR of ``A^T`` once,
 with the index of each of its entries among ``A``'s, so the kernel always walks rows. A
 plan (:class:`SptrsvPlan`) then runs the scheme's transform and scheduling
 (:func:`.scheduling.plan`) and lays the result out for the kernel (see ``solve.cuh``):
@@ -20,7 +21,7 @@ them): two solves in flight at once on different streams would share the flags.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from typing import Callable
 
 import numpy as np
 import torch
@@ -28,7 +29,7 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
-from .analysis import RowGraph, dependency_graph, levels, ranges
+from .analysis import RowGraph, dependency_graph, levels, longest_chain, ranges
 from .codegen import KERNEL, SENTINEL, CodeVariant, program
 from .features import matrix_features
 from .levelset import transposed_pattern
@@ -36,9 +37,14 @@ from .schedule import SptrsvSchedule
 from .scheduling import SolvePlan, TransformCache, plan
 from .task import SptrsvTask
 
-__all__ = ["EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
+__all__ = ["DEVICE_LEVELS_MAX_CHAIN", "EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
            "stage_capacity"]
 
+# The levels kernel solves a chain one row at a time, a trip through L2 each (about a
+# microsecond: 16K rows take ~16 ms, an estimate, not a measurement), where the host's levels
+# take a chain in one NumPy pass (a 500K-row banded factor in ~50 ms, docs/sptrsv.md): longer
+# chains go to the host.
+DEVICE_LEVELS_MAX_CHAIN = 16_384
 # Solves between two clearings of the ready flags (the epochs 1..EPOCHS are a device array;
 # each solve passes a view of the next one).
 EPOCHS = 1024
@@ -59,6 +65,8 @@ class SystemAnalysis:
         value_index: ``[nnz]`` int64, the index among ``A``'s values of each of ``T``'s
             entries; None when ``T = A``.
         rows: ``T``'s row graph in solve order; ``row_level`` its levels.
+        features: ``[10]`` the matrix features of :mod:`.features` (a few milliseconds
+            at 500K rows, next to the tens the levels take).
     """
 
     lower: bool
@@ -67,6 +75,7 @@ class SystemAnalysis:
     value_index: np.ndarray | None
     rows: RowGraph
     row_level: np.ndarray
+    features: np.ndarray
 
     @property
     def n(self) -> int:
@@ -75,11 +84,6 @@ class SystemAnalysis:
     @property
     def nnz(self) -> int:
         return len(self.col)
-
-    @cached_property
-    def features(self) -> np.ndarray:
-        """The 10 matrix features of :mod:`.features`, computed on first use."""
-        return matrix_features(self.rows, self.row_level)
 
     def solve_plan(self, schedule: SptrsvSchedule, target: Target, cache: TransformCache | None = None) -> SolvePlan:
         """``schedule``'s transform and scheduling of this system on ``target``
@@ -92,9 +96,16 @@ class SystemAnalysis:
         return TransformCache(self.rows, self.row_level)
 
 
-def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> SystemAnalysis:
+def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool,
+            device_levels: Callable[[], np.ndarray] | None = None) -> SystemAnalysis:
     """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) for the canonical
-    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper."""
+    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper.
+
+    ``device_levels``, where given, returns the level of each of the system's rows (matrix
+    row order, the levels kernel's: :func:`.natural.device_levels`); it is called unless the
+    system has a chain of more than :data:`DEVICE_LEVELS_MAX_CHAIN` rows each depending on
+    the one before, which the host's levels take in one pass. Else the levels are the
+    host's (:func:`.analysis.levels`): the same values."""
     crow = np.ascontiguousarray(crow, dtype=np.int64)
     col = np.ascontiguousarray(col, dtype=np.int64)
     value_index = None
@@ -102,7 +113,11 @@ def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> 
         crow, col, value_index = transposed_pattern(crow, col)
         lower = not lower
     rows = dependency_graph(crow, col, lower)
-    return SystemAnalysis(lower, crow, col, value_index, rows, levels(rows.ptr, rows.deps))
+    if device_levels is not None and longest_chain(rows) <= DEVICE_LEVELS_MAX_CHAIN:
+        row_level = np.asarray(device_levels(), dtype=np.int64)[rows.order]
+    else:
+        row_level = levels(rows.ptr, rows.deps)
+    return SystemAnalysis(lower, crow, col, value_index, rows, row_level, matrix_features(rows, row_level))
 
 
 def co_resident_blocks(target: Target, warps_per_block: int, shared_bytes: int) -> int:
