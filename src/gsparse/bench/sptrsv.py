@@ -152,12 +152,8 @@ def _gsparse(crow, col, values, b, k, transpose, device, schedule, selectors) ->
         plans.selectors = selectors
     target = Target.of(device)
 
-    def analyse():
-        analysis = plans.analysis(transpose)
-        _ = analysis.features  # computed once, on first use: part of the analysis
-        return analysis
-
-    analysis, analysis_ms = _host_ms(analyse, device)
+    # the selector's features are made with the levels: part of the analysis
+    analysis, analysis_ms = _host_ms(lambda: plans.analysis(transpose), device)
     task = plans.task(values.dtype, False, transpose, k)
     chooser = "forced"
     if schedule is None:
