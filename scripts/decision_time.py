@@ -11,12 +11,13 @@ the structure are one-time work per graph, printed apart on the first graph (1.2
 For each graph, operator, feature length and dtype, prints the median over ``--repeats``
 calls (after warm-up), in microseconds of the calling thread's CPU time
 (``time.thread_time``: other processes on a shared machine delay a call but do not add to
-it), of each component: ``space`` (``schedule_space(...).candidates()``), ``static`` (the
-features that do not read the graph, once per space), ``graph`` (the rest of the features,
-once per graph), ``predict`` (the model), and of the whole decision: ``cold`` with no
-space cached (the first graph of its task) and ``warm`` with the space cached (g-SDDMM:
-every later graph of the task, whose space reads the task alone; g-SpMM: a graph of the
-same statistics). Then the median and the worst of each column over all cases.
+it), of each component: ``space`` (the space's candidates built as knob rows and pruned,
+``pruned_rows``), ``static`` (the features that do not read the graph, once per space),
+``graph`` (the rest of the features, once per graph), ``predict`` (the model), and of the
+whole decision: ``cold`` with nothing cached (the first graph of its task) and ``warm``
+with the pruned space and its static features cached (a graph of the same statistics, or
+the same graph deciding again). ``n`` counts the candidates of the space before pruning
+(``schedule_space``). Then the median and the worst of each column over all cases.
 """
 
 from __future__ import annotations
@@ -80,26 +81,24 @@ def task_of(g, operation: str, op: str, feature_len: int, dtype: torch.dtype):
 def components(operation: str, g, task) -> dict[str, Callable[[], object]]:
     """The parts of :func:`select.model_choice`, each callable alone, and the whole."""
     ops, model, structure = kernels.OPERATORS[operation], select._model(operation), select._structure(g)
-    space = SpaceFeatures(task, H100, ops.schedule_space(task, g.stats, H100).candidates())
+    table = ops.space.pruned_rows(task, g.stats, H100)
+    space = SpaceFeatures(task, H100, table)
     features = space(structure)
 
-    def cold():
-        select._SPACES.clear()
-        sddmm.space._space.cache_clear()
-        return select.model_choice(operation, g, task, H100)
-
-    def space_built():
-        sddmm.space._space.cache_clear()
-        return ops.schedule_space(task, g.stats, H100).candidates()
+    def uncached(decide: Callable[[], object]) -> Callable[[], object]:
+        def first_of_its_task():
+            select._SPACES.clear()
+            sddmm.space._space.cache_clear()
+            return decide()
+        return first_of_its_task
 
     return {
-        "space": space_built,
-        "static": lambda: SpaceFeatures(task, H100, space.schedules),
+        "space": uncached(lambda: ops.space.pruned_rows(task, g.stats, H100)),
+        "static": lambda: SpaceFeatures(task, H100, table),
         "graph": lambda: space(structure),
         "predict": lambda: model.predict(features),
-        "cold": cold,
+        "cold": uncached(lambda: select.model_choice(operation, g, task, H100)),
         "warm": lambda: select.model_choice(operation, g, task, H100),
-        "candidates": lambda: space.schedules,
     }
 
 
@@ -130,7 +129,7 @@ def main() -> None:
                 for dtype in DTYPES:
                     task = task_of(g, operation, op, feature_len, dtype)
                     parts = components(operation, g, task)
-                    n = len(parts.pop("candidates")())
+                    n = len(kernels.OPERATORS[operation].schedule_space(task, g.stats, H100))
                     row = {c: median_us(parts[c], args.repeats) for c in columns}
                     rows[operation].append(row)
                     case = f"{operation} {op} F={feature_len} {str(dtype)[6:]}"

@@ -91,7 +91,7 @@ def label(schedule) -> str:
 
 def choose(operator: str, task, stats, structure, target):
     """The "model" policy's first choice of ``task`` on a graph of ``stats`` and ``structure``."""
-    return select._first_choice(select._model(operator), select._SPACES.get(operator, task, stats, target),
+    return select._first_choice(operator, select._model(operator), select._SPACES.get(operator, task, stats, target),
                                 structure)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ...graph import GraphStats, RowStats
@@ -71,11 +72,12 @@ def long_row_splits(rows: RowStats) -> list[int]:
     return [s for s in ROW_SPLIT_LADDER[1:] if rows.mean <= s and 8 * s < rows.max][:2]
 
 
-def split_items_at_least(num_rows: int, num_edges: int, row_split: int) -> int:
+def split_items_at_least(num_rows: int, num_edges: int, row_split: int | np.ndarray) -> int | np.ndarray:
     """Work items the split-rows skeleton walks, at least, on a graph of ``num_rows`` rows
     and ``num_edges`` edges: every row makes one or more, and none holds more than
-    ``row_split`` edges (:func:`~.structures.work_list` counts them exactly)."""
-    return max(num_rows, -(-num_edges // row_split))
+    ``row_split`` edges (:func:`~.structures.work_list` counts them exactly). Each of
+    ``row_split`` where it is an array of chunk lengths."""
+    return np.maximum(num_rows, -(-num_edges // row_split))
 
 
 def tile_rows(num_src: int, num_dst: int, tile: int) -> int:
