@@ -138,13 +138,14 @@ def test_the_model_policy_picks_from_the_space_in_about_a_millisecond(operator):
     def space_kept():  # the same graph deciding again (moved to another device, a new record)
         return select.model_choice(operator, g, task, H100)
 
-    # 81 (g-SpMM) and 115 (g-SDDMM) candidates here. On an idle 2-core machine a new graph
-    # pays 1.1 and 1.2 ms (twice that when the machine is busy), the first of a task 1.1 and
-    # 1.7 ms, and 0.27 and 0.3 ms with the space kept. The bounds catch per-candidate Python
-    # returning to what repeats (a new graph: every mini-batch block), and a measurement, a
-    # compilation or a device read sneaking into any decision.
-    assert median_ms(new_graph) < 3.0
-    assert median_ms(first_of_its_task) < 10.0
+    # 108 (g-SpMM) and 115 (g-SDDMM) candidates here. On the shared 2-core VM (load 2) a new
+    # graph pays 0.61 and 0.55 ms (1.08 and 0.70 before the spaces were built as tables of
+    # knobs), the first of a task 0.60 and 0.71 ms (1.09 and 1.11), and 0.21 and 0.23 ms with
+    # the space kept; twice that when the machine is busy. The bounds catch per-candidate
+    # Python returning to what repeats (a new graph: every mini-batch block), and a
+    # measurement, a compilation or a device read sneaking into any decision.
+    assert median_ms(new_graph) < 2.0
+    assert median_ms(first_of_its_task) < 2.5
     assert median_ms(space_kept) < 1.0
 
 

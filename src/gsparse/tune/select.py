@@ -7,9 +7,10 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
   pruned by LO-SpMM's arithmetic constraints (``gsparse.kernels.spmm.pruned_space``;
   nothing is compiled, with the hand rule's pick added where the pruning removed it or
   the space lacks it), and its first choice runs. No measurement; the only device work is
-  the graph's signature and structure statistics, computed once per graph. The spaces it
-  ranked are kept with the part of their features that does not read the graph
-  (``_SpaceCache``).
+  the graph's signature and structure statistics, computed once per graph. The space is
+  built, pruned and featurised as a table of knobs (``pruned_rows`` of the operator's
+  space module): only the pick is made a schedule. The spaces it ranked are kept with the
+  part of their features that does not read the graph (``_SpaceCache``).
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
   search over the pruned space seeded by the model, a budget of :data:`TUNE_BUDGET` more
   measurements, every one checked against the hand rule's output), record every sample in

@@ -105,19 +105,30 @@ def candidate_table(task: SddmmTask, stats: GraphStats, target: Target) -> np.nd
     """The candidates :func:`pruned_space` prunes, the space and the hand rule's pick where
     the space lacks it, as a :func:`knob_table` in its order, without making a schedule of
     each."""
+    return _candidates(task, stats, target)[0]
+
+
+def _candidates(task: SddmmTask, stats: GraphStats, target: Target) -> tuple[np.ndarray, int]:
+    """:func:`candidate_table` and the row of the hand rule's pick in it."""
     table = _space(task.head_len, task.dtype, task.vector_ok, task.is_dot)
-    default = knob_row(default_schedule(task, stats, target))
-    return table if (table == default).all(axis=1).any() else np.concatenate([table, knob_table([default])])
+    return _with_row(table, knob_row(default_schedule(task, stats, target)))
+
+
+def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
+    """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
+    found = np.flatnonzero((table == row).all(axis=1))
+    return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
 
 # Kept: every new graph of a task asks for the same space (every mini-batch block under the
 # model policy, which prunes it by the graph's statistics).
 @functools.lru_cache(maxsize=256)
 def _space(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool) -> np.ndarray:
-    """:func:`schedule_space` as a read-only :func:`knob_table`, for a head of ``feature_len`` features of
-    ``dtype``, vectors of at most ``vector_ok`` elements, ``is_dot`` as
-    :attr:`SddmmTask.is_dot`. Valid by construction (tests/kernels/sddmm validate every
-    one): no lane handles more than 16 elements per pass, which would spill registers."""
+    """:func:`schedule_space` as a read-only :func:`knob_table`, for a head of
+    ``feature_len`` features of ``dtype``, vectors of at most ``vector_ok`` elements,
+    ``is_dot`` as :attr:`SddmmTask.is_dot`. Valid by construction (the tests validate
+    every candidate): no lane handles more than 16 elements per pass, which would spill
+    registers."""
     size = dtype.itemsize
     launches = [0]
     if size >= 4:
@@ -219,9 +230,9 @@ def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds:
     searches from it."""
     table = candidate_table(task, stats, target)
     protected = (default_schedule(task, stats, target),)
-    return prune([schedule_from_row(row) for row in table.tolist()], facts(task, stats, target, table), target,
-                 thresholds,
-                 protected=protected, registers=lambda s: register_spills(task, s, target), registers_on=registers)
+    candidates = [schedule_from_row(row) for row in table.tolist()]
+    return prune(candidates, facts(task, stats, target, table), target, thresholds, protected=protected,
+                 registers=lambda s: register_spills(task, s, target), registers_on=registers)
 
 
 def pruned_rows(task: SddmmTask, stats: GraphStats, target: Target) -> np.ndarray:
@@ -229,8 +240,7 @@ def pruned_rows(task: SddmmTask, stats: GraphStats, target: Target) -> np.ndarra
     constraint off, as a :func:`knob_table` in its order: what the "model" policy ranks,
     pruned without making a schedule of each (the hand rule's pick, protected, is among
     them)."""
-    table = candidate_table(task, stats, target)
-    default = int(np.flatnonzero((table == knob_row(default_schedule(task, stats, target))).all(axis=1))[0])
+    table, default = _candidates(task, stats, target)
     kept = prune(range(len(table)), facts(task, stats, target, table), target, protected=(default,)).kept
     return table[list(kept)]
 

@@ -30,9 +30,10 @@ MAX_TILE_ROWS = 2**31 - 1
 _TILED_BLOCK_ROWS = (4096, 2048, 1024)
 _TILED_BLOCKS_PER_SM = 3
 # Chunk lengths the space offers the split-rows skeleton (see row_splits_for), and the edges
-# per resident warp below which its shortest chunks are worth measuring.
+# per resident warp of the target below which it offers the shortest (the hand rule takes
+# them below half as many, default._TAKE_SHORT_CHUNKS_BELOW_EDGES_PER_WARP).
 ROW_SPLIT_LADDER = (64, 256, 1024, 4096, 16384)
-_SHORT_SPLIT_EDGES_PER_WARP = 64
+_OFFER_SHORT_CHUNKS_BELOW_EDGES_PER_WARP = 64
 
 
 def edge_lanes_for(mean_degree: float, budget: int) -> int:
@@ -57,7 +58,7 @@ def row_splits_for(stats: GraphStats, target: Target) -> list[int]:
     shorter than the share only adds partial results to merge.
     """
     rows = stats.rows
-    if stats.num_edges >= _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps:
+    if stats.num_edges >= _OFFER_SHORT_CHUNKS_BELOW_EDGES_PER_WARP * target.resident_warps:
         # Enough edges to fill the GPU. (Shorter or more chunks, offered on reddit-like graphs,
         # made the model policy's full-batch GCN and GraphSAGE epochs 1.06-1.27x slower on an
         # H100.)

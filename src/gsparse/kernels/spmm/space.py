@@ -164,6 +164,11 @@ def candidate_table(task: SpmmTask, stats: GraphStats, target: Target) -> np.nda
     """The candidates of :func:`schedule_space` as a :func:`knob_table`, in its order,
     without making a schedule of each (each part is new: only the hand rule's pick may
     repeat one, and joins where it does not)."""
+    return _candidates(task, stats, target)[0]
+
+
+def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> tuple[np.ndarray, int]:
+    """:func:`candidate_table` and the row of the hand rule's pick in it."""
     feature_len, dtype = task.num_features, task.dtype
     grid = knob_table(_grid_rows(feature_len, min(task.vector_ok, VECTOR_BYTES // dtype.itemsize), stats.rows.mean))
     group = grid[:, _COLUMN["feature_lanes"]] * grid[:, _COLUMN["edge_lanes"]]
@@ -185,10 +190,14 @@ def candidate_table(task: SpmmTask, stats: GraphStats, target: Target) -> np.nda
     if task.algorithm.message_is_lhs and feature_len <= OUTPUT_TILED_FEATURES:
         parts.append(knob_table([knob_row(output_tiled_schedule(feature_len, dtype, warps, groups, task.vector_ok))
                                  for warps in output_tiled_warps(dtype) for groups in (1, 2, 4)]))
-    table = np.concatenate(parts)
     # The hand rule's pick is always a candidate: a search never starts behind it.
-    default = knob_row(default_schedule(task, stats, target))
-    return table if (table == default).all(axis=1).any() else np.concatenate([table, knob_table([default])])
+    return _with_row(np.concatenate(parts), knob_row(default_schedule(task, stats, target)))
+
+
+def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
+    """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
+    found = np.flatnonzero((table == row).all(axis=1))
+    return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
 
 def _variants(table: np.ndarray, skeleton: int, **columns) -> np.ndarray:
@@ -252,9 +261,9 @@ def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: 
     """
     table = candidate_table(task, stats, target)
     protected = (default_schedule(task, stats, target),)
-    return prune([schedule_from_row(row) for row in table.tolist()], facts(task, stats, target, table), target,
-                 thresholds,
-                 protected=protected, registers=lambda s: register_spills(task, s, target), registers_on=registers)
+    candidates = [schedule_from_row(row) for row in table.tolist()]
+    return prune(candidates, facts(task, stats, target, table), target, thresholds, protected=protected,
+                 registers=lambda s: register_spills(task, s, target), registers_on=registers)
 
 
 def pruned_rows(task: SpmmTask, stats: GraphStats, target: Target) -> np.ndarray:
@@ -262,8 +271,7 @@ def pruned_rows(task: SpmmTask, stats: GraphStats, target: Target) -> np.ndarray
     constraint off, as a :func:`knob_table` in its order: what the "model" policy ranks,
     pruned without making a schedule of each (the hand rule's pick, protected, is among
     them)."""
-    table = candidate_table(task, stats, target)
-    default = int(np.flatnonzero((table == knob_row(default_schedule(task, stats, target))).all(axis=1))[0])
+    table, default = _candidates(task, stats, target)
     kept = prune(range(len(table)), facts(task, stats, target, table), target, protected=(default,)).kept
     return table[list(kept)]
 
