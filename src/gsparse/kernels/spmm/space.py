@@ -48,8 +48,8 @@ from .shapes import (
 )
 from .task import SpmmTask
 
-__all__ = ["KNOB_COLUMNS", "SKELETONS", "candidate_table", "facts", "knob_row", "knob_table", "one_pass_grid", "pruned_rows",
-           "pruned_space", "register_spills", "schedule_from_row", "schedule_space"]
+__all__ = ["KNOB_COLUMNS", "SKELETONS", "candidate_table", "facts", "knob_row", "knob_table", "one_pass_grid",
+           "pruned_rows", "pruned_space", "register_spills", "schedule_from_row", "schedule_space"]
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 # The column-tiled skeleton's share of the space: up to this many features.
@@ -227,15 +227,17 @@ def facts(task: SpmmTask, stats: GraphStats, target: Target, table: np.ndarray) 
 
     Computed over all rows at once.
     """
-    skeleton, rows_per_tile, feature_lanes, _, vector, outputs, _, _, degree_sorted, split, tile, groups = table.T.copy()
+    columns = table.T.copy()  # the column-tiled rows per tile are filled in below
+    skeleton, rows_per_tile, feature_lanes, _, vector, outputs, _, _, degree_sorted, split, tile, groups = columns
     features = task.num_features
     output_tiled, column_tiled = skeleton == _OUTPUT_TILED, skeleton == _COLUMN_TILED
     # The features a slice covers: a group's, or all an output-tiled lane carries.
     covered = np.where(output_tiled, 1, feature_lanes) * vector * outputs
     slices = -(-features // covered)
+    # (A row that is not split has row_split 0: its count, divided by 1, is not taken.)
     items = np.where(skeleton == _SPLIT_ROWS,
                      split_items_at_least(stats.num_dst, stats.num_edges, np.maximum(split, 1)), stats.num_dst)
-    blocks = -(-items // np.maximum(rows_per_tile, 1)) * slices
+    blocks = -(-items // rows_per_tile) * slices
     blocks[output_tiled] = -(-target.sms // groups[output_tiled]) * groups[output_tiled]
     for i in np.flatnonzero(column_tiled):  # a handful, each with the rows per block its plan picks
         tiles = -(-stats.num_src // int(tile[i]))
