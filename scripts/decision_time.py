@@ -11,12 +11,13 @@ the structure are one-time work per graph, printed apart on the first graph (1.2
 For each graph, operator, feature length and dtype, prints the median over ``--repeats``
 calls (after warm-up), in microseconds of the calling thread's CPU time
 (``time.thread_time``: other processes on a shared machine delay a call but do not add to
-it), of each component: ``space`` (``schedule_space(...).candidates()``), ``static`` (the
-features that do not read the graph, once per space), ``graph`` (the rest of the features,
-once per graph), ``predict`` (the model), and of the whole decision: ``cold`` with no
-space cached (the first graph of its task) and ``warm`` with the space cached (g-SDDMM:
-every later graph of the task, whose space reads the task alone; g-SpMM: a graph of the
-same statistics). Then the median and the worst of each column over all cases.
+it), of each component: ``space`` (the space's candidates built as knob rows and pruned,
+``pruned_rows``), ``static`` (the features that do not read the graph, once per space),
+``graph`` (the rest of the features, once per graph), ``predict`` (the model), and of the
+whole decision: ``cold`` with nothing cached (the first graph of its task) and ``warm``
+with the pruned space and its static features cached (a graph of the same statistics, or
+the same graph deciding again). ``n`` counts the candidates of the space before pruning
+(``schedule_space``). Then the median and the worst of each column over all cases.
 """
 
 from __future__ import annotations
@@ -28,15 +29,26 @@ from collections.abc import Callable
 
 import torch
 
-from gsparse import kernels
+from gsparse import datasets, kernels
 from gsparse.datasets import describe_structure, preset, scale_for_edges
 from gsparse.kernels import sddmm, spmm
 from gsparse.target import H100
 from gsparse.tune import select
 from gsparse.tune.features import SpaceFeatures
 
-# ~1M-edge stand-ins: short rows (arxiv), skewed short rows (products), long rows (reddit).
-GRAPHS = ("arxiv-like", "products-like", "reddit-like")
+# ~1M-edge stand-ins: short rows (arxiv), skewed short rows (products), long rows (reddit);
+# then small graphs of few long rows, where the g-SpMM space splits rows into short chunks
+# and holds the most candidates (the statistics of the probe graphs of docs/performance.md,
+# "short row splits": 426 rows of 251 edges on average, 1,336 rows with one of 1,336, 3,608
+# rows of 113,168 sources with one of 5,549, 38,605 short rows with four hubs).
+GRAPHS: dict[str, Callable[[], object]] = {
+    **{name: lambda name=name: preset(name, scale=scale_for_edges(name, 1_000_000))
+       for name in ("arxiv-like", "products-like", "reddit-like")},
+    "community": lambda: datasets.community_graph(426, datasets.LogNormal(251.0, 0.6), 107, 0.8, seed=3),
+    "power-law": lambda: datasets.random_graph(1_336, datasets.PowerLaw(84.2, 2.1), seed=3),
+    "bipartite": lambda: datasets.random_graph(3_608, datasets.LogNormal(34.3, 3.5), num_src=113_168, seed=3),
+    "hubs": lambda: datasets.hub_graph(38_605, datasets.LogNormal(5.7, 1.0), hub_row_degree=3_600, seed=3),
+}
 FEATURES = (4, 32, 100, 602)
 DTYPES = (torch.float32, torch.bfloat16)
 # (operator, binary op): for g-SpMM, copy_u and u_mul_e with a scalar per edge; for
@@ -69,21 +81,24 @@ def task_of(g, operation: str, op: str, feature_len: int, dtype: torch.dtype):
 def components(operation: str, g, task) -> dict[str, Callable[[], object]]:
     """The parts of :func:`select.model_choice`, each callable alone, and the whole."""
     ops, model, structure = kernels.OPERATORS[operation], select._model(operation), select._structure(g)
-    space = SpaceFeatures(task, H100, ops.schedule_space(task, g.stats, H100).candidates())
+    table = ops.space.pruned_rows(task, g.stats, H100)
+    space = SpaceFeatures(task, H100, table)
     features = space(structure)
 
-    def cold():
-        select._SPACES.clear()
-        return select.model_choice(operation, g, task, H100)
+    def uncached(decide: Callable[[], object]) -> Callable[[], object]:
+        def first_of_its_task():
+            select._SPACES.clear()
+            sddmm.space._space.cache_clear()
+            return decide()
+        return first_of_its_task
 
     return {
-        "space": lambda: ops.schedule_space(task, g.stats, H100).candidates(),
-        "static": lambda: SpaceFeatures(task, H100, space.schedules),
+        "space": uncached(lambda: ops.space.pruned_rows(task, g.stats, H100)),
+        "static": lambda: SpaceFeatures(task, H100, table),
         "graph": lambda: space(structure),
         "predict": lambda: model.predict(features),
-        "cold": cold,
+        "cold": uncached(lambda: select.model_choice(operation, g, task, H100)),
         "warm": lambda: select.model_choice(operation, g, task, H100),
-        "candidates": lambda: space.schedules,
     }
 
 
@@ -106,15 +121,15 @@ def main() -> None:
     columns = ("space", "static", "graph", "predict", "cold", "warm")
     print(f"{'graph':15} {'case':26} {'n':>4} " + " ".join(f"{c + ' us':>10}" for c in columns))
     rows: dict[str, list[dict[str, float]]] = {"spmm": [], "sddmm": []}
-    for name in GRAPHS[:1] if args.quick else GRAPHS:
-        g = preset(name, scale=scale_for_edges(name, 1_000_000))
+    for name in list(GRAPHS)[:1] if args.quick else GRAPHS:
+        g = GRAPHS[name]()
         select._structure(g)  # the graph's statistics, paid once
         for operation, op in OPERATIONS:
             for feature_len in FEATURES:
                 for dtype in DTYPES:
                     task = task_of(g, operation, op, feature_len, dtype)
                     parts = components(operation, g, task)
-                    n = len(parts.pop("candidates")())
+                    n = len(kernels.OPERATORS[operation].schedule_space(task, g.stats, H100))
                     row = {c: median_us(parts[c], args.repeats) for c in columns}
                     rows[operation].append(row)
                     case = f"{operation} {op} F={feature_len} {str(dtype)[6:]}"
@@ -122,9 +137,10 @@ def main() -> None:
     for operation, found in rows.items():
         for label, pick in (("median", statistics.median), ("worst", max)):
             print(f"{operation + ' ' + label:42} " + " ".join(f"{pick(r[c] for r in found):10.0f}" for c in columns))
-    g = preset(GRAPHS[0])
+    first = next(iter(GRAPHS))
+    g = preset(first)
     signature_ms, structure_ms = one_time_ms(g, repeats=9)
-    print(f"once per graph ({GRAPHS[0]}, {g.num_edges:,} edges, CPU): signature {signature_ms:.2f} ms, "
+    print(f"once per graph ({first}, {g.num_edges:,} edges, CPU): signature {signature_ms:.2f} ms, "
           f"structure {structure_ms:.1f} ms")
 
 

@@ -153,7 +153,8 @@ def cells_report(paths: list[str], registers: bool) -> list[str]:
     for c in cells:
         s = c.structure
         stats = GraphStats(s.num_src, s.num_dst, s.num_edges, RowStats(s.row_mean, s.row_max, s.row_cov))
-        facts = [_OPERATORS[c.operator].space.facts(c.task, stats, c.target, x) for x in c.schedules]
+        space = _OPERATORS[c.operator].space
+        facts = space.facts(c.task, stats, c.target, space.knob_table([space.knob_row(x) for x in c.schedules]))
         predicted = select._model(c.operator).predict(featurize(c.task, c.structure, c.target, c.schedules))
         prepared.append((c, facts, predicted))
     lines = [f"{len(cells)} measured cells ({', '.join(p.split('/')[-1] for p in paths)}); counts in order; "

@@ -42,8 +42,10 @@ def test_the_features_of_a_space_serve_every_graph():
     rng = np.random.default_rng(3)
     task = random_spmm_task(rng, g)
     candidates = spmm.schedule_space(task, g.stats, H100).candidates()
-    space = SpaceFeatures(task, H100, candidates)
-    assert len(space) == len(candidates) and space.schedules == tuple(candidates)
+    table = spmm.space.candidate_table(task, g.stats, H100)
+    assert table.tolist() == [list(spmm.space.knob_row(s)) for s in candidates]
+    space = SpaceFeatures(task, H100, table)
+    assert len(space) == len(candidates)
     for _ in range(5):
         _, structure = random_graph(rng)
         assert np.array_equal(space(structure), featurize(task, structure, H100, candidates))

@@ -19,23 +19,23 @@ Models are trained per operator (g-SpMM, g-SDDMM), so each operator has its own 
 :func:`feature_names` names the columns.
 
 The tuner featurises a task's whole space on every new graph, so the work is done over
-all candidates at once (:class:`SpaceFeatures`): one pass of Python reads each schedule's
-knobs into an integer table, the columns are NumPy expressions over it, and those that do
-not read the graph are computed once per list of schedules.
+all candidates at once (:class:`SpaceFeatures`): they come as an integer table, a row of
+knobs each (the spaces are built as such; :func:`featurize` reads a schedule's), the
+columns are NumPy expressions over it, and those that do not read the graph are computed
+once per list of candidates.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..datasets.structure import GraphStructure
 from ..kernels import sddmm, spmm
-from ..kernels.sddmm.plan import MAX_GRID_X, MAX_GRID_Y
+from ..kernels.sddmm import space as sddmm_space
+from ..kernels.spmm import space as spmm_space
 from ..target import Target
 
 __all__ = ["SpaceFeatures", "feature_names", "featurize"]
@@ -51,20 +51,6 @@ def _log2(values: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero((mantissa != 0.5) & (values > 0)):
         out.flat[i] = math.log2(values.flat[i])
     return out
-
-
-def _knob_table(schedules: Sequence, columns: tuple[str, ...], layouts: dict[type, Callable[..., tuple]],
-                *args: Any) -> np.ndarray:
-    """``[len(columns), len(schedules)]`` int64: each schedule's ``columns`` as its
-    skeleton's entry of ``layouts`` reads them (``layouts[type(s)](s, *args)``), a row per
-    column."""
-    try:
-        rows = [layouts[type(s)](s, *args) for s in schedules]
-    except KeyError as error:
-        known = ", ".join(cls.__name__ for cls in layouts)
-        raise TypeError(f"schedules must be {known} schedules, got a {error.args[0].__name__}") from None
-    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * len(columns))
-    return flat.reshape(len(rows), len(columns)).T
 
 
 def _resident_blocks(threads: np.ndarray, target: Target) -> np.ndarray:
@@ -99,7 +85,7 @@ _PROBLEM_NAMES = ["num_src", "num_dst", "num_edges", "row_mean", "row_max", "row
 
 # ------------------------------------------------------------------ g-SpMM
 
-_SPMM_SKELETONS = (spmm.OnePass, spmm.SplitRows, spmm.ColumnTiled, spmm.OutputTiled)
+_SPMM_SKELETONS = spmm_space.SKELETONS
 _SPMM_TASK_NAMES = ["uses_lhs", "uses_rhs", "rhs_scalar", "selects", "with_arg", "divides"]
 _SPMM_SCHEDULE_NAMES = [
     *(f"is_{cls.__name__}" for cls in _SPMM_SKELETONS),
@@ -110,27 +96,6 @@ _SPMM_SCHEDULE_NAMES = [
     "out_access_eff", "par_degree", "data_reuse", "block_penalty", "shared_size",
     "estimate_us", "estimate_over_least", "memory_over_least", "latency_over_least", "longest_row_over_least",
 ]
-# Each skeleton's knobs in one layout, a knob it lacks at the value that means "none": an
-# output-tiled block is a row of warps whose 32 lanes each take an edge with all its
-# features. Every skeleton then runs rows * feature lanes * edge lanes threads per block and
-# covers feature lanes * vector * outputs features per slice.
-_SPMM_KNOB_COLUMNS = ("skeleton", "rows_per_block", "feature_lanes", "edge_lanes", "vector_width",
-                      "outputs_per_thread", "nnz_tile", "index_tile", "degree_sorted", "row_split",
-                      "column_tile", "column_groups")
-_SPMM_KNOBS: dict[type, Callable[[Any], tuple]] = {
-    spmm.OnePass: lambda s: (
-        0, s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width, s.outputs_per_thread,
-        s.nnz_tile, s.index_tile, s.degree_sorted, 0, 0, 1),
-    spmm.SplitRows: lambda s: (
-        1, s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width, s.outputs_per_thread,
-        s.nnz_tile, s.index_tile, s.degree_sorted, s.row_split, 0, 1),
-    spmm.ColumnTiled: lambda s: (
-        2, s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width, s.outputs_per_thread,
-        1, False, s.degree_sorted, 0, s.column_tile, 1),
-    spmm.OutputTiled: lambda s: (
-        3, s.warps_per_block, 1, 32, s.vector_width, s.outputs_per_thread,
-        1, False, False, 0, 0, s.column_groups),
-}
 _OUTPUT_TILED = _SPMM_SKELETONS.index(spmm.OutputTiled)
 
 
@@ -244,7 +209,7 @@ def _spmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], terms: dict[st
 
 # ------------------------------------------------------------------ g-SDDMM
 
-_SDDMM_SKELETONS = (sddmm.Edge, sddmm.Row, sddmm.RowTransposed, sddmm.EdgeTransposed)
+_SDDMM_SKELETONS = sddmm_space.SKELETONS
 _SDDMM_TASK_NAMES = ["is_dot", "num_heads", "lhs_on_edge", "rhs_on_edge", "rhs_scalar"]
 _SDDMM_SCHEDULE_NAMES = [
     *(f"is_{cls.__name__}" for cls in _SDDMM_SKELETONS),
@@ -252,25 +217,7 @@ _SDDMM_SCHEDULE_NAMES = [
     "threads", "feature_slice", "passes", "lane_use", "launches", "waves", "slice_over_l2",
     "mem_eff", "mem_eff2", "total_threads", "shuffle_factor", "feat_factor",
 ]
-# Each skeleton's knobs in one layout for heads of ``head`` features, a knob it lacks at 0.
-_SDDMM_KNOB_COLUMNS = ("skeleton", "groups_per_block", "lanes", "features_per_thread", "vector_width",
-                       "features_per_launch", "edges_per_batch", "threads", "feature_slice",
-                       "launch_len", "edges_per_warp")
-_SDDMM_KNOBS: dict[type, Callable[[Any, int], tuple]] = {
-    sddmm.Edge: lambda s, head: (
-        0, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
-        0, s.threads, s.feature_slice, s.launch_len(head), 0),
-    sddmm.Row: lambda s, head: (
-        1, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
-        0, s.threads, s.feature_slice, s.launch_len(head), 0),
-    sddmm.RowTransposed: lambda s, head: (
-        2, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
-        s.edges_per_batch, s.threads, s.feature_slice, s.launch_len(head), 0),
-    sddmm.EdgeTransposed: lambda s, head: (
-        3, s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width, s.features_per_launch,
-        s.edges_per_batch, s.threads, s.feature_slice, s.launch_len(head), s.edges_per_warp),
-}
-_EDGE, _EDGE_TRANSPOSED = _SDDMM_SKELETONS.index(sddmm.Edge), _SDDMM_SKELETONS.index(sddmm.EdgeTransposed)
+_SDDMM_TABLE = sddmm_space.TABLE_COLUMNS
 
 
 def _sddmm_task(task: sddmm.SddmmTask) -> list[float]:
@@ -299,16 +246,10 @@ def _sddmm_static(knobs: np.ndarray, task: sddmm.SddmmTask, target: Target) -> d
 def _sddmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], _: dict[str, np.ndarray],
                  task: sddmm.SddmmTask, structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
     """The g-SDDMM columns that read the graph."""
-    skeleton, groups_per_block, _, _, _, _, _, threads, slice_, span, edges_per_warp = knobs
-    # sddmm.plan.grid of every schedule at once: blocks over edges (Edge), over ranges of
-    # edges (EdgeTransposed) or over rows, and chunks (a dot's heads, else feature slices).
-    edge, E = skeleton == _EDGE, structure.num_edges
-    chunks = np.where(edge, 1, task.num_heads if task.is_dot else -(-span // slice_))
-    groups = np.where(edge, E, np.where(skeleton == _EDGE_TRANSPOSED, -(-E // np.maximum(edges_per_warp, 1)),
-                                        structure.num_dst))
-    blocks = np.minimum(-(-groups // groups_per_block), MAX_GRID_X)
+    span, threads = knobs[_SDDMM_TABLE.index("launch_len")], knobs[_SDDMM_TABLE.index("threads")]
+    blocks, chunks = sddmm_space.grids(knobs, task, structure.num_edges, structure.num_dst)
     return {
-        "waves": blocks * np.minimum(chunks, MAX_GRID_Y) / _resident_blocks(threads, target),
+        "waves": blocks * chunks / _resident_blocks(threads, target),
         "slice_over_l2": structure.num_src * span * task.dtype.itemsize / target.l2_bytes,
     }
 
@@ -325,35 +266,37 @@ def feature_names(operator: str) -> list[str]:
 
 
 class SpaceFeatures:
-    """The features of a fixed list of schedules of one task on one target, on any graph.
+    """The features of a fixed list of candidates of one task on one target, on any graph.
 
-    The columns that do not read the graph (the schedules' one-hots and knobs, threads,
-    slices, Algorithm 4's metrics) are computed once, here; calling the object with a
-    graph's structure adds the problem's and the few that read the graph (the grid in
-    waves, bytes over the L2, staging, chunks of long rows, g-SpMM's time estimate from
-    factors also kept per space). What the "model" policy keeps per space, so that a new
-    graph pays for the latter alone.
+    The candidates are the rows of a ``table`` of their operator's knobs
+    (``knob_table`` of :mod:`gsparse.kernels.spmm.space` or :mod:`gsparse.kernels.sddmm.space`,
+    whose ``knob_row`` reads a schedule's). The columns that do not read the graph (the
+    schedules' one-hots and knobs, threads, slices, Algorithm 4's metrics) are computed
+    once, here; calling the object with a graph's structure adds the problem's and the few
+    that read the graph (the grid in waves, bytes over the L2, staging, chunks of long rows,
+    g-SpMM's time estimate from factors also kept per space). What the "model" policy keeps
+    per space, so that a new graph pays for the latter alone.
     """
 
-    def __init__(self, task, target: Target, schedules: Sequence) -> None:
+    def __init__(self, task, target: Target, table: np.ndarray) -> None:
         if isinstance(task, spmm.SpmmTask):
             operator, feature_len, task_columns = "spmm", task.num_features, _spmm_task(task)
-            knobs = _knob_table(schedules, _SPMM_KNOB_COLUMNS, _SPMM_KNOBS)
+            knobs = table.T
             static, self._graph_columns = _spmm_static(knobs, task, target), _spmm_graph
             terms = _spmm_estimate_terms(knobs, static, task, target)
         elif isinstance(task, sddmm.SddmmTask):
             operator, feature_len, task_columns = "sddmm", task.head_len, _sddmm_task(task)
-            knobs = _knob_table(schedules, _SDDMM_KNOB_COLUMNS, _SDDMM_KNOBS, task.head_len)
+            knobs = sddmm_space.with_properties(table, task.head_len)
             static, self._graph_columns = _sddmm_static(knobs, task, target), _sddmm_graph
             terms = {}
         else:
             raise TypeError(f"task must be an SpmmTask or SddmmTask, got {type(task).__name__}")
-        self.task, self.target, self.schedules = task, target, tuple(schedules)
+        self.task, self.target, self.table = task, target, table
         self._feature_len, self._task_columns = feature_len, task_columns
         self._knobs, self._static, self._terms = knobs, static, terms
         self._column = {name: i for i, name in enumerate(feature_names(operator))}
         # NaN until filled: a column no part fills is caught by the models' finite check.
-        self._rows = np.full((len(schedules), len(self._column)), np.nan)
+        self._rows = np.full((len(table), len(self._column)), np.nan)
         for name, values in static.items():
             self._rows[:, self._column[name]] = values
 
@@ -375,4 +318,5 @@ class SpaceFeatures:
 def featurize(task, structure: GraphStructure, target: Target, schedules: Sequence) -> np.ndarray:
     """``[len(schedules), d]`` float64 features of each schedule for ``task`` on a graph of
     ``structure`` on ``target``; ``d = len(feature_names(operator))``."""
-    return SpaceFeatures(task, target, schedules)(structure)
+    space = spmm_space if isinstance(task, spmm.SpmmTask) else sddmm_space
+    return SpaceFeatures(task, target, space.knob_table([space.knob_row(s) for s in schedules]))(structure)

@@ -7,9 +7,10 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
   pruned by LO-SpMM's arithmetic constraints (``gsparse.kernels.spmm.pruned_space``;
   nothing is compiled, with the hand rule's pick added where the pruning removed it or
   the space lacks it), and its first choice runs. No measurement; the only device work is
-  the graph's signature and structure statistics, computed once per graph. The spaces it
-  ranked are kept with the part of their features that does not read the graph
-  (``_SpaceCache``).
+  the graph's signature and structure statistics, computed once per graph. The space is
+  built, pruned and featurised as a table of knobs (``pruned_rows`` of the operator's
+  space module): only the pick is made a schedule. The spaces it ranked are kept with the
+  part of their features that does not read the graph (``_SpaceCache``).
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
   search over the pruned space seeded by the model, a budget of :data:`TUNE_BUDGET` more
   measurements, every one checked against the hand rule's output), record every sample in
@@ -227,28 +228,21 @@ def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
     model = _model(operator)
     if model is None:
         return kernels.OPERATORS[operator].default_schedule(task, g.stats, target)
-    return _first_choice(model, _SPACES.get(operator, task, g.stats, target), _structure(g))
+    return _first_choice(operator, model, _SPACES.get(operator, task, g.stats, target), _structure(g))
 
 
-def _first_choice(model: RankModel, space: SpaceFeatures, structure) -> Any:
+def _first_choice(operator: str, model: RankModel, space: SpaceFeatures, structure) -> Any:
     """The schedule of ``space`` that ``model`` ranks first on a graph of ``structure``
-    (the earliest of equal costs)."""
-    return space.schedules[int(model.predict(space(structure)).argmin())]
-
-
-def ranked_candidates(operator: str, task: Any, stats: GraphStats, target: Target) -> tuple:
-    """What the "model" policy ranks: the pruned space, then the hand rule's pick where
-    the space does not hold it."""
-    pruning = kernels.OPERATORS[operator].pruned_space(task, stats, target)
-    kept = tuple(pruning.kept)
-    # The pruning protects the hand rule's pick: it is kept wherever the space holds it.
-    return kept + tuple(pick for pick in pruning.protected if pick not in kept)
+    (the earliest of equal costs); the only one made a schedule object."""
+    pick = space.table[int(model.predict(space(structure)).argmin())]
+    return kernels.OPERATORS[operator].space.schedule_from_row(pick)
 
 
 class _SpaceCache:
-    """The last ``size`` spaces the "model" policy ranked, with the part of their features
-    that does not read the graph (:class:`SpaceFeatures`), by what each space is built from;
-    the oldest goes first.
+    """The last ``size`` spaces the "model" policy ranked (the pruned space as knob rows,
+    ``pruned_rows``: the hand rule's pick, protected, among them), with the part of their
+    features that does not read the graph (:class:`SpaceFeatures`), by what each space is
+    built from; the oldest goes first.
 
     A pruned space reads the graph's statistics (LO-SpMM's constraints), so a new graph
     builds its own; a graph moved to another device, or deciding again after a new record,
@@ -263,7 +257,8 @@ class _SpaceCache:
         key = (operator, task, target, stats)
         found = self._entries.get(key)
         if found is None:
-            found = self._entries[key] = SpaceFeatures(task, target, ranked_candidates(operator, task, stats, target))
+            table = kernels.OPERATORS[operator].space.pruned_rows(task, stats, target)
+            found = self._entries[key] = SpaceFeatures(task, target, table)
             if len(self._entries) > self._size:  # pop, not del: another thread may have evicted it
                 self._entries.pop(next(iter(self._entries)), None)
         return found

@@ -163,8 +163,10 @@ def test_split_rows_count_their_chunks_for_the_utilisation_constraint() -> None:
     t = task("copy_lhs", "sum", 32)
     whole = OnePass(rows_per_block=8, feature_lanes=8, edge_lanes=4, vector_width=4, degree_sorted=True)
     split = SplitRows(**whole.knobs(), row_split=64)
-    assert spmm_space.facts(t, stats, H100, whole).blocks == 54  # 426 rows / 8 per block
-    assert spmm_space.facts(t, stats, H100, split).blocks == 209  # 107,004 edges / 64 / 8
+    table = spmm_space.knob_table([spmm_space.knob_row(whole), spmm_space.knob_row(split)])
+    whole_facts, split_facts = spmm_space.facts(t, stats, H100, table)
+    assert whole_facts.blocks == 54  # 426 rows / 8 per block
+    assert split_facts.blocks == 209  # 107,004 edges / 64 / 8
     # 54 blocks leave most of 132 SMs idle: the whole-row walks go, the hand rule's pick stays
     result = pruned_space(t, stats, H100)
     assert whole in result.candidates and whole not in result.kept

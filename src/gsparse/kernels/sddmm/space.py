@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Sequence
 from typing import Literal
 
+import numpy as np
 import torch
 
 from ...graph import GraphStats
@@ -26,13 +28,45 @@ from ..pruning import (
 from ..space import Space
 from . import codegen
 from .default import default_schedule
-from .plan import grid
-from .schedule import Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
+from .plan import MAX_GRID_X, MAX_GRID_Y
+from .schedule import RANGE_BATCHES, Edge, EdgeTransposed, Row, RowTransposed, SddmmSchedule
 from .task import SddmmTask
 
-__all__ = ["facts", "pruned_space", "register_spills", "schedule_space"]
+__all__ = ["KNOB_COLUMNS", "SKELETONS", "TABLE_COLUMNS", "candidate_table", "facts", "grids", "knob_row",
+           "knob_table", "pruned_rows", "pruned_space", "register_spills", "schedule_from_row", "schedule_space",
+           "with_properties"]
 
 _LANES = (1, 2, 4, 8, 16, 32)
+
+# A candidate as a row of integers, one layout for every skeleton (a knob a skeleton lacks
+# at 0): the space is built, pruned and featurised as rows, since a schedule object costs
+# microseconds to make and check and the "model" policy needs one, its pick.
+SKELETONS = (Edge, Row, RowTransposed, EdgeTransposed)
+KNOB_COLUMNS = ("skeleton", "groups_per_block", "lanes", "features_per_thread", "vector_width",
+                "features_per_launch", "edges_per_batch")
+# knob_table's columns: the knobs, then what the schedule's properties say of them.
+TABLE_COLUMNS = (*KNOB_COLUMNS, "threads", "feature_slice", "launch_len", "edges_per_warp")
+_EDGE, _ROW, _ROW_TRANSPOSED, _EDGE_TRANSPOSED = range(len(SKELETONS))
+
+
+def knob_row(schedule: SddmmSchedule) -> tuple:
+    """``schedule`` as a row of :data:`KNOB_COLUMNS` (the inverse of :func:`schedule_from_row`)."""
+    s = schedule
+    if type(s) not in SKELETONS:
+        known = ", ".join(cls.__name__ for cls in SKELETONS)
+        raise TypeError(f"schedules must be {known} schedules, got a {type(s).__name__}")
+    return (SKELETONS.index(type(s)), s.groups_per_block, s.lanes, s.features_per_thread, s.vector_width,
+            s.features_per_launch, getattr(s, "edges_per_batch", 0))
+
+
+def schedule_from_row(row: Sequence[int]) -> SddmmSchedule:
+    """The schedule of a row of :data:`KNOB_COLUMNS`."""
+    skeleton, groups, lanes, per_thread, vector, launch, batch = (int(value) for value in row)
+    knobs = dict(groups_per_block=groups, lanes=lanes, features_per_thread=per_thread, vector_width=vector,
+                 features_per_launch=launch)
+    if skeleton in (_ROW_TRANSPOSED, _EDGE_TRANSPOSED):
+        knobs["edges_per_batch"] = batch
+    return SKELETONS[skeleton](**knobs)
 
 
 def batch_fits(batch: int, lane_values: int, accumulator_words: int, indices: int) -> bool:
@@ -63,15 +97,38 @@ def schedule_space(task: SddmmTask, stats: GraphStats, target: Target) -> Space:
     under the same budget (two indices per edge). The graph and target do not shape it.
     """
     del stats, target
-    return _space(task.head_len, task.dtype, task.vector_ok, task.is_dot)
+    return Space([schedule_from_row(row) for row in _space(task.head_len, task.dtype, task.vector_ok,
+                                                            task.is_dot).tolist()])
+
+
+def candidate_table(task: SddmmTask, stats: GraphStats, target: Target) -> np.ndarray:
+    """The candidates :func:`pruned_space` prunes, the space and the hand rule's pick where
+    the space lacks it, as a :func:`knob_table` in its order, without making a schedule of
+    each."""
+    return _candidates(task, stats, target)[0]
+
+
+def _candidates(task: SddmmTask, stats: GraphStats, target: Target) -> tuple[np.ndarray, int]:
+    """:func:`candidate_table` and the row of the hand rule's pick in it."""
+    table = _space(task.head_len, task.dtype, task.vector_ok, task.is_dot)
+    return _with_row(table, knob_row(default_schedule(task, stats, target)))
+
+
+def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
+    """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
+    found = np.flatnonzero((table == row).all(axis=1))
+    return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
 
 # Kept: every new graph of a task asks for the same space (every mini-batch block under the
-# model policy, which prunes it by the graph's statistics), and building it is most of a decision.
+# model policy, which prunes it by the graph's statistics).
 @functools.lru_cache(maxsize=256)
-def _space(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool) -> Space:
-    """:func:`schedule_space` for a head of ``feature_len`` features of ``dtype``, vectors
-    of at most ``vector_ok`` elements, ``is_dot`` as :attr:`SddmmTask.is_dot`."""
+def _space(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool) -> np.ndarray:
+    """:func:`schedule_space` as a read-only :func:`knob_table`, for a head of
+    ``feature_len`` features of ``dtype``, vectors of at most ``vector_ok`` elements,
+    ``is_dot`` as :attr:`SddmmTask.is_dot`. Valid by construction (the tests validate
+    every candidate): no lane handles more than 16 elements per pass, which would spill
+    registers."""
     size = dtype.itemsize
     launches = [0]
     if size >= 4:
@@ -83,46 +140,83 @@ def _space(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool) -
         span = launch or feature_len
         for vector, lanes, per_thread in itertools.product(vectors, _LANES, (1, 2, 4, 8)):
             slice_ = lanes * vector * per_thread
-            if slice_ > max(pow2_at_least(span), vector) or slice_ * 4 < span:
+            if slice_ > max(pow2_at_least(span), vector) or slice_ * 4 < span or per_thread * vector > 16:
                 continue
-            knobs = dict(lanes=lanes, features_per_thread=per_thread, vector_width=vector)
+            knobs = (lanes, per_thread, vector)
             for threads in (128, 256):
-                grid.append(Edge(groups_per_block=threads // lanes, features_per_launch=launch,
-                                 **knobs))
+                grid.append((_EDGE, threads // lanes, *knobs, launch, 0))
             if slice_ < span:
                 continue
             if not launch:
-                grid += [Row(groups_per_block=rows, **knobs) for rows in (4, 8)]
+                grid += [(_ROW, rows, *knobs, 0, 0) for rows in (4, 8)]
             lane_values = per_thread * vector
             for batch in sorted({8, lanes}) if lanes >= 8 else []:
                 if batch_fits(batch, lane_values, accumulator_words, indices=1):
                     # Only a dot has a reduction to transpose: other operators run the row code.
-                    grid.append(RowTransposed(groups_per_block=4, features_per_launch=launch,
-                                              edges_per_batch=batch, **knobs) if is_dot
-                                else Row(groups_per_block=4, features_per_launch=launch, **knobs))
+                    grid.append((_ROW_TRANSPOSED, 4, *knobs, launch, batch) if is_dot
+                                else (_ROW, 4, *knobs, launch, 0))
             if not launch:
                 for batch in sorted({4, 8, lanes}) if lanes >= 4 else []:
-                    if batch <= lanes and batch_fits(batch, lane_values, accumulator_words,
-                                                     indices=2):
-                        grid.append(EdgeTransposed(groups_per_block=4, edges_per_batch=batch,
-                                                   **knobs))
-    return Space([s for s in grid if not s.problems()])
+                    if batch <= lanes and batch_fits(batch, lane_values, accumulator_words, indices=2):
+                        grid.append((_EDGE_TRANSPOSED, 4, *knobs, 0, batch))
+    table = knob_table(list(dict.fromkeys(grid)))
+    table.flags.writeable = False  # shared by every call of the task
+    return table
 
 
-def facts(task: SddmmTask, stats: GraphStats, target: Target, schedule: SddmmSchedule) -> Facts:
-    """What the pruning constraints read of ``schedule`` for ``task`` on a graph of ``stats``.
+def knob_table(rows: Sequence[Sequence[int]]) -> np.ndarray:
+    """``[len(rows), len(KNOB_COLUMNS)]`` int64 of knob rows."""
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * len(KNOB_COLUMNS))
+    return flat.reshape(len(rows), len(KNOB_COLUMNS))
+
+
+def with_properties(table: np.ndarray, head_len: int) -> np.ndarray:
+    """``[len(TABLE_COLUMNS), len(table)]`` int64: each candidate's knobs (a row of a
+    :func:`knob_table`) and, for heads of ``head_len`` features, what the schedule's
+    properties say of them: threads per block, the features a group covers per pass, those
+    a launch covers, and the edges a warp of the edge-transposed skeleton walks (0 for the
+    others)."""
+    skeleton, groups, lanes, per_thread, vector, launch, batch = knobs = table.T
+    return np.vstack([
+        knobs,
+        groups * np.where(skeleton == _EDGE, lanes, 32),
+        lanes * vector * per_thread,
+        np.where(launch > 0, np.minimum(head_len, launch), head_len),
+        np.where(skeleton == _EDGE_TRANSPOSED, 32 // lanes * batch * RANGE_BATCHES, 0),
+    ])
+
+
+def grids(table: np.ndarray, task: SddmmTask, num_edges: int, num_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~.plan.grid` of every schedule of a table :func:`with_properties` at once."""
+    skeleton, groups_per_block, *_, slice_, span, edges_per_warp = table
+    edge = skeleton == _EDGE
+    chunks = np.where(edge, 1, task.num_heads if task.is_dot else -(-span // slice_))
+    groups = np.where(edge, num_edges, np.where(skeleton == _EDGE_TRANSPOSED,
+                                                -(-num_edges // np.maximum(edges_per_warp, 1)), num_rows))
+    return np.minimum(-(-groups // groups_per_block), MAX_GRID_X), np.minimum(chunks, MAX_GRID_Y)
+
+
+def facts(task: SddmmTask, stats: GraphStats, target: Target, table: np.ndarray) -> list[Facts]:
+    """What the pruning constraints read of each candidate, a row of a :func:`knob_table`,
+    for ``task`` on a graph of ``stats``.
 
     - Blocks: one launch's grid (:func:`~.plan.grid`).
     - COV_row: the edge skeletons give each block equal edges (balanced); the row skeletons'
       row tile is the ``groups_per_block`` rows (a warp each) of a block, in graph order.
     - WASTE_col: the features a group's passes over each launch's span cover beyond it.
+
+    Computed over all rows at once.
     """
     del target
-    x, y = grid(schedule, task, stats.num_edges, stats.num_dst)
-    balanced = isinstance(schedule, (Edge, EdgeTransposed))
-    return Facts(blocks=x * y, row_cov=row_tile_cov(stats.rows.cov, schedule.groups_per_block, balanced),
-                 column_waste=column_waste(task.head_len, schedule.feature_slice,
-                                           schedule.features_per_launch))
+    table = with_properties(table, task.head_len)
+    skeleton, groups_per_block, _, _, _, launch, _, _, slice_, _, _ = table
+    x, y = grids(table, task, stats.num_edges, stats.num_dst)
+    balanced = (skeleton == _EDGE) | (skeleton == _EDGE_TRANSPOSED)
+    # The constraints' own functions, once per distinct (blocks, row tile, balanced, slice, launch).
+    keys = list(zip((x * y).tolist(), groups_per_block.tolist(), balanced.tolist(), slice_.tolist(), launch.tolist()))
+    made = {key: Facts(key[0], row_tile_cov(stats.rows.cov, key[1], key[2]), column_waste(task.head_len, *key[3:]))
+            for key in set(keys)}
+    return [made[key] for key in keys]
 
 
 def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
@@ -134,12 +228,21 @@ def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds:
     The pick joins the candidates where the space lacks it (a head more than four times
     its slice, such as 602 features in slices of 32): the tuner measures it first and
     searches from it."""
-    default = default_schedule(task, stats, target)
-    candidates = Space([*schedule_space(task, stats, target), default]).candidates()
-    protected = (default,)
-    measures = [facts(task, stats, target, s) for s in candidates]
-    return prune(candidates, measures, target, thresholds, protected=protected,
+    table = candidate_table(task, stats, target)
+    protected = (default_schedule(task, stats, target),)
+    candidates = [schedule_from_row(row) for row in table.tolist()]
+    return prune(candidates, facts(task, stats, target, table), target, thresholds, protected=protected,
                  registers=lambda s: register_spills(task, s, target), registers_on=registers)
+
+
+def pruned_rows(task: SddmmTask, stats: GraphStats, target: Target) -> np.ndarray:
+    """The candidates :func:`pruned_space` keeps at the default thresholds, the register
+    constraint off, as a :func:`knob_table` in its order: what the "model" policy ranks,
+    pruned without making a schedule of each (the hand rule's pick, protected, is among
+    them)."""
+    table, default = _candidates(task, stats, target)
+    kept = prune(range(len(table)), facts(task, stats, target, table), target, protected=(default,)).kept
+    return table[list(kept)]
 
 
 def register_spills(task: SddmmTask, schedule: SddmmSchedule, target: Target) -> float:

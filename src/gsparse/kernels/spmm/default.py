@@ -26,8 +26,9 @@ __all__ = ["RowReading", "default_schedule"]
 
 # Up to this many features, the column-tiled and output-tiled skeletons may take over.
 _STAGED_FEATURES = 4
-# Where the rule cuts long rows into the space's shortest chunks (see _row_split).
-_SHORT_SPLIT_EDGES_PER_WARP = 32
+# Edges per resident warp of the target below which the rule cuts long rows into the
+# space's shortest chunks (see _row_split; the space offers them below twice as many).
+_TAKE_SHORT_CHUNKS_BELOW_EDGES_PER_WARP = 32
 
 
 def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmSchedule:
@@ -112,7 +113,7 @@ def _row_split(stats: GraphStats, target: Target) -> int:
     if not rows.exact:
         return 0
     short = ROW_SPLIT_LADDER[0]
-    if (stats.num_edges < _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps
+    if (stats.num_edges < _TAKE_SHORT_CHUNKS_BELOW_EDGES_PER_WARP * target.resident_warps
             and short in row_splits_for(stats, target)):
         return short
     fits = long_row_splits(rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ...graph import GraphStats, RowStats
@@ -29,9 +30,10 @@ MAX_TILE_ROWS = 2**31 - 1
 _TILED_BLOCK_ROWS = (4096, 2048, 1024)
 _TILED_BLOCKS_PER_SM = 3
 # Chunk lengths the space offers the split-rows skeleton (see row_splits_for), and the edges
-# per resident warp below which its shortest chunks are worth measuring.
+# per resident warp of the target below which it offers the shortest (the hand rule takes
+# them below half as many, default._TAKE_SHORT_CHUNKS_BELOW_EDGES_PER_WARP).
 ROW_SPLIT_LADDER = (64, 256, 1024, 4096, 16384)
-_SHORT_SPLIT_EDGES_PER_WARP = 64
+_OFFER_SHORT_CHUNKS_BELOW_EDGES_PER_WARP = 64
 
 
 def edge_lanes_for(mean_degree: float, budget: int) -> int:
@@ -56,7 +58,7 @@ def row_splits_for(stats: GraphStats, target: Target) -> list[int]:
     shorter than the share only adds partial results to merge.
     """
     rows = stats.rows
-    if stats.num_edges >= _SHORT_SPLIT_EDGES_PER_WARP * target.resident_warps:
+    if stats.num_edges >= _OFFER_SHORT_CHUNKS_BELOW_EDGES_PER_WARP * target.resident_warps:
         # Enough edges to fill the GPU. (Shorter or more chunks, offered on reddit-like graphs,
         # made the model policy's full-batch GCN and GraphSAGE epochs 1.06-1.27x slower on an
         # H100.)
@@ -71,11 +73,12 @@ def long_row_splits(rows: RowStats) -> list[int]:
     return [s for s in ROW_SPLIT_LADDER[1:] if rows.mean <= s and 8 * s < rows.max][:2]
 
 
-def split_items_at_least(num_rows: int, num_edges: int, row_split: int) -> int:
+def split_items_at_least(num_rows: int, num_edges: int, row_split: int | np.ndarray) -> int | np.ndarray:
     """Work items the split-rows skeleton walks, at least, on a graph of ``num_rows`` rows
     and ``num_edges`` edges: every row makes one or more, and none holds more than
-    ``row_split`` edges (:func:`~.structures.work_list` counts them exactly)."""
-    return max(num_rows, -(-num_edges // row_split))
+    ``row_split`` edges (:func:`~.structures.work_list` counts them exactly). Each of
+    ``row_split`` where it is an array of chunk lengths."""
+    return np.maximum(num_rows, -(-num_edges // row_split))
 
 
 def tile_rows(num_src: int, num_dst: int, tile: int) -> int:

@@ -10,7 +10,11 @@ for the graph at hand, the candidates LO-SpMM's constraints say cannot win
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from typing import Literal
+
+import numpy as np
 
 from ...graph import GraphStats
 from ...target import Target
@@ -38,18 +42,67 @@ from .shapes import (
     edge_lanes_for,
     output_tiled_schedule,
     output_tiled_warps,
-    row_grid,
     row_splits_for,
     split_items_at_least,
     tile_rows,
 )
 from .task import SpmmTask
 
-__all__ = ["facts", "one_pass_grid", "pruned_space", "register_spills", "schedule_space"]
+__all__ = ["KNOB_COLUMNS", "SKELETONS", "candidate_table", "facts", "knob_row", "knob_table", "one_pass_grid",
+           "pruned_rows", "pruned_space", "register_spills", "schedule_from_row", "schedule_space"]
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 # The column-tiled skeleton's share of the space: up to this many features.
 _COLUMN_TILED_FEATURES = 8
+
+# A candidate as a row of integers, one layout for every skeleton (a knob a skeleton lacks
+# at the value that means "none": an output-tiled block is a row of warps whose 32 lanes
+# each take an edge with all its features). Every skeleton then runs rows * feature lanes *
+# edge lanes threads per block and covers feature lanes * vector * outputs features per
+# slice. The space is built, pruned and featurised as rows: a schedule object costs
+# microseconds to make and check, and the "model" policy needs one, its pick.
+SKELETONS = (OnePass, SplitRows, ColumnTiled, OutputTiled)
+KNOB_COLUMNS = ("skeleton", "rows_per_block", "feature_lanes", "edge_lanes", "vector_width", "outputs_per_thread",
+                "nnz_tile", "index_tile", "degree_sorted", "row_split", "column_tile", "column_groups")
+_ONE_PASS, _SPLIT_ROWS, _COLUMN_TILED, _OUTPUT_TILED = range(len(SKELETONS))
+_COLUMN = {name: i for i, name in enumerate(KNOB_COLUMNS)}
+
+
+def knob_row(schedule: SpmmSchedule) -> tuple:
+    """``schedule`` as a row of :data:`KNOB_COLUMNS` (the inverse of :func:`schedule_from_row`)."""
+    s = schedule
+    if type(s) is OutputTiled:
+        return (_OUTPUT_TILED, s.warps_per_block, 1, 32, s.vector_width, s.outputs_per_thread, 1, False, False, 0, 0,
+                s.column_groups)
+    if type(s) is ColumnTiled:
+        return (_COLUMN_TILED, s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width, s.outputs_per_thread,
+                1, False, s.degree_sorted, 0, s.column_tile, 1)
+    if type(s) in (OnePass, SplitRows):
+        return (SKELETONS.index(type(s)), s.rows_per_block, s.feature_lanes, s.edge_lanes, s.vector_width,
+                s.outputs_per_thread, s.nnz_tile, s.index_tile, s.degree_sorted, getattr(s, "row_split", 0), 0, 1)
+    known = ", ".join(cls.__name__ for cls in SKELETONS)
+    raise TypeError(f"schedules must be {known} schedules, got a {type(s).__name__}")
+
+
+def knob_table(rows: Sequence[Sequence[int]]) -> np.ndarray:
+    """``[len(rows), len(KNOB_COLUMNS)]`` int64 of knob rows (flags as 0 and 1)."""
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * len(KNOB_COLUMNS))
+    return flat.reshape(len(rows), len(KNOB_COLUMNS))
+
+
+def schedule_from_row(row: Sequence[int]) -> SpmmSchedule:
+    """The schedule of a row of :data:`KNOB_COLUMNS`."""
+    skeleton, rows, feature_lanes, edge_lanes, vector, outputs, nnz, index_tile, degree_sorted, split, tile, groups = (
+        int(value) for value in row)
+    if skeleton == _OUTPUT_TILED:
+        return OutputTiled(warps_per_block=rows, vector_width=vector, outputs_per_thread=outputs,
+                           column_groups=groups)
+    knobs = dict(rows_per_block=rows, feature_lanes=feature_lanes, edge_lanes=edge_lanes, vector_width=vector,
+                 outputs_per_thread=outputs, degree_sorted=bool(degree_sorted))
+    if skeleton == _COLUMN_TILED:
+        return ColumnTiled(**knobs, column_tile=tile)
+    knobs.update(nnz_tile=nnz, index_tile=bool(index_tile))
+    return SplitRows(**knobs, row_split=split) if skeleton == _SPLIT_ROWS else OnePass(**knobs)
 
 
 def one_pass_grid(feature_len: int, vector_ok: int, mean_degree: float | None = None) -> list[OnePass]:
@@ -60,8 +113,14 @@ def one_pass_grid(feature_len: int, vector_ok: int, mean_degree: float | None = 
     with edge lanes, or half of it, or (given the graph's ``mean_degree``) has just enough
     edge lanes for an average row to give each a handful of edges, as the hand rule sizes
     them: on graphs of very short rows a whole warp per row leaves most lanes idle; blocks
-    have 256 threads; an index tile only where a group owns one edge at a time.
+    have 256 threads; an index tile only where a group owns one edge at a time. Every one
+    is valid by construction (tests/kernels/spmm/test_space.py validates them).
     """
+    return [schedule_from_row(row) for row in _grid_rows(feature_len, vector_ok, mean_degree)]
+
+
+def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> list[tuple]:
+    """:func:`one_pass_grid` as knob rows."""
     widest = widest_vector(feature_len, vector_ok)
     padded = pow2_at_least(feature_len)
     slices = sorted({min(padded, s) for s in (32, 64, 128)})
@@ -77,20 +136,13 @@ def one_pass_grid(feature_len: int, vector_ok: int, mean_degree: float | None = 
                     fills.add(edge_lanes_for(mean_degree, 32 // feature_lanes))
                 for edge_lanes in sorted(fills):
                     tiles = (False, True) if edge_lanes == 1 and feature_lanes >= 8 else (False,)
+                    rows_per_block = 256 // (feature_lanes * edge_lanes)
                     for tile in tiles:
                         for nnz in (1,) if tile else (1, 2, 4):
                             for degree_sorted in (False, True):
-                                grid.append(OnePass(
-                                    rows_per_block=256 // (feature_lanes * edge_lanes),
-                                    feature_lanes=feature_lanes,
-                                    edge_lanes=edge_lanes,
-                                    vector_width=vector,
-                                    outputs_per_thread=outputs,
-                                    nnz_tile=nnz,
-                                    index_tile=tile,
-                                    degree_sorted=degree_sorted,
-                                ))
-    return [s for s in dict.fromkeys(grid) if not s.problems()]
+                                grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs,
+                                             nnz, tile, degree_sorted, 0, 0, 1))
+    return list(dict.fromkeys(grid))
 
 
 def schedule_space(task: SpmmTask, stats: GraphStats, target: Target) -> Space:
@@ -105,38 +157,63 @@ def schedule_space(task: SpmmTask, stats: GraphStats, target: Target) -> Space:
     Column-tiled schedules are pruned where their (tile, row) index would hold more than
     16 entries per edge (or more than 2**31).
     """
+    return Space([schedule_from_row(row) for row in candidate_table(task, stats, target).tolist()])
+
+
+def candidate_table(task: SpmmTask, stats: GraphStats, target: Target) -> np.ndarray:
+    """The candidates of :func:`schedule_space` as a :func:`knob_table`, in its order,
+    without making a schedule of each (each part is new: only the hand rule's pick may
+    repeat one, and joins where it does not)."""
+    return _candidates(task, stats, target)[0]
+
+
+def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> tuple[np.ndarray, int]:
+    """:func:`candidate_table` and the row of the hand rule's pick in it."""
     feature_len, dtype = task.num_features, task.dtype
-    grid = one_pass_grid(feature_len, min(task.vector_ok, VECTOR_BYTES // dtype.itemsize), stats.rows.mean)
-    space: list = list(grid)
+    grid = knob_table(_grid_rows(feature_len, min(task.vector_ok, VECTOR_BYTES // dtype.itemsize), stats.rows.mean))
+    group = grid[:, _COLUMN["feature_lanes"]] * grid[:, _COLUMN["edge_lanes"]]
+    parts = [grid]
     # Tiles sized for rows of all the output's features, whatever lhs broadcasts.
     tile = column_tile_for(feature_len, dtype, target)
     index = tile_rows(stats.num_src, stats.num_dst, tile) if tile else 0
     if (task.lhs_shape is not None and feature_len <= _COLUMN_TILED_FEATURES and tile
             and index <= min(MAX_TILE_ROWS, TILE_ROWS_PER_EDGE * stats.num_edges)):
-        for s in grid:
-            if s.nnz_tile == 1 and not s.index_tile and s.group >= 16:
-                space.append(ColumnTiled(
-                    rows_per_block=1024 // s.group, feature_lanes=s.feature_lanes,
-                    edge_lanes=s.edge_lanes, vector_width=s.vector_width,
-                    outputs_per_thread=s.outputs_per_thread, degree_sorted=s.degree_sorted,
-                    column_tile=tile))
+        one_edge = (grid[:, _COLUMN["nnz_tile"]] == 1) & (grid[:, _COLUMN["index_tile"]] == 0) & (group >= 16)
+        parts.append(_variants(grid[one_edge], _COLUMN_TILED, rows_per_block=1024 // group[one_edge],
+                               column_tile=tile))
+    degree_sorted = grid[grid[:, _COLUMN["degree_sorted"]] == 1]
+    # Edges one pass of a group's lanes walks: a chunk shorter than that runs as the same
+    # knobs with fewer edges in flight would.
+    per_pass = degree_sorted[:, _COLUMN["edge_lanes"]] * degree_sorted[:, _COLUMN["nnz_tile"]]
     for split in row_splits_for(stats, target):
-        # A chunk shorter than one pass of the group's lanes (edge_lanes x nnz_tile edges)
-        # runs as the same knobs with fewer edges in flight would.
-        space += [SplitRows(**s.knobs(), row_split=split) for s in grid
-                  if s.degree_sorted and s.edge_lanes * s.nnz_tile <= split]
+        parts.append(_variants(degree_sorted[per_pass <= split], _SPLIT_ROWS, row_split=split))
     if task.algorithm.message_is_lhs and feature_len <= OUTPUT_TILED_FEATURES:
-        space += [output_tiled_schedule(feature_len, dtype, warps, groups, task.vector_ok)
-                  for warps in output_tiled_warps(dtype) for groups in (1, 2, 4)]
+        parts.append(knob_table([knob_row(output_tiled_schedule(feature_len, dtype, warps, groups, task.vector_ok))
+                                 for warps in output_tiled_warps(dtype) for groups in (1, 2, 4)]))
     # The hand rule's pick is always a candidate: a search never starts behind it.
-    space.append(default_schedule(task, stats, target))
-    return Space(space)
+    return _with_row(np.concatenate(parts), knob_row(default_schedule(task, stats, target)))
 
 
-def facts(task: SpmmTask, stats: GraphStats, target: Target, schedule: SpmmSchedule) -> Facts:
-    """What the pruning constraints read of ``schedule`` for ``task`` on a graph of ``stats``.
+def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
+    """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
+    found = np.flatnonzero((table == row).all(axis=1))
+    return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
-    - Blocks: the row-walking skeletons' grid (:func:`~.shapes.row_grid`; split rows over
+
+def _variants(table: np.ndarray, skeleton: int, **columns) -> np.ndarray:
+    """``table``'s candidates as ``skeleton`` schedules, ``columns`` (by name) set."""
+    variants = table.copy()
+    variants[:, _COLUMN["skeleton"]] = skeleton
+    for name, value in columns.items():
+        variants[:, _COLUMN[name]] = value
+    return variants
+
+
+def facts(task: SpmmTask, stats: GraphStats, target: Target, table: np.ndarray) -> list[Facts]:
+    """What the pruning constraints read of each candidate, a row of a :func:`knob_table`,
+    for ``task`` on a graph of ``stats``.
+
+    - Blocks: the row-walking skeletons' grid (as :func:`~.shapes.row_grid`; split rows over
       the work items the statistics guarantee, :func:`~.shapes.split_items_at_least`, a
       lower bound); the column-tiled grid with the rows per block its plan picks; the
       output-tiled skeleton's row ranges times column groups, at least one block per SM.
@@ -147,27 +224,31 @@ def facts(task: SpmmTask, stats: GraphStats, target: Target, schedule: SpmmSched
       count as balanced.
     - WASTE_col: the features a group's slices cover beyond the feature vector, or those a
       lane of the output-tiled skeleton carries beyond it.
+
+    Computed over all rows at once.
     """
+    columns = table.T.copy()  # the column-tiled rows per tile are filled in below
+    skeleton, rows_per_tile, feature_lanes, _, vector, outputs, _, _, degree_sorted, split, tile, groups = columns
     features = task.num_features
-    row_cov = stats.rows.cov
-    if isinstance(schedule, OutputTiled):
-        groups = schedule.column_groups
-        return Facts(blocks=-(-target.sms // groups) * groups, row_cov=0.0,
-                     column_waste=column_waste(features, schedule.features_covered))
-    waste = column_waste(features, schedule.feature_slice)
-    slices = -(-features // schedule.feature_slice)
-    if isinstance(schedule, ColumnTiled):
-        tiles = -(-stats.num_src // schedule.column_tile)
-        rows = column_tiled_block_rows(stats.num_dst, tiles * slices, target.sms)
-        blocks = -(-stats.num_dst // rows) * tiles * slices
-        return Facts(blocks=blocks, row_cov=row_tile_cov(row_cov, rows, schedule.degree_sorted),
-                     column_waste=waste)
-    items = stats.num_dst
-    if isinstance(schedule, SplitRows):
-        items = split_items_at_least(stats.num_dst, stats.num_edges, schedule.row_split)
-    x, y = row_grid(schedule, items, features)
-    return Facts(blocks=x * y, column_waste=waste,
-                 row_cov=row_tile_cov(row_cov, schedule.rows_per_block, schedule.degree_sorted))
+    output_tiled, column_tiled = skeleton == _OUTPUT_TILED, skeleton == _COLUMN_TILED
+    # The features a slice covers: a group's, or all an output-tiled lane carries.
+    covered = np.where(output_tiled, 1, feature_lanes) * vector * outputs
+    slices = -(-features // covered)
+    # (A row that is not split has row_split 0: its count, divided by 1, is not taken.)
+    items = np.where(skeleton == _SPLIT_ROWS,
+                     split_items_at_least(stats.num_dst, stats.num_edges, np.maximum(split, 1)), stats.num_dst)
+    blocks = -(-items // rows_per_tile) * slices
+    blocks[output_tiled] = -(-target.sms // groups[output_tiled]) * groups[output_tiled]
+    for i in np.flatnonzero(column_tiled):  # a handful, each with the rows per block its plan picks
+        tiles = -(-stats.num_src // int(tile[i]))
+        rows_per_tile[i] = column_tiled_block_rows(stats.num_dst, tiles * int(slices[i]), target.sms)
+        blocks[i] = -(-stats.num_dst // rows_per_tile[i]) * tiles * slices[i]
+    ordered = (degree_sorted != 0) | output_tiled
+    # The constraints' own functions, once per distinct (blocks, row tile, ordered, covered).
+    keys = list(zip(blocks.tolist(), rows_per_tile.tolist(), ordered.tolist(), covered.tolist()))
+    made = {key: Facts(key[0], row_tile_cov(stats.rows.cov, key[1], key[2]), column_waste(features, key[3]))
+            for key in set(keys)}
+    return [made[key] for key in keys]
 
 
 def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
@@ -180,11 +261,21 @@ def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: 
     leave, ``"all"`` every candidate; ``"off"`` compiles nothing (what the model policy
     uses).
     """
-    candidates = schedule_space(task, stats, target).candidates()
+    table = candidate_table(task, stats, target)
     protected = (default_schedule(task, stats, target),)
-    measures = [facts(task, stats, target, s) for s in candidates]
-    return prune(candidates, measures, target, thresholds, protected=protected,
+    candidates = [schedule_from_row(row) for row in table.tolist()]
+    return prune(candidates, facts(task, stats, target, table), target, thresholds, protected=protected,
                  registers=lambda s: register_spills(task, s, target), registers_on=registers)
+
+
+def pruned_rows(task: SpmmTask, stats: GraphStats, target: Target) -> np.ndarray:
+    """The candidates :func:`pruned_space` keeps at the default thresholds, the register
+    constraint off, as a :func:`knob_table` in its order: what the "model" policy ranks,
+    pruned without making a schedule of each (the hand rule's pick, protected, is among
+    them)."""
+    table, default = _candidates(task, stats, target)
+    kept = prune(range(len(table)), facts(task, stats, target, table), target, protected=(default,)).kept
+    return table[list(kept)]
 
 
 def register_spills(task: SpmmTask, schedule: SpmmSchedule, target: Target) -> float:

@@ -125,8 +125,9 @@ class TreeEnsemble:
             self._feature_tables[n].take(below, axis=0, out=gathered, mode="clip")  # in range: no checks
             np.bitwise_and(bits, gathered, out=bits)
         # The lowest set bit and the ones below it: one more than the leaf's index.
-        value_at = np.bitwise_count(bits ^ (bits - self._mask_type(1))).astype(np.intp)
-        value_at += self._value_rows_less_one
+        np.subtract(bits, self._mask_type(1), out=gathered)
+        np.bitwise_xor(bits, gathered, out=gathered)
+        value_at = np.bitwise_count(gathered) + self._value_rows_less_one  # int64: counts are uint8
         return self._flat_values.take(value_at, mode="clip").sum(axis=1)
 
     def _shared_bits(self, row: np.ndarray, features: np.ndarray) -> np.ndarray:
