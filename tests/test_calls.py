@@ -173,6 +173,7 @@ def test_building_a_plan_during_a_capture_is_refused_unless_the_graph_never_wait
 
 
 def test_loading_a_kernel_during_a_capture_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     program = source.Program("extern \"C\" __global__ void k() {}", {}, "a test program")
     with pytest.raises(RuntimeError, match="kernel k .a test program. is first needed while a CUDA graph"):

@@ -296,7 +296,7 @@ class _RuntimeLoader:
         key = (name, device_index)
         found = program.loaded.get(key)
         if found is None:
-            if torch.cuda.is_current_stream_capturing():
+            if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
                 # Compiling and loading a module is no stream work: a capture cannot hold it.
                 raise RuntimeError(
                     f"gsparse: kernel {name} ({program.context}) is first needed while a CUDA "
