@@ -51,20 +51,25 @@ def node_groups(groups: RowGroups, subwarps: int, grouping: str) -> NodeGroups:
     """Cut each level's row groups into node groups of up to ``subwarps`` (``rg_sequential``:
     in row order; ``rg_balance``: by decreasing entries, ties in row order)."""
     m = groups.count
-    index = np.arange(m, dtype=np.int64)
     if grouping == "rg_sequential":
         order = stable_order(groups.level)
     elif grouping == "rg_balance":
-        order = np.lexsort((index, -groups.nnz, groups.level))
+        order = np.lexsort((np.arange(m, dtype=np.int64), -groups.nnz, groups.level))
     else:
         raise ValueError(f"grouping must be 'rg_sequential' or 'rg_balance', got {grouping!r}")
-    level = groups.level[order]
-    per_level = np.bincount(level) if m else np.zeros(0, np.int64)
-    rank = index - (np.cumsum(per_level) - per_level)[level]
-    firsts = np.flatnonzero(rank % subwarps == 0)
-    ptr = np.append(firsts, np.int64(m)).astype(np.int64)
-    nnz = np.add.reduceat(groups.nnz[order], firsts) if m else np.zeros(0, np.int64)
-    return NodeGroups(ptr=ptr, members=order.astype(np.int64), level=level[firsts], nnz=nnz)
+    # The cuts follow from the levels' sizes alone: level l's row groups, from its first
+    # member on, are cut every `subwarps` (arrays over levels and node groups, not members).
+    per_level = np.bincount(groups.level) if m else np.zeros(0, np.int64)
+    nodes_per_level = -(-per_level // subwarps)
+    level = np.repeat(np.arange(len(per_level), dtype=np.int64), nodes_per_level)
+    first_node = np.cumsum(nodes_per_level) - nodes_per_level
+    first_member = np.cumsum(per_level) - per_level
+    firsts = first_member[level] + subwarps * (np.arange(len(level), dtype=np.int64) - first_node[level])
+    nnz = groups.nnz[order]
+    if subwarps > 1:  # else each node group is one row group
+        nnz = np.add.reduceat(nnz, firsts)
+    return NodeGroups(ptr=np.append(firsts, np.int64(m)), members=order.astype(np.int64, copy=False), level=level,
+                      nnz=nnz)
 
 
 def partition(level: np.ndarray, alpha_level: float, max_warps: int) -> np.ndarray:
@@ -199,40 +204,41 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
     node_warp = assign_warps(nodes.level, nodes.nnz, parents, kernel_ptr, schedule.warp_schedule,
                              num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
-    kernel_levels = np.add.reduceat(np.diff(nodes.level, prepend=-1) > 0, kernel_ptr[:-1]) \
-        if nodes.count else np.zeros(0, np.int64)
+    # Kernels are runs of whole levels, and every level up to the last has node groups.
+    num_levels = int(nodes.level[-1]) + 1 if nodes.count else 0
+    kernel_levels = np.diff(nodes.level[kernel_ptr[:-1]], append=num_levels)
     waits = (kernel_levels > 1) | (not schedule.sync_elimination)
-    row_flag = _row_flags(groups, nodes, kernel_ptr, waits, per_thread, schedule.sync_elimination,
+    row_flag = _row_flags(groups, kernel_levels, waits, per_thread, schedule.sync_elimination,
                           schedule.subwarp_width)
     return SolvePlan(schedule=schedule, num_blocks=num_blocks, rows=groups.rows, group_starts=groups.starts,
                      group_level=groups.level, group_per_thread=per_thread, nodes=nodes, node_warp=node_warp,
                      kernel_ptr=kernel_ptr, kernel_waits=waits, row_flag=row_flag)
 
 
-def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, waits: np.ndarray,
-               per_thread: np.ndarray, sync_elimination: bool, width: int) -> np.ndarray:
+def _row_flags(groups: RowGroups, kernel_levels: np.ndarray, waits: np.ndarray, per_thread: np.ndarray,
+               sync_elimination: bool, width: int) -> np.ndarray:
     """A row writes its flag when a row that waits depends on it: a row of another group in
     a waiting kernel, or a row of its own group whose threads solve rows one each, solved by
-    another of the subwarp's ``width`` threads (a thread reads its own rows in program order)."""
+    another of the subwarp's ``width`` threads (a thread reads its own rows in program order).
+    The kernels are runs of ``kernel_levels`` whole levels."""
     rows = groups.rows
     if not sync_elimination:
         return np.ones(rows.n, dtype=bool)
-    counts = np.diff(rows.ptr)
-    node_of_group = np.empty(groups.count, dtype=np.int64)
-    node_of_group[nodes.members] = np.repeat(np.arange(nodes.count, dtype=np.int64), np.diff(nodes.ptr))
-    kernel_of_node = np.repeat(np.arange(len(kernel_ptr) - 1, dtype=np.int64), np.diff(kernel_ptr))
-    group_of_position = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)
-    row_waits = waits[kernel_of_node[node_of_group]][group_of_position]
-    # Groups are runs of positions and a dependency is an earlier position: it lies in its
-    # dependent's group exactly when it is not before the group's first position.
-    same = rows.deps >= np.repeat(groups.starts[group_of_position], counts)
-    needed = np.repeat(row_waits, counts) & ~same
-    inside = np.flatnonzero(same)
-    if inside.size:
-        dependent = np.searchsorted(rows.ptr, inside, side="right") - 1
+    group_waits = np.repeat(waits, kernel_levels)[groups.level]
+    # A group's entries are contiguous.
+    entries = np.diff(rows.ptr[groups.starts])
+    needed = np.repeat(group_waits, entries)
+    if groups.count < rows.n:  # merged groups: some dependencies lie in their dependent's group
+        # Groups are runs of positions and a dependency is an earlier position: it lies in its
+        # dependent's group exactly when it is not before the group's first position.
+        same = rows.deps >= np.repeat(groups.starts[:-1], entries)
+        needed &= ~same
+        inside = np.flatnonzero(same)
+        dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))[inside]
+        group = np.repeat(np.arange(groups.count, dtype=np.int64), entries)[inside]
         # Lanes are positions modulo the width, counted from the group's first position.
         other_lane = (dependent - rows.deps[inside]) % width != 0
-        needed[inside] = per_thread[group_of_position[dependent]] & other_lane
+        needed[inside] = per_thread[group] & other_lane
     flag = np.zeros(rows.n, dtype=bool)
-    flag[rows.deps[needed]] = True
+    flag[np.compress(needed, rows.deps)] = True
     return flag

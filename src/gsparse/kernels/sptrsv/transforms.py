@@ -74,14 +74,14 @@ class RowGroups:
         self.rows = rows
         self.row_level = row_level
         self.starts = starts
-        # Single-row groups are the rows' DAG itself and keep their levels; merged ones are
-        # contracted and need their levels recomputed.
+        # Single-row groups are the rows' DAG itself and keep their levels and entries;
+        # merged ones are contracted and need their levels recomputed.
         if len(starts) == rows.n + 1:
-            self.ptr, self.deps, self.level = rows.ptr, rows.deps, row_level
+            self.ptr, self.deps, self.level, self.nnz = rows.ptr, rows.deps, row_level, rows.row_nnz
         else:
             self.ptr, self.deps = contract(rows.ptr, rows.deps, starts)
             self.level = levels(self.ptr, self.deps)
-        self.nnz = np.add.reduceat(rows.row_nnz, starts[:-1]) if rows.n else np.zeros(0, np.int64)
+            self.nnz = np.add.reduceat(rows.row_nnz, starts[:-1])
 
     @property
     def count(self) -> int:
