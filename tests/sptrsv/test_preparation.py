@@ -83,6 +83,14 @@ def _node_groups_by_lexsort(groups, subwarps: int, grouping: str) -> tuple[np.nd
     return order, np.append(np.flatnonzero(rank % subwarps == 0), groups.count)
 
 
+def _inner_entry_by_entry(groups) -> list[int]:
+    """The entries of ``groups.rows.deps`` inside their dependent's row group, one by one."""
+    rows = groups.rows
+    group_of = np.repeat(np.arange(groups.count), groups.sizes)
+    return [e for k in range(rows.n) for e in range(rows.ptr[k], rows.ptr[k + 1])
+            if group_of[rows.deps[e]] == group_of[k]]
+
+
 def _row_flags_entry_by_entry(solve: scheduling.SolvePlan) -> np.ndarray:
     """A row flags when a row waiting on it depends on it (see ``scheduling._row_flags``)."""
     rows, schedule = solve.rows, solve.schedule
@@ -113,9 +121,11 @@ def test_groups_and_flags_match_their_plain_formulations(family):
         solve = scheduling.plan(graph, level, schedule, num_blocks=3, max_warps=2)
         groups = row_groups(graph, level, schedule.merge, schedule.merge_rows, schedule.merge_thresh,
                             schedule.reorder)
-        ptr, deps = analysis.contract(groups.rows.ptr, groups.rows.deps, groups.starts)
+        ptr, deps, inner = analysis.contract(groups.rows.ptr, groups.rows.deps, groups.starts)
         np.testing.assert_array_equal(groups.ptr, ptr)
         np.testing.assert_array_equal(groups.deps, deps)
+        np.testing.assert_array_equal(groups.inner, inner)
+        np.testing.assert_array_equal(inner, _inner_entry_by_entry(groups))
         members, cuts = _node_groups_by_lexsort(groups, schedule.subwarps, schedule.grouping)
         np.testing.assert_array_equal(solve.nodes.members, members)
         np.testing.assert_array_equal(solve.nodes.ptr, cuts)

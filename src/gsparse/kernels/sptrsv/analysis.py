@@ -289,17 +289,20 @@ def reorder_by_level(graph: RowGraph, level: np.ndarray) -> tuple[RowGraph, np.n
     return reordered, level[perm]
 
 
-def contract(ptr: np.ndarray, deps: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def contract(ptr: np.ndarray, deps: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The DAG of contiguous node groups ``[starts[g], starts[g + 1])``: group ``g`` depends on
     every other group one of its nodes depends on (dependencies inside a group vanish;
-    repeated ones are kept, they change no level). Returns ``(ptr, deps)`` over groups."""
+    repeated ones are kept, they change no level). Returns ``(ptr, deps)`` over groups and
+    ``inner``: the indices into ``deps`` of the dependencies inside their dependent's group,
+    increasing."""
     starts = np.asarray(starts, dtype=np.int64)
     groups = len(starts) - 1
     group_of = np.repeat(np.arange(groups, dtype=np.int64), np.diff(starts))
     # A group's entries are contiguous, and a dependency lies inside its dependent's group
     # exactly when it is not before the group's first position.
     entry_starts = ptr[starts]
-    keep = deps < np.repeat(starts[:-1], np.diff(entry_starts))
-    kept_before = np.zeros(len(deps) + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_before[1:])
-    return kept_before[entry_starts], group_of[deps[keep]]
+    inside = deps >= np.repeat(starts[:-1], np.diff(entry_starts))
+    inner = np.flatnonzero(inside)
+    # The kept entries before a group's are its entries before it less the inner ones: a
+    # search per group, not a running count over the entries.
+    return entry_starts - np.searchsorted(inner, entry_starts), group_of[np.compress(~inside, deps)], inner

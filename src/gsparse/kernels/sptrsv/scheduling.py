@@ -224,21 +224,21 @@ def _row_flags(groups: RowGroups, kernel_levels: np.ndarray, waits: np.ndarray, 
     rows = groups.rows
     if not sync_elimination:
         return np.ones(rows.n, dtype=bool)
-    group_waits = np.repeat(waits, kernel_levels)[groups.level]
-    # A group's entries are contiguous.
-    entries = np.diff(rows.ptr[groups.starts])
-    needed = np.repeat(group_waits, entries)
-    if groups.count < rows.n:  # merged groups: some dependencies lie in their dependent's group
-        # Groups are runs of positions and a dependency is an earlier position: it lies in its
-        # dependent's group exactly when it is not before the group's first position.
-        same = rows.deps >= np.repeat(groups.starts[:-1], entries)
-        needed &= ~same
-        inside = np.flatnonzero(same)
-        dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))[inside]
-        group = np.repeat(np.arange(groups.count, dtype=np.int64), entries)[inside]
-        # Lanes are positions modulo the width, counted from the group's first position.
-        other_lane = (dependent - rows.deps[inside]) % width != 0
-        needed[inside] = per_thread[group] & other_lane
     flag = np.zeros(rows.n, dtype=bool)
+    if not groups.inner.size and waits.all():  # (one kernel, say) every dependency is waited on
+        flag[rows.deps] = True
+        return flag
+    group_waits = np.repeat(waits, kernel_levels)[groups.level]
+    entry_starts = rows.ptr[groups.starts]
+    needed = np.repeat(group_waits, np.diff(entry_starts))
+    inner = groups.inner
+    if inner.size:  # merged groups: a dependency inside its dependent's group is waited on
+        needed[inner] = False  # by the group's threads only, when they solve rows one each
+        if width > 1:
+            dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))[inner]
+            group = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)[dependent]
+            # Lanes are positions modulo the width (a power of two), counted from the group's
+            # first position.
+            needed[inner] = per_thread[group] & ((dependent - rows.deps[inner]) & (width - 1) != 0)
     flag[np.compress(needed, rows.deps)] = True
     return flag
