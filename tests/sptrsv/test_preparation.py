@@ -1,6 +1,6 @@
 """The preparation's vectorised shortcuts against plain formulations of what they compute:
-the row graph, stable orders, ranges, the transposed pattern, node groups, contraction of
-single-row groups and ready flags."""
+the row graph, the longest chain, stable orders, ranges, the transposed pattern, node
+groups, contraction of groups (its inner dependencies) and ready flags."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from gsparse.datasets import triangular
 from gsparse.kernels.sptrsv import analysis, scheduling
@@ -48,6 +49,27 @@ def test_the_row_graph_matches_a_row_by_row_construction(family):
         np.testing.assert_array_equal(graph.ptr, np.cumsum([0] + [len(d) for d in deps]))
         np.testing.assert_array_equal(graph.deps, [j for d in deps for j in d])
         assert graph.ptr.dtype == graph.deps.dtype == graph.row_nnz.dtype == np.int64
+
+
+def _longest_chain_by_positions(graph: analysis.RowGraph) -> int:
+    """The longest run of positions whose nearest dependency is the position before, one by one."""
+    has, distance = analysis.nearest_dependencies(graph)
+    chained = set(has[distance == 1].tolist())
+    longest = run = min(graph.n, 1)
+    for k in range(1, graph.n):
+        run = run + 1 if k in chained else 1
+        longest = max(longest, run)
+    return longest
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+def test_the_longest_chain_matches_a_position_by_position_count(family):
+    factors = [(family_factor(family, seed=2, upper=upper), not upper) for upper in (False, True)]
+    factors += [(sp.csr_array(dense), True) for dense in (np.zeros((0, 0)), np.eye(1), np.eye(3),
+                                                          np.eye(3) + np.tri(3, k=-1))]
+    for matrix, lower in factors:
+        graph = analysis.dependency_graph(matrix.indptr, matrix.indices, lower)
+        assert analysis.longest_chain(graph) == _longest_chain_by_positions(graph), (matrix.shape, lower)
 
 
 @pytest.mark.parametrize("high", [5, 1 << 16, 1 << 40])
