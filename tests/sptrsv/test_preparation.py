@@ -151,4 +151,6 @@ def test_groups_and_flags_match_their_plain_formulations(family):
         members, cuts = _node_groups_by_lexsort(groups, schedule.subwarps, schedule.grouping)
         np.testing.assert_array_equal(solve.nodes.members, members)
         np.testing.assert_array_equal(solve.nodes.ptr, cuts)
+        np.testing.assert_array_equal(solve.nodes.nnz, [groups.nnz[members[a:b]].sum()
+                                                        for a, b in zip(cuts[:-1], cuts[1:])])
         np.testing.assert_array_equal(solve.row_flag, _row_flags_entry_by_entry(solve))

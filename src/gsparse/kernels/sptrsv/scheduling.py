@@ -14,6 +14,7 @@ level needs no waiting, and a row needs a ready flag only if a row that waits de
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,17 +35,24 @@ class NodeGroups:
         ptr: ``[q + 1]`` offsets into ``members``.
         members: ``[m]`` row groups of each node group, in subwarp order.
         level: ``[q]`` level of each node group.
-        nnz: ``[q]`` stored entries of each node group (its warp's work).
+        group_nnz: ``[m]`` stored entries of each row group (:attr:`RowGroups.nnz`).
     """
 
     ptr: np.ndarray
     members: np.ndarray
     level: np.ndarray
-    nnz: np.ndarray
+    group_nnz: np.ndarray
 
     @property
     def count(self) -> int:
         return len(self.ptr) - 1
+
+    @functools.cached_property
+    def nnz(self) -> np.ndarray:
+        """``[q]`` stored entries of each node group (its warp's work), summed when first read:
+        round robin never reads them, and a gather in level order costs milliseconds."""
+        nnz = self.group_nnz[self.members]
+        return np.add.reduceat(nnz, self.ptr[:-1]) if self.count < len(self.members) else nnz
 
 
 def node_groups(groups: RowGroups, subwarps: int, grouping: str) -> NodeGroups:
@@ -65,11 +73,8 @@ def node_groups(groups: RowGroups, subwarps: int, grouping: str) -> NodeGroups:
     first_node = np.cumsum(nodes_per_level) - nodes_per_level
     first_member = np.cumsum(per_level) - per_level
     firsts = first_member[level] + subwarps * (np.arange(len(level), dtype=np.int64) - first_node[level])
-    nnz = groups.nnz[order]
-    if subwarps > 1:  # else each node group is one row group
-        nnz = np.add.reduceat(nnz, firsts)
     return NodeGroups(ptr=np.append(firsts, np.int64(m)), members=order.astype(np.int64, copy=False), level=level,
-                      nnz=nnz)
+                      group_nnz=groups.nnz)
 
 
 def partition(level: np.ndarray, alpha_level: float, max_warps: int) -> np.ndarray:
@@ -201,7 +206,8 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
     nodes = cache.node_groups(schedule)
     kernel_ptr = partition(nodes.level, schedule.alpha_level, max_warps)
     parents = _node_parents(groups, nodes) if schedule.warp_schedule == "ws_locality" else None
-    node_warp = assign_warps(nodes.level, nodes.nnz, parents, kernel_ptr, schedule.warp_schedule,
+    nnz = None if schedule.warp_schedule == "ws_rr" else nodes.nnz
+    node_warp = assign_warps(nodes.level, nnz, parents, kernel_ptr, schedule.warp_schedule,
                              num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
     # Kernels are runs of whole levels, and every level up to the last has node groups.
