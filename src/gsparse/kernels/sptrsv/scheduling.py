@@ -210,23 +210,21 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
     node_warp = assign_warps(nodes.level, nnz, parents, kernel_ptr, schedule.warp_schedule,
                              num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
-    # Kernels are runs of whole levels, and every level up to the last has node groups.
-    num_levels = int(nodes.level[-1]) + 1 if nodes.count else 0
-    kernel_levels = np.diff(nodes.level[kernel_ptr[:-1]], append=num_levels)
+    kernel_levels = np.add.reduceat(np.diff(nodes.level, prepend=-1) > 0, kernel_ptr[:-1]) \
+        if nodes.count else np.zeros(0, np.int64)
     waits = (kernel_levels > 1) | (not schedule.sync_elimination)
-    row_flag = _row_flags(groups, kernel_levels, waits, per_thread, schedule.sync_elimination,
+    row_flag = _row_flags(groups, nodes, kernel_ptr, waits, per_thread, schedule.sync_elimination,
                           schedule.subwarp_width)
     return SolvePlan(schedule=schedule, num_blocks=num_blocks, rows=groups.rows, group_starts=groups.starts,
                      group_level=groups.level, group_per_thread=per_thread, nodes=nodes, node_warp=node_warp,
                      kernel_ptr=kernel_ptr, kernel_waits=waits, row_flag=row_flag)
 
 
-def _row_flags(groups: RowGroups, kernel_levels: np.ndarray, waits: np.ndarray, per_thread: np.ndarray,
-               sync_elimination: bool, width: int) -> np.ndarray:
+def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, waits: np.ndarray,
+               per_thread: np.ndarray, sync_elimination: bool, width: int) -> np.ndarray:
     """A row writes its flag when a row that waits depends on it: a row of another group in
     a waiting kernel, or a row of its own group whose threads solve rows one each, solved by
-    another of the subwarp's ``width`` threads (a thread reads its own rows in program order).
-    The kernels are runs of ``kernel_levels`` whole levels."""
+    another of the subwarp's ``width`` threads (a thread reads its own rows in program order)."""
     rows = groups.rows
     if not sync_elimination:
         return np.ones(rows.n, dtype=bool)
@@ -234,7 +232,9 @@ def _row_flags(groups: RowGroups, kernel_levels: np.ndarray, waits: np.ndarray, 
     if not groups.inner.size and waits.all():  # (one kernel, say) every dependency is waited on
         flag[rows.deps] = True
         return flag
-    group_waits = np.repeat(waits, kernel_levels)[groups.level]
+    # Kernels are runs of whole levels: a group waits when the kernel of its level does, the
+    # last one starting at or below it.
+    group_waits = waits[np.searchsorted(nodes.level[kernel_ptr[:-1]], groups.level, side="right") - 1]
     entry_starts = rows.ptr[groups.starts]
     needed = np.repeat(group_waits, np.diff(entry_starts))
     inner = groups.inner
