@@ -114,10 +114,12 @@ def test_reordering_by_level_keeps_dependencies_earlier():
 
 def test_contracting_groups_drops_inner_dependencies():
     graph = _row_graph(hand_factor())  # deps: 1->0, 3->0,1,2, 4->1,3
-    ptr, deps = analysis.contract(graph.ptr, graph.deps, np.array([0, 2, 3, 5]))
-    # Group 2 = rows {3, 4}: row 3 -> groups 0, 0, 1; row 4 -> group 0 (4 -> 3 is inside).
+    ptr, deps, inner = analysis.contract(graph.ptr, graph.deps, np.array([0, 2, 3, 5]))
+    # Group 0 = rows {0, 1}: 1 -> 0 is inside. Group 2 = rows {3, 4}: row 3 -> groups 0, 0, 1;
+    # row 4 -> group 0 (4 -> 3 is inside).
     np.testing.assert_array_equal(ptr, [0, 0, 0, 4])
     np.testing.assert_array_equal(deps, [0, 0, 1, 0])
+    np.testing.assert_array_equal(inner, [0, 5])
 
 
 ROW_NNZ = np.array([1, 5, 1, 1, 1, 9, 2, 2])

@@ -1,6 +1,6 @@
 """The preparation's vectorised shortcuts against plain formulations of what they compute:
-the row graph, stable orders, ranges, the transposed pattern, node groups, contraction of
-single-row groups and ready flags."""
+the row graph, the longest chain, stable orders, ranges, the transposed pattern, node
+groups, contraction of groups (its inner dependencies) and ready flags."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from gsparse.datasets import triangular
 from gsparse.kernels.sptrsv import analysis, scheduling
@@ -50,6 +51,27 @@ def test_the_row_graph_matches_a_row_by_row_construction(family):
         assert graph.ptr.dtype == graph.deps.dtype == graph.row_nnz.dtype == np.int64
 
 
+def _longest_chain_by_positions(graph: analysis.RowGraph) -> int:
+    """The longest run of positions whose nearest dependency is the position before, one by one."""
+    has, distance = analysis.nearest_dependencies(graph)
+    chained = set(has[distance == 1].tolist())
+    longest = run = min(graph.n, 1)
+    for k in range(1, graph.n):
+        run = run + 1 if k in chained else 1
+        longest = max(longest, run)
+    return longest
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+def test_the_longest_chain_matches_a_position_by_position_count(family):
+    factors = [(family_factor(family, seed=2, upper=upper), not upper) for upper in (False, True)]
+    factors += [(sp.csr_array(dense), True) for dense in (np.zeros((0, 0)), np.eye(1), np.eye(3),
+                                                          np.eye(3) + np.tri(3, k=-1))]
+    for matrix, lower in factors:
+        graph = analysis.dependency_graph(matrix.indptr, matrix.indices, lower)
+        assert analysis.longest_chain(graph) == _longest_chain_by_positions(graph), (matrix.shape, lower)
+
+
 @pytest.mark.parametrize("high", [5, 1 << 16, 1 << 40])
 def test_stable_order_is_the_stable_argsort(high):
     key = np.random.default_rng(high % 97).integers(0, high, 2000)
@@ -83,6 +105,14 @@ def _node_groups_by_lexsort(groups, subwarps: int, grouping: str) -> tuple[np.nd
     return order, np.append(np.flatnonzero(rank % subwarps == 0), groups.count)
 
 
+def _inner_entry_by_entry(groups) -> list[int]:
+    """The entries of ``groups.rows.deps`` inside their dependent's row group, one by one."""
+    rows = groups.rows
+    group_of = np.repeat(np.arange(groups.count), groups.sizes)
+    return [e for k in range(rows.n) for e in range(rows.ptr[k], rows.ptr[k + 1])
+            if group_of[rows.deps[e]] == group_of[k]]
+
+
 def _row_flags_entry_by_entry(solve: scheduling.SolvePlan) -> np.ndarray:
     """A row flags when a row waiting on it depends on it (see ``scheduling._row_flags``)."""
     rows, schedule = solve.rows, solve.schedule
@@ -113,10 +143,14 @@ def test_groups_and_flags_match_their_plain_formulations(family):
         solve = scheduling.plan(graph, level, schedule, num_blocks=3, max_warps=2)
         groups = row_groups(graph, level, schedule.merge, schedule.merge_rows, schedule.merge_thresh,
                             schedule.reorder)
-        ptr, deps = analysis.contract(groups.rows.ptr, groups.rows.deps, groups.starts)
+        ptr, deps, inner = analysis.contract(groups.rows.ptr, groups.rows.deps, groups.starts)
         np.testing.assert_array_equal(groups.ptr, ptr)
         np.testing.assert_array_equal(groups.deps, deps)
+        np.testing.assert_array_equal(groups.inner, inner)
+        np.testing.assert_array_equal(inner, _inner_entry_by_entry(groups))
         members, cuts = _node_groups_by_lexsort(groups, schedule.subwarps, schedule.grouping)
         np.testing.assert_array_equal(solve.nodes.members, members)
         np.testing.assert_array_equal(solve.nodes.ptr, cuts)
+        np.testing.assert_array_equal(solve.nodes.nnz, [groups.nnz[members[a:b]].sum()
+                                                        for a, b in zip(cuts[:-1], cuts[1:])])
         np.testing.assert_array_equal(solve.row_flag, _row_flags_entry_by_entry(solve))

@@ -29,7 +29,7 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
-from .analysis import RowGraph, dependency_graph, levels, longest_chain, ranges
+from .analysis import RowGraph, dependency_graph, levels, longest_chain, ranges, stable_order
 from .codegen import KERNEL, SENTINEL, CodeVariant, program
 from .features import matrix_features
 from .levelset import transposed_pattern
@@ -53,6 +53,8 @@ EPOCHS = 1024
 # entries per warp.
 _STAGE_BLOCK_BYTES = 48 * 1024
 _STAGE_MAX_ENTRIES = 1024
+# The plans' arrays on the host, before they go to the device.
+_NUMPY_TYPES = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8}
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,14 +151,17 @@ def _schedule_arrays(solve: SolvePlan) -> dict[str, np.ndarray]:
     q = nodes.count
     kernels = solve.num_kernels
     kernel_of_node = np.repeat(np.arange(kernels, dtype=np.int64), np.diff(solve.kernel_ptr))
-    perm = np.lexsort((np.arange(q, dtype=np.int64), solve.node_warp, kernel_of_node))
+    # One stable sort by (kernel, warp) keeps each warp's node groups in order: as a single
+    # key, a radix sort (or a merge of presorted runs) rather than a lexsort of three.
+    key = kernel_of_node * solve.num_warps + solve.node_warp
+    perm = stable_order(key)
+    key = key[perm]
     counts = np.diff(nodes.ptr)[perm]
     node_ptr = np.zeros(q + 1, dtype=np.int64)
     np.cumsum(counts, out=node_ptr[1:])
     warp = solve.node_warp[perm]
-    key = kernel_of_node[perm] * solve.num_warps + warp
     seg_first = np.flatnonzero(np.diff(key, prepend=-1))
-    bounds = np.searchsorted(kernel_of_node[perm][seg_first], np.arange(kernels + 1), side="left")
+    bounds = np.searchsorted(key[seg_first] // solve.num_warps, np.arange(kernels + 1), side="left")
     parts = np.stack([bounds[:-1], bounds[1:], solve.kernel_waits.astype(np.int64)], axis=1)
     return {
         "seg_warp": warp[seg_first],
@@ -224,7 +229,9 @@ class SptrsvPlan:
         index = task.index_dtype
 
         def put(a: np.ndarray | None, dtype: torch.dtype = index) -> torch.Tensor | None:
-            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+            # Converted by NumPy (faster than PyTorch's conversion, and a copy to a GPU
+            # converts on the host anyway).
+            return None if a is None else torch.from_numpy(np.ascontiguousarray(a, _NUMPY_TYPES[dtype])).to(device)
 
         solve = self.solve_plan
         order = position = None

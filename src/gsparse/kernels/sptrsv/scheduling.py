@@ -14,6 +14,7 @@ level needs no waiting, and a row needs a ready flag only if a row that waits de
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,37 +35,46 @@ class NodeGroups:
         ptr: ``[q + 1]`` offsets into ``members``.
         members: ``[m]`` row groups of each node group, in subwarp order.
         level: ``[q]`` level of each node group.
-        nnz: ``[q]`` stored entries of each node group (its warp's work).
+        group_nnz: ``[m]`` stored entries of each row group (:attr:`RowGroups.nnz`).
     """
 
     ptr: np.ndarray
     members: np.ndarray
     level: np.ndarray
-    nnz: np.ndarray
+    group_nnz: np.ndarray
 
     @property
     def count(self) -> int:
         return len(self.ptr) - 1
+
+    @functools.cached_property
+    def nnz(self) -> np.ndarray:
+        """``[q]`` stored entries of each node group (its warp's work), summed when first read:
+        round robin never reads them, and a gather in level order costs milliseconds."""
+        nnz = self.group_nnz[self.members]
+        return np.add.reduceat(nnz, self.ptr[:-1]) if self.count < len(self.members) else nnz
 
 
 def node_groups(groups: RowGroups, subwarps: int, grouping: str) -> NodeGroups:
     """Cut each level's row groups into node groups of up to ``subwarps`` (``rg_sequential``:
     in row order; ``rg_balance``: by decreasing entries, ties in row order)."""
     m = groups.count
-    index = np.arange(m, dtype=np.int64)
     if grouping == "rg_sequential":
         order = stable_order(groups.level)
     elif grouping == "rg_balance":
-        order = np.lexsort((index, -groups.nnz, groups.level))
+        order = np.lexsort((np.arange(m, dtype=np.int64), -groups.nnz, groups.level))
     else:
         raise ValueError(f"grouping must be 'rg_sequential' or 'rg_balance', got {grouping!r}")
-    level = groups.level[order]
-    per_level = np.bincount(level) if m else np.zeros(0, np.int64)
-    rank = index - (np.cumsum(per_level) - per_level)[level]
-    firsts = np.flatnonzero(rank % subwarps == 0)
-    ptr = np.append(firsts, np.int64(m)).astype(np.int64)
-    nnz = np.add.reduceat(groups.nnz[order], firsts) if m else np.zeros(0, np.int64)
-    return NodeGroups(ptr=ptr, members=order.astype(np.int64), level=level[firsts], nnz=nnz)
+    # The cuts follow from the levels' sizes alone: level l's row groups, from its first
+    # member on, are cut every `subwarps` (arrays over levels and node groups, not members).
+    per_level = np.bincount(groups.level) if m else np.zeros(0, np.int64)
+    nodes_per_level = -(-per_level // subwarps)
+    level = np.repeat(np.arange(len(per_level), dtype=np.int64), nodes_per_level)
+    first_node = np.cumsum(nodes_per_level) - nodes_per_level
+    first_member = np.cumsum(per_level) - per_level
+    firsts = first_member[level] + subwarps * (np.arange(len(level), dtype=np.int64) - first_node[level])
+    return NodeGroups(ptr=np.append(firsts, np.int64(m)), members=order.astype(np.int64, copy=False), level=level,
+                      group_nnz=groups.nnz)
 
 
 def partition(level: np.ndarray, alpha_level: float, max_warps: int) -> np.ndarray:
@@ -196,7 +206,8 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
     nodes = cache.node_groups(schedule)
     kernel_ptr = partition(nodes.level, schedule.alpha_level, max_warps)
     parents = _node_parents(groups, nodes) if schedule.warp_schedule == "ws_locality" else None
-    node_warp = assign_warps(nodes.level, nodes.nnz, parents, kernel_ptr, schedule.warp_schedule,
+    nnz = None if schedule.warp_schedule == "ws_rr" else nodes.nnz
+    node_warp = assign_warps(nodes.level, nnz, parents, kernel_ptr, schedule.warp_schedule,
                              num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
     kernel_levels = np.add.reduceat(np.diff(nodes.level, prepend=-1) > 0, kernel_ptr[:-1]) \
@@ -217,22 +228,23 @@ def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, wai
     rows = groups.rows
     if not sync_elimination:
         return np.ones(rows.n, dtype=bool)
-    counts = np.diff(rows.ptr)
-    node_of_group = np.empty(groups.count, dtype=np.int64)
-    node_of_group[nodes.members] = np.repeat(np.arange(nodes.count, dtype=np.int64), np.diff(nodes.ptr))
-    kernel_of_node = np.repeat(np.arange(len(kernel_ptr) - 1, dtype=np.int64), np.diff(kernel_ptr))
-    group_of_position = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)
-    row_waits = waits[kernel_of_node[node_of_group]][group_of_position]
-    # Groups are runs of positions and a dependency is an earlier position: it lies in its
-    # dependent's group exactly when it is not before the group's first position.
-    same = rows.deps >= np.repeat(groups.starts[group_of_position], counts)
-    needed = np.repeat(row_waits, counts) & ~same
-    inside = np.flatnonzero(same)
-    if inside.size:
-        dependent = np.searchsorted(rows.ptr, inside, side="right") - 1
-        # Lanes are positions modulo the width, counted from the group's first position.
-        other_lane = (dependent - rows.deps[inside]) % width != 0
-        needed[inside] = per_thread[group_of_position[dependent]] & other_lane
     flag = np.zeros(rows.n, dtype=bool)
-    flag[rows.deps[needed]] = True
+    if not groups.inner.size and waits.all():  # (one kernel, say) every dependency is waited on
+        flag[rows.deps] = True
+        return flag
+    # Kernels are runs of whole levels: a group waits when the kernel of its level does, the
+    # last one starting at or below it.
+    group_waits = waits[np.searchsorted(nodes.level[kernel_ptr[:-1]], groups.level, side="right") - 1]
+    entry_starts = rows.ptr[groups.starts]
+    needed = np.repeat(group_waits, np.diff(entry_starts))
+    inner = groups.inner
+    if inner.size:  # merged groups: a dependency inside its dependent's group is waited on
+        needed[inner] = False  # by the group's threads only, when they solve rows one each
+        if width > 1:
+            dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))[inner]
+            group = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)[dependent]
+            # Lanes are positions modulo the width (a power of two), counted from the group's
+            # first position.
+            needed[inner] = per_thread[group] & ((dependent - rows.deps[inner]) & (width - 1) != 0)
+    flag[np.compress(needed, rows.deps)] = True
     return flag

@@ -23,7 +23,9 @@ __all__ = ["merge_fixed", "merge_avg", "merge_thresh", "MERGES", "RowGroups", "r
 def merge_fixed(row_nnz: np.ndarray, rb: int) -> np.ndarray:
     """``merge_fixed(rb)``: every ``rb`` consecutive rows form a group (the last may be shorter)."""
     n = len(row_nnz)
-    return np.append(np.arange(0, n, rb, dtype=np.int64), np.int64(n)) if n else np.zeros(1, np.int64)
+    starts = np.arange(0, n + rb, rb, dtype=np.int64)  # the last one at or past n: made n
+    starts[-1] = n
+    return starts
 
 
 def merge_avg(row_nnz: np.ndarray, rb: int, thresh: int) -> np.ndarray:
@@ -66,6 +68,8 @@ class RowGroups:
         row_level: ``[n]`` level of each position in ``rows`` (before merging).
         starts: ``[m + 1]`` row-group cuts over positions.
         ptr, deps: the contracted DAG over row groups (:func:`.analysis.contract`).
+        inner: the indices into ``rows.deps`` of the dependencies inside their dependent's
+            row group, increasing (none for single-row groups).
         level: ``[m]`` level of each row group in that DAG.
         nnz: ``[m]`` stored entries of each row group.
     """
@@ -74,14 +78,15 @@ class RowGroups:
         self.rows = rows
         self.row_level = row_level
         self.starts = starts
-        # Single-row groups are the rows' DAG itself and keep their levels; merged ones are
-        # contracted and need their levels recomputed.
+        # Single-row groups are the rows' DAG itself and keep their levels and entries;
+        # merged ones are contracted and need their levels recomputed.
         if len(starts) == rows.n + 1:
-            self.ptr, self.deps, self.level = rows.ptr, rows.deps, row_level
+            self.ptr, self.deps, self.level, self.nnz = rows.ptr, rows.deps, row_level, rows.row_nnz
+            self.inner = np.zeros(0, dtype=np.int64)
         else:
-            self.ptr, self.deps = contract(rows.ptr, rows.deps, starts)
+            self.ptr, self.deps, self.inner = contract(rows.ptr, rows.deps, starts)
             self.level = levels(self.ptr, self.deps)
-        self.nnz = np.add.reduceat(rows.row_nnz, starts[:-1]) if rows.n else np.zeros(0, np.int64)
+            self.nnz = np.add.reduceat(rows.row_nnz, starts[:-1])
 
     @property
     def count(self) -> int:

@@ -64,12 +64,14 @@ class _Grid:
         return warp
 
 
-def assign_warps(level: np.ndarray, nnz: np.ndarray, parents: tuple[np.ndarray, np.ndarray] | None,
+def assign_warps(level: np.ndarray, nnz: np.ndarray | None, parents: tuple[np.ndarray, np.ndarray] | None,
                  kernel_ptr: np.ndarray, strategy: str, num_blocks: int, warps_per_block: int) -> np.ndarray:
     """``[q]`` warp of each node group.
 
     Args:
-        level, nnz: ``[q]`` level and entries of each node group (numbered level by level).
+        level: ``[q]`` level of each node group (numbered level by level).
+        nnz: ``[q]`` entries of each node group; read by ``ws_balance`` and ``ws_locality``
+            only (None for ``ws_rr``).
         parents: ``(ptr, ids)``, the node groups each node group depends on; read by
             ``ws_locality`` only (None for the others).
         kernel_ptr: ``[K + 1]`` node-group cuts of the kernels (at level boundaries).
