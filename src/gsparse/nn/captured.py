@@ -56,6 +56,8 @@ class StaticBlocks:
         n_id: ``[C_0]`` int64: the step's node ids, then zeros (gather ``x[n_id]``).
         sizes: ``(C_0, ..., C_L)``: each level's static node count, trash nodes included.
         edge_index: per layer, the ``[2, K_l]`` static edge list.
+        version: how many times the buffers were (re)allocated: 0 before the first batch,
+            then one more for each growth.
     """
 
     def __init__(self, max_degree: int, *, square: bool = False, margin: float = 0.05) -> None:
