@@ -228,11 +228,11 @@ def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds:
     The pick joins the candidates where the space lacks it (a head more than four times
     its slice, such as 602 features in slices of 32): the tuner measures it first and
     searches from it."""
-    table = candidate_table(task, stats, target)
-    protected = (default_schedule(task, stats, target),)
+    table, default = _candidates(task, stats, target)  # the hand rule's pick, made once there
     candidates = [schedule_from_row(row) for row in table.tolist()]
-    return prune(candidates, facts(task, stats, target, table), target, thresholds, protected=protected,
-                 registers=lambda s: register_spills(task, s, target), registers_on=registers)
+    return prune(candidates, facts(task, stats, target, table), target, thresholds,
+                 protected=(candidates[default],), registers=lambda s: register_spills(task, s, target),
+                 registers_on=registers)
 
 
 def pruned_rows(task: SddmmTask, stats: GraphStats, target: Target) -> np.ndarray:

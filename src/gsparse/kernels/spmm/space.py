@@ -261,11 +261,11 @@ def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: 
     leave, ``"all"`` every candidate; ``"off"`` compiles nothing (what the model policy
     uses).
     """
-    table = candidate_table(task, stats, target)
-    protected = (default_schedule(task, stats, target),)
+    table, default = _candidates(task, stats, target)  # the hand rule's pick, made once there
     candidates = [schedule_from_row(row) for row in table.tolist()]
-    return prune(candidates, facts(task, stats, target, table), target, thresholds, protected=protected,
-                 registers=lambda s: register_spills(task, s, target), registers_on=registers)
+    return prune(candidates, facts(task, stats, target, table), target, thresholds,
+                 protected=(candidates[default],), registers=lambda s: register_spills(task, s, target),
+                 registers_on=registers)
 
 
 def pruned_rows(task: SpmmTask, stats: GraphStats, target: Target) -> np.ndarray:
