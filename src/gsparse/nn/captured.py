@@ -137,16 +137,16 @@ class StaticBlocks:
 
     def _grow(self, num_nodes: list[int], num_edges: list[int], device: torch.device) -> None:
         """New capacities: the larger of the old and the batch's sizes with the margin."""
-        def grown(old: list[int], new: list[int]) -> list[int]:
-            wanted = [math.ceil(n * (1 + self.margin)) for n in new]
-            return [max(w, o) for w, o in zip(wanted, old)] if len(old) == len(new) else wanted
+        def at_least(old: list[int], new: list[int]) -> list[int]:
+            # capacities never shrink, unless the blocks' depth changed
+            return [max(n, o) for n, o in zip(new, old)] if len(old) == len(new) else new
 
-        edges = grown(self._edges, num_edges)
+        edges = at_least(self._edges, [math.ceil(e * (1 + self.margin)) for e in num_edges])
         # Trash rows absorb the gap between a layer's capacity and its batch's edges: the
         # margin's share of the capacity, or this batch's gap when it is larger.
-        rows = [math.ceil(max(k - e, self.margin * k) / self.max_degree) + 1 for k, e in zip(edges, num_edges)]
-        rows = [max(r, o) for r, o in zip(rows, self._trash_rows)] if len(self._trash_rows) == len(rows) else rows
-        nodes = grown(self._nodes, num_nodes)
+        rows = at_least(self._trash_rows, [math.ceil(max(k - e, self.margin * k) / self.max_degree) + 1
+                                           for k, e in zip(edges, num_edges)])
+        nodes = at_least(self._nodes, [math.ceil(n * (1 + self.margin)) for n in num_nodes])
         # Level k's trash nodes: layer k's trash sources (and, square, its trash rows), and
         # bipartite, layer k - 1's trash rows.
         levels = len(nodes)
