@@ -52,14 +52,25 @@ def test_the_row_graph_matches_a_row_by_row_construction(family):
 
 
 def _longest_chain_by_positions(graph: analysis.RowGraph) -> int:
-    """The longest run of positions whose nearest dependency is the position before, one by one."""
-    has, distance = analysis.nearest_dependencies(graph)
-    chained = set(has[distance == 1].tolist())
+    """The longest run of positions whose nearest dependency (the latest position among its
+    dependencies) is the position before, one by one."""
     longest = run = min(graph.n, 1)
     for k in range(1, graph.n):
-        run = run + 1 if k in chained else 1
+        deps = graph.deps[graph.ptr[k]:graph.ptr[k + 1]]
+        run = run + 1 if len(deps) and int(deps.max()) == k - 1 else 1
         longest = max(longest, run)
     return longest
+
+
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+def test_the_nearest_dependency_is_the_latest_position_depended_on(family):
+    for upper in (False, True):
+        matrix = family_factor(family, seed=2, upper=upper)
+        graph = analysis.dependency_graph(matrix.indptr, matrix.indices, not upper)
+        has, nearest = analysis.nearest_dependencies(graph)
+        np.testing.assert_array_equal(has, np.diff(graph.ptr) > 0)
+        want = [int(graph.deps[graph.ptr[k]:graph.ptr[k + 1]].max()) for k in np.flatnonzero(has)]
+        np.testing.assert_array_equal(nearest[has], want)
 
 
 @pytest.mark.parametrize("family", triangular.FAMILIES)

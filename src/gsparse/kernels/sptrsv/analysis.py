@@ -123,37 +123,28 @@ def dependency_graph(crow: np.ndarray, col: np.ndarray, lower: bool) -> RowGraph
 
 
 def nearest_dependencies(rows: RowGraph) -> tuple[np.ndarray, np.ndarray]:
-    """``(has, distance)``: the positions with a dependency (increasing) and, for each, how
-    many positions back its nearest dependency lies. The nearest is a position's last
-    dependency in a lower system and its first in an upper one (solved bottom up,
-    ``rows.order`` decreasing): exact when the CSR's rows have their columns sorted, as a
-    row graph lists each position's dependencies in its CSR's column order."""
+    """``(has, nearest)``, per position: whether it has a dependency, and the position of its
+    nearest one (where it has none, a neighbour's entry: read it through ``has`` only). The
+    nearest is a position's last dependency in a lower system and its first in an upper one
+    (solved bottom up, ``rows.order`` decreasing): exact when the CSR's rows have their
+    columns sorted, as a row graph lists each position's dependencies in its CSR's column
+    order. Every position at once, without listing those with a dependency first."""
     ptr, deps = rows.ptr, rows.deps
-    has = np.flatnonzero(ptr[1:] != ptr[:-1])
-    if has.size == 0:
-        return has, has
+    has = ptr[1:] != ptr[:-1]
+    if deps.size == 0:
+        return has, np.zeros(rows.n, dtype=np.int64)
     upper = rows.order[0] > rows.order[-1]
-    nearest = (ptr[:-1] if upper else ptr[1:])[has]  # one array, updated in place
-    if not upper:
-        nearest -= 1
-    nearest = deps[nearest]
-    return has, np.subtract(has, nearest, out=nearest)
+    return has, deps.take(ptr[:-1] if upper else ptr[1:] - 1, mode="clip")
 
 
 def longest_chain(rows: RowGraph) -> int:
     """The most consecutive positions of which each but the first depends on the one before:
     a lower bound on the levels (a banded factor's is its size). A position depends on the
-    one before when its nearest dependency (:func:`nearest_dependencies`) is that one: tested
-    for every position at once, without listing those with a dependency first."""
-    ptr, deps = rows.ptr, rows.deps
-    if deps.size == 0:
-        return min(rows.n, 1)
-    upper = rows.order[0] > rows.order[-1]
-    # Positions without a dependency read a neighbour's entry (clipped into range), then fail `has`.
-    nearest = deps.take(ptr[:-1] if upper else ptr[1:] - 1, mode="clip")
-    chained = (ptr[1:] != ptr[:-1]) & (nearest == np.arange(-1, rows.n - 1, dtype=np.int64))
+    one before when its nearest dependency (:func:`nearest_dependencies`) is that one."""
+    has, nearest = nearest_dependencies(rows)
+    chained = has & (nearest == np.arange(-1, rows.n - 1, dtype=np.int64))
     edges = np.flatnonzero(np.diff(chained, prepend=False, append=False))
-    return int((edges[1::2] - edges[::2]).max(initial=0)) + 1
+    return min(rows.n, int((edges[1::2] - edges[::2]).max(initial=0)) + 1)
 
 
 def transpose(ptr: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

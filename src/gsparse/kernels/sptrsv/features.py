@@ -58,7 +58,8 @@ def matrix_features(rows: RowGraph, row_level: np.ndarray) -> np.ndarray:
     lnnz, lnnz_max = float(per_level.mean()), float(per_level.max())
     level_variance = max(float(np.einsum("i,i->", per_level, per_level)) / len(per_level) - lnnz * lnnz, 0.0)
     lnnz_cov = level_variance ** 0.5 / lnnz if lnnz > 0 else 0.0
-    has, distance = nearest_dependencies(rows)
-    dep_dist = float(np.sum(1.0 / distance)) / m if has.size else 0.0
+    has, nearest = nearest_dependencies(rows)
+    positions = np.flatnonzero(has)
+    dep_dist = float(np.sum(1.0 / (positions - nearest[positions]))) / m if positions.size else 0.0
     return np.array([m, nnz, rnnz, float(row_nnz.max()), rnnz_cov, lnnz, lnnz_max, lnnz_cov,
                      len(per_level), dep_dist], dtype=np.float64)
