@@ -87,10 +87,24 @@ def features(shape, seed: int, dtype=torch.float64, away_from_zero: bool = False
     return values.to(dtype)
 
 
+def device_of(group) -> torch.device:
+    """Where a rank of ``group`` keeps its share: its GPU under NCCL, else the CPU."""
+    if torch.distributed.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def rows_of(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``t[index]`` on ``index``'s device (the global references are built on the CPU)."""
+    return t.to(index.device)[index]
+
+
 def share(group, graph_kind: str, part_kind: str, exchange: str = "overlap") -> tuple[gsparse.Graph, gd.DistGraph]:
+    """The whole graph (on the CPU) and this rank's share of it (on :func:`device_of`)."""
     graph = make_graph(graph_kind)
     parts = torch.distributed.get_world_size(group)
-    dg = gd.DistGraph.from_global(graph, make_partition(graph, part_kind, parts), group=group, exchange=exchange)
+    dg = gd.DistGraph.from_global(graph, make_partition(graph, part_kind, parts), group=group, exchange=exchange,
+                                  device=device_of(group))
     return graph, dg
 
 
@@ -147,18 +161,11 @@ def sddmm_inputs(graph, op, lt, rt, shapes, seed, dtype=torch.float64):
 
 def _slice(t: torch.Tensor, dg: gd.DistGraph, target: str) -> torch.Tensor:
     index = {"u": dg.src_nodes, "v": dg.dst_nodes, "e": dg.edge_ids}[target]
-    return t[index].detach().clone().requires_grad_(True)
+    return rows_of(t, index).detach().clone().requires_grad_(True)
 
 
 def _numpy(t):
-    return None if t is None else t.detach().numpy()
-
-
-def _run_with_grad(fn, operands, out_grad_seed):
-    out = fn(*operands)
-    grad = features(out.shape, out_grad_seed, out.dtype)
-    out.backward(grad)
-    return out, grad
+    return None if t is None else t.detach().cpu().numpy()
 
 
 def dist_spmm(group, graph_kind, part_kind, exchange, dtype, full):
@@ -170,7 +177,7 @@ def dist_spmm(group, graph_kind, part_kind, exchange, dtype, full):
         lhs, rhs = spmm_inputs(graph, op, shapes, 10 * i, dtype)
         x, y = _slice(lhs, dg, "u"), _slice(rhs, dg, "e")
         out = gd.gspmm(dg, op, reduce, x, y)
-        grad = features((graph.num_dst, *out.shape[1:]), 10 * i + 5, dtype)[dg.dst_nodes]
+        grad = rows_of(features((graph.num_dst, *out.shape[1:]), 10 * i + 5, dtype), dg.dst_nodes)
         out.backward(grad)
         results.append((_numpy(out), _numpy(x.grad), _numpy(y.grad)))
     return _numpy(dg.dst_nodes), _numpy(dg.src_nodes), _numpy(dg.edge_ids), results
@@ -183,7 +190,7 @@ def dist_sddmm(group, graph_kind, part_kind, exchange, dtype, full):
         lhs, rhs = sddmm_inputs(graph, op, lt, rt, shapes, 10 * i, dtype)
         x, y = _slice(lhs, dg, lt), _slice(rhs, dg, rt)
         out = gd.gsddmm(dg, op, x, y, lt, rt)
-        grad = features((graph.num_edges, *out.shape[1:]), 10 * i + 5, dtype)[dg.edge_ids]
+        grad = rows_of(features((graph.num_edges, *out.shape[1:]), 10 * i + 5, dtype), dg.edge_ids)
         out.backward(grad)
         results.append((_numpy(out), _numpy(x.grad), _numpy(y.grad)))
     return _numpy(dg.dst_nodes), _numpy(dg.src_nodes), _numpy(dg.edge_ids), results
@@ -195,7 +202,7 @@ def dist_edge_softmax(group, graph_kind, part_kind, exchange, dtype):
     for i, norm_by in enumerate(("dst", "src")):
         logits = _slice(features((graph.num_edges, 2, 1), 7 + i, dtype), dg, "e")
         out = gd.edge_softmax(dg, logits, norm_by=norm_by)
-        out.backward(features((graph.num_edges, 2, 1), 17 + i, dtype)[dg.edge_ids])
+        out.backward(rows_of(features((graph.num_edges, 2, 1), 17 + i, dtype), dg.edge_ids))
         results.append((_numpy(out), _numpy(logits.grad)))
     return _numpy(dg.edge_ids), results
 
@@ -206,16 +213,19 @@ BAD_CALLS = ("rows", "op", "dtype", "broadcast", "target", "dot", "norm_by", "po
 def bad_call(call: str, g, ops) -> tuple[str, str] | None:
     """The error of a bad call on ``g`` (a DistGraph with ``ops`` = gsparse.distributed, or
     a Graph with ``ops`` = gsparse), as ``(type name, message)``."""
-    x = torch.randn(g.num_src, 3, dtype=torch.float64)
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, dtype=dtype, device=g.device)
+
+    x = randn(g.num_src, 3, dtype=torch.float64)
     calls = {
-        "rows": lambda: ops.gspmm(g, "copy_lhs", "sum", torch.randn(g.num_src + 1, 3)),
+        "rows": lambda: ops.gspmm(g, "copy_lhs", "sum", randn(g.num_src + 1, 3)),
         "op": lambda: ops.gspmm(g, "pow", "sum", x),
-        "dtype": lambda: ops.gspmm(g, "mul", "sum", x, torch.randn(g.num_edges, 3, dtype=torch.float32)),
-        "broadcast": lambda: ops.gspmm(g, "add", "sum", x, torch.randn(g.num_edges, 4, dtype=torch.float64)),
+        "dtype": lambda: ops.gspmm(g, "mul", "sum", x, randn(g.num_edges, 3)),
+        "broadcast": lambda: ops.gspmm(g, "add", "sum", x, randn(g.num_edges, 4, dtype=torch.float64)),
         "target": lambda: ops.gsddmm(g, "add", x, x, "u", "w"),
-        "dot": lambda: ops.gsddmm(g, "dot", x, torch.randn(g.num_dst, 4, dtype=torch.float64), "u", "v"),
-        "norm_by": lambda: ops.edge_softmax(g, torch.randn(g.num_edges, 1), norm_by="both"),
-        "positional norm_by": lambda: ops.edge_softmax(g, torch.randn(g.num_edges, 1), "src"),
+        "dot": lambda: ops.gsddmm(g, "dot", x, randn(g.num_dst, 4, dtype=torch.float64), "u", "v"),
+        "norm_by": lambda: ops.edge_softmax(g, randn(g.num_edges, 1), norm_by="both"),
+        "positional norm_by": lambda: ops.edge_softmax(g, randn(g.num_edges, 1), "src"),
     }
     try:
         calls[call]()
@@ -229,7 +239,7 @@ def dist_errors(group):
     _, dg = share(group, "square", "range")
     wrong_graph = None
     try:
-        gd.gspmm(dg.local, "copy_lhs", "sum", torch.randn(dg.local.num_src, 3))
+        gd.gspmm(dg.local, "copy_lhs", "sum", torch.randn(dg.local.num_src, 3, device=dg.device))
     except TypeError as error:
         wrong_graph = str(error)
     return (dg.num_src, dg.num_dst, dg.num_edges), {c: bad_call(c, dg, gd) for c in BAD_CALLS}, wrong_graph
@@ -243,10 +253,10 @@ def dist_structure(group, graph_kind, part_kind):
     sources as the global graph's edges (checked on the rank)."""
     graph, dg = share(group, graph_kind, part_kind)
     src, _ = graph.edges()
-    ext_src = dg.edges()[0].long()
-    global_src = torch.cat([dg.src_nodes, dg.halo_nodes])[ext_src]
-    same_sources = bool((global_src == src.long()[dg.edge_ids]).all())
-    owners = dg.src_partition.owner(dg.halo_nodes)
+    ext_src = dg.edges()[0].long().cpu()
+    global_src = torch.cat([dg.src_nodes, dg.halo_nodes]).cpu()[ext_src]
+    same_sources = bool((global_src == src.long()[dg.edge_ids.cpu()]).all())
+    owners = dg.src_partition.owner(dg.halo_nodes.cpu())
     return {
         "rows": dg.num_dst, "halo": dg.num_halo, "active": dg.plan.active, "same_sources": same_sources,
         "index_dtype": str(dg.index_dtype), "halo_sorted": bool((owners.diff() >= 0).all()),
@@ -265,14 +275,15 @@ def dist_from_local_edges(group):
     rank = torch.distributed.get_rank(group)
     src, dst = (t.long() for t in graph.edges())
     mine = torch.nonzero(part.owner(dst) == rank).flatten().flip(0)
+    device = device_of(group)
     dg = gd.DistGraph.from_local_edges(src[mine], dst[mine], part, group=group, index_dtype=torch.int64,
-                                       edge_ids=mine)
-    ref = gd.DistGraph.from_global(graph, part, group=group)
-    x = features((graph.num_src, 3), 1)[dg.src_nodes]
+                                       edge_ids=mine, device=device)
+    ref = gd.DistGraph.from_global(graph, part, group=group, device=device)
+    x = rows_of(features((graph.num_src, 3), 1), dg.src_nodes)
     w = features((graph.num_edges, 1), 2)
-    out = gd.gspmm(dg, "mul", "max", x, w[dg.edge_ids])
-    want = gd.gspmm(ref, "mul", "max", x, w[ref.edge_ids])
-    return str(dg.local.index_dtype), out.numpy(), want.numpy()
+    out = gd.gspmm(dg, "mul", "max", x, rows_of(w, dg.edge_ids))
+    want = gd.gspmm(ref, "mul", "max", x, rows_of(w, ref.edge_ids))
+    return str(dg.local.index_dtype), _numpy(out), _numpy(want)
 
 
 def dist_adjoint(group):
@@ -281,8 +292,8 @@ def dist_adjoint(group):
 
     _, dg = share(group, "square", "scattered")
     gen = torch.Generator().manual_seed(dg.rank)
-    x = torch.randn(dg.num_src, 2, generator=gen, dtype=torch.float64)
-    y = torch.randn(dg.num_halo, 2, generator=gen, dtype=torch.float64)
+    x = torch.randn(dg.num_src, 2, generator=gen, dtype=torch.float64).to(dg.device)
+    y = torch.randn(dg.num_halo, 2, generator=gen, dtype=torch.float64).to(dg.device)
     sums = torch.stack([(exchange.gather(dg.plan, x) * y).sum(), (x * exchange.scatter(dg.plan, y)).sum()])
     torch.distributed.all_reduce(sums, group=group)
     return sums.tolist()
@@ -292,12 +303,12 @@ def dist_bad_partition(group):
     graph = make_graph("square")
     world, rank = torch.distributed.get_world_size(group), torch.distributed.get_rank(group)
     halves = gd.Partition.from_bounds([0, graph.num_dst // 2, graph.num_dst])
-    errors = []
+    errors, device = [], device_of(group)
     for call in (lambda: gd.DistGraph.from_global(graph, gd.range_partition(graph.in_degrees(), world + 1),
-                                                  group=group),
+                                                  group=group, device=device),
                  # every rank passes an edge into a row of the next rank: all of them refuse it
                  lambda: gd.DistGraph.from_local_edges(torch.tensor([0]), halves.nodes((rank + 1) % world)[-1:],
-                                                       halves, group=group)):
+                                                       halves, group=group, device=device)):
         try:
             call()
         except ValueError as error:

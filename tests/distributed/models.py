@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from cases import features, make_graph, share
+from cases import device_of, features, make_graph, rows_of, share
 
 import gsparse
 from gsparse.distributed import train as dist_train
@@ -51,24 +51,28 @@ def dist_layer(group, name: str, part_kind: str, exchange: str):
     """The layer on this rank's share: its output rows, the gradient of its features and
     edge weights, and the parameters' gradients summed over the ranks."""
     graph, dg = share(group, layer_graph(name), part_kind, exchange)
-    layer = build_layer(name)
+    layer = build_layer(name).to(dg.device)
     x, weight = layer_inputs(name, graph)
     if isinstance(x, tuple):
-        x = (x[0][dg.src_nodes].requires_grad_(), x[1][dg.dst_nodes].requires_grad_())
+        x = (rows_of(x[0], dg.src_nodes).requires_grad_(), rows_of(x[1], dg.dst_nodes).requires_grad_())
     else:
-        x = x[dg.src_nodes].requires_grad_()
+        x = rows_of(x, dg.src_nodes).requires_grad_()
     if weight is not None:
-        weight = weight[dg.edge_ids].requires_grad_()
+        weight = rows_of(weight, dg.edge_ids).requires_grad_()
     out = call(layer, x, dg, weight)
-    out.backward(features((graph.num_dst, out.shape[1]), 5)[dg.dst_nodes])
+    out.backward(rows_of(features((graph.num_dst, out.shape[1]), 5), dg.dst_nodes))
     grads = {}
     for pname, p in layer.named_parameters():
         g = p.grad.clone()
         dist.all_reduce(g, group=group)
-        grads[pname] = g.numpy()
+        grads[pname] = _numpy(g)
     x_grad = x[0].grad if isinstance(x, tuple) else x.grad
-    return (dg.dst_nodes.numpy(), dg.src_nodes.numpy(), dg.edge_ids.numpy(), out.detach().numpy(),
-            x_grad.numpy(), None if weight is None else weight.grad.numpy(), grads)
+    return (_numpy(dg.dst_nodes), _numpy(dg.src_nodes), _numpy(dg.edge_ids), _numpy(out), _numpy(x_grad),
+            None if weight is None else _numpy(weight.grad), grads)
+
+
+def _numpy(t: torch.Tensor):
+    return t.detach().cpu().numpy()
 
 
 def single_layer(name: str):
@@ -110,9 +114,10 @@ def dist_training(group, part_kind: str):
     """Losses of ``EPOCHS`` full-graph epochs with DDP (``gsparse.distributed.train.train``)."""
     graph, dg = share(group, "square", part_kind)
     x, y, train_mask = global_data(graph)
-    data = dist_train.Data("square", dg, x[dg.src_nodes], y[dg.dst_nodes], train_mask[dg.dst_nodes], CLASSES,
-                           int(train_mask.sum()), graph.num_dst, graph.num_edges)
-    result = dist_train.train(model(), data, epochs=EPOCHS, warmup=0, lr=LR, group=group)
+    data = dist_train.Data("square", dg, rows_of(x, dg.src_nodes), rows_of(y, dg.dst_nodes),
+                           rows_of(train_mask, dg.dst_nodes), CLASSES, int(train_mask.sum()), graph.num_dst,
+                           graph.num_edges)
+    result = dist_train.train(model().to(dg.device), data, epochs=EPOCHS, warmup=0, lr=LR, group=group)
     return result["losses"]
 
 
@@ -133,8 +138,9 @@ def single_training():
 
 def dist_train_load(group, spec: str):
     """A few epochs of the training script's own data and model, as torchrun would run it."""
-    data = dist_train.load(spec, group=group, num_features=8, num_classes=5)
-    result = dist_train.train(dist_train.GCN(8, 16, 5), data, epochs=2, warmup=1, group=group)
+    device = device_of(group)
+    data = dist_train.load(spec, group=group, device=device, num_features=8, num_classes=5)
+    result = dist_train.train(dist_train.GCN(8, 16, 5).to(device), data, epochs=2, warmup=1, group=group)
     return data.graph.partition_report().to_dict(), result
 
 
@@ -144,4 +150,4 @@ def dist_bench(group, graph: str):
 
     args = bench.parser().parse_args(["--graph", graph, "--hidden", "8", "--features", "6", "--classes", "3",
                                       "--epochs", "1", "--warmup", "0", "--reps", "1"])
-    return bench.run(args, torch.device("cpu"), group, progress=lambda *_: None)
+    return bench.run(args, device_of(group), group, progress=lambda *_: None)

@@ -1,4 +1,4 @@
-"""A pool of gloo processes that stay up for the whole test session.
+"""A pool of processes (gloo on the CPU, or NCCL with a GPU each) that stay up for the whole test session.
 
 Starting a process that imports torch takes seconds on a small CI machine, so the tests
 do not spawn per test: :class:`Pool` starts ``size`` workers once and joins them in a gloo process group through a ``file://`` rendezvous in a
@@ -10,6 +10,10 @@ compiler front end (which the first custom-op call imports) and gsparse once, so
 starting four costs about one import. A worker's exception comes back as an AssertionError with its traceback;
 a run that does not finish within ``timeout`` seconds (a collective mismatch) fails and
 the pool is restarted for the next test.
+
+``Pool(backend="nccl")`` gives rank ``r`` GPU ``r`` and has as many ranks as there are
+GPUs, up to four; a run on more ranks than the pool has is skipped. The cases put each
+rank's share on its GPU under NCCL (``cases.device_of``).
 """
 
 from __future__ import annotations
@@ -23,16 +27,21 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+import pytest
 import torch.multiprocessing as mp
 
 WORLD_SIZES = (1, 2, 4)
 
 
-def _worker(rank: int, size: int, init_file: str, tasks, results) -> None:
+def _worker(rank: int, size: int, backend: str, init_file: str, tasks, results) -> None:
     torch.set_num_threads(1)
     timeout = timedelta(seconds=60)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=size,
-                            timeout=timeout)
+    device = None
+    if backend == "nccl":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=size,
+                            timeout=timeout, device_id=device)
     groups = {n: (dist.group.WORLD if n == size else dist.new_group(list(range(n)), timeout=timeout))
               for n in WORLD_SIZES if n <= size}
     results.put((rank, "ready", None))
@@ -56,8 +65,10 @@ _PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "scipy.sparse.csgraph
 
 
 class Pool:
-    def __init__(self, size: int = max(WORLD_SIZES), timeout: float = 90.0) -> None:
-        self.size, self.timeout = size, timeout
+    def __init__(self, size: int = max(WORLD_SIZES), timeout: float = 90.0, backend: str = "gloo") -> None:
+        if backend == "nccl":
+            size = min(size, torch.cuda.device_count())
+        self.size, self.timeout, self.backend = size, timeout, backend
         self._procs: list = []
         self._start()
 
@@ -68,7 +79,7 @@ class Pool:
         init_file = os.path.join(self._dir, "rendezvous")
         self._tasks = [ctx.Queue() for _ in range(self.size)]
         self._results = ctx.Queue()
-        self._procs = [ctx.Process(target=_worker, args=(r, self.size, init_file, self._tasks[r], self._results),
+        self._procs = [ctx.Process(target=_worker, args=(r, self.size, self.backend, init_file, self._tasks[r], self._results),
                                    daemon=True) for r in range(self.size)]
         for p in self._procs:
             p.start()
@@ -93,6 +104,8 @@ class Pool:
         return out
 
     def run(self, fn, world_size: int, *args) -> list:
+        if world_size > self.size:
+            pytest.skip(f"{world_size} ranks: the {self.backend} pool has {self.size}")
         if not self._procs or not all(p.is_alive() for p in self._procs):
             self.close()
             self._start()
