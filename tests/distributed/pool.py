@@ -25,9 +25,9 @@ import tempfile
 import traceback
 from datetime import timedelta
 
+import pytest
 import torch
 import torch.distributed as dist
-import pytest
 import torch.multiprocessing as mp
 
 WORLD_SIZES = (1, 2, 4)
