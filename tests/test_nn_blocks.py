@@ -146,7 +146,7 @@ def test_gcn_block_weights_are_bitwise_the_generic_normalisation_without_its_ope
     calls = []
     monkeypatch.setattr(gcn_conv, "gspmm", lambda *a, **k: calls.append("gspmm"))
     monkeypatch.setattr(gcn_conv, "gsddmm", lambda *a, **k: calls.append("gsddmm"))
-    norm = gcn_conv._build_normalized(block, improved, True)
+    norm = gcn_conv._build_normalized(block, improved, True, torch.float32)
     assert norm.graph is graph and norm.dinv is None and torch.equal(norm.weight, w)
     assert calls == []  # no g-SpMM or g-SDDMM resolved on the loop graph, new with each block
 

@@ -72,7 +72,7 @@ def _unit_weights(g: Graph, improved: bool, add_self_loops: bool) -> bool:
     return not (add_self_loops and improved) or bool((self_loops(g).loop_edge >= 0).all())
 
 
-def _block_weights(g: Graph, improved: bool) -> tuple[Graph, torch.Tensor]:
+def _block_weights(g: Graph, improved: bool, dtype: torch.dtype) -> tuple[Graph, torch.Tensor]:
     """:func:`_normalize` of a block without ``edge_weight``, with the same values, in torch
     ops: no g-SpMM and g-SDDMM resolved on the loop graph, which is new with every block.
 
@@ -84,9 +84,9 @@ def _block_weights(g: Graph, improved: bool) -> tuple[Graph, torch.Tensor]:
     """
     loops = self_loops(g)
     graph = loops.graph
-    w = torch.where(loops.masked, 0.0, 1.0).to(torch.float32)
+    w = torch.where(loops.masked, 0.0, 1.0).to(dtype)
     if improved:
-        w.index_copy_(0, loops.loop_at, torch.where(loops.loop_edge >= 0, 1.0, 2.0).to(torch.float32))
+        w.index_copy_(0, loops.loop_at, torch.where(loops.loop_edge >= 0, 1.0, 2.0).to(dtype))
     deg = torch.zeros(graph.num_dst, dtype=w.dtype, device=w.device).index_add_(0, graph.csr_dst, w)
     # dinv at both ends of every edge in one gather (loops.edges: col and csr_dst); the
     # product of the two rows is dinv[u] * dinv[v], whatever the order.
@@ -94,15 +94,26 @@ def _block_weights(g: Graph, improved: bool) -> tuple[Graph, torch.Tensor]:
     return graph, ends.prod(0) * w
 
 
-def _build_normalized(g: Graph, improved: bool, add_self_loops: bool) -> _Normalized:
+def _build_normalized(g: Graph, improved: bool, add_self_loops: bool, dtype: torch.dtype) -> _Normalized:
+    """The normalisation for features of ``dtype``, computed in that precision as PyG does
+    (float32 for half types, whose inverse square roots would lose digits). Not float32
+    for every model: a float64 model would get float32 digits, and its results would then
+    depend on the device's float32 ``pow`` beyond float64 rounding."""
+    precision = torch.float64 if dtype == torch.float64 else torch.float32
     if add_self_loops and _masked_loops(self_loops(g)) is not None:  # a block: weights mask its loops
-        graph, w = _block_weights(g, improved)
-        return _Normalized(graph, None, w)
+        graph, w = _block_weights(g, improved, precision)
+        return _Normalized(graph, None, _cast(w, dtype))
     if _unit_weights(g, improved, add_self_loops):
         graph = self_loops(g).graph if add_self_loops else g
-        return _Normalized(graph, _inverse_sqrt(graph.in_degrees().to(torch.float32)), None)
-    graph, w = _normalize(g, None, improved, add_self_loops, torch.float32)
-    return _Normalized(graph, None, w)
+        return _Normalized(graph, _cast(_inverse_sqrt(graph.in_degrees().to(precision)), dtype), None)
+    graph, w = _normalize(g, None, improved, add_self_loops, precision)
+    return _Normalized(graph, None, _cast(w, dtype))
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    # Not even a no-op .to() call where the dtype is already right: a new block pays for
+    # every torch call on its host path (tests/test_nn_blocks.py counts them).
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 class GCNConv(nn.Module):
@@ -179,13 +190,14 @@ class GCNConv(nn.Module):
             graph_hat, w = _normalize(g, edge_weight, self.improved, self.add_self_loops, h.dtype)
             out = gspmm(graph_hat, "mul", "sum", h, w.unsqueeze(-1))
         else:
-            norm = derive(g.layers, ("GCNConv", self.improved, self.add_self_loops), _build_normalized,
-                          g, self.improved, self.add_self_loops)
+            # The key names the dtype without its module: derive's keys become attribute names.
+            key = ("GCNConv", self.improved, self.add_self_loops, str(h.dtype).removeprefix("torch."))
+            norm = derive(g.layers, key, _build_normalized, g, self.improved, self.add_self_loops, h.dtype)
             if norm.dinv is not None:
-                dinv = norm.dinv.to(h.dtype).unsqueeze(-1)
+                dinv = norm.dinv.unsqueeze(-1)
                 out = gspmm(norm.graph, "copy_lhs", "sum", h * dinv) * dinv
             else:
-                out = gspmm(norm.graph, "mul", "sum", h, norm.weight.to(h.dtype).unsqueeze(-1))
+                out = gspmm(norm.graph, "mul", "sum", h, norm.weight.unsqueeze(-1))
         return out if self.bias is None else out + self.bias
 
     def extra_repr(self) -> str:
