@@ -77,6 +77,28 @@ def test_gcn_with_edge_weight_matches_pyg(kwargs):
     torch.testing.assert_close(w_ours.grad, w_theirs.grad, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"normalize": False}, {"improved": True}], ids=str)
+def test_a_widening_gcn_propagates_its_input_width(monkeypatch, kwargs):
+    # Θ after A when the layer widens the features (DGL's order): the same result as PyG's,
+    # with fewer features through g-SpMM.
+    from gsparse.nn import gcn_conv
+
+    ei = _edge_index(7)
+    widths = []
+    spmm = gcn_conv.gspmm
+    def recorded(g, op, reduce, lhs, *rest):
+        if lhs is not None:  # not the degrees' g-SpMM
+            widths.append(lhs.shape[-1])
+        return spmm(g, op, reduce, lhs, *rest)
+
+    monkeypatch.setattr(gcn_conv, "gspmm", recorded)
+    ours, theirs = gnn.GCNConv(F_OUT, F_IN, **kwargs), pyg_nn.GCNConv(F_OUT, F_IN, **kwargs)
+    ours.load_state_dict(theirs.state_dict())
+    x = _features(8, cols=F_OUT)
+    torch.testing.assert_close(ours(x, ei), theirs(x, ei, _unit_weights(ei)), rtol=1e-5, atol=1e-5)
+    assert widths == [F_OUT]
+
+
 @pytest.mark.parametrize("graph_kind", ["Graph", "block"])
 @pytest.mark.parametrize("kwargs", [{}, {"improved": True}], ids=str)
 def test_gcn_normalises_float64_features_in_float64(kwargs, graph_kind):

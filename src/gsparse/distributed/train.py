@@ -41,7 +41,7 @@ from .dist_graph import EXCHANGES, DistGraph
 from .partition import METHODS, Partition, partition
 from .synthetic import PAPERS100M, equal_ranges, local_rows
 
-__all__ = ["GCN", "Data", "load", "train", "main"]
+__all__ = ["GCN", "Data", "load", "train", "init", "exchange_group", "main"]
 
 PAPERS = "papers100m-like"
 # Presets with --locality draw that fraction of each row's sources from its own block of
@@ -228,10 +228,25 @@ def init(backend: str = "auto") -> tuple[torch.device, Any]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)
-    return device, dist.new_group(backend=backend)
+    return device, exchange_group(backend)
+
+
+def exchange_group(backend: str) -> Any:
+    """A process group of every rank for the halo exchange. Under NCCL its streams have high
+    priority: the exchange overlaps computation only if the GPU schedules its kernels while
+    a g-SpMM's thousands of blocks wait, and at equal priority the g-SpMM's blocks go first
+    (measured on 4 H100s: none of the exchange hidden)."""
+    if backend != "nccl":
+        return dist.new_group(backend=backend)
+    options = dist.ProcessGroupNCCL.Options()
+    options.is_high_priority_stream = True
+    return dist.new_group(backend=backend, pg_options=options)
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Expandable segments before the first allocation: full-graph activations are a few
+    # GiB each, and the fixed segments' leftovers cost a rank 14.6 GiB at papers100M sizes.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     parser = argparse.ArgumentParser(prog="torchrun --nproc-per-node N -m gsparse.distributed.train",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--graph", default="products-like",

@@ -137,7 +137,9 @@ class GCNConv(nn.Module):
         bias: learn the additive bias ``b``.
 
     Parameters ``lin.weight`` ``[F', F]`` and ``bias`` ``[F']`` have PyG's names, so a PyG
-    ``GCNConv``'s ``state_dict`` loads as is.
+    ``GCNConv``'s ``state_dict`` loads as is. A layer that widens the features (``F < F'``)
+    propagates ``X`` before applying ``Θ``, as DGL's ``GraphConv`` does: the same result,
+    with ``F`` rather than ``F'`` features per edge.
     """
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
@@ -182,7 +184,10 @@ class GCNConv(nn.Module):
                                         or edge_weight.shape[0] != g.num_edges):
             raise ValueError(f"edge_weight must be a tensor of shape [{g.num_edges}] (one weight per "
                              f"edge), got {getattr(edge_weight, 'shape', type(edge_weight).__name__)}")
-        h = self.lin(x)
+        # Propagate the narrower side, as DGL's GraphConv does: transform first unless the
+        # layer widens the features (A X Θ^T = (A X) Θ^T, with fewer features to move).
+        aggregate_first = x.shape[-1] < self.out_channels
+        h = x if aggregate_first else self.lin(x)
         if not self.normalize:
             out = gspmm(g, "copy_lhs", "sum", h) if edge_weight is None else \
                 gspmm(g, "mul", "sum", h, edge_weight.unsqueeze(-1))
@@ -198,6 +203,8 @@ class GCNConv(nn.Module):
                 out = gspmm(norm.graph, "copy_lhs", "sum", h * dinv) * dinv
             else:
                 out = gspmm(norm.graph, "mul", "sum", h, norm.weight.unsqueeze(-1))
+        if aggregate_first:
+            out = self.lin(out)
         return out if self.bias is None else out + self.bias
 
     def extra_repr(self) -> str:
