@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The distributed measurements, on one machine with several GPUs, in one command:
-#   bash scripts/multigpu_check.sh OUT [tests] [bench] [papers[=SCALE]] [local]
+#   bash scripts/multigpu_check.sh OUT [tests] [bench] [local] [papersbench[=SCALE]] [papers[=SCALE]]
 # Steps (all by default):
 #   tests   the distributed tests on NCCL, a GPU per rank (-m gpu tests/distributed);
 #   bench   gsparse.bench.distributed on products-like at world sizes 1, 2, 4, 8 (up to the
 #           GPUs present): strong scaling, the all-gather baseline, world size 1 against
 #           the single-GPU operators;
 #   local   the same with --locality 0.9 (90% of each row's sources in its own block);
+#   papersbench[=SCALE]  the same on papers100m-like@SCALE (default 0.05; 10% of the edges
+#           read sources anywhere, the others in their rank's range: a partitioned graph);
 #   papers  full-batch training of a 2-layer GCN (hidden 256) on papers100m-like@SCALE
 #           (default 1.0) over every GPU; at half that scale if it runs out of memory.
 # Writes OUT/topology.txt, OUT/dist-tests.log, OUT/bench.tgz (the bench's JSON and
 # Markdown per series) and OUT/papers-SCALE.json; the rest goes to stdout.
 set -u
-out=${1:?usage: scripts/multigpu_check.sh OUT [tests] [bench] [papers[=SCALE]] [local]}
+out=${1:?usage: scripts/multigpu_check.sh OUT [tests] [bench] [local] [papersbench[=SCALE]] [papers[=SCALE]]}
 shift
 steps=${*:-tests bench local papers}
 mkdir -p "$out"
@@ -42,6 +44,9 @@ for step in $steps; do
         tail -n 3 "$out/dist-tests.log" ;;
     bench) series uniform ;;
     local) series locality-0.9 --locality 0.9 ;;
+    papersbench*)
+        scale=${step#papersbench}; scale=${scale#=}; scale=${scale:-0.05}
+        series "papers-$scale" --graph "papers100m-like@$scale" ;;
     papers*)
         scale=${step#papers}; scale=${scale#=}; scale=${scale:-1.0}
         for s in "$scale" "$(python3 -c "print($scale / 2)")"; do
