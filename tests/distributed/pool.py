@@ -79,8 +79,9 @@ class Pool:
         init_file = os.path.join(self._dir, "rendezvous")
         self._tasks = [ctx.Queue() for _ in range(self.size)]
         self._results = ctx.Queue()
-        self._procs = [ctx.Process(target=_worker, args=(r, self.size, self.backend, init_file, self._tasks[r], self._results),
-                                   daemon=True) for r in range(self.size)]
+        self._procs = [ctx.Process(target=_worker, daemon=True,
+                                   args=(r, self.size, self.backend, init_file, self._tasks[r], self._results))
+                       for r in range(self.size)]
         for p in self._procs:
             p.start()
         self._collect("starting the pool")

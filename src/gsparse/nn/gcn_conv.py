@@ -11,7 +11,7 @@ from ..derived import derive
 from ..graph import Graph
 from ..sddmm import gsddmm
 from ..spmm import gspmm
-from ._graph import GraphLike, check_node_features, glorot_, graph_and_weights, self_loops
+from ._graph import GraphLike, check_node_features, glorot_, graph_and_weights, projects_first, self_loops
 
 
 @dataclass(frozen=True)
@@ -137,9 +137,10 @@ class GCNConv(nn.Module):
         bias: learn the additive bias ``b``.
 
     Parameters ``lin.weight`` ``[F', F]`` and ``bias`` ``[F']`` have PyG's names, so a PyG
-    ``GCNConv``'s ``state_dict`` loads as is. A layer that widens the features (``F < F'``)
-    propagates ``X`` before applying ``Θ``, as DGL's ``GraphConv`` does: the same result,
-    with ``F`` rather than ``F'`` features per edge.
+    ``GCNConv``'s ``state_dict`` loads as is. ``Θ`` is applied before or after the
+    propagation, whichever costs less (the same result): on a square graph, after it unless
+    the layer narrows the features (``F' < F``), as DGL's ``GraphConv`` does, so that the
+    narrower side moves over the edges.
     """
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False, cached: bool = False,
@@ -184,9 +185,9 @@ class GCNConv(nn.Module):
                                         or edge_weight.shape[0] != g.num_edges):
             raise ValueError(f"edge_weight must be a tensor of shape [{g.num_edges}] (one weight per "
                              f"edge), got {getattr(edge_weight, 'shape', type(edge_weight).__name__)}")
-        # Propagate the narrower side, as DGL's GraphConv does: transform first unless the
-        # layer widens the features (A X Θ^T = (A X) Θ^T, with fewer features to move).
-        aggregate_first = x.shape[-1] < self.out_channels
+        # A X Θ^T = (A X) Θ^T: the order that costs less (on a square graph, propagate the
+        # narrower side, as DGL's GraphConv does).
+        aggregate_first = not projects_first(g.num_src, g.num_dst, g.num_edges, x.shape[-1], self.out_channels)
         h = x if aggregate_first else self.lin(x)
         if not self.normalize:
             out = gspmm(g, "copy_lhs", "sum", h) if edge_weight is None else \

@@ -8,27 +8,10 @@ from torch import nn
 
 from ..algebra import REDUCERS
 from ..spmm import gspmm
-from ._graph import GraphLike, as_graph, check_node_features
+from ._graph import GraphLike, as_graph, check_node_features, projects_first
 
 # PyG's aggregation names and the g-SpMM reducer of each ("add" is PyG's name of the sum).
 _AGGREGATORS = {"mean": "mean", "max": "max", "min": "min", "sum": "sum", "add": "sum"}
-
-# What moving one feature of one edge costs, in multiply-adds of a dense product: a
-# gathered fp32 element takes ~2 ps of an H100 (a row gather runs at ~2 TB/s), a
-# multiply-add ~0.04 ps (~50 TFLOP/s in fp32). Only the order of magnitude matters: the two
-# orders differ by several times wherever the choice matters.
-_EDGE_FEATURE_COST = 50
-
-
-def projects_first(num_src: int, num_dst: int, num_edges: int, in_features: int,
-                   out_features: int) -> bool:
-    """Whether ``W_1`` costs less before the aggregation (``num_src`` rows projected,
-    ``out_features`` moved per edge) than after it (``num_dst`` rows, ``in_features``)."""
-    product = in_features * out_features
-    before = num_src * product + _EDGE_FEATURE_COST * num_edges * out_features
-    after = num_dst * product + _EDGE_FEATURE_COST * num_edges * in_features
-    return before < after
-
 
 class SAGEConv(nn.Module):
     r"""The GraphSAGE operator, as PyG's ``SAGEConv``.
