@@ -109,7 +109,7 @@ def _matrix(cells: list[Cell]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def make_model(kind: str):
-    return DnnCostModel(epochs=60) if kind == "dnn" else RankModel(trees=200)
+    return DnnCostModel(epochs=60) if kind == "dnn" else RankModel(trees=100, pointwise_trees=100)
 
 
 def judge(model, cells: list[Cell]) -> dict[str, float]:
