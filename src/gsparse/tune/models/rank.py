@@ -100,8 +100,9 @@ class RankModel:
         if pointwise_trees < 0:
             raise ValueError(f"pointwise_trees must be >= 0, got {pointwise_trees}")
         self.params = dict(trees=trees, leaves=leaves, max_depth=max_depth, learning_rate=learning_rate,
-                           min_rows_in_leaf=min_rows_in_leaf, grades=grades, truncation=truncation,
-                           pointwise_trees=pointwise_trees, seed=seed)
+                           min_rows_in_leaf=min_rows_in_leaf, grades=grades, truncation=truncation, seed=seed)
+        if pointwise_trees:  # only then: LambdaMART alone saves the parameters it always did
+            self.params["pointwise_trees"] = pointwise_trees
         self.ensemble: TreeEnsemble | None = None
         # the LightGBM boosters of the last fit (None after load): LambdaMART's, least squares'
         self.booster: Any = None
