@@ -1,9 +1,10 @@
 """Leave-one-family-out judgement of the rank models, per family, as Markdown tables.
 
-    python scripts/lofo.py [CELLS.jsonl[.gz] ...] [--operators spmm,sddmm]
+    python scripts/lofo.py [CELLS.jsonl[.gz] ...] [--operators spmm,sddmm] [--model rank|blend]
 
 Every family of the collected cells (all of ``docs/results/tuning`` by default) is held out
-in turn: a rank model (:func:`gsparse.tune.train.make_model`, as shipped) is trained on the
+in turn: a rank model (:func:`gsparse.tune.train.make_model`: as shipped, or ``--model
+blend``, LambdaMART with least-squares trees) is trained on the
 cells of the other families and ranks each held-out cell's schedules (the hand rule's pick
 among them, as the "model" policy ranks it). Per family and over all: the model's first
 choice within 5%, 10% and 25% of the cell's best, the worst cell, the geometric mean of
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cells", nargs="*", default=_CELLS)
     parser.add_argument("--operators", default="spmm,sddmm")
+    parser.add_argument("--model", choices=("rank", "blend"), default="rank",
+                        help="rank: LambdaMART as shipped; blend: with least-squares trees (make_model)")
     args = parser.parse_args(argv)
     cells = load_cells(args.cells)
     features = [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         for family in sorted({cells[i].family for i in mine}):
             train = [i for i in mine if cells[i].family != family]
             test = [i for i in mine if cells[i].family == family]
-            model = make_model("rank")
+            model = make_model(args.model)
             model.fit(np.concatenate([features[i] for i in train]),
                       np.concatenate([cells[i].times_ms for i in train]),
                       np.concatenate([np.full(len(cells[i].times_ms), i) for i in train]))

@@ -13,8 +13,9 @@ import pytest
 import torch
 from .landscapes import ranking_corpus
 
-from gsparse.tune import DnnCostModel, RankModel, spearman, top_k_regret
+from gsparse.tune import DnnCostModel, RankModel, pearson, spearman, top_k_regret
 from gsparse.tune.models import TreeEnsemble, relevance_grades
+from gsparse.tune.models.rank import standardised_log_times
 from gsparse.tune.models.dnn import signed_log
 
 
@@ -147,6 +148,29 @@ def test_relevance_grades_follow_the_rank_within_each_group():
     assert relevance_grades(times, groups, 4).tolist() == [0, 3, 2, 2, 3, 0, 3]
 
 
+def test_standardised_log_times_have_zero_mean_and_unit_deviation_in_each_group():
+    times = np.array([1.0, 2.0, 4.0, 3.0, 3.0, 5.0])
+    groups = np.array([0, 0, 0, 1, 1, 2])
+    y = standardised_log_times(times, groups)
+    np.testing.assert_allclose(y[:3], [-np.sqrt(1.5), 0.0, np.sqrt(1.5)])
+    assert y[3:].tolist() == [0.0, 0.0, 0.0]  # equal times, and a group of one
+
+
+def test_pointwise_trees_make_the_rank_models_costs_follow_the_log_times(ranker, corpus):
+    (x, t, g), (xt, tt, gt) = corpus
+    both = RankModel(trees=100, pointwise_trees=100, seed=3)
+    both.fit(x, t, g)
+    assert both.ensemble.num_trees == 200
+    assert pearson(both.predict(xt), tt, gt) > pearson(ranker.predict(xt), tt, gt)
+    assert spearman(both.predict(xt), tt, gt) > 0.8
+    # the ensemble is LambdaMART's score less the pointwise log times, each scaled
+    pointwise = both.pointwise_booster.predict(xt)
+    rank = both.booster.predict(xt)
+    coefficients, *_ = np.linalg.lstsq(np.stack([-rank, pointwise], axis=1), both.predict(xt), rcond=None)
+    assert (coefficients > 0).all()
+    np.testing.assert_allclose(np.stack([-rank, pointwise], axis=1) @ coefficients, both.predict(xt), atol=1e-9)
+
+
 def test_training_the_rank_model_without_lightgbm_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "lightgbm", None)
     with pytest.raises(ImportError, match=r"pip install 'gsparse\[tune\]'"):
@@ -187,6 +211,18 @@ def _walk(node, row):
     while "leaf_value" not in node:
         node = node["left_child"] if row[node["split_feature"]] <= node["threshold"] else node["right_child"]
     return node["leaf_value"]
+
+
+def test_a_weighted_sum_of_ensembles_predicts_the_weighted_sum_of_their_predictions():
+    wide = TreeEnsemble.from_lightgbm(DUMP)
+    narrow = TreeEnsemble.from_lightgbm({"max_feature_idx": 2, "tree_info": [
+        {"tree_structure": _split(1, 0.5, _leaf(-1.0), _leaf(7.0))}]})
+    x = np.random.default_rng(1).choice([-2.0, 0.0, 0.5, 1.0, 3.0, 5.0], size=(200, 3))
+    summed = TreeEnsemble.weighted_sum([(wide, 0.5), (narrow, -2.0)])
+    assert summed.num_trees == wide.num_trees + narrow.num_trees
+    np.testing.assert_allclose(summed.predict(x), 0.5 * wide.predict(x) - 2.0 * narrow.predict(x), atol=1e-12)
+    with pytest.raises(ValueError, match="the same features"):
+        TreeEnsemble.weighted_sum([(wide, 1.0), (TreeEnsemble.from_lightgbm({**DUMP, "max_feature_idx": 5}), 1.0)])
 
 
 def test_the_tree_evaluator_walks_every_path_as_lightgbm_does():

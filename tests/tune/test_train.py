@@ -67,14 +67,16 @@ def test_cells_load_plain_or_gzipped_and_the_sweep_times_the_hand_rule(tmp_path)
     assert [c.times_ms.tolist() for c in plain] == [c.times_ms.tolist() for c in zipped]
 
 
-def test_training_holds_out_whole_families_and_writes_the_rank_model(tmp_path, capsys):
+@pytest.mark.parametrize("kind", ["rank", "blend"])
+def test_training_holds_out_whole_families_and_writes_the_rank_model(tmp_path, capsys, kind):
     pytest.importorskip("lightgbm")
     docs = _cells("lognormal", 12, seed=1) + _cells("rmat", 4, seed=2)
     path = _write(tmp_path / "cells.jsonl", docs, zipped=False)
-    assert train.main([str(path), "--held-out", "rmat", "--model", "rank", "--out", str(tmp_path / "m")]) == 0
+    assert train.main([str(path), "--held-out", "rmat", "--model", kind, "--out", str(tmp_path / "m")]) == 0
     report = capsys.readouterr().out
     assert "trained on 12 cells of ['lognormal'], judged on 4 held-out cells of ['rmat']" in report
-    model = RankModel().load(tmp_path / "m" / "spmm-rank.json")
+    model = RankModel().load(tmp_path / "m" / "spmm-rank.json")  # a blend is saved as a rank model
+    assert model.params.get("pointwise_trees", 0) == (100 if kind == "blend" else 0)
     [cell] = train.load_cells([path])[-1:]
     quality = train.judge(model, [cell])
     assert quality["spearman_within_cell"] > 0.8  # it learnt the order of the made-up times

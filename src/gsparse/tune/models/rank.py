@@ -4,8 +4,14 @@ Training (needs ``pip install 'gsparse[tune]'``, for LightGBM) turns each group'
 into relevance grades, ``grade = floor(G * (n - 1 - r) / (n - 1))`` for the row of rank
 ``r`` (0 = fastest) among the ``n`` rows of its group with ``G = grades - 1``, and fits
 LightGBM's ``lambdarank`` objective (LambdaMART: gradient-boosted trees whose gradients
-are pairwise swaps weighted by the change of NDCG). Only the order within a group is
-learnt.
+are pairwise swaps weighted by the change of NDCG). That learns the order within a group,
+sharpest at its top, but not how far apart the schedules are.
+
+Optionally (``pointwise_trees``), a second booster is fitted by least squares to each
+group's log times standardised within the group (:func:`standardised_log_times`): it
+learns the spacing too, and the sum of the two (each scaled to the same mean spread within
+a training group) keeps LambdaMART's first choices while its costs follow the log times
+far closer (within-group Pearson; ``scripts/lofo.py``).
 
 Inference needs only NumPy: the booster is dumped to a :class:`TreeEnsemble` and saved as
 JSON. ``predict`` returns the negated ranking score, a cost (lower is faster).
@@ -24,6 +30,25 @@ from .trees import MAX_LEAVES, TreeEnsemble
 
 _FORMAT = "gsparse-rank-model"
 _VERSION = 1
+
+
+def standardised_log_times(times_ms: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """float ``[n]``: ``log(times_ms)`` standardised within each group (zero mean, unit
+    deviation; a group of equal times gives zeros): the pointwise booster's target, free of
+    each graph's scale, which no feature of a schedule can predict."""
+    y = np.log(np.asarray(times_ms, dtype=np.float64))
+    out = np.zeros(len(y))
+    for rows in group_rows(groups) if len(y) else []:
+        std = y[rows].std()
+        if std > 0:
+            out[rows] = (y[rows] - y[rows].mean()) / std
+    return out
+
+
+def _mean_spread(scores: np.ndarray, groups: np.ndarray) -> float:
+    """The mean over groups of two rows or more of the scores' deviation within the group."""
+    spreads = [scores[rows].std() for rows in group_rows(groups) if len(rows) > 1]
+    return float(np.mean(spreads)) if spreads and np.mean(spreads) > 0 else 1.0
 
 
 def relevance_grades(times_ms: np.ndarray, groups: np.ndarray, grades: int) -> np.ndarray:
@@ -56,12 +81,13 @@ class RankModel:
         grades: relevance grades per group (see ``gsparse.tune.models.relevance_grades``; LightGBM's
             default gains ``2^g - 1`` weigh the fastest rows most).
         truncation: how many top positions of each group the lambdarank gradient covers.
+        pointwise_trees: rounds of the least-squares booster added to LambdaMART's (0: none).
         seed: seed of LightGBM's randomness (training is deterministic for a seed).
     """
 
     def __init__(self, *, trees: int = 100, leaves: int = 31, max_depth: int = 8,
                  learning_rate: float = 0.1, min_rows_in_leaf: int = 20, grades: int = 16,
-                 truncation: int = 30, seed: int = 0) -> None:
+                 truncation: int = 30, pointwise_trees: int = 0, seed: int = 0) -> None:
         if not 2 <= grades <= 31:
             raise ValueError(f"grades must be in [2, 31] (LightGBM's default gains), got {grades}")
         if not 2 <= leaves <= MAX_LEAVES:
@@ -71,10 +97,16 @@ class RankModel:
                             ("min_rows_in_leaf", min_rows_in_leaf), ("truncation", truncation)):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if pointwise_trees < 0:
+            raise ValueError(f"pointwise_trees must be >= 0, got {pointwise_trees}")
         self.params = dict(trees=trees, leaves=leaves, max_depth=max_depth, learning_rate=learning_rate,
                            min_rows_in_leaf=min_rows_in_leaf, grades=grades, truncation=truncation, seed=seed)
+        if pointwise_trees:  # only then: LambdaMART alone saves the parameters it always did
+            self.params["pointwise_trees"] = pointwise_trees
         self.ensemble: TreeEnsemble | None = None
-        self.booster: Any = None  # the LightGBM booster of the last fit (None after load)
+        # the LightGBM boosters of the last fit (None after load): LambdaMART's, least squares'
+        self.booster: Any = None
+        self.pointwise_booster: Any = None
 
     def fit(self, features: np.ndarray, times_ms: np.ndarray, groups: np.ndarray) -> None:
         """Train the LambdaMART ensemble (with LightGBM) on ``features`` ``[n, d]``,
@@ -89,22 +121,29 @@ class RankModel:
         x, t, g = x[order], t[order], g[order]
         _, sizes = np.unique(g, return_counts=True)
         p = self.params
+        trees = {"num_leaves": p["leaves"], "max_depth": p["max_depth"], "learning_rate": p["learning_rate"],
+                 "min_data_in_leaf": p["min_rows_in_leaf"], "seed": p["seed"], "deterministic": True,
+                 "force_row_wise": True, "num_threads": 1, "verbose": -1}
         data = lightgbm.Dataset(x, label=relevance_grades(t, g, p["grades"]), group=sizes,
                                 params={"verbose": -1})
-        self.booster = lightgbm.train(
-            {
-                "objective": "lambdarank", "num_leaves": p["leaves"], "max_depth": p["max_depth"],
-                "learning_rate": p["learning_rate"], "min_data_in_leaf": p["min_rows_in_leaf"],
-                "lambdarank_truncation_level": p["truncation"], "seed": p["seed"],
-                "deterministic": True, "force_row_wise": True, "num_threads": 1, "verbose": -1,
-            },
-            data,
-            num_boost_round=p["trees"],
-        )
-        self.ensemble = TreeEnsemble.from_lightgbm(self.booster.dump_model())
+        self.booster = lightgbm.train({**trees, "objective": "lambdarank",
+                                       "lambdarank_truncation_level": p["truncation"]},
+                                      data, num_boost_round=p["trees"])
+        # The ensemble is a score (higher is faster): the pointwise part, a log time, counts negated.
+        parts = [(TreeEnsemble.from_lightgbm(self.booster.dump_model()), 1.0)]
+        self.pointwise_booster = None
+        if p.get("pointwise_trees", 0):
+            data = lightgbm.Dataset(x, label=standardised_log_times(t, g), params={"verbose": -1})
+            self.pointwise_booster = lightgbm.train({**trees, "objective": "regression"}, data,
+                                                    num_boost_round=p["pointwise_trees"])
+            parts.append((TreeEnsemble.from_lightgbm(self.pointwise_booster.dump_model()), -1.0))
+            # Equal say: each part over its mean spread within a training group.
+            parts = [(part, weight / _mean_spread(part.predict(x), g)) for part, weight in parts]
+        self.ensemble = TreeEnsemble.weighted_sum(parts)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        """``[n]`` costs (lower is faster): the negated LambdaMART scores."""
+        """``[n]`` costs (lower is faster): the negated LambdaMART scores, plus the pointwise
+        booster's standardised log times where there is one (each scaled: module docstring)."""
         if self.ensemble is None:
             raise RuntimeError("the rank model is not trained: call fit() or load() first")
         return -self.ensemble.predict(check_features(features, self.ensemble.num_features))

@@ -141,6 +141,22 @@ class TreeEnsemble:
         return np.bitwise_and.reduce(self._table[(self._first_row + below)[features]], axis=0)
 
     @classmethod
+    def weighted_sum(cls, parts: list[tuple[TreeEnsemble, float]]) -> TreeEnsemble:
+        """One ensemble that predicts ``sum(weight * part.predict(x))`` over ``(part, weight)``
+        pairs of ensembles of the same features: their trees side by side, leaves scaled."""
+        num_features = {part.num_features for part, _ in parts}
+        if len(num_features) != 1:
+            raise ValueError(f"the parts must read the same features, got {sorted(num_features)} features")
+        width = max(part.values.shape[1] for part, _ in parts)
+        values = np.concatenate([np.pad(weight * part.values, ((0, 0), (0, width - part.values.shape[1])))
+                                 for part, weight in parts])
+        first_tree = np.cumsum([0] + [part.num_trees for part, _ in parts])
+        return cls(num_features.pop(), np.concatenate([part.tree + first for (part, _), first in zip(parts, first_tree)]),
+                   np.concatenate([part.feature for part, _ in parts]),
+                   np.concatenate([part.threshold for part, _ in parts]),
+                   np.concatenate([part.left_leaves for part, _ in parts]), values)
+
+    @classmethod
     def from_lightgbm(cls, dump: dict[str, Any]) -> TreeEnsemble:
         """The ensemble of ``lightgbm.Booster.dump_model()`` (numerical splits only)."""
         if dump.get("num_class", 1) != 1:
