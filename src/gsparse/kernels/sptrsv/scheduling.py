@@ -243,11 +243,9 @@ def _row_flags(groups: RowGroups, nodes: NodeGroups, kernel_ptr: np.ndarray, wai
     inner = groups.inner
     if inner.size:  # merged groups: a dependency inside its dependent's group is waited on
         needed[inner] = False  # by the group's threads only, when they solve rows one each
-        if width > 1 and per_thread.any():
-            # `inner` is increasing: a search per inner entry finds its row and group, where a
-            # row or group number per entry would cost a pass over all the entries.
-            dependent = np.searchsorted(rows.ptr, inner, side="right") - 1
-            group = np.searchsorted(groups.starts, dependent, side="right") - 1
+        if width > 1 and per_thread.any():  # else none is needed: already so
+            dependent = np.repeat(np.arange(rows.n, dtype=np.int64), np.diff(rows.ptr))[inner]
+            group = np.repeat(np.arange(groups.count, dtype=np.int64), groups.sizes)[dependent]
             # Lanes are positions modulo the width (a power of two), counted from the group's
             # first position.
             needed[inner] = per_thread[group] & ((dependent - rows.deps[inner]) & (width - 1) != 0)
