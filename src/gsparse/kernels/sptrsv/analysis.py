@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RowGraph", "ranges", "stable_order", "counting_order", "dependency_graph", "nearest_dependencies", "longest_chain",
-           "transpose", "levels", "reorder_by_level", "contract"]
+__all__ = ["RowGraph", "ranges", "stable_order", "counting_order", "dependency_graph", "nearest_dependencies",
+           "longest_chain", "transpose", "levels", "reorder_by_level", "contract"]
 
 # The wavefront of `levels` costs a dozen NumPy calls per round (tens of microseconds); the
 # in-order pass about a microsecond per node. The wavefront goes on while its rounds have
