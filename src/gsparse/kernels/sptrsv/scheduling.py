@@ -209,8 +209,7 @@ def plan(rows: RowGraph, row_level: np.ndarray, schedule: SptrsvSchedule, num_bl
     nnz = None if schedule.warp_schedule == "ws_rr" else nodes.nnz
     node_warp = assign_warps(nodes.level, nnz, parents, kernel_ptr, schedule.warp_schedule,
                              num_blocks, schedule.warps_per_block)
-    # Single-row groups (no merge) are of size 1: their bound is sw_rnnz, without an array.
-    per_thread = groups.nnz <= (schedule.sw_rnnz if groups.count == rows.n else schedule.sw_rnnz * groups.sizes)
+    per_thread = groups.nnz <= schedule.sw_rnnz * groups.sizes
     kernel_levels = np.add.reduceat(np.diff(nodes.level, prepend=-1) > 0, kernel_ptr[:-1]) \
         if nodes.count else np.zeros(0, np.int64)
     waits = (kernel_levels > 1) | (not schedule.sync_elimination)
