@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -276,9 +275,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Expandable segments before the first allocation: full-graph activations are a few
-    # GiB each, and the fixed segments' leftovers cost a rank 14.6 GiB at papers100M sizes.
-    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     args = parser().parse_args(argv)
     if args.epochs < 1 or args.reps < 1 or args.warmup < 0:
         parser().error("--epochs and --reps must be >= 1, --warmup >= 0")

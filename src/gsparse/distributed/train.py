@@ -219,7 +219,12 @@ def train(model: nn.Module, data: Data, *, epochs: int, lr: float = 0.01, group:
 
 def init(backend: str = "auto") -> tuple[torch.device, Any]:
     """Join the job torchrun started; returns this rank's device and a process group for the
-    halo exchange (apart from DDP's, so that the two never share a communicator)."""
+    halo exchange (apart from DDP's, so that the two never share a communicator). Sets
+    ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` unless it is set."""
+    # Before CUDA starts (set_device below), when the allocator reads it: full-graph
+    # activations are a few GiB each, and fixed segments' leftovers cost a rank 14.6 GiB at
+    # papers100M sizes.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     cuda = torch.cuda.is_available()
     if backend == "auto":
         backend = "nccl" if cuda else "gloo"
@@ -244,9 +249,6 @@ def exchange_group(backend: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Expandable segments before the first allocation: full-graph activations are a few
-    # GiB each, and the fixed segments' leftovers cost a rank 14.6 GiB at papers100M sizes.
-    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     parser = argparse.ArgumentParser(prog="torchrun --nproc-per-node N -m gsparse.distributed.train",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--graph", default="products-like",
