@@ -103,20 +103,29 @@ def test_reordering_switches_the_collaborative_read_off():
     assert not CodeVariant.of(SptrsvSchedule(reorder=True)).stage
 
 
-@pytest.mark.parametrize("k, dtype, width, lanes, shared_columns, thread_columns", [
-    (1, torch.float64, 32, 1, 1, 1),
-    (16, torch.float32, 32, 16, 1, 8),
-    (16, torch.float64, 8, 8, 2, 4),
-    (40, torch.float32, 32, 32, 2, 8),
-    (40, torch.float64, 1, 1, 2, 4),
+@pytest.mark.parametrize("k, dtype, width, lanes, shared_columns, thread_columns, long_row, long_lanes, long_columns", [
+    (1, torch.float64, 32, 1, 1, 1, 0, 1, 1),
+    (2, torch.float64, 32, 2, 1, 2, 64, 1, 2),
+    (16, torch.float32, 32, 16, 1, 8, 64, 2, 8),
+    (16, torch.float64, 32, 16, 1, 4, 64, 4, 4),
+    (16, torch.float64, 8, 8, 2, 4, 16, 4, 4),
+    (40, torch.float32, 32, 32, 2, 8, 64, 8, 5),
+    (40, torch.float64, 1, 1, 2, 4, 0, 1, 4),
 ])
-def test_right_hand_sides_map_onto_column_lanes(k, dtype, width, lanes, shared_columns, thread_columns):
+def test_right_hand_sides_map_onto_column_lanes(k, dtype, width, lanes, shared_columns, thread_columns, long_row,
+                                                 long_lanes, long_columns):
+    """Short shared rows: CL column lanes on consecutive right-hand sides. Rows of two
+    subwarp widths of entries or more: fewer column lanes (LCL), each with as many columns
+    as a row per thread keeps, so more lanes walk the entries; none where that is no fewer."""
     algorithm = SptrsvAlgorithm(dtype, torch.int32, True, False, k)
     source = generate(algorithm, CodeVariant(4, 32 // width, True, True, True, True, True, False, False)).source
     assert f"constexpr int W = {width};" in source
     assert f"constexpr int CL = {lanes};" in source
     assert f"constexpr int CPL = {shared_columns};" in source
     assert f"constexpr int KC = {thread_columns};" in source
+    assert f"constexpr int LONG_ROW = {long_row};" in source
+    assert f"constexpr int LCL = {long_lanes};" in source
+    assert f"constexpr int LCPL = {long_columns};" in source
 
 
 def test_generated_source_reads_well():

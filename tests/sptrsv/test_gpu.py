@@ -218,6 +218,39 @@ def test_sampled_schemes_of_a_larger_factor_match_scipy(schedule):
     _check(matrix, True, False, True, 16, torch.float32, schedule)
 
 
+def _long_rows_factor(n: int = 3000, seed: int = 0) -> sp.csr_array:
+    """A lower factor whose every 50th row has 40-1500 entries (past the entry-major walk's
+    threshold for every subwarp width) on earlier rows, long rows among them, and the rest
+    2-6: long rows that wait on long rows, for shared rows with several right-hand sides."""
+    rng = np.random.default_rng(seed)
+    rows, cols = [], []
+    for r in range(1, n):
+        count = min(r, int(rng.integers(40, 1500)) if r % 50 == 0 else int(rng.integers(2, 7)))
+        picked = rng.choice(r, size=count, replace=False)
+        rows += [r] * count
+        cols += picked.tolist()
+    values = rng.uniform(-1, 1, len(rows)) / 40
+    strict = sp.csr_array((values, (rows, cols)), shape=(n, n))
+    return sp.csr_array(strict + sp.diags_array(rng.uniform(1, 2, n)))
+
+
+@pytest.mark.parametrize("k", [2, 3, 16, 40])
+@pytest.mark.parametrize("schedule", [
+    SptrsvSchedule(sw_rnnz=0),
+    SptrsvSchedule(sw_rnnz=0, ready_by_value=True),
+    SptrsvSchedule(subwarps=4, sw_rnnz=4, collaborative_read=False, sync_elimination=False),
+    SptrsvSchedule(subwarps=8, sw_rnnz=0, ready_by_value=True, reorder=True, alpha_level=0),
+    NaturalOrderSchedule(rows_per_thread=False, rows_per_ticket=4),
+], ids=str)
+def test_long_shared_rows_walked_entry_major_match_scipy(k, schedule):
+    """Shared rows longer than LONG_ROW go entry-major (a lane per entry, LC columns per
+    pass): with flags and by value, with subwarps, staged or not, and in the fast start."""
+    matrix = _long_rows_factor()
+    for dtype in (torch.float64, torch.float32):
+        _check(matrix, True, False, False, k, dtype, schedule)
+    _check(sp.csr_array(matrix.T), False, False, True, k, torch.float64, schedule)
+
+
 @pytest.mark.parametrize("name", list(triangular.edge_cases()))
 @pytest.mark.parametrize("schedule", [None, *random.Random(4).sample(SPACE, 3)], ids=str)
 def test_edge_case_factors(name, schedule):

@@ -14,7 +14,9 @@ How ``k`` right-hand sides map onto threads (``x`` and ``b`` are ``[n, k]`` row-
 - a row shared by a subwarp of ``W`` lanes: ``CL = min(W, pow2 >= k)`` column lanes read
   consecutive right-hand sides of each dependency (coalesced), and the ``W / CL`` entry
   lanes split the row's entries, merged by shuffles; each lane keeps ``CPL`` columns (at
-  most 4 in float32, 2 in float64) and wider ``k`` takes several passes over the row;
+  most 4 in float32, 2 in float64) and wider ``k`` takes several passes over the row; a
+  row of at least ``LONG_ROW`` entries takes fewer column lanes, ``LCL``, each keeping
+  ``LCPL`` columns (as many as a row per thread keeps), so that more entry lanes walk it;
 - a row per thread: the thread walks the row once per ``KC`` columns (at most 8 in
   float32, 4 in float64).
 
@@ -52,6 +54,13 @@ STAGE_MIN = 32
 # block with the rest of the kernel, without spilling.
 _SHARED_COLUMN_BYTES = 16
 _THREAD_COLUMN_BYTES = 32
+# Subwarp widths of entries from which a shared row takes the long rows' lanes (LCL column
+# lanes): below it the extra shuffles of fewer column lanes outweigh the shorter walk.
+_LONG_ROW_WIDTHS = 2
+# Values of x a lane loads before it checks any, with int32 and int64 indices: what the 64
+# registers of a 1,024-thread block hold next to the rest without spilling (with int64
+# indices, which only factors past 2^31 entries need, there is no room to batch).
+_READ_BATCH = {torch.int32: 4, torch.int64: 1}
 _WARP = 32
 # The bits of an unsolved entry of x under ready_by_value, per dtype: a signalling NaN with a
 # payload (arithmetic only ever produces quiet NaNs); a result with these bits is stored as
@@ -138,6 +147,9 @@ def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
     size = algorithm.dtype.itemsize
     shared_columns = min(_SHARED_COLUMN_BYTES // size, -(-k // column_lanes))
     thread_columns = min(_THREAD_COLUMN_BYTES // size, k)
+    long_lanes = min(width, pow2_at_least(-(-k // thread_columns)))
+    long_columns = min(thread_columns, -(-k // long_lanes))
+    long_row = _LONG_ROW_WIDTHS * width if long_lanes < column_lanes else 0
     flags = (("LOWER", algorithm.lower, "the system is lower triangular (else upper)"),
              ("UNIT", algorithm.unit_diagonal, "the diagonal is ones; stored ones are skipped"),
              ("SHARED_ROWS", variant.shared_rows, "row groups whose rows a subwarp shares"),
@@ -157,6 +169,10 @@ def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
         f"constexpr int CL = {column_lanes};  // column lanes of a shared row",
         f"constexpr int CPL = {shared_columns};  // columns per lane per pass over a shared row",
         f"constexpr int KC = {thread_columns};  // columns per pass over a row of one thread",
+        f"constexpr int LONG_ROW = {long_row};  // entries from which a shared row is long (0: never)",
+        f"constexpr int LCL = {long_lanes};  // column lanes of a long shared row",
+        f"constexpr int LCPL = {long_columns};  // columns per lane per pass over a long shared row",
+        f"constexpr int READ_BATCH = {_READ_BATCH[algorithm.index_dtype]};  // values of x loaded before any is checked",
         f"constexpr int STAGE_MIN = {STAGE_MIN};  // fewest entries worth a collaborative read",
         f"constexpr {bits} SENTINEL = {SENTINEL[algorithm.dtype]:#x}u;  // x not yet solved (a signalling NaN)",
         f"constexpr {bits} QUIET_NAN = {QUIET_NAN[algorithm.dtype]:#x}u;  // written instead of SENTINEL",

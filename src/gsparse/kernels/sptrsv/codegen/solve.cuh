@@ -32,7 +32,6 @@ namespace sptrsv {
 using namespace cfg;
 
 constexpr unsigned FULL_MASK = 0xffffffffu;
-constexpr int EL = W / CL;  // lanes that share a row's entries (shared rows)
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
     unsigned v;
@@ -115,16 +114,46 @@ struct System {
         else return true;
     }
 
-    // x[o] of a dependency: with READY_BY_VALUE polled until solved when the row waits for
-    // it (`wait`); with flags, the caller has waited on the row's flag already.
-    __device__ __forceinline__ A read_x(long long o, bool wait) const {
-        if constexpr (READY_BY_VALUE) {
-            if (!wait) return gs::to_acc(from_bits(load_bits(x + o)));
-            auto v = poll_bits(x + o);
-            while (v == SENTINEL) v = poll_bits(x + o);
-            return gs::to_acc(from_bits(v));
-        } else {
-            return gs::to_acc(x[o]);
+    // The values x[j[t], c] a lane reads for its TX entries t (dependencies j[t]; `has[t]`
+    // false for an empty slot) and its CX columns c = c_first + i * c_stride below K, into
+    // out[t * CX + i] (0 where there is none). With READY_BY_VALUE they are polled until solved
+    // where the row waits for them (`wait[t]`); with flags, the caller has waited on the rows'
+    // flags already. READ_BATCH loads are issued before any of them is checked: a check waits
+    // for its load's round trip through L2, so checking each value before issuing the next
+    // would pay one round trip per value, and a dependency chain pays that on every row.
+    template <int TX, int CX>
+    __device__ __forceinline__ void read_xs(const I (&j)[TX], const bool (&has)[TX], const bool (&wait)[TX],
+                                            int c_first, int c_stride, A (&out)[TX * CX]) const {
+        constexpr int N = TX * CX;
+#pragma unroll
+        for (int q0 = 0; q0 < N; q0 += READ_BATCH) {
+            decltype(to_bits(T(0))) bits[READ_BATCH];
+#pragma unroll
+            for (int d = 0; d < READ_BATCH; ++d) {
+                const int q = q0 + d;
+                const int c = c_first + (q % CX) * c_stride;
+                const bool use = q < N && has[q / CX] && c < K;
+                const T* at = x + (long long)j[q < N ? q / CX : 0] * K + c;
+                bits[d] = 0;
+                if (use) {
+                    if constexpr (READY_BY_VALUE) bits[d] = wait[q / CX] ? poll_bits(at) : load_bits(at);
+                    else bits[d] = to_bits(*at);
+                }
+            }
+#pragma unroll
+            for (int d = 0; d < READ_BATCH; ++d) {
+                const int q = q0 + d;
+                if (q >= N) break;
+                const int c = c_first + (q % CX) * c_stride;
+                const bool use = has[q / CX] && c < K;
+                if constexpr (READY_BY_VALUE) {
+                    if (use && wait[q / CX]) {
+                        const T* at = x + (long long)j[q / CX] * K + c;
+                        while (bits[d] == SENTINEL) bits[d] = poll_bits(at);
+                    }
+                }
+                out[q] = use ? gs::to_acc(from_bits(bits[d])) : A(0);
+            }
         }
     }
 
@@ -193,54 +222,110 @@ struct Entries {
     }
 };
 
-// A subwarp solves the row group's rows in order, each row shared by its W lanes: CL column
-// lanes (right-hand sides c, c + CL, ...) times EL entry lanes (every EL-th entry), the entry
-// lanes' partial sums merged by shuffles. A dependency inside the group was solved by this
-// subwarp before (the __syncwarp after each row makes it visible); one outside it is waited on
-// when the launch waits.
+// Entries a lane takes at once when it keeps `columns` columns: enough for a batch of reads
+// (System::read_xs).
+__host__ __device__ constexpr int tile_entries(int columns) { return columns >= READ_BATCH ? 1 : READ_BATCH / columns; }
+
+// Adds to acc the lane's entries from, from + stride, ... before e, times x at its CX columns
+// c_first + i * c_stride, TX entries at a time (their reads issued together). A dependency
+// before the group is waited on when the launch waits; one inside it was solved before by
+// this subwarp, unless rows go one per lane (`lane_rows`) and another lane owns it. With
+// flags the waits happen in the first pass over the row (`first_pass`), and later passes read
+// the same entries in the same lane. UNROLL: unrolled walks keep several entries' loads in
+// flight; with many columns per entry there are enough already, and the registers are
+// better spent on them.
+template <int TX, int CX, bool lane_rows, int UNROLL>
+__device__ __forceinline__ void accumulate(const System& sys, const Entries& in, I from, int stride, I e, I first,
+                                           bool waits, int lane, bool first_pass, int c_first, int c_stride,
+                                           A (&acc)[CX]) {
+#pragma unroll(UNROLL)
+    for (I p0 = from; p0 < e; p0 += stride * TX) {
+        I j[TX];
+        A v[TX];
+        bool has[TX];
+        bool wait[TX];
+#pragma unroll
+        for (int t = 0; t < TX; ++t) {
+            const I p = p0 + t * stride;
+            has[t] = p < e;
+            j[t] = has[t] ? in.col(sys, p) : I(0);
+            v[t] = has[t] ? in.val(sys, p) : A(0);
+            const I pj = sys.position_of(j[t]);
+            wait[t] = has[t] && (pj < first ? waits : lane_rows && W > 1 && (pj - first) % W != lane);
+            if constexpr (!READY_BY_VALUE) {
+                if (first_pass && wait[t]) sys.wait_ready(j[t]);
+            }
+        }
+        A xs[TX * CX];
+        sys.read_xs<TX, CX>(j, has, wait, c_first, c_stride, xs);
+#pragma unroll
+        for (int t = 0; t < TX; ++t) {
+#pragma unroll
+            for (int i = 0; i < CX; ++i) acc[i] += v[t] * xs[t * CX + i];
+        }
+    }
+}
+
+// A shared row walked column-major: CLX column lanes (right-hand sides c, c + CLX, ...) times
+// W / CLX entry lanes (every (W / CLX)-th entry), each lane keeping CPLX columns per pass over the
+// row, the entry lanes' partial sums merged by shuffles. Short rows take CL column lanes, so
+// that one dependency's k values are one coalesced read. A long row (LONG_ROW entries or more)
+// takes LCL: fewer column lanes with more columns each (LCPL, as many as a row per thread
+// keeps), so more of its entries are in flight at once. A row that others wait on is on the
+// critical path, and power-law factors have rows of thousands of entries.
+template <int CLX, int CPLX>
+__device__ __forceinline__ void column_major_row(const System& sys, const Entries& in, I r, I s, I e, A diag,
+                                                 A inverse, I first, bool waits, int lane, unsigned mask) {
+    constexpr int ELX = W / CLX;
+    const int cl = lane % CLX;
+    const int el = lane / CLX;
+    for (int c0 = 0; c0 < K; c0 += CLX * CPLX) {
+        A acc[CPLX];
+#pragma unroll
+        for (int i = 0; i < CPLX; ++i) acc[i] = A(0);
+        // A lane with several entries batches their reads. A lane with one at most walks a
+        // plain loop: the batch's bookkeeping, or an unrolled walk's, only lengthens the rows
+        // of a chain (meshes and roads at one right-hand side ran 19-26% faster without).
+        if (e - s > ELX) {
+            accumulate<tile_entries(CPLX), CPLX, false, 1>(sys, in, s + el, ELX, e, first, waits, lane, c0 == 0,
+                                                            c0 + cl, CLX, acc);
+        } else {
+            accumulate<1, CPLX, false, 1>(sys, in, s + el, ELX, e, first, waits, lane, c0 == 0, c0 + cl, CLX, acc);
+        }
+#pragma unroll
+        for (int offset = CLX; offset < W; offset *= 2) {
+#pragma unroll
+            for (int i = 0; i < CPLX; ++i) acc[i] += __shfl_xor_sync(mask, acc[i], offset, W);
+        }
+        if (el == 0) {
+#pragma unroll
+            for (int i = 0; i < CPLX; ++i) {
+                const int c = c0 + cl + i * CLX;
+                if (c < K) {
+                    const long long o = (long long)r * K + c;
+                    sys.write_x(o, finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
+                }
+            }
+        }
+    }
+}
+
+// A subwarp solves the row group's rows in order, each row shared by its W lanes
+// (column_major_row, with the lanes of a long row or of a short one). A dependency inside the group was solved by this subwarp
+// before (the __syncwarp after each row makes it visible); one outside it is waited on when
+// the launch waits.
 __device__ __forceinline__ void shared_rows(const System& sys, const Entries& in, I first, I last,
                                             bool waits, int lane, unsigned mask) {
-    const int cl = lane % CL;
-    const int el = lane / CL;
     for (I k = first; k < last; ++k) {
         const I r = sys.row_at(k);
         I s = sys.crow[r];
         I e = sys.crow[r + 1];
         const A diag = sys.diagonal(r, s, e);
         const A inverse = early_inverse(diag);
-        for (int c0 = 0; c0 < K; c0 += CL * CPL) {
-            A acc[CPL];
-#pragma unroll
-            for (int i = 0; i < CPL; ++i) acc[i] = A(0);
-#pragma unroll(CPL > 1 ? 1 : 4)
-            for (I p = s + el; p < e; p += EL) {
-                const I j = in.col(sys, p);
-                const A v = in.val(sys, p);
-                const bool wait = waits && sys.position_of(j) < first;
-                if constexpr (!READY_BY_VALUE) {
-                    if (c0 == 0 && wait) sys.wait_ready(j);
-                }
-#pragma unroll
-                for (int i = 0; i < CPL; ++i) {
-                    const int c = c0 + cl + i * CL;
-                    if (c < K) acc[i] += v * sys.read_x((long long)j * K + c, wait);
-                }
-            }
-#pragma unroll
-            for (int offset = CL; offset < W; offset *= 2) {
-#pragma unroll
-                for (int i = 0; i < CPL; ++i) acc[i] += __shfl_xor_sync(mask, acc[i], offset, W);
-            }
-            if (el == 0) {
-#pragma unroll
-                for (int i = 0; i < CPL; ++i) {
-                    const int c = c0 + cl + i * CL;
-                    if (c < K) {
-                        const long long o = (long long)r * K + c;
-                        sys.write_x(o, finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
-                    }
-                }
-            }
+        if (LONG_ROW > 0 && e - s >= LONG_ROW) {
+            column_major_row<LCL, LCPL>(sys, in, r, s, e, diag, inverse, first, waits, lane, mask);
+        } else {
+            column_major_row<CL, CPL>(sys, in, r, s, e, diag, inverse, first, waits, lane, mask);
         }
         __syncwarp(mask);
         if (lane == 0 && sys.writes_flag(k)) {
@@ -267,22 +352,7 @@ __device__ __forceinline__ void per_thread_rows(const System& sys, const Entries
             A acc[KC];
 #pragma unroll
             for (int i = 0; i < KC; ++i) acc[i] = A(0);
-            // Unrolled walks keep several entries' loads in flight; with many columns per
-            // entry there are enough already, and the registers are better spent on them.
-#pragma unroll(KC > 2 ? 1 : 4)
-            for (I p = s; p < e; ++p) {
-                const I j = in.col(sys, p);
-                const A v = in.val(sys, p);
-                const I pj = sys.position_of(j);
-                const bool wait = pj < first ? waits : W > 1 && (pj - first) % W != lane;
-                if constexpr (!READY_BY_VALUE) {
-                    if (c0 == 0 && wait) sys.wait_ready(j);
-                }
-#pragma unroll
-                for (int i = 0; i < KC; ++i) {
-                    if (c0 + i < K) acc[i] += v * sys.read_x((long long)j * K + c0 + i, wait);
-                }
-            }
+            accumulate<1, KC, true, (KC > 2 ? 1 : 4)>(sys, in, s, 1, e, first, waits, lane, c0 == 0, c0, 1, acc);
 #pragma unroll
             for (int i = 0; i < KC; ++i) {
                 if (c0 + i < K) {
