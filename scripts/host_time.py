@@ -10,18 +10,29 @@ profiles of the operators' Python paths.
 
 Without a GPU, ``--cpu-mock`` times the same Python path on CPU tensors up to the launch:
 the CUDA backend's tasks, schedules (an H100's facts) and plans, with launches that do
-nothing (``tests/cuda_path.py``), on a Cora-sized graph.
+nothing (``tests/cuda_path.py``), on a Cora-sized graph. ``--stub-driver`` times the launch
+too: the runtime's prepared launches call the CUDA driver bindings as on a GPU, into a
+stand-in for libcuda that does nothing (``scripts/stub_libcuda.c``, built with ``cc``);
+stand-in handles, CPU tensors' pointers, stream 0.
+
+Instructions instead of wall time (steadier on a shared machine): ``--segments N`` runs
+each case N times after a warm-up, a call of ``os.getppid`` before each case and after the
+last, so that ``valgrind --tool=callgrind --dump-before=getppid python3
+scripts/host_time.py --stub-driver --segments 500`` writes one profile per case (the
+second dump is the first case, in the order printed): its total over N is the case's
+instructions per call.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -50,6 +61,46 @@ class _NoLaunch:
 
     def prepare(self, grid, block, args, *, shared_bytes=0, context=""):
         return lambda *operands, stream=None: None
+
+
+@contextlib.contextmanager
+def _stub_driver() -> Iterator[object]:
+    """A kernel loader whose kernels are the runtime's, launched through the driver
+    bindings into ``scripts/stub_libcuda.c`` (built here), on CPU tensors."""
+    import ctypes
+    import os
+    import subprocess
+    import tempfile
+    import types
+
+    from gsparse.runtime import _bindings, _driver
+
+    with tempfile.TemporaryDirectory() as build:
+        library = Path(build) / "libcuda_stub.so"
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(library),
+                        str(Path(__file__).with_name("stub_libcuda.c")), "-ldl"], check=True)
+        ctypes.CDLL(str(library), os.RTLD_GLOBAL)  # found by its soname before any other
+    driver = _bindings.driver()
+    driver.cuInit(0)
+
+    class Loader:
+        def kernel(self, program, name, device_index):
+            kernel = object.__new__(_driver.Kernel)
+            kernel.name, kernel.device = name, types.SimpleNamespace(index=device_index)
+            kernel._function, kernel._context = driver.CUfunction(0x1234), driver.CUcontext(0x5678)
+            kernel._dynamic_shared_limit = 48 * 1024
+            return kernel
+
+    def to_ctypes(args, device_index):  # the plans' CPU tensors, as pointers
+        return [ctypes.c_void_p(arg.data_ptr()) if isinstance(arg, torch.Tensor)
+                else real_to_ctypes([arg], 0)[0] for arg in args]
+
+    real_to_ctypes, real_stream = _driver.to_ctypes, _driver._current_stream_handle
+    _driver.to_ctypes, _driver._current_stream_handle = to_ctypes, lambda device_index: 0
+    try:
+        yield Loader()
+    finally:
+        _driver.to_ctypes, _driver._current_stream_handle = real_to_ctypes, real_stream
 
 
 def cases(device: str) -> dict[str, Callable[[], object]]:
@@ -82,35 +133,56 @@ def main() -> None:
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--cpu-mock", action="store_true",
                         help="no GPU: the CUDA backend's host path on CPU tensors, launches doing nothing")
+    parser.add_argument("--stub-driver", action="store_true",
+                        help="no GPU: as --cpu-mock, launching through the driver bindings into a stub libcuda")
+    parser.add_argument("--segments", type=int, default=0,
+                        help="no timing: each case this many times between os.getppid() calls, for callgrind")
     args = parser.parse_args()
-    if args.cpu_mock:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        from cuda_path import cuda_path_on_cpu
+    with contextlib.ExitStack() as stack:
+        if args.cpu_mock or args.stub_driver:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+            from cuda_path import cuda_path_on_cpu
 
-        context, device, sync = cuda_path_on_cpu(_NoLaunch()), "cpu", lambda: None
-    else:
-        import contextlib
+            loader = stack.enter_context(_stub_driver()) if args.stub_driver else _NoLaunch()
+            stack.enter_context(cuda_path_on_cpu(loader))
+            device, sync = "cpu", lambda: None
+        else:
+            device, sync = "cuda", torch.cuda.synchronize
+        report(args, device, sync)
 
-        context, device, sync = contextlib.nullcontext(), "cuda", torch.cuda.synchronize
-    with context:
-        timings = cases(device)
-        rounds: dict[str, list[float]] = {name: [] for name in timings}
-        for _ in range(args.rounds):
-            for name, fn in timings.items():
-                rounds[name].append(per_call_us(fn, sync))
-        for name, values in rounds.items():
-            print(f"{name}: {statistics.median(values):.1f} us per call "
-                  f"(median of {args.rounds} rounds, {min(values):.1f}-{max(values):.1f})")
-        if args.no_profile:
-            return
-        for name in ("gspmm", "gspmm forward with autograd", "gsddmm", "edge_softmax"):
-            print(f"--- profile of 2,000 {name} calls")
-            profile = cProfile.Profile()
-            profile.enable()
-            for _ in range(2000):
-                timings[name]()
-            profile.disable()
-            pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+
+def report(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None:
+    """Times every case, prints the medians, then profiles the operators."""
+    timings = cases(device)
+    if args.segments:
+        import os
+
+        for fn in timings.values():
+            per_call_us(fn, sync, calls=1)  # warm-up: calls resolved, caches filled
+        print("cases:", ", ".join(timings))
+        for fn in timings.values():
+            os.getppid()  # a dump boundary under callgrind --dump-before=getppid
+            for _ in range(args.segments):
+                fn()
+        os.getppid()
+        return
+    rounds: dict[str, list[float]] = {name: [] for name in timings}
+    for _ in range(args.rounds):
+        for name, fn in timings.items():
+            rounds[name].append(per_call_us(fn, sync))
+    for name, values in rounds.items():
+        print(f"{name}: {statistics.median(values):.1f} us per call "
+              f"(median of {args.rounds} rounds, {min(values):.1f}-{max(values):.1f})")
+    if args.no_profile:
+        return
+    for name in ("gspmm", "gspmm forward with autograd", "gsddmm", "edge_softmax"):
+        print(f"--- profile of 2,000 {name} calls")
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(2000):
+            timings[name]()
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(12)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import torch
 
 import gsparse
 from gsparse import _calls
+from gsparse.kernels import memory
 from gsparse.kernels import sddmm as sddmm_kernels
 from gsparse.kernels import spmm as spmm_kernels
 from gsparse.kernels import source
@@ -205,3 +206,73 @@ def test_a_first_call_imports_no_reference_operators():
     env = {**__import__("os").environ, "PYTHONPATH": f"{tests.parent / 'src'}:{tests}"}
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert run.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_each_resolved_call_allocates_fresh_outputs_of_its_own_graph_and_dtype():
+    """A resolved call keeps how it allocates its outputs (shape, dtype, device): calls that
+    differ in any of them resolve their own, and each call gets new storage, the one its
+    launch writes."""
+    g, h = named_graph("short_rows"), named_graph("square")
+    x = torch.randn(g.num_src, 16)
+    with cuda_path_on_cpu() as loader:
+
+        def launched(name: str = "out"):
+            return loader.launches[loader.order[-1]][-1].args[name]
+
+        outs = []
+        for graph, lhs in ((g, x), (g, x), (g, x.double()), (h, torch.randn(h.num_src, 16))):
+            outs.append(gsparse.gspmm(graph, "copy_lhs", "sum", lhs))
+            assert launched() is outs[-1]
+        assert [(tuple(o.shape), o.dtype) for o in outs] == [
+            ((g.num_dst, 16), torch.float32), ((g.num_dst, 16), torch.float32),
+            ((g.num_dst, 16), torch.float64), ((h.num_dst, 16), torch.float32)]
+        assert len({o.data_ptr() for o in outs}) == 4
+        xg = x.clone().requires_grad_()
+        winners = set()
+        for _ in range(2):  # max records autograd with its winners: three outputs a call
+            out = gsparse.gspmm(g, "copy_lhs", "max", xg)
+            assert out.shape == (g.num_dst, 16) and launched().data_ptr() == out.data_ptr()
+            assert [launched(name).dtype for name in ("out", "arg_u", "arg_e")] == [
+                torch.float32, torch.int64, torch.int64]
+            winners |= {launched("arg_u").data_ptr(), launched("arg_e").data_ptr()}
+        assert len(winners) == 4
+        e = gsparse.gsddmm(g, "dot", x, torch.randn(g.num_dst, 16), "u", "v")
+        a = gsparse.edge_softmax(h, torch.randn(h.num_edges, 2, 1, dtype=torch.float64))
+        assert (tuple(e.shape), e.dtype, tuple(a.shape), a.dtype) == (
+            (g.num_edges, 1), torch.float32, (h.num_edges, 2, 1), torch.float64)
+        with memory.poisoned() as allocated:  # resolved before: still poisoned inside
+            out = gsparse.gspmm(g, "copy_lhs", "sum", x)
+        assert torch.isnan(out).all() and allocated == [(g.num_dst, 16)]
+
+
+class _NoLaunch:
+    """A kernel loader whose launches do nothing (no recording: the host steps of a call)."""
+
+    def kernel(self, program, name, device_index):
+        return self
+
+    def prepare(self, grid, block, args, *, shared_bytes=0, context=""):
+        return lambda *operands: None
+
+
+# gsparse's host steps per resolved call without autograd on the CUDA host path, up to the
+# launch (gsparse functions run, C functions they call); the launch's own are bounded in
+# test_runtime. Bounds to lower, never to raise without a reason.
+RESOLVED_CALL_STEPS = {"gspmm": (9, 9), "gsddmm": (9, 12), "edge_softmax": (7, 9)}
+
+
+@pytest.mark.parametrize("name", sorted(RESOLVED_CALL_STEPS))
+def test_a_resolved_call_costs_a_bounded_number_of_host_steps(name):
+    from host_steps import host_steps
+
+    g = named_graph("short_rows")
+    x, y, logits = torch.randn(g.num_src, 16), torch.randn(g.num_dst, 16), torch.randn(g.num_edges, 2)
+    call = {"gspmm": lambda: gsparse.gspmm(g, "copy_lhs", "sum", x),
+            "gsddmm": lambda: gsparse.gsddmm(g, "dot", x, y, "u", "v"),
+            "edge_softmax": lambda: gsparse.edge_softmax(g, logits)}[name]
+    with cuda_path_on_cpu(_NoLaunch()):
+        for _ in range(3):  # resolved, then its outputs' template built (memory.allocator)
+            call()
+        steps = host_steps(call)
+    python, c = RESOLVED_CALL_STEPS[name]
+    assert steps["python"] <= python and steps["c"] <= c, steps["names"]

@@ -650,6 +650,7 @@ class FakeDriver:
         self.calls: list[tuple] = []
         self.current_context = 0
         self.launch_status = self.CUresult.CUDA_SUCCESS
+        self.get_current_status = self.CUresult.CUDA_SUCCESS
 
     def _ok(self, *values):
         return (self.CUresult.CUDA_SUCCESS, *values)
@@ -664,7 +665,7 @@ class FakeDriver:
         return self._ok(100 + device)
 
     def cuCtxGetCurrent(self):
-        return self._ok(self.current_context)
+        return (self.get_current_status, self.current_context)
 
     def cuCtxPushCurrent(self, context):
         self.calls.append(("push", context))
@@ -769,6 +770,65 @@ def test_prepared_launch_fills_its_operand_slots_on_each_call(
         launch(a, b)
     with pytest.raises(LaunchError, match=r"'k' \[ctx\]: grid.x is 0"):
         kernel.prepare(0, 64, [runtime.OPERAND], context="ctx")
+
+
+def test_a_prepared_launch_checks_the_current_context_on_every_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another library may make its own context current on the thread between two launches:
+    each launch asks the driver, and pushes (then pops) ours only when it is not current."""
+    fake = FakeDriver()
+    fake.current_context = 100
+    monkeypatch.setattr(_bindings, "driver", lambda: fake)
+    monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+    binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="ab" * 32)
+    launch = runtime.load(binary, 0).function("k").prepare(4, 64, [None, i32(7), f64(2.5)])
+    fake.calls.clear()
+    launch()
+    fake.current_context = 555  # someone else's
+    launch()
+    assert fake.current_context == 0  # ours was popped (the fake leaves none current)
+    fake.current_context = 100
+    launch()
+    assert [call[0] for call in fake.calls] == ["launch", "push", "launch", "pop", "launch"]
+    assert [call[-1] for call in fake.calls if call[0] == "launch"] == [100, 100, 100]
+
+    fake.get_current_status = FakeDriver.CUresult.CUDA_ERROR_INVALID_VALUE
+    with pytest.raises(RuntimeError, match="cuCtxGetCurrent failed"):
+        launch()
+
+
+# A prepared launch's own steps per call of null operands (gsparse functions run, C
+# functions they call: len and the lock's exit; a tensor operand adds get_device and data_ptr).
+LAUNCH_STEPS = (1, 2)
+
+
+def test_a_prepared_launch_costs_a_bounded_number_of_host_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The launch of a resolved call, per call: its own frame and the C calls that fill the
+    slots and ask the driver (the driver's and the operands' own steps come on top).
+    Bounds to lower, never to raise without a reason."""
+    from host_steps import host_steps
+
+    from gsparse.kernels import source
+
+    fake = FakeDriver()
+    fake.current_context = 100
+    monkeypatch.setattr(_bindings, "driver", lambda: fake)
+    monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+    binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="9a" * 32)
+    kernel = runtime.load(binary, 0).function("k")
+    prepared = kernel.prepare(4, 64, [runtime.OPERAND, i32(7), f64(2.5)])
+    launch = source.Launch(prepared, ("x",)).positional("x")
+    assert launch == prepared.__call__  # the bound method, not the instance's slot call
+    launch(None)
+    steps = host_steps(lambda: launch(None))
+    assert steps["python"] <= LAUNCH_STEPS[0] and steps["c"] <= LAUNCH_STEPS[1], steps["names"]
 
 
 def test_operand_slots_take_tensors_on_the_kernels_device_or_none() -> None:

@@ -136,8 +136,9 @@ def find(g: Graph, key: tuple) -> Call | None:
     """The call resolved for ``key`` on ``g`` if it still holds (same generations, autocast
     off for its device), else None: the caller then takes its full path."""
     call = g.calls._entries.get(key)
-    # The call's device type only when some autocast is on: its name is parsed per check.
-    if (call is None or call.generation != _generation(g)
+    # _generation(g) inline (a frame less per call). The call's device type only when some
+    # autocast is on: its name is parsed per check.
+    if (call is None or call.generation != g.schedules.generation + g.plans.generation
             or (_any_autocast_enabled() and _autocast_enabled(call.device_type))):
         return None
     return call

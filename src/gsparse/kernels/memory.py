@@ -8,11 +8,11 @@ storage starts as NaN (floats) or -7 (integers).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
-__all__ = ["allocate", "poisoned"]
+__all__ = ["allocate", "allocator", "poisoned"]
 
 _poison: list[list[tuple[int, ...]]] = []  # the allocation logs of the active poisoned() blocks
 
@@ -25,6 +25,39 @@ def allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -
         log.append(tuple(shape))
     fill = float("nan") if dtype.is_floating_point else -7
     return torch.full(shape, fill, dtype=dtype, device=device)
+
+
+def allocator(shape: tuple[int, ...], dtype: torch.dtype,
+              device: torch.device) -> Callable[[], torch.Tensor]:
+    """``allocate(shape, dtype, device)`` as a function of no arguments, for the per-call
+    paths of resolved calls, which allocate the same outputs every time.
+
+    From its third call on, it allocates with ``torch.empty_like`` (contiguous) of a
+    one-element tensor expanded to ``shape``: ``torch.empty`` parses its shape, dtype and
+    device arguments on every call, which costs more host time than the allocation. The
+    first calls allocate as :func:`allocate` does, so that a graph whose calls run once or
+    twice (a sampled block, in a training step) pays nothing for the template.
+    """
+    shape = tuple(shape)
+    template: torch.Tensor | None = None
+    before_template = 2  # calls left before the template is built
+
+    def new() -> torch.Tensor:
+        nonlocal template, before_template
+        if template is not None and not _poison:
+            return _empty_like(template, memory_format=_CONTIGUOUS)
+        if template is None:
+            if before_template:
+                before_template -= 1
+            else:
+                template = torch.empty((), dtype=dtype, device=device).expand(shape)
+        return allocate(shape, dtype, device)
+
+    return new
+
+
+_empty_like = torch.empty_like
+_CONTIGUOUS = torch.contiguous_format
 
 
 @contextlib.contextmanager

@@ -262,7 +262,10 @@ class Launch:
         operands (the others are ignored): for per-call paths, which pass the same operands
         every time and need no keyword handling."""
         if names == self._operands:
-            return self._prepared
+            # A runtime launch's bound __call__: calling the instance itself costs a slot
+            # lookup and an argument tuple more per call.
+            prepared = self._prepared
+            return prepared.__call__ if isinstance(prepared, runtime.PreparedLaunch) else prepared
         index = _positions(self._operands, names)
         prepared = self._prepared
 

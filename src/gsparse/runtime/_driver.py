@@ -194,6 +194,7 @@ class PreparedLaunch:
         self._context = context
         self._values = values  # kernelParams points into these
         self._slots = [(position, values[position]) for position in slots]
+        self._operand_count = len(slots)
         self._tensors = tensors  # alive as long as their pointers are in use
         # kernelParams is a void*[] whose entries point at each argument's value.
         self._params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
@@ -201,34 +202,49 @@ class PreparedLaunch:
         self._lock = threading.Lock()
         # Looked up once: this is the per-call path, where each lookup is a visible share.
         self._device_index = kernel.device.index
-        self._driver = _bindings.driver()
+        driver = self._driver = _bindings.driver()
+        self._get_current = driver.cuCtxGetCurrent
+        self._launch = driver.cuLaunchKernel
+        self._success = driver.CUresult.CUDA_SUCCESS
+        self._context_handle = int(kernel._context)
         self._function_and_geometry = (kernel._function, *self._geometry)
 
     def __call__(self, *operands: torch.Tensor | None,
                  stream: torch.cuda.Stream | int | None = None) -> None:
-        kernel = self._kernel
         index = self._device_index
-        if len(operands) != len(self._slots):
-            raise TypeError(f"the launch of '{kernel.name}' takes {len(self._slots)} operands, "
-                            f"got {len(operands)}")
+        if len(operands) != self._operand_count:
+            raise TypeError(f"the launch of '{self._kernel.name}' takes {self._operand_count} "
+                            f"operands, got {len(operands)}")
         stream_handle = _current_stream_handle(index) if stream is None else _stream_handle(stream, index)
-        driver = self._driver
+        success = self._success
         with self._lock:
             for (position, slot), operand in zip(self._slots, operands):
-                slot.value = operand_pointer(operand, position, index)
-            # _make_current inline, not `with _current(...)`: this is the per-call path,
-            # and the context manager adds a generator to every launch.
-            pushed = _make_current(kernel._context)
+                # operand_pointer's common cases inline: a tensor on the kernel's device
+                # (get_device() is -1 off CUDA, index never negative), or None.
+                if type(operand) is _Tensor and operand.get_device() == index:
+                    slot.value = operand.data_ptr()
+                elif operand is None:
+                    slot.value = None
+                else:
+                    slot.value = operand_pointer(operand, position, index)
+            # Ours is the current context unless some library pushed another on this thread:
+            # one driver call tells, and _make_current (which raises on failure) pushes.
+            status, current = self._get_current()
+            pushed = (status != success or int(current) != self._context_handle) and \
+                _make_current(self._kernel._context)
             try:
-                (status,) = driver.cuLaunchKernel(*self._function_and_geometry, stream_handle,
-                                                  self._params_address, 0)
+                (status,) = self._launch(*self._function_and_geometry, stream_handle,
+                                         self._params_address, 0)
             finally:
                 if pushed:
-                    driver.cuCtxPopCurrent()
-        if status != driver.CUresult.CUDA_SUCCESS:
-            geometry = self._geometry
+                    self._driver.cuCtxPopCurrent()
+        if status != success:
+            kernel, geometry = self._kernel, self._geometry
             raise _launch_error(kernel.name, self._context, geometry[:3], geometry[3:6],
                                 geometry[6], f"the driver returned {_describe(status)}")
+
+
+_Tensor = torch.Tensor
 
 
 def _launch_error(

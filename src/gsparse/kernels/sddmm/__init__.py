@@ -16,7 +16,7 @@ import torch
 from ...algebra import BINARY_OPS
 from ...graph import Graph
 from ...target import Target
-from ..memory import allocate
+from ..memory import allocate, allocator
 from ..source import RUNTIME_LOADER, Launch, refuse_capture
 from ..operands import operand_facts, vector_limit
 from . import codegen
@@ -155,8 +155,10 @@ def bind_sddmm(
             plan = _plan(g, task, schedule)
             launch = plan.positional("lhs", "rhs", "out") if isinstance(plan, Launch) else plan
 
+    new_out = allocator(shape, dtype, device)
+
     def run(lhs, rhs):
-        out = allocate(shape, dtype, device)
+        out = new_out()
         if launch is not None:
             launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None, out)
         elif zero:

@@ -12,7 +12,7 @@ import functools
 import torch
 
 from ...graph import Graph
-from ..memory import allocate
+from ..memory import allocate, allocator
 from ..source import refuse_capture
 from .default import default_schedule
 from .plan import build_plan
@@ -76,8 +76,10 @@ def bind_edge_softmax(g: Graph, logits: torch.Tensor, norm_by: str = "dst"):
                      logits.numel() // g.num_edges)
         launch = _plan(rows, task).positional("x", "y")
 
+    new_out = allocator(shape, dtype, device)
+
     def run(logits):
-        out = allocate(shape, dtype, device)
+        out = new_out()
         if launch is not None:
             launch(logits.contiguous(), out)
         return out

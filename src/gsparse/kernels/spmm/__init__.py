@@ -17,7 +17,7 @@ import torch
 from ...algebra import BINARY_OPS, REDUCERS
 from ...graph import Graph
 from ...target import Target
-from ..memory import allocate
+from ..memory import allocate, allocator
 from ..source import RUNTIME_LOADER, Launch, refuse_capture
 from ..operands import operand_facts, vector_limit
 from . import codegen
@@ -148,10 +148,12 @@ def bind_spmm(
         plan = _plan(g, task, choose(g, task, _forced(g, op, reduce, lhs, rhs, out_shape, with_arg)))
         launch = plan.positional(*_OPERANDS) if isinstance(plan, Launch) else plan
 
+    new_out = allocator(shape, dtype, device)
     if with_arg:
+        new_arg = allocator(shape, torch.int64, device)
+
         def run_arg(lhs, rhs):
-            out = allocate(shape, dtype, device)
-            arg_u, arg_e = allocate(shape, torch.int64, device), allocate(shape, torch.int64, device)
+            out, arg_u, arg_e = new_out(), new_arg(), new_arg()
             if launch is not None:
                 launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None,
                        out, arg_u, arg_e)
@@ -160,7 +162,7 @@ def bind_spmm(
         return run_arg
 
     def run(lhs, rhs):
-        out = allocate(shape, dtype, device)
+        out = new_out()
         if launch is not None:
             launch(lhs.contiguous() if uses_lhs else None, rhs.contiguous() if uses_rhs else None,
                    out, None, None)
