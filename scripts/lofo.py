@@ -3,8 +3,8 @@
     python scripts/lofo.py [CELLS.jsonl[.gz] ...] [--operators spmm,sddmm] [--model rank|blend]
 
 Every family of the collected cells (all of ``docs/results/tuning`` by default) is held out
-in turn: a rank model (:func:`gsparse.tune.train.make_model`: as shipped, or ``--model
-blend``, LambdaMART with least-squares trees) is trained on the
+in turn: a rank model (:func:`gsparse.tune.train.make_model`: LambdaMART alone, or ``--model
+blend``, with least-squares trees, as shipped) is trained on the
 cells of the other families and ranks each held-out cell's schedules (the hand rule's pick
 among them, as the "model" policy ranks it). Per family and over all: the model's first
 choice within 5%, 10% and 25% of the cell's best, the worst cell, the geometric mean of
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cells", nargs="*", default=_CELLS)
     parser.add_argument("--operators", default="spmm,sddmm")
-    parser.add_argument("--model", choices=("rank", "blend"), default="rank",
-                        help="rank: LambdaMART as shipped; blend: with least-squares trees (make_model)")
+    parser.add_argument("--model", choices=("rank", "blend"), default="blend",
+                        help="rank: LambdaMART alone; blend: with least-squares trees, as shipped (make_model)")
     args = parser.parse_args(argv)
     cells = load_cells(args.cells)
     features = [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]

@@ -108,10 +108,10 @@ def _matrix(cells: list[Cell]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(features), np.concatenate([c.times_ms for c in cells]), groups
 
 
-# The model kinds: the DNN, LambdaMART as shipped, and the blend of 100 LambdaMART trees
-# with 100 least-squares trees (RankModel's pointwise_trees; saved as a rank model). The
-# blend's costs follow log time far closer on held-out families at about the same first
-# picks (docs/tuning.md); it is not shipped until a GPU A/B of full-batch epochs clears it.
+# The model kinds: the DNN, LambdaMART alone, and the blend of 100 LambdaMART trees with 100
+# least-squares trees (RankModel's pointwise_trees; saved as a rank model), as shipped: its
+# costs follow log time far closer on held-out families at about the same first picks
+# (docs/tuning.md).
 MODEL_KINDS = ("dnn", "rank", "blend")
 
 
