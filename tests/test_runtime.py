@@ -703,14 +703,20 @@ class FakeDriver:
         return self._ok(b"invalid argument")
 
 
-def test_launch_drives_the_cuda_driver_in_the_primary_context(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fake = FakeDriver()
+def _use_fake_driver(monkeypatch: pytest.MonkeyPatch, fake: FakeDriver) -> None:
+    """Route the runtime's driver calls to ``fake``, with no module loaded yet, no CUDA
+    initialisation and stream 77 as the current stream."""
     monkeypatch.setattr(_bindings, "driver", lambda: fake)
     monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
     monkeypatch.setattr(torch.cuda, "init", lambda: None)
     monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+
+
+def test_launch_drives_the_cuda_driver_in_the_primary_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeDriver()
+    _use_fake_driver(monkeypatch, fake)
     binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="cd" * 32)
 
     module = runtime.load(binary, 0)
@@ -746,10 +752,7 @@ def test_prepared_launch_fills_its_operand_slots_on_each_call(
 ) -> None:
     fake = FakeDriver()
     fake.current_context = 100
-    monkeypatch.setattr(_bindings, "driver", lambda: fake)
-    monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
-    monkeypatch.setattr(torch.cuda, "init", lambda: None)
-    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+    _use_fake_driver(monkeypatch, fake)
     # Stand-in pointers: (tensor id, position), as no CUDA tensor exists here.
     pointers = {}
     monkeypatch.setattr(_driver, "operand_pointer",
@@ -779,10 +782,7 @@ def test_a_prepared_launch_checks_the_current_context_on_every_call(
     each launch asks the driver, and pushes (then pops) ours only when it is not current."""
     fake = FakeDriver()
     fake.current_context = 100
-    monkeypatch.setattr(_bindings, "driver", lambda: fake)
-    monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
-    monkeypatch.setattr(torch.cuda, "init", lambda: None)
-    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+    _use_fake_driver(monkeypatch, fake)
     binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="ab" * 32)
     launch = runtime.load(binary, 0).function("k").prepare(4, 64, [None, i32(7), f64(2.5)])
     fake.calls.clear()
@@ -817,10 +817,7 @@ def test_a_prepared_launch_costs_a_bounded_number_of_host_steps(
 
     fake = FakeDriver()
     fake.current_context = 100
-    monkeypatch.setattr(_bindings, "driver", lambda: fake)
-    monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
-    monkeypatch.setattr(torch.cuda, "init", lambda: None)
-    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+    _use_fake_driver(monkeypatch, fake)
     binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="9a" * 32)
     kernel = runtime.load(binary, 0).function("k")
     prepared = kernel.prepare(4, 64, [runtime.OPERAND, i32(7), f64(2.5)])
