@@ -98,3 +98,12 @@ def test_training_with_no_held_out_cells_ships_models_trained_on_every_family(tm
     assert train.main([str(path), "--held-out", "banded", "--model", "rank", "--out", str(tmp_path / "m")]) == 0
     assert "no cells of ['banded']; trained on all 12 cells" in capsys.readouterr().out
     assert RankModel().load(tmp_path / "m" / "spmm-rank.json").ensemble is not None
+
+
+def test_both_writes_the_shipped_kinds_the_dnn_and_the_blend(tmp_path):
+    pytest.importorskip("lightgbm")
+    path = _write(tmp_path / "cells.jsonl", _cells("lognormal", 8, seed=1) + _cells("rmat", 4, seed=2), zipped=False)
+    assert train.main([str(path), "--held-out", "rmat", "--out", str(tmp_path / "m")]) == 0  # --model both
+    assert (tmp_path / "m" / "spmm-dnn.json").is_file()
+    # The rank file holds the blend, as shipped, not LambdaMART alone.
+    assert RankModel().load(tmp_path / "m" / "spmm-rank.json").params.get("pointwise_trees", 0) == 100

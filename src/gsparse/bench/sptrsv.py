@@ -76,6 +76,7 @@ from ..kernels.sptrsv.codegen import (
 from ..kernels.sptrsv.default import natural_schedule
 from ..kernels.sptrsv.levelset import levelset_plan, levelset_solve
 from ..kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
+from ..kernels.sptrsv.selector import default_selectors, load_selectors
 from ..runtime import compile_cuda, device_arch
 from ..sptrsv import TriangularSolver
 from ..target import Target
@@ -370,11 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda", torch.cuda.current_device())
     schedule = SptrsvSchedule.from_json(args.schedule) if args.schedule else None
     fast_start = NaturalOrderSchedule.from_json(args.fast_start) if args.fast_start else None
-    selector = None
-    if args.selector:
-        from ..kernels.sptrsv.selector import load_selectors
-
-        selector = load_selectors(args.selector)
+    # The selectors are read once per process (as the solver does), not per factor: like
+    # cuSPARSE's handle, before the first matrix.
+    selector = load_selectors(args.selector) if args.selector else default_selectors()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "environment": _environment(device), "records": []}
