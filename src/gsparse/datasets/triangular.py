@@ -18,7 +18,21 @@ Families:
 - :func:`stencil`: the 9-point (2-D) or 27-point (3-D) stencil's pattern on a grid;
 - :func:`shuffled`: another factor's pattern, symmetrised and renumbered at random (a mesh
   without a locality-preserving ordering: few, wide levels);
-- :func:`graph_lower`: the lower triangle of a given graph's adjacency (real graphs).
+- :func:`graph_lower`: the lower triangle of a given graph's adjacency (real graphs);
+- :func:`geometric`: an unstructured mesh-like graph, random points in the unit square or
+  cube each joined to its ``k`` nearest neighbours, numbered at random, along a Morton
+  curve or cell by cell;
+- :func:`community`: the lower triangle of a stochastic-block-model graph (lognormal
+  community sizes, a share of the edges inside communities), ordered by community or at
+  random;
+- :func:`arrow`: a bordered (arrowhead) factor, as circuit and KKT matrices have: a sparse
+  banded or skewed body plus a few to a few hundred very long rows, at the end or scattered;
+- :func:`tree`: a forest (or several interleaved), each row depending on 1-3 rows within a
+  window behind it: deep for a narrow window, shallow for a wide one.
+
+The first eight families of :func:`generate` (:data:`BENCHMARK_FAMILIES`) are the
+benchmark's matrix set; the last four (:data:`CORPUS_FAMILIES`) add structures the eight
+lack to the scheme selector's training corpus. :data:`FAMILIES` is both.
 
 Except for the Laplacian factors, off-diagonal values are drawn from [1, 2) (as in
 AG-SpTRSV) and the diagonal is ``1 + max(row sum, column sum)`` of the off-diagonal
@@ -27,9 +41,9 @@ magnitudes: the factor and its transpose are strictly row diagonally dominant, s
 The Laplacian factors are conditioned like the Laplacian (IC(0) of an M-matrix exists and
 is positive).
 
-:func:`generate` draws a family's parameters from a seed for a target number of rows;
-:data:`FAMILIES` names the families it knows; :func:`corpus_rows` draws a corpus factor's
-size.
+:func:`generate` draws a family's parameters from a seed for a target number of rows
+(:func:`parameters` gives a corpus family's draw); :data:`FAMILIES` names the families it
+knows; :func:`corpus_rows` draws a corpus factor's size.
 """
 
 from __future__ import annotations
