@@ -414,8 +414,9 @@ def geometric(n: int, k: int, dims: int = 2, *, ordering: str = "random", seed: 
             cells = cells * side + cell[morton, axis]
         label = np.empty(n, dtype=np.int64)
         label[np.argsort(cells, kind="stable")] = np.arange(n)
-    a = np.repeat(label, k + 1)
-    rows, cols = _lower_pairs(a, label[neighbours.ravel()])
+    if (neighbours[:, 0] == np.arange(n)).all():  # each point is its own nearest: left out
+        neighbours = neighbours[:, 1:]
+    rows, cols = _lower_pairs(np.repeat(label, neighbours.shape[1]), label[neighbours.ravel()])
     return _factor(rows, cols, n, rng, upper)
 
 
