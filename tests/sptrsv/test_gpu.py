@@ -88,7 +88,8 @@ def _cases(count: int, seed: int) -> list[tuple]:
                                          "early_division": rng.random() < 0.5,
                                          "ready_by_value": rng.random() < 0.5})
         bits = [(i >> j) & 1 for j in range(5)]
-        cases.append((triangular.FAMILIES[i % len(triangular.FAMILIES)], bool(bits[0]), bool(bits[1]),
+        families = triangular.BENCHMARK_FAMILIES
+        cases.append((families[i % len(families)], bool(bits[0]), bool(bits[1]),
                       bool(bits[2]), 16 if bits[3] else 1, torch.float64 if bits[4] else torch.float32,
                       schedule))
     return cases
@@ -101,7 +102,7 @@ def test_sampled_schemes_match_scipy(family, lower, unit, transpose, k, dtype, s
     _check(unit_factor(matrix) if unit else matrix, lower, unit, transpose, k, dtype, schedule)
 
 
-@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)
 @pytest.mark.parametrize("k", [1, 16])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_default_schemes_of_larger_factors_match_scipy(family, k, dtype):
@@ -110,7 +111,7 @@ def test_default_schemes_of_larger_factors_match_scipy(family, k, dtype):
         _check(matrix, True, False, transpose, k, dtype, analysis=True)
 
 
-@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)
 @pytest.mark.parametrize("k", [1, 16])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_fast_start_on_larger_factors_matches_scipy_without_a_host_analysis(family, k, dtype):
@@ -129,7 +130,7 @@ NATURAL = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_
            NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False, level_order=True)]
 
 
-@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)
 @pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False)])
 def test_the_device_levels_are_the_host_analysis_levels(family, lower, transpose):
     from gsparse.kernels.sptrsv.analysis import dependency_graph, levels
@@ -154,7 +155,7 @@ def test_the_device_levels_are_the_host_analysis_levels(family, lower, transpose
     np.testing.assert_array_equal(position.cpu().numpy()[order.cpu().numpy()], np.arange(n))
 
 
-@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)
 @pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False), (False, True)])
 def test_the_analysis_of_a_factor_on_the_gpu_takes_the_kernels_levels_and_features_of_the_host(
         family, lower, transpose, monkeypatch):
@@ -174,7 +175,7 @@ def test_the_analysis_of_a_factor_on_the_gpu_takes_the_kernels_levels_and_featur
 
 
 @pytest.mark.parametrize("schedule", NATURAL, ids=str)
-@pytest.mark.parametrize("family", triangular.FAMILIES)
+@pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)
 def test_natural_schemes_match_scipy_with_unit_diagonals_and_several_right_hand_sides(schedule, family):
     matrix = family_factor(family, seed=4)
     _check(matrix, True, False, False, 1, torch.float64, schedule)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -77,6 +79,16 @@ def test_every_solve_path_is_accurate_on_every_family(family, path):
                                              use_mkl=path == "mkl")
                 dense = dense_system(matrix, unit_diagonal, transpose)
                 assert relative_residual(dense, x, b) <= 1e-14, (upper, unit_diagonal, transpose)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", triangular.FAMILIES)
+def test_every_family_builds_4m_rows_in_seconds(family):
+    start = time.process_time()  # CPU seconds: other processes on the machine slow the wall clock
+    matrix = triangular.generate(family, 4_000_000, 0)
+    seconds = time.process_time() - start
+    assert abs(matrix.shape[0] - 4_000_000) < 200_000 and matrix.has_canonical_format
+    assert seconds < 45, f"{family}: {seconds:.1f} s"  # 0.4-15 s measured on a 2-core VM
 
 
 def test_the_level_set_plan_has_one_step_per_level():

@@ -18,7 +18,21 @@ Families:
 - :func:`stencil`: the 9-point (2-D) or 27-point (3-D) stencil's pattern on a grid;
 - :func:`shuffled`: another factor's pattern, symmetrised and renumbered at random (a mesh
   without a locality-preserving ordering: few, wide levels);
-- :func:`graph_lower`: the lower triangle of a given graph's adjacency (real graphs).
+- :func:`graph_lower`: the lower triangle of a given graph's adjacency (real graphs);
+- :func:`geometric`: an unstructured mesh-like graph, random points in the unit square or
+  cube each joined to its ``k`` nearest neighbours, numbered at random, along a Morton
+  curve or cell by cell;
+- :func:`community`: the lower triangle of a stochastic-block-model graph (lognormal
+  community sizes, a share of the edges inside communities), ordered by community or at
+  random;
+- :func:`arrow`: a bordered (arrowhead) factor, as circuit and KKT matrices have: a sparse
+  banded or skewed body plus a few to a few hundred very long rows, at the end or scattered;
+- :func:`tree`: a forest (or several interleaved), each row depending on 1-3 rows within a
+  window behind it: deep for a narrow window, shallow for a wide one.
+
+The first eight families of :func:`generate` (:data:`BENCHMARK_FAMILIES`) are the
+benchmark's matrix set; the last four (:data:`CORPUS_FAMILIES`) add structures the eight
+lack to the scheme selector's training corpus. :data:`FAMILIES` is both.
 
 Except for the Laplacian factors, off-diagonal values are drawn from [1, 2) (as in
 AG-SpTRSV) and the diagonal is ``1 + max(row sum, column sum)`` of the off-diagonal
@@ -27,9 +41,9 @@ magnitudes: the factor and its transpose are strictly row diagonally dominant, s
 The Laplacian factors are conditioned like the Laplacian (IC(0) of an M-matrix exists and
 is positive).
 
-:func:`generate` draws a family's parameters from a seed for a target number of rows;
-:data:`FAMILIES` names the families it knows; :func:`corpus_rows` draws a corpus factor's
-size.
+:func:`generate` draws a family's parameters from a seed for a target number of rows
+(:func:`parameters` gives a corpus family's draw); :data:`FAMILIES` names the families it
+knows; :func:`corpus_rows` draws a corpus factor's size.
 """
 
 from __future__ import annotations
@@ -44,7 +58,8 @@ import scipy.sparse as sp
 from ..graph import Graph
 
 __all__ = ["laplacian", "banded", "power_law", "rmat", "road_grid", "stencil", "shuffled", "graph_lower",
-           "generate", "corpus_rows", "edge_cases", "FAMILIES", "LAPLACIAN_FACTORS"]
+           "geometric", "community", "arrow", "tree", "generate", "parameters", "corpus_rows", "edge_cases",
+           "FAMILIES", "BENCHMARK_FAMILIES", "CORPUS_FAMILIES", "LAPLACIAN_FACTORS"]
 
 LAPLACIAN_FACTORS = ("lower", "ic0", "ilu0")
 
@@ -342,6 +357,187 @@ def graph_lower(graph: Any, *, seed: int = 0, upper: bool = False) -> sp.csr_arr
     return _factor(rows, cols, n, np.random.default_rng(seed), upper)
 
 
+# ---------------------------------------------------------------------- structurally different families
+
+GEOMETRIC_ORDERINGS = ("random", "morton", "cells")
+
+
+def _spread_bits(v: np.ndarray, dims: int) -> np.ndarray:
+    """The bits of ``v`` (< 2**21) spread ``dims`` apart (bit b moves to bit ``dims * b``)."""
+    v = v.astype(np.uint64)
+    out = np.zeros_like(v)
+    for b in range(21):
+        out |= ((v >> np.uint64(b)) & np.uint64(1)) << np.uint64(dims * b)
+    return out
+
+
+def geometric(n: int, k: int, dims: int = 2, *, ordering: str = "random", seed: int = 0,
+              upper: bool = False) -> sp.csr_array:
+    """An unstructured mesh-like graph: ``n`` uniform random points in the unit square
+    (``dims`` 2) or cube (3), each joined to its ``k`` nearest neighbours (symmetrised: every
+    node has at least ``k`` neighbours, about ``1.3 k`` on average), as the lower triangle.
+
+    ``ordering`` numbers the nodes: ``"random"`` (the order the points were drawn: no
+    locality, few wide levels), ``"morton"`` (along the Z-order curve of the points' cells:
+    neighbours mostly near in the order, like a mesh numbered by a space-filling curve) or
+    ``"cells"`` (by cells of about one point each, sorted along the last axis first: a
+    sweep through the domain, so long chains like a grid in natural order)."""
+    n = _check_size("n", n, 2)
+    k = _check_size("k", k, 1)
+    if k >= n:
+        raise ValueError(f"k must be < n, got k = {k} for n = {n}")
+    if dims not in (2, 3) or isinstance(dims, bool):
+        raise ValueError(f"dims must be 2 or 3, got {dims!r}")
+    if ordering not in GEOMETRIC_ORDERINGS:
+        raise ValueError(f"ordering must be one of {GEOMETRIC_ORDERINGS}, got {ordering!r}")
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(seed)
+    points = rng.random((n, dims))
+    # Cells of about one point each; their Morton keys interleave the cell coordinates' bits.
+    side = max(1, int(round(n ** (1.0 / dims))))
+    cell = np.minimum((points * side).astype(np.int64), side - 1)
+    key = np.zeros(n, dtype=np.uint64)
+    for axis in range(dims):
+        key |= _spread_bits(cell[:, axis], dims) << np.uint64(axis)
+    morton = np.argsort(key, kind="stable")
+    # The neighbours are found in Morton order whatever the numbering (a query in the
+    # points' random order is 4x slower: every lookup misses the cache), then renumbered.
+    _, neighbours = cKDTree(points[morton], balanced_tree=False).query(points[morton], k + 1, workers=-1)
+    if ordering == "morton":
+        label = np.arange(n, dtype=np.int64)
+    elif ordering == "random":  # the order the points were drawn in
+        label = morton
+    else:  # by cell, the last axis's cell first
+        cells = np.zeros(n, dtype=np.int64)
+        for axis in reversed(range(dims)):
+            cells = cells * side + cell[morton, axis]
+        label = np.empty(n, dtype=np.int64)
+        label[np.argsort(cells, kind="stable")] = np.arange(n)
+    if (neighbours[:, 0] == np.arange(n)).all():  # each point is its own nearest: left out
+        neighbours = neighbours[:, 1:]
+    rows, cols = _lower_pairs(np.repeat(label, neighbours.shape[1]), label[neighbours.ravel()])
+    return _factor(rows, cols, n, rng, upper)
+
+
+def community(sizes: Any, mean_degree: float, intra: float, *, ordered: bool = True, seed: int = 0,
+              upper: bool = False) -> sp.csr_array:
+    """The lower triangle of a stochastic-block-model graph: communities of the given
+    ``sizes`` (``n = sum(sizes)``, at least two communities), ``n * mean_degree / 2`` edge
+    draws (``mean_degree`` neighbours per node before duplicates merge), a share ``intra``
+    of them inside a community (both ends uniform in it) and the others between a uniform
+    node and a uniform node of another community.
+
+    ``ordered``: nodes numbered community by community (dense diagonal blocks, the blocks
+    linked by scattered entries); else renumbered at random (the blocks invisible in the
+    pattern, few wide levels)."""
+    sizes = np.asarray(sizes)
+    if sizes.ndim != 1 or len(sizes) < 2 or sizes.dtype.kind not in "iu" or sizes.min() < 1:
+        raise ValueError(f"sizes must be at least two positive integers, got {sizes!r}")
+    sizes = sizes.astype(np.int64)
+    n = int(sizes.sum())
+    mean_degree = _check_fraction("mean_degree", mean_degree, 0.0, float(n))
+    intra = _check_fraction("intra", intra)
+    rng = np.random.default_rng(seed)
+    start = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=start[1:])
+    member = np.repeat(np.arange(len(sizes)), sizes)
+    draws = int(round(n * mean_degree / 2))
+    inside = rng.random(draws) < intra
+    a = rng.integers(0, n, draws)
+    c = member[a]
+    # Inside: uniform over a's community; outside: uniform over the nodes after a's
+    # community's block, wrapping around (never in it).
+    span = np.where(inside, sizes[c], n - sizes[c])
+    offset = (rng.random(draws) * span).astype(np.int64)
+    b = np.where(inside, start[c] + offset, (start[c] + sizes[c] + offset) % n)
+    if not ordered:
+        relabel = rng.permutation(n)
+        a, b = relabel[a], relabel[b]
+    rows, cols = _lower_pairs(a, b)
+    return _factor(rows, cols, n, rng, upper)
+
+
+ARROW_BODIES = ("band", "skewed")
+
+
+def arrow(n: int, border: int, fill: float, *, body: str = "band", body_degree: float = 2.0,
+          bandwidth: int = 16, skew: float = 2.0, scattered: bool = False, border_entries: int | None = None,
+          seed: int = 0, upper: bool = False) -> sp.csr_array:
+    """A bordered (arrowhead) factor, as circuit and KKT matrices have: a sparse body plus
+    ``border`` long rows.
+
+    Body: each row draws Poisson(``body_degree``) columns before it, for ``body="band"``
+    uniformly among the ``bandwidth`` rows before it, for ``"skewed"`` at ``floor(i *
+    u**skew)`` for row ``i`` and uniform ``u`` (``skew >= 1``: the early rows read by many,
+    power-law-like column counts).
+
+    Border: rows ``n - border .. n - 1`` (``scattered``: ``border`` rows drawn at random),
+    row ``i`` of them drawing ``min(fill * i, border_entries / border)`` columns uniformly
+    before it (with replacement, duplicates merged): each depends on a large share of the
+    earlier rows, up to ``border_entries`` (default ``2 n``) entries in all."""
+    n = _check_size("n", n, 2)
+    border = _check_size("border", border, 1)
+    if border >= n:
+        raise ValueError(f"border must be < n, got {border} for n = {n}")
+    fill = _check_fraction("fill", fill)
+    if body not in ARROW_BODIES:
+        raise ValueError(f"body must be one of {ARROW_BODIES}, got {body!r}")
+    body_degree = _check_fraction("body_degree", body_degree, 0.0, float(n))
+    bandwidth = _check_size("bandwidth", bandwidth, 1)
+    skew = _check_fraction("skew", skew, 1.0, 100.0)
+    border_entries = 2 * n if border_entries is None else _check_size("border_entries", border_entries, 0)
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(body_degree, n)
+    counts[0] = 0
+    rows = np.repeat(np.arange(n, dtype=np.int64), counts)
+    if body == "band":
+        cols = rows - 1 - (rng.random(len(rows)) * np.minimum(bandwidth, rows)).astype(np.int64)
+    else:
+        cols = (rows * rng.random(len(rows)) ** skew).astype(np.int64)
+    if scattered:
+        long_rows = np.sort(1 + rng.choice(n - 1, border, replace=False))
+    else:
+        long_rows = np.arange(n - border, n, dtype=np.int64)
+    long_counts = np.minimum(np.ceil(fill * long_rows), border_entries // border).astype(np.int64)
+    border_rows = np.repeat(long_rows, long_counts)
+    border_cols = (rng.random(len(border_rows)) * border_rows).astype(np.int64)
+    return _factor(np.concatenate([rows, border_rows]), np.concatenate([cols, border_cols]), n, rng, upper)
+
+
+def tree(n: int, window: int, max_parents: int = 1, *, forests: int = 1, seed: int = 0,
+         upper: bool = False) -> sp.csr_array:
+    """A forest: row ``i`` depends on 1 to ``max_parents`` (uniform) rows drawn uniformly
+    among the ``window`` rows before it (duplicates merged), its tree's first row on none.
+
+    ``window`` sets the depth: 1 is a chain of ``n`` levels; 20K rows with one parent
+    take about 8,000 levels at window 4, 600 at window 64 and 60 at window 1,024
+    (shallow, bushy trees); with up to three parents about 10,700, 1,300 and 115. ``forests``: that many independent forests interleaved at random (each row's
+    forest uniform; the window counts the rows of its own forest), so a row's parents lie
+    about ``forests`` times further back."""
+    n = _check_size("n", n, 1)
+    window = _check_size("window", window, 1)
+    max_parents = _check_size("max_parents", max_parents, 1)
+    forests = _check_size("forests", forests, 1)
+    rng = np.random.default_rng(seed)
+    if forests == 1:
+        members, local = np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)
+    else:
+        label = rng.integers(0, forests, n)
+        members = np.argsort(label, kind="stable")  # each forest's rows in order
+        first = np.searchsorted(label[members], np.arange(forests))
+        local = np.empty(n, dtype=np.int64)
+        local[members] = np.arange(n) - np.repeat(first, np.bincount(label, minlength=forests))
+    counts = np.where(local > 0, rng.integers(1, max_parents + 1, n), 0)
+    rows = np.repeat(np.arange(n, dtype=np.int64), counts)
+    back = 1 + (rng.random(len(rows)) * np.minimum(window, local[rows])).astype(np.int64)
+    # The parent is ``back`` places before the row in its forest's member list.
+    position = np.empty(n, dtype=np.int64)
+    position[members] = np.arange(n)
+    cols = members[position[rows] - back]
+    return _factor(rows, cols, n, rng, upper)
+
+
 # ---------------------------------------------------------------------- edge cases
 
 
@@ -376,7 +572,12 @@ def edge_cases(n: int = 70, seed: int = 0) -> dict[str, tuple[sp.csr_array, bool
 # ---------------------------------------------------------------------- sampling
 
 
-FAMILIES = ("laplacian2d", "laplacian3d", "banded", "power_law", "rmat", "road", "stencil", "shuffled")
+# The benchmark's matrix set (the issue's eight families): the default of the GPU tests and
+# of recorded digests; their factors never change for a given (rows, seed).
+BENCHMARK_FAMILIES = ("laplacian2d", "laplacian3d", "banded", "power_law", "rmat", "road", "stencil", "shuffled")
+# Families added for the selector's training corpus: structures the eight lack.
+CORPUS_FAMILIES = ("geometric", "community", "arrow", "tree")
+FAMILIES = BENCHMARK_FAMILIES + CORPUS_FAMILIES
 # The meshes that ``shuffled`` renumbers.
 _SHUFFLED_BASES = ("laplacian2d", "laplacian3d", "road", "stencil")
 
@@ -397,10 +598,24 @@ def generate(family: str, rows: int, seed: int, *, upper: bool = False) -> sp.cs
     nodes, edge factor 2-8; ``road``: streets kept 0.6-0.95, diagonals 0-0.1; ``stencil``:
     2-D or 3-D (even odds), aspect up to 2:1; ``shuffled``: one of laplacian2d,
     laplacian3d, road and stencil drawn as above, renumbered at random.
+
+    The corpus families (:func:`parameters` gives their draw): ``geometric``: 2-D or 3-D
+    (even odds), ``k`` 4-12, ordering random, Morton or cells (a third each);
+    ``community``: median community size 4-10,000 (log-uniform; sizes lognormal with sigma
+    0.25-1.5, at least 2, at most half the rows), mean degree 3-20, intra-community share
+    0.5-0.95, ordered by community half of the time; ``arrow``: body band (bandwidth
+    2-2,000, log-uniform) or skewed (skew 1-4), even odds, 1-5 body entries per row, border
+    3-300 rows (log-uniform, at most a tenth of the rows) each filling 10-90% of the rows
+    before it (the border at most ``2 rows`` entries in all), scattered a third of the time;
+    ``tree``: window 1-10,000 (log-uniform), 1-3 parents per row at most, one forest half of
+    the time, else 2-64 interleaved ones (log-uniform).
     """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     rows = _check_size("rows", rows, 27)
+    if family in CORPUS_FAMILIES:
+        build, child, drawn = _corpus_draw(family, rows, seed)
+        return build(**drawn, seed=child, upper=upper)
     rng = np.random.default_rng(seed)
     if family in ("laplacian2d", "laplacian3d"):
         shape = _grid(rows, 2 if family == "laplacian2d" else 3, rng, 3)
@@ -423,6 +638,57 @@ def generate(family: str, rows: int, seed: int, *, upper: bool = False) -> sp.cs
     side = math.sqrt(rows)
     return road_grid(max(2, round(side)), max(2, round(side)), keep=rng.uniform(0.6, 0.95),
                      diagonals=rng.uniform(0.0, 0.1), seed=child, upper=upper)
+
+
+def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def _community_sizes(rows: int, rng: np.random.Generator) -> np.ndarray:
+    median = _log_uniform(rng, 4.0, 10_000.0)
+    sigma = rng.uniform(0.25, 1.5)
+    cap = rows // 2
+    chunks, total = [], 0
+    while total < rows:  # a few chunks: each draws about twice the communities needed
+        count = 2 * int(rows / min(median, cap)) + 16
+        chunk = np.clip(np.round(median * np.exp(sigma * rng.standard_normal(count))), 2, cap).astype(np.int64)
+        chunks.append(chunk)
+        total += int(chunk.sum())
+    sizes = np.concatenate(chunks)
+    sizes = sizes[:int(np.searchsorted(np.cumsum(sizes), rows)) + 1]
+    sizes[-1] -= int(sizes.sum()) - rows
+    return sizes
+
+
+def _corpus_draw(family: str, rows: int, seed: int) -> tuple[Any, int, dict[str, Any]]:
+    """``(generator, its seed, its other arguments)`` of a corpus family's factor."""
+    rng = np.random.default_rng([seed, zlib.crc32(family.encode())])
+    child = int(rng.integers(2**31))
+    if family == "geometric":
+        return geometric, child, {"n": rows, "k": int(rng.integers(4, 13)), "dims": 2 if rng.random() < 0.5 else 3,
+                                  "ordering": GEOMETRIC_ORDERINGS[rng.integers(3)]}
+    if family == "community":
+        sizes = _community_sizes(rows, rng)
+        return community, child, {"sizes": sizes, "mean_degree": rng.uniform(3.0, 20.0),
+                                  "intra": rng.uniform(0.5, 0.95), "ordered": bool(rng.random() < 0.5)}
+    if family == "arrow":
+        return arrow, child, {"n": rows, "border": min(int(round(_log_uniform(rng, 3, 300))), max(1, rows // 10)),
+                              "fill": rng.uniform(0.1, 0.9), "body": ARROW_BODIES[rng.integers(2)],
+                              "body_degree": rng.uniform(1.0, 5.0),
+                              "bandwidth": int(round(_log_uniform(rng, 2, 2000))), "skew": rng.uniform(1.0, 4.0),
+                              "scattered": bool(rng.random() < 1 / 3)}
+    forests = 1 if rng.random() < 0.5 else int(round(_log_uniform(rng, 2, 64)))
+    return tree, child, {"n": rows, "window": int(round(_log_uniform(rng, 1, 10_000))),
+                         "max_parents": int(rng.integers(1, 4)), "forests": forests}
+
+
+def parameters(family: str, rows: int, seed: int) -> dict[str, Any]:
+    """The arguments :func:`generate` passes the generator of a corpus family
+    (:data:`CORPUS_FAMILIES`) for ``(rows, seed)``, its ``seed`` included."""
+    if family not in CORPUS_FAMILIES:
+        raise ValueError(f"family must be one of {CORPUS_FAMILIES}, got {family!r}")
+    _, child, drawn = _corpus_draw(family, _check_size("rows", rows, 27), seed)
+    return {**drawn, "seed": child}
 
 
 def corpus_rows(family: str, low: int, high: int, seed: int) -> int:
