@@ -1,0 +1,336 @@
+"""The SpTRSV preparation in PyTorch ops, for the factor's own device: the analysis
+(:func:`.plan.analyse` less the levels) and the plan of the schemes without merging
+(:func:`.scheduling.plan` and :func:`.plan._schedule_arrays`), array for array equal to the
+NumPy ones.
+
+Not used by the solver yet: on a GPU these are meant to replace the host preparation
+(tens of milliseconds of NumPy at 500K rows, plus the copies) by a few dozen kernels;
+``scripts/sptrsv_device_prep.py`` measures both. Every step is data-parallel over rows,
+entries or node groups: sorts (stable, so that the orders are NumPy's), prefix sums,
+gathers, scatters of one value and searches. The levels are not here: on a GPU they come
+from the levels kernel (:func:`.natural.device_levels`). The host is read only where a size
+decides an allocation (the dependencies, the levels, the node groups, the segments) or
+a check raises; each such read is marked ``sync``.
+
+Scope (else ``NotImplementedError``): single-row groups (``merge_rows`` 1, whose row
+groups are the rows and keep their levels: merged groups need the levels of the contracted
+DAG), either grouping, ``ws_rr`` warps, any reordering, kernel partition and sync
+elimination. ``ws_balance`` and ``ws_locality`` deal node groups round by round (greedy
+over loads) and stay on the host.
+
+``dep_dist`` (a float sum whose value depends on the order of its additions) is summed by
+NumPy on the host from the device's distances, so that the features are NumPy's to the bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .schedule import SptrsvSchedule
+
+__all__ = ["TorchRowGraph", "TorchSolvePlan", "dependency_graph", "longest_chain", "matrix_features",
+           "reorder_by_level", "solve_plan"]
+
+
+@dataclass(frozen=True, eq=False)
+class TorchRowGraph:
+    """:class:`.analysis.RowGraph` as int64 tensors: ``order``, ``ptr``, ``deps``, ``row_nnz``."""
+
+    order: torch.Tensor
+    ptr: torch.Tensor
+    deps: torch.Tensor
+    row_nnz: torch.Tensor
+
+    @property
+    def n(self) -> int:
+        return self.order.numel()
+
+
+def _exclusive_cumsum(x: torch.Tensor) -> torch.Tensor:
+    """``[len(x) + 1]``: 0, then the running sums of ``x`` (int64)."""
+    out = torch.zeros(x.numel() + 1, dtype=torch.int64, device=x.device)
+    torch.cumsum(x, 0, out=out[1:])
+    return out
+
+
+def _ranges(starts: torch.Tensor, counts: torch.Tensor, total: int) -> torch.Tensor:
+    """:func:`.analysis.ranges` for a known ``total = counts.sum()``."""
+    device = counts.device
+    if total == 0:
+        return torch.zeros(0, dtype=torch.int64, device=device)
+    ends = torch.cumsum(counts, 0)
+    out = torch.repeat_interleave(starts - (ends - counts), counts, output_size=total)
+    return out + torch.arange(total, dtype=torch.int64, device=device)
+
+
+def _repeat_index(counts: torch.Tensor, total: int) -> torch.Tensor:
+    """``repeat(arange(len(counts)), counts)`` for a known ``total``."""
+    index = torch.arange(counts.numel(), dtype=torch.int64, device=counts.device)
+    return torch.repeat_interleave(index, counts, output_size=total)
+
+
+def _segment_sum(x: torch.Tensor, ptr: torch.Tensor) -> torch.Tensor:
+    """Sums of ``x[ptr[i]:ptr[i + 1]]`` (integers: exact, whatever the order)."""
+    running = _exclusive_cumsum(x)
+    return running[ptr[1:]] - running[ptr[:-1]]
+
+
+def dependency_graph(crow: torch.Tensor, col: torch.Tensor, lower: bool) -> TorchRowGraph:
+    """:func:`.analysis.dependency_graph` of the int64 CSR ``(crow, col)``. One ``sync``:
+    the check that no entry lies on the wrong side (it also sizes ``deps``)."""
+    device = crow.device
+    n = crow.numel() - 1
+    nnz = col.numel()
+    counts = crow.diff()
+    positions = torch.arange(n, dtype=torch.int64, device=device)
+    if lower:
+        order, row_nnz, entry_ptr, position_of_col = positions, counts, crow, col
+    else:
+        order = positions.flip(0)
+        row_nnz = counts.flip(0)
+        entry_ptr = _exclusive_cumsum(row_nnz)
+        position_of_col = (n - 1) - col[_ranges(crow[order], row_nnz, nnz)]
+    position_of_entry = torch.repeat_interleave(positions, row_nnz, output_size=nnz)
+    wrong = position_of_col > position_of_entry
+    diagonal = position_of_col == position_of_entry
+    # sync: a single read decides both the error and the size of deps.
+    wrong_count, diagonal_count = torch.stack([wrong.sum(), diagonal.sum()]).tolist()
+    if wrong_count:
+        side = "upper" if lower else "lower"
+        raise ValueError(f"the pattern has entries on the {side} side of the diagonal: "
+                         f"it is not {'lower' if lower else 'upper'} triangular")
+    # A row's entries are contiguous: the diagonal entries before its first are a running
+    # count over the entries, read at the rows' starts.
+    diagonal_before = _exclusive_cumsum(diagonal)[entry_ptr]
+    kept = (~diagonal).nonzero().squeeze(1) if diagonal_count else None
+    deps = position_of_col if kept is None else position_of_col[kept]
+    return TorchRowGraph(order=order, ptr=entry_ptr - diagonal_before, deps=deps, row_nnz=row_nnz)
+
+
+def _nearest_dependencies(rows: TorchRowGraph) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`.analysis.nearest_dependencies`."""
+    ptr, deps = rows.ptr, rows.deps
+    has = ptr[1:] != ptr[:-1]
+    if deps.numel() == 0:
+        return has, torch.zeros(rows.n, dtype=torch.int64, device=ptr.device)
+    upper = rows.n > 1 and bool(rows.order[0] > rows.order[-1])  # sync (n > 1: order is known)
+    index = ptr[:-1] if upper else ptr[1:] - 1
+    return has, deps[index.clamp(0, deps.numel() - 1)]
+
+
+def longest_chain(rows: TorchRowGraph) -> int:
+    """:func:`.analysis.longest_chain`. One ``sync``: the answer."""
+    has, nearest = _nearest_dependencies(rows)
+    n = rows.n
+    if n == 0:
+        return 0
+    chained = has & (nearest == torch.arange(-1, n - 1, dtype=torch.int64, device=has.device))
+    # A chain run of length r starting at s: the most positions since the last unchained one.
+    index = torch.arange(n, dtype=torch.int64, device=has.device)
+    last_free = torch.cummax(torch.where(chained, -1, index), 0).values
+    return min(n, int((index - last_free).max()) + 1)
+
+
+def matrix_features(rows: TorchRowGraph, row_level: torch.Tensor) -> np.ndarray:
+    """:func:`.features.matrix_features`: ``[10]`` float64 on the host, NumPy's to the bit.
+
+    The counts' sums are integers (exact in any order). ``dep_dist``'s terms are summed by
+    NumPy (pairwise) from the distances read back: one ``sync`` with ``n`` int64 read."""
+    m = rows.n
+    if m == 0:
+        return np.zeros(10, dtype=np.float64)
+    row_nnz = rows.row_nnz
+    device = row_nnz.device
+    levels = int(row_level.max()) + 1  # sync
+    per_level = torch.zeros(levels, dtype=torch.int64, device=device).index_add_(0, row_level, row_nnz)
+    has, nearest = _nearest_dependencies(rows)
+    positions = has.nonzero().squeeze(1)
+    distance = positions - nearest[positions]
+    sums = torch.stack([row_nnz.sum(), (row_nnz * row_nnz).sum(), row_nnz.max(), per_level.sum(),
+                        (per_level * per_level).sum(), per_level.max()])
+    nnz_sum, nnz_square, nnz_max, level_sum, level_square, level_max = sums.tolist()  # sync
+    distance = distance.cpu().numpy()
+    nnz = float(nnz_sum)
+    rnnz = nnz / m
+    variance = max(float(nnz_square) / m - rnnz * rnnz, 0.0)
+    rnnz_cov = variance ** 0.5 / rnnz if rnnz > 0 else 0.0
+    # per_level's values and sums are integers below 2**53: as float64, NumPy's exactly.
+    lnnz = float(level_sum) / levels
+    level_variance = max(float(level_square) / levels - lnnz * lnnz, 0.0)
+    lnnz_cov = level_variance ** 0.5 / lnnz if lnnz > 0 else 0.0
+    dep_dist = float(np.sum(1.0 / distance)) / m if distance.size else 0.0
+    return np.array([m, nnz, rnnz, float(nnz_max), rnnz_cov, lnnz, float(level_max), lnnz_cov, levels, dep_dist],
+                    dtype=np.float64)
+
+
+def reorder_by_level(rows: TorchRowGraph, level: torch.Tensor) -> tuple[TorchRowGraph, torch.Tensor]:
+    """:func:`.analysis.reorder_by_level`."""
+    device = level.device
+    perm = torch.sort(level, stable=True).indices
+    new_position = torch.empty_like(perm)
+    new_position[perm] = torch.arange(rows.n, dtype=torch.int64, device=device)
+    counts = rows.ptr.diff()[perm]
+    entries = _ranges(rows.ptr[perm], counts, rows.deps.numel())
+    reordered = TorchRowGraph(order=rows.order[perm], ptr=_exclusive_cumsum(counts),
+                              deps=new_position[rows.deps[entries]], row_nnz=rows.row_nnz[perm])
+    return reordered, level[perm]
+
+
+@dataclass(frozen=True, eq=False)
+class TorchSolvePlan:
+    """The arrays of :class:`.scheduling.SolvePlan` (``rows`` after the optional reordering;
+    the node groups' ``node_ptr``, ``node_members``, ``node_level``, ``node_nnz``) and of
+    :func:`.plan._schedule_arrays` (``arrays``), as tensors on the factor's device."""
+
+    rows: TorchRowGraph
+    group_starts: torch.Tensor
+    group_level: torch.Tensor
+    group_per_thread: torch.Tensor
+    node_ptr: torch.Tensor
+    node_members: torch.Tensor
+    node_level: torch.Tensor
+    node_nnz: torch.Tensor
+    node_warp: torch.Tensor
+    kernel_ptr: torch.Tensor
+    kernel_waits: torch.Tensor
+    row_flag: torch.Tensor
+    arrays: dict[str, torch.Tensor]
+
+
+def _node_groups(level: torch.Tensor, nnz: torch.Tensor, levels: int, subwarps: int,
+                 grouping: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ptr, members, level)`` of :func:`.scheduling.node_groups`. One ``sync``: the count."""
+    device = level.device
+    m = level.numel()
+    if grouping == "rg_sequential":
+        order = torch.sort(level, stable=True).indices
+    elif grouping == "rg_balance":
+        # NumPy's lexsort((arange, -nnz, level)): by level, then decreasing entries, then index.
+        order = torch.sort(-nnz, stable=True).indices
+        order = order[torch.sort(level[order], stable=True).indices]
+    else:
+        raise ValueError(f"grouping must be 'rg_sequential' or 'rg_balance', got {grouping!r}")
+    per_level = torch.zeros(levels, dtype=torch.int64, device=device).index_add_(0, level, torch.ones_like(level))
+    nodes_per_level = -torch.div(-per_level, subwarps, rounding_mode="floor")
+    first_node = _exclusive_cumsum(nodes_per_level)
+    q = int(first_node[-1])  # sync
+    node_level = _repeat_index(nodes_per_level, q)
+    first_member = _exclusive_cumsum(per_level)[:-1]
+    firsts = first_member[node_level] + subwarps * (torch.arange(q, dtype=torch.int64, device=device)
+                                                    - first_node[node_level])
+    ptr = torch.cat([firsts, torch.full((1,), m, dtype=torch.int64, device=device)])
+    return ptr, order, node_level
+
+
+def _partition(node_level: torch.Tensor, levels: int, alpha_level: float, max_warps: int) -> torch.Tensor:
+    """:func:`.scheduling.partition`. One ``sync``: the number of kernels."""
+    device = node_level.device
+    if node_level.numel() == 0:
+        return torch.zeros(1, dtype=torch.int64, device=device)
+    counts = torch.zeros(levels, dtype=torch.int64, device=device).index_add_(0, node_level,
+                                                                              torch.ones_like(node_level))
+    large = counts.double() > alpha_level * max_warps
+    first = torch.ones(levels, dtype=torch.bool, device=device)
+    first[1:] = large[1:] | large[:-1]
+    level_ptr = torch.searchsorted(node_level, torch.arange(levels + 1, dtype=torch.int64, device=device))
+    cuts = torch.cat([first.nonzero().squeeze(1), torch.full((1,), levels, dtype=torch.int64, device=device)])
+    return level_ptr[cuts]
+
+
+def _turn(num_blocks: int, warps_per_block: int, device: torch.device) -> torch.Tensor:
+    """The warps in turn (``warps._Grid.turn``)."""
+    t = torch.arange(num_blocks * warps_per_block, dtype=torch.int64, device=device)
+    return (t % num_blocks) * warps_per_block + torch.div(t, num_blocks, rounding_mode="floor")
+
+
+def _row_flags(rows: TorchRowGraph, group_level: torch.Tensor, node_level: torch.Tensor,
+               kernel_ptr: torch.Tensor, waits: torch.Tensor, sync_elimination: bool) -> torch.Tensor:
+    """``scheduling._row_flags`` of single-row groups (no dependency inside a group)."""
+    device = rows.ptr.device
+    if not sync_elimination:
+        return torch.ones(rows.n, dtype=torch.bool, device=device)
+    flag = torch.zeros(rows.n, dtype=torch.bool, device=device)
+    if waits.numel() == 1:  # one kernel: a wait of every dependency or of none
+        needed = waits.expand(rows.deps.numel())
+    else:
+        # A group waits when the kernel of its level does, the last one starting at or below it.
+        kernel_first_level = node_level[kernel_ptr[:-1]]
+        group_waits = waits[torch.searchsorted(kernel_first_level, group_level, right=True) - 1]
+        needed = torch.repeat_interleave(group_waits, rows.ptr.diff(), output_size=rows.deps.numel())
+    flag[rows.deps[needed]] = True
+    return flag
+
+
+def _schedule_arrays(node_ptr: torch.Tensor, node_members: torch.Tensor, node_warp: torch.Tensor,
+                     kernel_ptr: torch.Tensor, waits: torch.Tensor, num_warps: int) -> dict[str, torch.Tensor]:
+    """:func:`.plan._schedule_arrays`. One ``sync``: the number of segments."""
+    device = node_ptr.device
+    q = node_ptr.numel() - 1
+    kernels = kernel_ptr.numel() - 1
+    kernel_of_node = _repeat_index(kernel_ptr.diff(), q)
+    key = kernel_of_node * num_warps + node_warp
+    key, perm = torch.sort(key, stable=True)
+    counts = node_ptr.diff()[perm]
+    new_ptr = _exclusive_cumsum(counts)
+    seg_first = torch.ones(q, dtype=torch.bool, device=device)
+    seg_first[1:] = key[1:] != key[:-1]
+    seg_first = seg_first.nonzero().squeeze(1)  # sync
+    bounds = torch.searchsorted(torch.div(key[seg_first], num_warps, rounding_mode="floor"),
+                                torch.arange(kernels + 1, dtype=torch.int64, device=device))
+    parts = torch.stack([bounds[:-1], bounds[1:], waits.long()], dim=1)
+    return {
+        "seg_warp": node_warp[perm][seg_first],
+        "seg_start": torch.cat([seg_first, torch.full((1,), q, dtype=torch.int64, device=device)]),
+        "node_ptr": new_ptr,
+        "slot_group": node_members[_ranges(node_ptr[perm], counts, node_members.numel())],
+        "parts": parts,
+    }
+
+
+def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSchedule, num_blocks: int,
+               max_warps: int) -> TorchSolvePlan:
+    """:func:`.scheduling.plan` then :func:`.plan._schedule_arrays`, for a scheme of the
+    module's scope (single-row groups, ``ws_rr``). About five ``sync`` reads, each a size."""
+    schedule.validate()
+    if schedule.merge_rows != 1:
+        raise NotImplementedError(f"merged row groups (merge_rows {schedule.merge_rows}) need the levels "
+                                  "of the contracted DAG: on the host")
+    if schedule.warp_schedule != "ws_rr":
+        raise NotImplementedError(f"warp_schedule {schedule.warp_schedule!r} deals node groups greedily: "
+                                  "on the host")
+    device = row_level.device
+    if schedule.reorder:
+        rows, row_level = reorder_by_level(rows, row_level)
+    n = rows.n
+    levels = int(row_level.max()) + 1 if n else 0  # sync
+    group_starts = torch.arange(n + 1, dtype=torch.int64, device=device)
+    node_ptr, members, node_level = _node_groups(row_level, rows.row_nnz, levels, schedule.subwarps,
+                                                 schedule.grouping)
+    q = node_level.numel()
+    node_nnz = rows.row_nnz[members]
+    if q < n:
+        node_nnz = _segment_sum(node_nnz, node_ptr)
+    kernel_ptr = _partition(node_level, levels, schedule.alpha_level, max_warps)
+    turn = _turn(num_blocks, schedule.warps_per_block, device)
+    kernel_of_node = _repeat_index(kernel_ptr.diff(), q)
+    in_kernel = torch.arange(q, dtype=torch.int64, device=device) - kernel_ptr[kernel_of_node]
+    node_warp = turn[in_kernel % turn.numel()]
+    # Single-row groups: a group's size is 1.
+    per_thread = rows.row_nnz.double() <= float(schedule.sw_rnnz)
+    if q:
+        new_level = torch.ones(q, dtype=torch.int64, device=device)
+        new_level[1:] = (node_level[1:] > node_level[:-1]).long()
+        kernel_levels = _segment_sum(new_level, kernel_ptr)
+    else:
+        kernel_levels = torch.zeros(0, dtype=torch.int64, device=device)
+    waits = (kernel_levels > 1) | (not schedule.sync_elimination)
+    row_flag = _row_flags(rows, row_level, node_level, kernel_ptr, waits, schedule.sync_elimination)
+    arrays = _schedule_arrays(node_ptr, members, node_warp, kernel_ptr, waits,
+                              num_blocks * schedule.warps_per_block)
+    return TorchSolvePlan(rows=rows, group_starts=group_starts, group_level=row_level, group_per_thread=per_thread,
+                          node_ptr=node_ptr, node_members=members, node_level=node_level, node_nnz=node_nnz,
+                          node_warp=node_warp, kernel_ptr=kernel_ptr, kernel_waits=waits, row_flag=row_flag,
+                          arrays=arrays)
