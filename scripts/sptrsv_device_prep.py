@@ -19,7 +19,9 @@ with the device synchronised before and after.
   CUDA only) and ``put`` the conversion to the kernel's index type.
 
 ``total`` adds what a GPU factor's preparation runs: graph, chain, levels (the kernel's on
-both sides: the host's analysis reads it back), features, plan, arrays, put. With
+both sides: the host's analysis reads it back), features, plan, arrays, put. ``reads``: the
+times one device preparation (less the levels kernel) waits for the GPU, as CUDA's sync
+debug mode counts them. With
 ``--trace DIR``, one Chrome trace per factor of a device preparation (``torch.profiler``).
 """
 
@@ -30,6 +32,7 @@ import math
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +70,20 @@ def _median_ms(fn, repeats: int, device: torch.device):
         _sync(device)
         times.append((time.perf_counter() - start) * 1e3)
     return out, statistics.median(times)
+
+
+def _device_reads(fn, device: torch.device) -> int | str:
+    """Times ``fn()`` waits for the device (CUDA's sync debug mode warns at each), "-" on a CPU."""
+    if device.type != "cuda":
+        return "-"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
 
 
 def _in_scope(schedule):
@@ -121,8 +138,8 @@ def main() -> None:
     r = args.repeats
     print(f"device {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}, torch "
           f"{torch.__version__}, {r} repeats, median ms\n")
-    print(f"| family | side | {' | '.join(STAGES)} | total | scheme | equal |")
-    print("|" + "---|" * (len(STAGES) + 5))
+    print(f"| family | side | {' | '.join(STAGES)} | total | reads | scheme | equal |")
+    print("|" + "---|" * (len(STAGES) + 6))
     for family in args.families.split(","):
         matrix = triangular.generate(family, args.rows, seed=0)
         crow, col = matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64)
@@ -166,23 +183,26 @@ def main() -> None:
         dev["arrays"] = 0.0  # inside solve_plan's time
         _, dev["put"] = _median_ms(lambda: _device_put(plan_d), r, device)
 
+        def prepare() -> None:
+            rows_d = device_prep.dependency_graph(crow_d, col_d, True)
+            device_prep.longest_chain(rows_d)
+            layers = int(device_prep.matrix_features(rows_d, level_d)[8])
+            _device_put(device_prep.solve_plan(rows_d, level_d, schedule, target.sms, target.resident_warps, layers))
+
+        reads = _device_reads(prepare, device)
         differ = _check(plan_d, solve, arrays)
         if feats_d.tobytes() != feats.tobytes():
             differ.append("features")
         host_total = host["graph"] + host["chain"] + host_levels_ms + sum(host[s] for s in STAGES[3:])
         dev_total = sum(0.0 if math.isnan(dev[s]) else dev[s] for s in STAGES)
         note = str(schedule) + ("" if schedule == chosen else f" (chosen {chosen}, outside the port)")
-        for side, times, total in (("host", host, host_total), ("device", dev, dev_total)):
-            print(f"| {family} | {side} | {' | '.join(f'{times[s]:.2f}' for s in STAGES)} | {total:.1f} | "
+        for side, times, total, waits in (("host", host, host_total, "-"), ("device", dev, dev_total, reads)):
+            print(f"| {family} | {side} | {' | '.join(f'{times[s]:.2f}' for s in STAGES)} | {total:.1f} | {waits} | "
                   f"{note} | {'yes' if not differ else 'NO: ' + ','.join(differ)} |", flush=True)
         if args.trace is not None:
             args.trace.mkdir(parents=True, exist_ok=True)
             with torch.profiler.profile() as profile:
-                graph = device_prep.dependency_graph(crow_d, col_d, True)
-                device_prep.longest_chain(graph)
-                device_prep.matrix_features(graph, level_d)
-                _device_put(device_prep.solve_plan(graph, level_d, schedule, target.sms, target.resident_warps,
-                                                   levels))
+                prepare()
                 _sync(device)
             profile.export_chrome_trace(str(args.trace / f"{family}.json"))
             print(profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=15), file=sys.stderr)
