@@ -6,7 +6,8 @@ they agree.
         [--families laplacian3d,laplacian2d,road] [--repeats 5] [--device cuda] [--trace DIR]
 
 For each factor (lower, float64, the analysed default's scheme for ``--rhs``; a scheme
-outside the device port's scope is replaced by the nearest one inside it, said so), prints
+outside the device port's scope, a greedy warp schedule, is given ``ws_rr`` instead, said
+so; a merging scheme's group levels are the host's, a round trip inside ``plan``), prints
 one Markdown table: each stage's median milliseconds over ``--repeats`` runs, wall clock
 with the device synchronised before and after.
 
@@ -86,11 +87,14 @@ def _device_reads(fn, device: torch.device) -> int | str:
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
+def _host_group_levels(ptr: torch.Tensor, deps: torch.Tensor) -> torch.Tensor:
+    """The levels of a merging scheme's row groups, by the host (no device kernel yet)."""
+    return torch.from_numpy(analysis.levels(ptr.cpu().numpy(), deps.cpu().numpy())).to(ptr.device)
+
+
 def _in_scope(schedule):
     """The scheme itself when the device port covers it, else the nearest one it does."""
     changes = {}
-    if schedule.merge_rows != 1:
-        changes.update(merge_rows=1)
     if schedule.warp_schedule != "ws_rr":
         changes.update(warp_schedule="ws_rr")
     return schedule if not changes else type(schedule)(**{**schedule.__dict__, **changes})
@@ -179,7 +183,8 @@ def main() -> None:
         feats_d, dev["features"] = _median_ms(lambda: device_prep.matrix_features(graph, level_d), r, device)
         levels = int(feats_d[8])  # layer_num: the plan need not read it again
         plan_d, dev["plan"] = _median_ms(lambda: device_prep.solve_plan(graph, level_d, schedule, target.sms,
-                                                                        target.resident_warps, levels), r, device)
+                                                                        target.resident_warps, levels,
+                                                                        _host_group_levels), r, device)
         dev["arrays"] = 0.0  # inside solve_plan's time
         _, dev["put"] = _median_ms(lambda: _device_put(plan_d), r, device)
 
@@ -187,7 +192,8 @@ def main() -> None:
             rows_d = device_prep.dependency_graph(crow_d, col_d, True)
             device_prep.longest_chain(rows_d)
             layers = int(device_prep.matrix_features(rows_d, level_d)[8])
-            _device_put(device_prep.solve_plan(rows_d, level_d, schedule, target.sms, target.resident_warps, layers))
+            _device_put(device_prep.solve_plan(rows_d, level_d, schedule, target.sms, target.resident_warps, layers,
+                                               _host_group_levels))
 
         reads = _device_reads(prepare, device)
         differ = _check(plan_d, solve, arrays)

@@ -34,7 +34,22 @@ SCHEMES = (
     (SptrsvSchedule(subwarps=8, sw_rnnz=4, reorder=True, grouping="rg_balance", alpha_level=2), 2),
     (SptrsvSchedule(subwarps=2, sw_rnnz=2, reorder=True, sync_elimination=False, alpha_level=4), 1),
     (SptrsvSchedule(merge="merge_avg", merge_thresh=8, alpha_level=2), 5),
+    # Merged row groups: the contracted DAG, its levels given, and the flags of dependencies
+    # inside a group.
+    (SptrsvSchedule(merge_rows=32, grouping="rg_balance", alpha_level=2), H100.resident_warps),
+    (SptrsvSchedule(subwarps=4, sw_rnnz=2, merge="merge_avg", merge_rows=32, merge_thresh=8, reorder=True,
+                    alpha_level=math.inf), H100.resident_warps),
+    (SptrsvSchedule(subwarps=8, sw_rnnz=4, merge="merge_thresh", merge_rows=32, merge_thresh=4,
+                    grouping="rg_balance", alpha_level=2), 2),
+    (SptrsvSchedule(merge_rows=4, sync_elimination=False, alpha_level=0), H100.resident_warps),
+    (SptrsvSchedule(subwarps=2, sw_rnnz=2, merge_rows=4, reorder=True, alpha_level=2), 1),
+    (SptrsvSchedule(ready_by_value=True, warps_per_block=4, subwarps=32, sw_rnnz=math.inf, merge_rows=32,
+                    alpha_level=2), 3),
 )
+
+
+def _host_levels(ptr: torch.Tensor, deps: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(levels(ptr.numpy(), deps.numpy()))
 
 
 def _same(torch_array: torch.Tensor, numpy_array: np.ndarray, name: str) -> None:
@@ -80,7 +95,7 @@ def test_the_torch_plans_are_numpys(family, lower):
             expected = plan(graph, level, schedule, H100.sms, max_warps)
             # The number of levels given (as the features know it) and read.
             got = device_prep.solve_plan(graph_t, torch.from_numpy(level), schedule, H100.sms, max_warps,
-                                         int(level.max()) + 1 if schedule.reorder else None)
+                                         int(level.max()) + 1 if schedule.reorder else None, _host_levels)
             mixed |= 0 < expected.kernel_waits.sum() < expected.num_kernels
             nodes = expected.nodes
             pairs = {"order": (got.rows.order, expected.rows.order), "ptr": (got.rows.ptr, expected.rows.ptr),

@@ -1,10 +1,11 @@
 """The SpTRSV preparation in PyTorch ops, for the factor's own device: the analysis
-(:func:`.plan.analyse` less the levels) and the plan of the schemes without merging
+(:func:`.plan.analyse` less the levels) and the plan of ``ws_rr`` schemes
 (:func:`.scheduling.plan` and :func:`.plan._schedule_arrays`), array for array equal to the
 NumPy ones.
 
 Not used by the solver yet: on a GPU these are meant to replace the host preparation
-(tens of milliseconds of NumPy at 500K rows, plus the copies) by a few dozen kernels;
+(tens of milliseconds of NumPy at 500K rows, plus the copies) by about two hundred small
+kernels;
 ``scripts/sptrsv_device_prep.py`` measures both. Every step is data-parallel over rows,
 entries or node groups: sorts (stable, so that the orders are NumPy's), prefix sums,
 gathers, scatters of one value and searches. The levels are not here: on a GPU they come
@@ -12,11 +13,11 @@ from the levels kernel (:func:`.natural.device_levels`). The host is read only w
 decides an allocation (the dependencies, the levels, the node groups, the segments) or
 a check raises; each such read is marked ``sync``.
 
-Scope (else ``NotImplementedError``): single-row groups (``merge_rows`` 1, whose row
-groups are the rows and keep their levels: merged groups need the levels of the contracted
-DAG), either grouping, ``ws_rr`` warps, any reordering, kernel partition and sync
-elimination. ``ws_balance`` and ``ws_locality`` deal node groups round by round (greedy
-over loads) and stay on the host.
+Scope (else ``NotImplementedError``): ``ws_rr`` warps, with every transform, grouping,
+kernel partition and sync elimination. Merged row groups need the levels of the contracted
+DAG, which the caller passes (``group_levels``: on a GPU, a levels kernel over the groups'
+DAG, which does not exist yet; the tests pass the host's). ``ws_balance`` and
+``ws_locality`` deal node groups round by round (greedy over loads) and stay on the host.
 
 ``dep_dist`` (a float sum whose value depends on the order of its additions) is summed by
 NumPy on the host from the device's distances, so that the features are NumPy's to the bit.
@@ -25,6 +26,7 @@ NumPy on the host from the device's distances, so that the features are NumPy's 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -192,6 +194,79 @@ def reorder_by_level(rows: TorchRowGraph, level: torch.Tensor) -> tuple[TorchRow
     return reordered, level[perm]
 
 
+def _merge_starts(row_nnz: torch.Tensor, merge: str, rb: int, thresh: int) -> torch.Tensor:
+    """The row-group cuts of :mod:`.transforms`' merges (``merge_fixed``, ``merge_avg``,
+    ``merge_thresh``). One ``sync`` but for ``merge_fixed``: the number of groups."""
+    device = row_nnz.device
+    n = row_nnz.numel()
+    blocks = torch.arange(0, n + rb, rb, dtype=torch.int64, device=device)
+    blocks[-1] = n
+    if merge == "merge_fixed":
+        return blocks
+    cut = torch.zeros(n + 1, dtype=torch.bool, device=device)
+    if merge == "merge_avg":
+        sizes = blocks.diff()
+        mean = _segment_sum(row_nnz, blocks).double() / sizes.double()
+        cut[blocks] = True
+        cut[:n] |= torch.repeat_interleave(mean > thresh, sizes, output_size=n)
+    elif merge == "merge_thresh":
+        long = row_nnz > thresh
+        cut[0] = cut[n] = True
+        cut[:n] |= long
+        cut[1:] |= long
+        index = torch.arange(n, dtype=torch.int64, device=device)
+        # Within a run of short rows (started by a cut), cut again every rb rows.
+        run_start = torch.cummax(torch.where(cut[:n], index, 0), 0).values if n else index
+        cut[:n] |= (index - run_start) % rb == 0
+    else:
+        raise ValueError(f"merge must be 'merge_fixed', 'merge_avg' or 'merge_thresh', got {merge!r}")
+    return cut.nonzero().squeeze(1)  # sync
+
+
+@dataclass(frozen=True, eq=False)
+class _RowGroups:
+    """:class:`.transforms.RowGroups` as tensors (``ptr`` and ``deps`` only where merged)."""
+
+    rows: TorchRowGraph
+    starts: torch.Tensor
+    level: torch.Tensor
+    nnz: torch.Tensor
+    inner: torch.Tensor
+
+    @property
+    def count(self) -> int:
+        return self.starts.numel() - 1
+
+
+def _row_groups(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSchedule,
+                group_levels: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None) -> _RowGroups:
+    """:func:`.transforms.row_groups`; merged groups contracted (:func:`.analysis.contract`)
+    and their levels from ``group_levels(ptr, deps)``. One ``sync`` where merged: the count
+    of the dependencies inside groups."""
+    if schedule.reorder:
+        rows, row_level = reorder_by_level(rows, row_level)
+    starts = _merge_starts(rows.row_nnz, schedule.merge, schedule.merge_rows, schedule.merge_thresh)
+    device = starts.device
+    n, e = rows.n, rows.deps.numel()
+    if starts.numel() == n + 1:
+        return _RowGroups(rows, starts, row_level, rows.row_nnz, torch.zeros(0, dtype=torch.int64, device=device))
+    if group_levels is None:
+        raise NotImplementedError(f"merged row groups ({schedule.merge}({schedule.merge_rows})) need the levels "
+                                  "of the contracted DAG: pass group_levels")
+    sizes = starts.diff()
+    entry_starts = rows.ptr[starts]
+    # A group's entries are contiguous, and a dependency lies inside its dependent's group
+    # exactly when it is not before the group's first position.
+    inside = rows.deps >= torch.repeat_interleave(starts[:-1], entry_starts.diff(), output_size=e)
+    inside_before = _exclusive_cumsum(inside)
+    inner_count = int(inside_before[-1])  # sync
+    index = torch.arange(e, dtype=torch.int64, device=device)
+    inner = _compress(index, inside, inner_count)
+    ptr = entry_starts - inside_before[entry_starts]
+    deps = _repeat_index(sizes, n)[_compress(rows.deps, ~inside, e - inner_count)]
+    return _RowGroups(rows, starts, group_levels(ptr, deps), _segment_sum(rows.row_nnz, starts), inner)
+
+
 @dataclass(frozen=True, eq=False)
 class TorchSolvePlan:
     """The arrays of :class:`.scheduling.SolvePlan` (``rows`` after the optional reordering;
@@ -259,19 +334,28 @@ def _turn(num_blocks: int, warps_per_block: int, device: torch.device) -> torch.
     return (t % num_blocks) * warps_per_block + torch.div(t, num_blocks, rounding_mode="floor")
 
 
-def _row_flags(rows: TorchRowGraph, group_level: torch.Tensor, node_level: torch.Tensor,
-               kernel_ptr: torch.Tensor, waits: torch.Tensor, sync_elimination: bool) -> torch.Tensor:
-    """``scheduling._row_flags`` of single-row groups (no dependency inside a group)."""
+def _row_flags(groups: _RowGroups, node_level: torch.Tensor, kernel_ptr: torch.Tensor, waits: torch.Tensor,
+               per_thread: torch.Tensor, sync_elimination: bool, width: int) -> torch.Tensor:
+    """``scheduling._row_flags``."""
+    rows = groups.rows
     device = rows.ptr.device
     if not sync_elimination:
         return torch.ones(rows.n, dtype=torch.bool, device=device)
+    e = rows.deps.numel()
     if waits.numel() == 1:  # one kernel: a wait of every dependency or of none
-        needed = waits.expand(rows.deps.numel())
+        needed = waits.expand(e).clone()
     else:
         # A group waits when the kernel of its level does, the last one starting at or below it.
         kernel_first_level = node_level[kernel_ptr[:-1]]
-        group_waits = waits[torch.searchsorted(kernel_first_level, group_level, right=True) - 1]
-        needed = torch.repeat_interleave(group_waits, rows.ptr.diff(), output_size=rows.deps.numel())
+        group_waits = waits[torch.searchsorted(kernel_first_level, groups.level, right=True) - 1]
+        needed = torch.repeat_interleave(group_waits, rows.ptr[groups.starts].diff(), output_size=e)
+    inner = groups.inner
+    if inner.numel():  # a dependency inside its dependent's group is waited on by the group's
+        # threads only, when they solve rows one each and another lane solved it.
+        dependent = _repeat_index(rows.ptr.diff(), e)[inner]
+        group = _repeat_index(groups.starts.diff(), rows.n)[dependent]
+        lanes_differ = ((dependent - rows.deps[inner]) & (width - 1)) != 0
+        needed[inner] = per_thread[group] & lanes_differ if width > 1 else False
     # A row's flag is the largest of its dependents' needs: every write of a row agrees.
     flag = torch.zeros(rows.n, dtype=torch.int32, device=device)
     flag.scatter_reduce_(0, rows.deps, needed.int(), "amax")
@@ -305,37 +389,39 @@ def _schedule_arrays(node_ptr: torch.Tensor, node_members: torch.Tensor, node_wa
 
 
 def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSchedule, num_blocks: int,
-               max_warps: int, levels: int | None = None) -> TorchSolvePlan:
+               max_warps: int, levels: int | None = None,
+               group_levels: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> TorchSolvePlan:
     """:func:`.scheduling.plan` then :func:`.plan._schedule_arrays`, for a scheme of the
-    module's scope (single-row groups, ``ws_rr``). ``levels``: the number of levels where
-    known (the features' ``layer_num``), else read. Three or four ``sync`` reads, each a size."""
+    module's scope (``ws_rr``).
+
+    Args:
+        levels: the number of levels where known (the features' ``layer_num``), else read.
+        group_levels: ``(ptr, deps) -> [m]`` int64 levels of a DAG of row groups
+            (:func:`.analysis.levels`' contract); needed by merging schemes only.
+
+    Four to six ``sync`` reads, each a size."""
     schedule.validate()
-    if schedule.merge_rows != 1:
-        raise NotImplementedError(f"merged row groups (merge_rows {schedule.merge_rows}) need the levels "
-                                  "of the contracted DAG: on the host")
     if schedule.warp_schedule != "ws_rr":
         raise NotImplementedError(f"warp_schedule {schedule.warp_schedule!r} deals node groups greedily: "
                                   "on the host")
     device = row_level.device
-    if schedule.reorder:
-        rows, row_level = reorder_by_level(rows, row_level)
-    n = rows.n
-    if levels is None:
-        levels = int(row_level.max()) + 1 if n else 0  # sync
-    group_starts = torch.arange(n + 1, dtype=torch.int64, device=device)
-    node_ptr, members, node_level = _node_groups(row_level, rows.row_nnz, levels, schedule.subwarps,
+    groups = _row_groups(rows, row_level, schedule, group_levels)
+    rows = groups.rows
+    m = groups.count
+    if levels is None or m != rows.n:  # contracted groups have levels of their own
+        levels = int(groups.level.max()) + 1 if m else 0  # sync
+    node_ptr, members, node_level = _node_groups(groups.level, groups.nnz, levels, schedule.subwarps,
                                                  schedule.grouping)
     q = node_level.numel()
-    node_nnz = rows.row_nnz[members]
-    if q < n:
+    node_nnz = groups.nnz[members]
+    if q < m:
         node_nnz = _segment_sum(node_nnz, node_ptr)
     kernel_ptr = _partition(node_level, levels, schedule.alpha_level, max_warps)
     turn = _turn(num_blocks, schedule.warps_per_block, device)
     kernel_of_node = _repeat_index(kernel_ptr.diff(), q)
     in_kernel = torch.arange(q, dtype=torch.int64, device=device) - kernel_ptr[kernel_of_node]
     node_warp = turn[in_kernel % turn.numel()]
-    # Single-row groups: a group's size is 1.
-    per_thread = rows.row_nnz.double() <= float(schedule.sw_rnnz)
+    per_thread = groups.nnz.double() <= float(schedule.sw_rnnz) * groups.starts.diff().double()
     if q:
         new_level = torch.ones(q, dtype=torch.int64, device=device)
         new_level[1:] = (node_level[1:] > node_level[:-1]).long()
@@ -343,10 +429,11 @@ def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSch
     else:
         kernel_levels = torch.zeros(0, dtype=torch.int64, device=device)
     waits = (kernel_levels > 1) | (not schedule.sync_elimination)
-    row_flag = _row_flags(rows, row_level, node_level, kernel_ptr, waits, schedule.sync_elimination)
+    row_flag = _row_flags(groups, node_level, kernel_ptr, waits, per_thread, schedule.sync_elimination,
+                          schedule.subwarp_width)
     arrays = _schedule_arrays(node_ptr, members, node_warp, kernel_ptr, waits,
                               num_blocks * schedule.warps_per_block)
-    return TorchSolvePlan(rows=rows, group_starts=group_starts, group_level=row_level, group_per_thread=per_thread,
-                          node_ptr=node_ptr, node_members=members, node_level=node_level, node_nnz=node_nnz,
-                          node_warp=node_warp, kernel_ptr=kernel_ptr, kernel_waits=waits, row_flag=row_flag,
-                          arrays=arrays)
+    return TorchSolvePlan(rows=rows, group_starts=groups.starts, group_level=groups.level,
+                          group_per_thread=per_thread, node_ptr=node_ptr, node_members=members, node_level=node_level,
+                          node_nnz=node_nnz, node_warp=node_warp, kernel_ptr=kernel_ptr, kernel_waits=waits,
+                          row_flag=row_flag, arrays=arrays)
