@@ -6,7 +6,7 @@ they agree.
         [--families laplacian3d,laplacian2d,road] [--repeats 5] [--device cuda] [--trace DIR]
 
 For each factor (lower, float64, the analysed default's scheme for ``--rhs``; a scheme
-outside the device port's scope, a greedy warp schedule, is given ``ws_rr`` instead, said
+outside the device port's scope, ``ws_locality``, is given ``ws_balance`` instead, said
 so; a merging scheme's group levels are the host's, a round trip inside ``plan``), prints
 one Markdown table: each stage's median milliseconds over ``--repeats`` runs, wall clock
 with the device synchronised before and after.
@@ -95,8 +95,8 @@ def _host_group_levels(ptr: torch.Tensor, deps: torch.Tensor) -> torch.Tensor:
 def _in_scope(schedule):
     """The scheme itself when the device port covers it, else the nearest one it does."""
     changes = {}
-    if schedule.warp_schedule != "ws_rr":
-        changes.update(warp_schedule="ws_rr")
+    if schedule.warp_schedule == "ws_locality":
+        changes.update(warp_schedule="ws_balance")
     return schedule if not changes else type(schedule)(**{**schedule.__dict__, **changes})
 
 

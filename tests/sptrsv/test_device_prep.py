@@ -1,6 +1,7 @@
 """The preparation in PyTorch ops (:mod:`gsparse.kernels.sptrsv.device_prep`) against the
 NumPy one, array for array and bit for bit (dtype included), on CPU tensors: every family
-of ``gsparse.datasets.triangular``, lower and upper, and the schemes of its scope."""
+of ``gsparse.datasets.triangular`` at three sizes, lower and upper, and schemes covering its
+scope."""
 
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ SCHEMES = (
     (SptrsvSchedule(subwarps=2, sw_rnnz=2, merge_rows=4, reorder=True, alpha_level=2), 1),
     (SptrsvSchedule(ready_by_value=True, warps_per_block=4, subwarps=32, sw_rnnz=math.inf, merge_rows=32,
                     alpha_level=2), 3),
+    # ws_balance: kernels of at most W node groups, and larger ones dealt round by round.
+    (SptrsvSchedule(merge_rows=32, grouping="rg_balance", warp_schedule="ws_balance", alpha_level=2),
+     H100.resident_warps),
+    (SptrsvSchedule(merge_rows=4, sync_elimination=False, warp_schedule="ws_balance", alpha_level=0),
+     H100.resident_warps),
+    (SptrsvSchedule(warps_per_block=4, warp_schedule="ws_balance", alpha_level=math.inf), H100.resident_warps),
+    (SptrsvSchedule(subwarps=4, sw_rnnz=2, reorder=True, warp_schedule="ws_balance", alpha_level=2), 3),
 )
 
 
@@ -120,7 +128,7 @@ def test_schemes_outside_the_scope_are_refused():
     crow, col, crow_t, col_t = _factor("laplacian2d", 500, True)
     graph = device_prep.dependency_graph(crow_t, col_t, True)
     level = torch.from_numpy(levels(graph.ptr.numpy(), graph.deps.numpy()))
-    for schedule in (SptrsvSchedule(merge_rows=4), SptrsvSchedule(warp_schedule="ws_balance")):
+    for schedule in (SptrsvSchedule(merge_rows=4), SptrsvSchedule(warp_schedule="ws_locality")):
         with pytest.raises(NotImplementedError):
             device_prep.solve_plan(graph, level, schedule, H100.sms, H100.resident_warps)
 

@@ -1,5 +1,5 @@
 """The SpTRSV preparation in PyTorch ops, for the factor's own device: the analysis
-(:func:`.plan.analyse` less the levels) and the plan of ``ws_rr`` schemes
+(:func:`.plan.analyse` less the levels) and the plan of schemes but ``ws_locality``
 (:func:`.scheduling.plan` and :func:`.plan._schedule_arrays`), array for array equal to the
 NumPy ones.
 
@@ -13,11 +13,13 @@ from the levels kernel (:func:`.natural.device_levels`). The host is read only w
 decides an allocation (the dependencies, the levels, the node groups, the segments) or
 a check raises; each such read is marked ``sync``.
 
-Scope (else ``NotImplementedError``): ``ws_rr`` warps, with every transform, grouping,
-kernel partition and sync elimination. Merged row groups need the levels of the contracted
+Scope (else ``NotImplementedError``): ``ws_rr`` and ``ws_balance`` warps, with every
+transform, grouping, kernel partition and sync elimination. Merged row groups need the levels of the contracted
 DAG, which the caller passes (``group_levels``: on a GPU, a levels kernel over the groups'
-DAG, which does not exist yet; the tests pass the host's). ``ws_balance`` and
-``ws_locality`` deal node groups round by round (greedy over loads) and stay on the host.
+DAG, which does not exist yet; the tests pass the host's). ``ws_balance`` deals a kernel
+of more node groups than warps in rounds of ``W``, one after another (a few kernels each:
+60 rounds at 500K rows on an H100). ``ws_locality`` places each level's node groups by
+their parents' blocks and the loads so far, level after level: on the host.
 
 ``dep_dist`` (a float sum whose value depends on the order of its additions) is summed by
 NumPy on the host from the device's distances, so that the features are NumPy's to the bit.
@@ -334,6 +336,54 @@ def _turn(num_blocks: int, warps_per_block: int, device: torch.device) -> torch.
     return (t % num_blocks) * warps_per_block + torch.div(t, num_blocks, rounding_mode="floor")
 
 
+def _deal(nnz: torch.Tensor, turn: torch.Tensor) -> torch.Tensor:
+    """``warps._Grid.deal`` from zero loads: rounds of ``W`` node groups, each round's
+    largest to the least-loaded warp (ties in turn). Sequential over the rounds (the loads
+    carry over), data-parallel within one: a handful of kernels per round."""
+    warps = turn.numel()
+    turn_rank = torch.empty_like(turn)
+    turn_rank[turn] = torch.arange(warps, dtype=torch.int64, device=turn.device)
+    load = torch.zeros(warps, dtype=torch.int64, device=turn.device)
+    warp = torch.empty_like(nnz)
+    for first in range(0, nnz.numel(), warps):
+        size = nnz[first:first + warps]
+        # NumPy's lexsort((turn_rank, load)): the key is unique, so any sort gives its order
+        # (zero loads give the turn itself).
+        by_load = torch.sort(load * warps + turn_rank).indices
+        largest_first = torch.sort(-size, stable=True).indices
+        chosen = torch.empty_like(size)
+        chosen[largest_first] = by_load[:size.numel()]
+        warp[first:first + warps] = chosen
+        load.index_add_(0, chosen, size)
+    return warp
+
+
+def _assign_warps(node_nnz: torch.Tensor, kernel_ptr: torch.Tensor, strategy: str, num_blocks: int,
+                  warps_per_block: int) -> torch.Tensor:
+    """:func:`.warps.assign_warps` for ``ws_rr`` and ``ws_balance``. ``ws_balance`` reads the
+    kernel cuts (``sync``) when a kernel has more node groups than warps."""
+    device = node_nnz.device
+    q = node_nnz.numel()
+    turn = _turn(num_blocks, warps_per_block, device)
+    warps = turn.numel()
+    kernel_of_node = _repeat_index(kernel_ptr.diff(), q)
+    in_kernel = torch.arange(q, dtype=torch.int64, device=device) - kernel_ptr[kernel_of_node]
+    if strategy == "ws_rr":
+        return turn[in_kernel % warps]
+    # A kernel of at most W node groups is one round with zero loads: largest first, in turn.
+    # NumPy's lexsort((arange, -nnz, kernel)): by kernel, then decreasing entries, then index.
+    by_size = torch.sort(-node_nnz, stable=True).indices
+    by_size = by_size[torch.sort(kernel_of_node[by_size], stable=True).indices]
+    rank = torch.empty_like(in_kernel)
+    rank[by_size] = in_kernel
+    warp = turn[rank % warps]
+    cuts = kernel_ptr.tolist()  # sync
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        if b - a > warps:
+            warp[a:b] = _deal(node_nnz[a:b], turn)
+    return warp
+
+
 def _row_flags(groups: _RowGroups, node_level: torch.Tensor, kernel_ptr: torch.Tensor, waits: torch.Tensor,
                per_thread: torch.Tensor, sync_elimination: bool, width: int) -> torch.Tensor:
     """``scheduling._row_flags``."""
@@ -392,7 +442,7 @@ def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSch
                max_warps: int, levels: int | None = None,
                group_levels: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> TorchSolvePlan:
     """:func:`.scheduling.plan` then :func:`.plan._schedule_arrays`, for a scheme of the
-    module's scope (``ws_rr``).
+    module's scope (not ``ws_locality``).
 
     Args:
         levels: the number of levels where known (the features' ``layer_num``), else read.
@@ -401,8 +451,8 @@ def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSch
 
     Four to six ``sync`` reads, each a size."""
     schedule.validate()
-    if schedule.warp_schedule != "ws_rr":
-        raise NotImplementedError(f"warp_schedule {schedule.warp_schedule!r} deals node groups greedily: "
+    if schedule.warp_schedule == "ws_locality":
+        raise NotImplementedError("ws_locality places node groups level by level after their parents: "
                                   "on the host")
     device = row_level.device
     groups = _row_groups(rows, row_level, schedule, group_levels)
@@ -417,10 +467,7 @@ def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSch
     if q < m:
         node_nnz = _segment_sum(node_nnz, node_ptr)
     kernel_ptr = _partition(node_level, levels, schedule.alpha_level, max_warps)
-    turn = _turn(num_blocks, schedule.warps_per_block, device)
-    kernel_of_node = _repeat_index(kernel_ptr.diff(), q)
-    in_kernel = torch.arange(q, dtype=torch.int64, device=device) - kernel_ptr[kernel_of_node]
-    node_warp = turn[in_kernel % turn.numel()]
+    node_warp = _assign_warps(node_nnz, kernel_ptr, schedule.warp_schedule, num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz.double() <= float(schedule.sw_rnnz) * groups.starts.diff().double()
     if q:
         new_level = torch.ones(q, dtype=torch.int64, device=device)
