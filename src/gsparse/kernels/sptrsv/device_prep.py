@@ -142,7 +142,7 @@ def longest_chain(rows: TorchRowGraph) -> int:
     if n == 0:
         return 0
     chained = has & (nearest == torch.arange(-1, n - 1, dtype=torch.int64, device=has.device))
-    # A chain run of length r starting at s: the most positions since the last unchained one.
+    # The longest run of chained positions: at each, the positions since the last unchained one.
     index = torch.arange(n, dtype=torch.int64, device=has.device)
     last_free = torch.cummax(torch.where(chained, -1, index), 0).values
     return min(n, int((index - last_free).max()) + 1)
@@ -291,8 +291,9 @@ class TorchSolvePlan:
 
 
 def _node_groups(level: torch.Tensor, nnz: torch.Tensor, levels: int, subwarps: int,
-                 grouping: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(ptr, members, level)`` of :func:`.scheduling.node_groups`. One ``sync``: the count."""
+                 grouping: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ptr, members, level)`` of :func:`.scheduling.node_groups`, and the node groups of
+    each level. One ``sync``: the count."""
     device = level.device
     m = level.numel()
     if grouping == "rg_sequential":
@@ -312,16 +313,16 @@ def _node_groups(level: torch.Tensor, nnz: torch.Tensor, levels: int, subwarps: 
     firsts = first_member[node_level] + subwarps * (torch.arange(q, dtype=torch.int64, device=device)
                                                     - first_node[node_level])
     ptr = torch.cat([firsts, torch.full((1,), m, dtype=torch.int64, device=device)])
-    return ptr, order, node_level
+    return ptr, order, node_level, nodes_per_level
 
 
-def _partition(node_level: torch.Tensor, levels: int, alpha_level: float, max_warps: int) -> torch.Tensor:
-    """:func:`.scheduling.partition`. One ``sync``: the number of kernels."""
+def _partition(node_level: torch.Tensor, counts: torch.Tensor, alpha_level: float, max_warps: int) -> torch.Tensor:
+    """:func:`.scheduling.partition` of node groups of levels ``node_level``, ``counts`` of
+    each level (every level has some). One ``sync``: the number of kernels."""
     device = node_level.device
+    levels = counts.numel()
     if node_level.numel() == 0:
         return torch.zeros(1, dtype=torch.int64, device=device)
-    counts = torch.zeros(levels, dtype=torch.int64, device=device).index_add_(0, node_level,
-                                                                              torch.ones_like(node_level))
     large = counts.double() > alpha_level * max_warps
     first = torch.ones(levels, dtype=torch.bool, device=device)
     first[1:] = large[1:] | large[:-1]
@@ -460,13 +461,13 @@ def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSch
     m = groups.count
     if levels is None or m != rows.n:  # contracted groups have levels of their own
         levels = int(groups.level.max()) + 1 if m else 0  # sync
-    node_ptr, members, node_level = _node_groups(groups.level, groups.nnz, levels, schedule.subwarps,
-                                                 schedule.grouping)
+    node_ptr, members, node_level, per_level = _node_groups(groups.level, groups.nnz, levels, schedule.subwarps,
+                                                            schedule.grouping)
     q = node_level.numel()
     node_nnz = groups.nnz[members]
     if q < m:
         node_nnz = _segment_sum(node_nnz, node_ptr)
-    kernel_ptr = _partition(node_level, levels, schedule.alpha_level, max_warps)
+    kernel_ptr = _partition(node_level, per_level, schedule.alpha_level, max_warps)
     node_warp = _assign_warps(node_nnz, kernel_ptr, schedule.warp_schedule, num_blocks, schedule.warps_per_block)
     per_thread = groups.nnz.double() <= float(schedule.sw_rnnz) * groups.starts.diff().double()
     if q:
