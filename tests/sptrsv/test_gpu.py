@@ -219,9 +219,10 @@ def test_sampled_schemes_of_a_larger_factor_match_scipy(schedule):
 
 
 def _long_rows_factor(n: int = 3000, seed: int = 0) -> sp.csr_array:
-    """A lower factor whose every 50th row has 40-1500 entries (past the entry-major walk's
-    threshold for every subwarp width) on earlier rows, long rows among them, and the rest
-    2-6: long rows that wait on long rows, for shared rows with several right-hand sides."""
+    """A lower factor whose every 50th row has 40-1500 entries on earlier rows, long rows
+    among them (past LONG_ROW: 64 entries for a warp, 16 for an 8-lane subwarp; those of
+    40-63 stay under it for a warp), and the rest 2-6: long rows that wait on long rows, and
+    rows with several entries per lane, for shared rows with several right-hand sides."""
     rng = np.random.default_rng(seed)
     rows, cols = [], []
     for r in range(1, n):
@@ -242,9 +243,10 @@ def _long_rows_factor(n: int = 3000, seed: int = 0) -> sp.csr_array:
     SptrsvSchedule(subwarps=8, sw_rnnz=0, ready_by_value=True, reorder=True, alpha_level=0),
     NaturalOrderSchedule(rows_per_thread=False, rows_per_ticket=4),
 ], ids=str)
-def test_long_shared_rows_walked_entry_major_match_scipy(k, schedule):
-    """Shared rows longer than LONG_ROW go entry-major (a lane per entry, LC columns per
-    pass): with flags and by value, with subwarps, staged or not, and in the fast start."""
+def test_long_shared_rows_and_batched_reads_match_scipy(k, schedule):
+    """Shared rows of LONG_ROW entries or more take the long rows' lanes (LCL column lanes,
+    LCPL columns each), and lanes with several entries batch their reads of x: with flags
+    and by value, with subwarps, staged or not, and in the fast start."""
     matrix = _long_rows_factor()
     for dtype in (torch.float64, torch.float32):
         _check(matrix, True, False, False, k, dtype, schedule)
