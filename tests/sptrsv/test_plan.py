@@ -264,14 +264,14 @@ def test_a_plan_refuses_a_task_of_the_other_orientation():
     analysis = plans.analysis(False)
     task = plans.task(torch.float64, False, True, 1)
     with pytest.raises(ValueError, match="solves a upper system, but the analysis is of a lower one"):
-        plan_module.SptrsvPlan(analysis, task, SPACE[0], H100, torch.device("cpu"), RecordingLoader())
+        plan_module.SptrsvPlan(analysis, task, SPACE[0], H100, RecordingLoader())
 
 
 def test_plans_of_several_right_hand_side_counts_can_share_one_solve_plan():
     matrix = family_factor("laplacian3d")
     plans, loader = _factor_plans(matrix, True)
     schedule = SPACE[5]
-    solve_plan = plans.analysis(False).solve_plan(schedule, H100, plans.analysis(False).transform_cache())
+    solve_plan = plans.analysis(False).solve_plan(schedule, H100)
     values = torch.from_numpy(matrix.data)
     for k in (1, 16):
         task = plans.task(torch.float64, False, False, k)

@@ -35,7 +35,8 @@ import torch
 
 from .schedule import SptrsvSchedule
 
-__all__ = ["TorchRowGraph", "TorchSolvePlan", "dependency_graph", "longest_chain", "matrix_features",
+__all__ = ["TorchRowGraph", "TorchSolvePlan", "dag_longest_chain", "dependency_graph", "longest_chain",
+           "matrix_features",
            "reorder_by_level", "solve_plan"]
 
 
@@ -138,14 +139,31 @@ def _nearest_dependencies(rows: TorchRowGraph) -> tuple[torch.Tensor, torch.Tens
 def longest_chain(rows: TorchRowGraph) -> int:
     """:func:`.analysis.longest_chain`. One ``sync``: the answer."""
     has, nearest = _nearest_dependencies(rows)
-    n = rows.n
+    if rows.n == 0:
+        return 0
+    return _longest_run(has & (nearest == torch.arange(-1, rows.n - 1, dtype=torch.int64, device=has.device)))
+
+
+def dag_longest_chain(ptr: torch.Tensor, deps: torch.Tensor) -> int:
+    """The most consecutive nodes of which each but the first depends on the one before, in a
+    DAG whose node ``k`` depends on ``deps[ptr[k]:ptr[k + 1]]`` in any order (a merging
+    scheme's row groups list theirs by member): :func:`longest_chain` without its sorted
+    lists. One ``sync``: the answer."""
+    n = ptr.numel() - 1
     if n == 0:
         return 0
-    chained = has & (nearest == torch.arange(-1, n - 1, dtype=torch.int64, device=has.device))
-    # The longest run of chained positions: at each, the positions since the last unchained one.
-    index = torch.arange(n, dtype=torch.int64, device=has.device)
+    dependent = _repeat_index(ptr.diff(), deps.numel())
+    return _longest_run(_segment_sum(deps == dependent - 1, ptr) > 0)
+
+
+def _longest_run(chained: torch.Tensor) -> int:
+    """One more than the longest run of ``chained`` nodes (each chained to the one before).
+    One ``sync``."""
+    n = chained.numel()
+    # At each node, the nodes since the last unchained one.
+    index = torch.arange(n, dtype=torch.int64, device=chained.device)
     last_free = torch.cummax(torch.where(chained, -1, index), 0).values
-    return min(n, int((index - last_free).max()) + 1)
+    return min(n, int((index - last_free).max()) + 1)  # sync
 
 
 def matrix_features(rows: TorchRowGraph, row_level: torch.Tensor) -> np.ndarray:
@@ -273,8 +291,12 @@ def _row_groups(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSc
 class TorchSolvePlan:
     """The arrays of :class:`.scheduling.SolvePlan` (``rows`` after the optional reordering;
     the node groups' ``node_ptr``, ``node_members``, ``node_level``, ``node_nnz``) and of
-    :func:`.plan._schedule_arrays` (``arrays``), as tensors on the factor's device."""
+    :func:`.plan._schedule_arrays` (``arrays``), as tensors on the factor's device; its
+    ``schedule``, ``num_blocks``, ``order``, ``num_warps`` and ``num_kernels`` as
+    :class:`~.scheduling.SolvePlan`'s."""
 
+    schedule: SptrsvSchedule
+    num_blocks: int
     rows: TorchRowGraph
     group_starts: torch.Tensor
     group_level: torch.Tensor
@@ -288,6 +310,19 @@ class TorchSolvePlan:
     kernel_waits: torch.Tensor
     row_flag: torch.Tensor
     arrays: dict[str, torch.Tensor]
+
+    @property
+    def order(self) -> torch.Tensor:
+        """``[n]`` the matrix row of each position."""
+        return self.rows.order
+
+    @property
+    def num_warps(self) -> int:
+        return self.num_blocks * self.schedule.warps_per_block
+
+    @property
+    def num_kernels(self) -> int:
+        return self.kernel_ptr.numel() - 1
 
 
 def _node_groups(level: torch.Tensor, nnz: torch.Tensor, levels: int, subwarps: int,
@@ -481,7 +516,7 @@ def solve_plan(rows: TorchRowGraph, row_level: torch.Tensor, schedule: SptrsvSch
                           schedule.subwarp_width)
     arrays = _schedule_arrays(node_ptr, members, node_warp, kernel_ptr, waits,
                               num_blocks * schedule.warps_per_block)
-    return TorchSolvePlan(rows=rows, group_starts=groups.starts, group_level=groups.level,
+    return TorchSolvePlan(schedule=schedule, num_blocks=num_blocks, rows=rows, group_starts=groups.starts, group_level=groups.level,
                           group_per_thread=per_thread, node_ptr=node_ptr, node_members=members, node_level=node_level,
                           node_nnz=node_nnz, node_warp=node_warp, kernel_ptr=kernel_ptr, kernel_waits=waits,
                           row_flag=row_flag, arrays=arrays)
