@@ -8,16 +8,15 @@ factor's size and levels, the milliseconds to generate it (once), then those of 
 :func:`gsparse.bench.sptrsv`'s ``_gsparse``, each the least of ``--repeats`` runs (a shared
 machine's noise only ever adds):
 
-- ``graph``, ``levels``, ``features``: the analysis (``FactorPlans.analysis`` and its
-  features);
+- ``graph``, ``levels``, ``features``: the NumPy analysis (``plan.analyse``'s stages);
 - ``host``: the analysis of a factor on a GPU without its levels kernel (``plan.analyse``
   handed the levels: the graph, the chain test, the features), what the host spends besides
   the kernel; a chain longer than ``DEVICE_LEVELS_MAX_CHAIN`` rows (banded) takes the host's
   levels, included then;
 - ``select``: the hand rule's scheme (``default_schedule``);
 - ``schedule``: the scheme's transform and scheduling (``scheduling.plan``);
-- ``plan``: the whole plan (``SptrsvPlan``: the scheduling again, the launch tables, the
-  arrays as tensors; a loader that compiles nothing, on the CPU);
+- ``plan``: the whole plan (``SptrsvPlan``: the device preparation's scheduling and launch
+  tables in torch ops, here on the CPU, with a loader that compiles nothing);
 - ``prep``: analysis + select + plan, what the benchmark's phases add up to without its
   ``codegen`` (NVRTC, cold only on a new kernel cache) and the copies to the GPU.
 
@@ -101,7 +100,7 @@ def main() -> None:
         for k in (int(v) for v in args.rhs.split(",")):
             plans = FactorPlans(crow, col, True)
             plans.loader = RecordingLoader()
-            system = plans.analysis(False)
+            system = plans.analysis(False).host  # the NumPy scheduling's input
             task = plans.task(torch.float64, False, False, k)
             schedule, select_ms = _best_ms(lambda: default_schedule(feats, task, H100), r)
             _, schedule_ms = _best_ms(lambda: scheduling.plan(system.rows, system.row_level, schedule, H100.sms,

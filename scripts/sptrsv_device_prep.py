@@ -7,7 +7,8 @@ they agree.
 
 For each factor (lower, float64, the analysed default's scheme for ``--rhs``; a scheme
 outside the device port's scope, ``ws_locality``, is given ``ws_balance`` instead, said
-so; a merging scheme's group levels are the host's, a round trip inside ``plan``), prints
+so; a merging scheme's group levels are ``FactorPlans.dag_levels``': the levels kernel's on a
+GPU, inside ``plan``), prints
 one Markdown table: each stage's median milliseconds over ``--repeats`` runs, wall clock
 with the device synchronised before and after.
 
@@ -21,9 +22,10 @@ with the device synchronised before and after.
 
 ``total`` adds what a GPU factor's preparation runs: graph, chain, levels (the kernel's on
 both sides: the host's analysis reads it back), features, plan, arrays, put. ``reads``: the
-times one device preparation (less the levels kernel) waits for the GPU, as CUDA's sync
-debug mode counts them. With
-``--trace DIR``, one Chrome trace per factor of a device preparation (``torch.profiler``).
+times the solver's own preparation of the scheme (``FactorPlans.analysis`` and
+``build_plan`` on a new factor, its kernels compiled before) waits for the GPU, as CUDA's
+sync debug mode counts them. With ``--trace DIR``, one Chrome trace per factor of that
+preparation (``torch.profiler``). Both on CUDA only.
 """
 
 from __future__ import annotations
@@ -85,11 +87,6 @@ def _device_reads(fn, device: torch.device) -> int | str:
         finally:
             torch.cuda.set_sync_debug_mode("default")
     return sum("synchroniz" in str(w.message) for w in caught)
-
-
-def _host_group_levels(ptr: torch.Tensor, deps: torch.Tensor) -> torch.Tensor:
-    """The levels of a merging scheme's row groups, by the host (no device kernel yet)."""
-    return torch.from_numpy(analysis.levels(ptr.cpu().numpy(), deps.cpu().numpy())).to(ptr.device)
 
 
 def _in_scope(schedule):
@@ -182,19 +179,19 @@ def main() -> None:
             host_levels_ms = host["levels"]
         feats_d, dev["features"] = _median_ms(lambda: device_prep.matrix_features(graph, level_d), r, device)
         levels = int(feats_d[8])  # layer_num: the plan need not read it again
+        group_levels = plans.dag_levels()
         plan_d, dev["plan"] = _median_ms(lambda: device_prep.solve_plan(graph, level_d, schedule, target.sms,
                                                                         target.resident_warps, levels,
-                                                                        _host_group_levels), r, device)
+                                                                        group_levels), r, device)
         dev["arrays"] = 0.0  # inside solve_plan's time
         _, dev["put"] = _median_ms(lambda: _device_put(plan_d), r, device)
 
-        def prepare() -> None:
-            rows_d = device_prep.dependency_graph(crow_d, col_d, True)
-            device_prep.longest_chain(rows_d)
-            layers = int(device_prep.matrix_features(rows_d, level_d)[8])
-            _device_put(device_prep.solve_plan(rows_d, level_d, schedule, target.sms, target.resident_warps, layers,
-                                               _host_group_levels))
+        def prepare() -> None:  # the solver's preparation of the scheme, on a new factor
+            fresh = FactorPlans(crow_d, col_d, True)
+            fresh.build_plan(fresh.task(torch.float64, False, False, args.rhs), schedule, target)
 
+        if device.type == "cuda":
+            prepare()  # its kernels compiled and loaded outside the count and the trace
         reads = _device_reads(prepare, device)
         differ = _check(plan_d, solve, arrays)
         if feats_d.tobytes() != feats.tobytes():
@@ -205,7 +202,7 @@ def main() -> None:
         for side, times, total, waits in (("host", host, host_total, "-"), ("device", dev, dev_total, reads)):
             print(f"| {family} | {side} | {' | '.join(f'{times[s]:.2f}' for s in STAGES)} | {total:.1f} | {waits} | "
                   f"{note} | {'yes' if not differ else 'NO: ' + ','.join(differ)} |", flush=True)
-        if args.trace is not None:
+        if args.trace is not None and device.type == "cuda":
             args.trace.mkdir(parents=True, exist_ok=True)
             with torch.profiler.profile() as profile:
                 prepare()
