@@ -3,23 +3,23 @@
 (:func:`.scheduling.plan` and :func:`.plan._schedule_arrays`), array for array equal to the
 NumPy ones.
 
-Not used by the solver yet: on a GPU these are meant to replace the host preparation
-(tens of milliseconds of NumPy at 500K rows, plus the copies) by about two hundred small
-kernels;
-``scripts/sptrsv_device_prep.py`` measures both. Every step is data-parallel over rows,
-entries or node groups: sorts (stable, so that the orders are NumPy's), prefix sums,
-gathers, scatters of one value and searches. The levels are not here: on a GPU they come
-from the levels kernel (:func:`.natural.device_levels`). The host is read only where a size
-decides an allocation (the dependencies, the levels, the node groups, the segments) or
-a check raises; each such read is marked ``sync``.
+:class:`~gsparse.kernels.sptrsv.FactorPlans` prepares its analysed solves with these
+(:mod:`.device_analysis`, :class:`.plan.SptrsvPlan`): on a GPU about two hundred small
+kernels where the NumPy preparation took tens of milliseconds at 500K rows, plus the
+copies; ``scripts/sptrsv_device_prep.py`` measures both. Every step is data-parallel over
+rows, entries or node groups: sorts (stable, so that the orders are NumPy's), prefix sums,
+gathers, scatters of one value and searches. The levels are not here: the caller passes
+them (on a GPU the levels kernel, :func:`.natural.dag_levels`, through
+:class:`.device_analysis.DagLevels`). The host is read only where a size decides an
+allocation (the dependencies, the levels, the node groups, the segments) or a check
+raises; each such read is marked ``sync``.
 
 Scope (else ``NotImplementedError``): ``ws_rr`` and ``ws_balance`` warps, with every
-transform, grouping, kernel partition and sync elimination. Merged row groups need the levels of the contracted
-DAG, which the caller passes (``group_levels``: on a GPU, a levels kernel over the groups'
-DAG, which does not exist yet; the tests pass the host's). ``ws_balance`` deals a kernel
-of more node groups than warps in rounds of ``W``, one after another (a few kernels each:
-60 rounds at 500K rows on an H100). ``ws_locality`` places each level's node groups by
-their parents' blocks and the loads so far, level after level: on the host.
+transform, grouping, kernel partition and sync elimination. Merged row groups need the
+levels of the contracted DAG, which the caller passes (``group_levels``). ``ws_balance``
+deals a kernel of more node groups than warps in rounds of ``W``, one after another (a few
+kernels each: 60 rounds at 500K rows on an H100). ``ws_locality`` places each level's node
+groups by their parents' blocks and the loads so far, level after level: on the host.
 
 ``dep_dist`` (a float sum whose value depends on the order of its additions) is summed by
 NumPy on the host from the device's distances, so that the features are NumPy's to the bit.
