@@ -12,6 +12,7 @@ and what the CPU oracle (:mod:`.executor`) and the scheme sweep's shared transfo
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,7 +60,7 @@ class DagLevels:
         longest chain (:func:`.device_prep.dag_longest_chain`)."""
         return self._levels(ptr, deps, lambda: device_prep.dag_longest_chain(ptr, deps))
 
-    def _levels(self, ptr: torch.Tensor, deps: torch.Tensor, longest_chain) -> torch.Tensor:
+    def _levels(self, ptr: torch.Tensor, deps: torch.Tensor, longest_chain: Callable[[], int]) -> torch.Tensor:
         if self._target is not None and longest_chain() <= DEVICE_LEVELS_MAX_CHAIN:
             return dag_levels(ptr, deps, self._index_dtype, self._target, self._loader).long()
         # sync: on a GPU, the DAG read back (two reads) and its levels copied to it.
