@@ -219,19 +219,20 @@ def _merge_starts(row_nnz: torch.Tensor, merge: str, rb: int, thresh: int) -> to
     ``merge_thresh``). One ``sync`` but for ``merge_fixed``: the number of groups."""
     device = row_nnz.device
     n = row_nnz.numel()
-    blocks = torch.arange(0, n + rb, rb, dtype=torch.int64, device=device)
-    blocks[-1] = n
+    # Writes of one element take a scalar from the host: on a GPU a blocking copy (a sync).
+    # Scalars as kernel arguments instead: a clamp, fills, index_fill_.
+    blocks = torch.arange(0, n + rb, rb, dtype=torch.int64, device=device).clamp_(max=n)
     if merge == "merge_fixed":
         return blocks
     cut = torch.zeros(n + 1, dtype=torch.bool, device=device)
     if merge == "merge_avg":
         sizes = blocks.diff()
         mean = _segment_sum(row_nnz, blocks).double() / sizes.double()
-        cut[blocks] = True
+        cut.index_fill_(0, blocks, True)
         cut[:n] |= torch.repeat_interleave(mean > thresh, sizes, output_size=n)
     elif merge == "merge_thresh":
         long = row_nnz > thresh
-        cut[0] = cut[n] = True
+        cut[::max(n, 1)].fill_(True)  # the first and the last
         cut[:n] |= long
         cut[1:] |= long
         index = torch.arange(n, dtype=torch.int64, device=device)
@@ -438,10 +439,13 @@ def _row_flags(groups: _RowGroups, node_level: torch.Tensor, kernel_ptr: torch.T
     inner = groups.inner
     if inner.numel():  # a dependency inside its dependent's group is waited on by the group's
         # threads only, when they solve rows one each and another lane solved it.
-        dependent = _repeat_index(rows.ptr.diff(), e)[inner]
-        group = _repeat_index(groups.starts.diff(), rows.n)[dependent]
-        lanes_differ = ((dependent - rows.deps[inner]) & (width - 1)) != 0
-        needed[inner] = per_thread[group] & lanes_differ if width > 1 else False
+        if width > 1:
+            dependent = _repeat_index(rows.ptr.diff(), e)[inner]
+            group = _repeat_index(groups.starts.diff(), rows.n)[dependent]
+            lanes_differ = ((dependent - rows.deps[inner]) & (width - 1)) != 0
+            needed[inner] = per_thread[group] & lanes_differ
+        else:  # one thread per group: no other lane (a fill: an assigned scalar is a host copy)
+            needed.index_fill_(0, inner, False)
     # A row's flag is the largest of its dependents' needs: every write of a row agrees.
     flag = torch.zeros(rows.n, dtype=torch.int32, device=device)
     flag.scatter_reduce_(0, rows.deps, needed.int(), "amax")
