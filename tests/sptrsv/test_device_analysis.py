@@ -99,7 +99,7 @@ def _forbid_the_numpy_preparation(monkeypatch, host_scheduling: bool) -> None:
     def refuse(*_, **__):
         pytest.fail("the NumPy preparation ran")
 
-    for name in ("analyse", "dependency_graph", "longest_chain", "matrix_features"):
+    for name in ("analyse", "dependency_graph", "matrix_features"):
         monkeypatch.setattr(plan_module, name, refuse)
     if not host_scheduling:
         monkeypatch.setattr(plan_module, "plan", refuse)

@@ -408,29 +408,3 @@ def test_a_thread_waits_for_no_row_it_solved_itself():
     np.testing.assert_allclose(x.numpy(), expected, rtol=1e-11, atol=1e-11)
     flags = plan.solve_plan.row_flag
     assert flags.sum() < matrix.shape[0] // 8  # only rows a later group depends on
-
-
-@pytest.mark.parametrize("family", triangular.FAMILIES)
-@pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False)])
-def test_the_analysis_takes_device_levels_unless_a_chain_is_too_long(family, lower, transpose, monkeypatch):
-    matrix = family_factor(family, seed=5, upper=not lower)
-    host = plan_module.analyse(matrix.indptr, matrix.indices, lower, transpose)
-    level_of_row = np.empty(host.n, dtype=np.int64)
-    level_of_row[host.rows.order] = host.row_level
-    calls = []
-
-    def device_levels():  # what the levels kernel returns: int32, in matrix row order
-        calls.append(1)
-        return level_of_row.astype(np.int32)
-
-    monkeypatch.setattr(plan_module, "levels", lambda *_: pytest.fail("the host's levels were computed"))
-    took = plan_module.analyse(matrix.indptr, matrix.indices, lower, transpose, device_levels)
-    assert calls == [1]
-    np.testing.assert_array_equal(took.row_level, host.row_level)
-    assert took.row_level.dtype == np.int64
-    np.testing.assert_array_equal(took.features, host.features)
-    monkeypatch.undo()
-    monkeypatch.setattr(plan_module, "DEVICE_LEVELS_MAX_CHAIN", 0)
-    kept = plan_module.analyse(matrix.indptr, matrix.indices, lower, transpose, device_levels)
-    assert calls == [1]  # every factor has a chain of one row
-    np.testing.assert_array_equal(kept.row_level, host.row_level)

@@ -24,7 +24,7 @@ them): two solves in flight at once on different streams would share the flags.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
-from .analysis import RowGraph, dependency_graph, levels, longest_chain, ranges, stable_order
+from .analysis import RowGraph, dependency_graph, levels, ranges, stable_order
 from .codegen import KERNEL, SENTINEL, CodeVariant, program
 from .device_prep import TorchSolvePlan
 from .features import matrix_features
@@ -44,14 +44,8 @@ from .task import SptrsvTask
 if TYPE_CHECKING:
     from .device_analysis import DeviceAnalysis
 
-__all__ = ["DEVICE_LEVELS_MAX_CHAIN", "EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
-           "stage_capacity"]
+__all__ = ["EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks", "stage_capacity"]
 
-# The levels kernel takes a chain one row at a time, a trip through L2 each, where the host's
-# levels take it in one NumPy pass. Measured on an H100 (banded factors, whose chain is every
-# row): the kernel 0.51 us a chain row (20K rows 10.4 ms, 100K 50.9 ms), the host 10.5 ms at
-# 20K and 20.6 ms at 100K: even near 20K rows, so longer chains go to the host.
-DEVICE_LEVELS_MAX_CHAIN = 16_384
 # Solves between two clearings of the ready flags (the epochs 1..EPOCHS are a device array;
 # each solve passes a view of the next one).
 EPOCHS = 1024
@@ -104,16 +98,10 @@ class SystemAnalysis:
         return TransformCache(self.rows, self.row_level)
 
 
-def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool,
-            device_levels: Callable[[], np.ndarray] | None = None) -> SystemAnalysis:
+def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> SystemAnalysis:
     """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) for the canonical
-    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper.
-
-    ``device_levels``, where given, returns the level of each of the system's rows (matrix
-    row order, the levels kernel's: :func:`.natural.device_levels`); it is called unless the
-    system has a chain of more than :data:`DEVICE_LEVELS_MAX_CHAIN` rows each depending on
-    the one before, which the host's levels take in one pass. Else the levels are the
-    host's (:func:`.analysis.levels`): the same values."""
+    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper, analysed by NumPy, the
+    host's levels (:func:`.analysis.levels`) included."""
     crow = np.ascontiguousarray(crow, dtype=np.int64)
     col = np.ascontiguousarray(col, dtype=np.int64)
     value_index = None
@@ -121,10 +109,7 @@ def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool,
         crow, col, value_index = transposed_pattern(crow, col)
         lower = not lower
     rows = dependency_graph(crow, col, lower)
-    if device_levels is not None and longest_chain(rows) <= DEVICE_LEVELS_MAX_CHAIN:
-        row_level = np.asarray(device_levels(), dtype=np.int64)[rows.order]
-    else:
-        row_level = levels(rows.ptr, rows.deps)
+    row_level = levels(rows.ptr, rows.deps)
     return SystemAnalysis(lower, crow, col, value_index, rows, row_level, matrix_features(rows, row_level))
 
 
