@@ -5,6 +5,8 @@ and the level-set baseline.
 The package's modules, each with one job: :mod:`.analysis` (row graph, levels),
 :mod:`.transforms` (row groups), :mod:`.scheduling` and :mod:`.warps` (node groups, kernel
 partitions, warps: a :class:`~.scheduling.SolvePlan`), :mod:`.executor` (the oracle),
+:mod:`.device_prep` (the analysis, transforms and scheduling in PyTorch ops),
+:mod:`.device_analysis` (a factor's analysis on its device),
 :mod:`.task` (what a solve computes), :mod:`.schedule` (the scheme), :mod:`.space` (what is
 worth measuring), :mod:`.default` (the hand rule), :mod:`.features` and :mod:`.selector`
 (the MLP), :mod:`.codegen` (the CUDA source), :mod:`.plan` (launches), :mod:`.natural` (the
