@@ -8,16 +8,11 @@ factor's size and levels, the milliseconds to generate it (once), then those of 
 :func:`gsparse.bench.sptrsv`'s ``_gsparse``, each the least of ``--repeats`` runs (a shared
 machine's noise only ever adds):
 
-- ``graph``, ``levels``, ``features``: the analysis (``FactorPlans.analysis`` and its
-  features);
-- ``host``: the analysis of a factor on a GPU without its levels kernel (``plan.analyse``
-  handed the levels: the graph, the chain test, the features), what the host spends besides
-  the kernel; a chain longer than ``DEVICE_LEVELS_MAX_CHAIN`` rows (banded) takes the host's
-  levels, included then;
+- ``graph``, ``levels``, ``features``: the NumPy analysis (``plan.analyse``'s stages);
 - ``select``: the hand rule's scheme (``default_schedule``);
 - ``schedule``: the scheme's transform and scheduling (``scheduling.plan``);
-- ``plan``: the whole plan (``SptrsvPlan``: the scheduling again, the launch tables, the
-  arrays as tensors; a loader that compiles nothing, on the CPU);
+- ``plan``: the whole plan (``SptrsvPlan``: the device preparation's scheduling and launch
+  tables in torch ops, here on the CPU, with a loader that compiles nothing);
 - ``prep``: analysis + select + plan, what the benchmark's phases add up to without its
   ``codegen`` (NVRTC, cold only on a new kernel cache) and the copies to the GPU.
 
@@ -41,7 +36,6 @@ from gsparse.datasets import triangular
 from gsparse.kernels.sptrsv import FactorPlans, analysis, features, scheduling
 from gsparse.kernels.sptrsv.codegen import program
 from gsparse.kernels.sptrsv.default import default_schedule
-from gsparse.kernels.sptrsv.plan import analyse
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
 from gsparse.target import H100
 
@@ -86,7 +80,7 @@ def main() -> None:
     parser.add_argument("--schemes", action="store_true", help="time the plans of the fixed schemes too")
     args = parser.parse_args()
     extra = (["nvrtc"] if args.compile else []) + ([f"plan {k}" for k in SCHEMES] if args.schemes else [])
-    columns = ["build", "graph", "levels", "features", "host", "select", "schedule", "plan", "prep"] + extra
+    columns = ["build", "graph", "levels", "features", "select", "schedule", "plan", "prep"] + extra
     print(f"| family | rows | nnz | levels | k | {' | '.join(f'{c} ms' for c in columns)} | scheme |")
     print("|" + "---|" * (6 + len(columns)))
     r = args.repeats
@@ -96,18 +90,16 @@ def main() -> None:
         rows, graph_ms = _best_ms(lambda: analysis.dependency_graph(matrix.indptr, matrix.indices, True), r)
         level, levels_ms = _best_ms(lambda: analysis.levels(rows.ptr, rows.deps), r)
         feats, features_ms = _best_ms(lambda: features.matrix_features(rows, level), r)
-        # A lower factor's positions are its rows: the levels are in the kernel's order.
-        _, host_ms = _best_ms(lambda: analyse(crow.numpy(), col.numpy(), True, False, lambda: level), r)
         for k in (int(v) for v in args.rhs.split(",")):
             plans = FactorPlans(crow, col, True)
             plans.loader = RecordingLoader()
-            system = plans.analysis(False)
+            system = plans.analysis(False).host  # the NumPy scheduling's input
             task = plans.task(torch.float64, False, False, k)
             schedule, select_ms = _best_ms(lambda: default_schedule(feats, task, H100), r)
             _, schedule_ms = _best_ms(lambda: scheduling.plan(system.rows, system.row_level, schedule, H100.sms,
                                                               H100.resident_warps), r)
             _, plan_ms = _best_ms(lambda: plans.build_plan(task, schedule, H100), r)
-            times = [build_ms, graph_ms, levels_ms, features_ms, host_ms, select_ms, schedule_ms, plan_ms,
+            times = [build_ms, graph_ms, levels_ms, features_ms, select_ms, schedule_ms, plan_ms,
                      graph_ms + levels_ms + features_ms + select_ms + plan_ms]
             if args.compile:
                 times.append(_compile_ms(task, schedule))

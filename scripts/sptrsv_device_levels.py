@@ -4,7 +4,7 @@ On a GPU machine, from the repository root: ``PYTHONPATH=src python3 scripts/spt
 For each factor (lower, natural order) prints its longest chain of rows each depending on the
 one before (``analysis.longest_chain``), the levels kernel's time with the copy back
 (``natural.device_levels``, median of 5) and the host's (``analysis.levels``, median of 3):
-what sets ``plan.DEVICE_LEVELS_MAX_CHAIN``.
+what sets ``device_analysis.DEVICE_LEVELS_MAX_CHAIN``.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def test_the_fast_start_on_larger_factors_matches_scipy_without_a_host_analysis(
     for lower, transpose in ((True, False), (True, True), (False, False)):
         factor = matrix if lower else sp.csr_array(matrix.T)
         plans = _check(factor, lower, False, transpose, k, dtype)._pattern.device_plans
-        assert plans._host is None and not plans._analyses
+        assert not plans._analyses
         assert all(isinstance(schedule, NaturalOrderSchedule) for _, schedule in plans._plans)
 
 
@@ -159,7 +159,7 @@ def test_the_device_levels_are_the_host_analysis_levels(family, lower, transpose
 @pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False), (False, True)])
 def test_the_analysis_of_a_factor_on_the_gpu_takes_the_kernels_levels_and_features_of_the_host(
         family, lower, transpose, monkeypatch):
-    from gsparse.kernels.sptrsv import FactorPlans
+    from gsparse.kernels.sptrsv import FactorPlans, device_analysis
 
     matrix = triangular.generate(family, LARGE_ROWS, seed=3, upper=not lower)
     matrix.sort_indices()
@@ -167,10 +167,11 @@ def test_the_analysis_of_a_factor_on_the_gpu_takes_the_kernels_levels_and_featur
     crow = torch.from_numpy(matrix.indptr.astype(np.int64)).cuda()
     col = torch.from_numpy(matrix.indices.astype(np.int64)).cuda()
     # Every factor's levels from the kernel here, the banded one's chain included.
-    monkeypatch.setattr(plan_module, "DEVICE_LEVELS_MAX_CHAIN", LARGE_ROWS)
-    monkeypatch.setattr(plan_module, "levels", lambda *_: pytest.fail("the host's levels were computed"))
+    monkeypatch.setattr(device_analysis, "DEVICE_LEVELS_MAX_CHAIN", LARGE_ROWS)
+    monkeypatch.setattr(device_analysis, "levels", lambda *_: pytest.fail("the host's levels were computed"))
     analysis = FactorPlans(crow, col, lower).analysis(transpose)
-    np.testing.assert_array_equal(analysis.row_level, host.row_level)
+    assert analysis.row_level.is_cuda
+    np.testing.assert_array_equal(analysis.row_level.cpu().numpy(), host.row_level)
     np.testing.assert_array_equal(analysis.features, host.features)
 
 

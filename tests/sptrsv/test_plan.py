@@ -264,14 +264,14 @@ def test_a_plan_refuses_a_task_of_the_other_orientation():
     analysis = plans.analysis(False)
     task = plans.task(torch.float64, False, True, 1)
     with pytest.raises(ValueError, match="solves a upper system, but the analysis is of a lower one"):
-        plan_module.SptrsvPlan(analysis, task, SPACE[0], H100, torch.device("cpu"), RecordingLoader())
+        plan_module.SptrsvPlan(analysis, task, SPACE[0], H100, RecordingLoader())
 
 
 def test_plans_of_several_right_hand_side_counts_can_share_one_solve_plan():
     matrix = family_factor("laplacian3d")
     plans, loader = _factor_plans(matrix, True)
     schedule = SPACE[5]
-    solve_plan = plans.analysis(False).solve_plan(schedule, H100, plans.analysis(False).transform_cache())
+    solve_plan = plans.analysis(False).solve_plan(schedule, H100)
     values = torch.from_numpy(matrix.data)
     for k in (1, 16):
         task = plans.task(torch.float64, False, False, k)
@@ -408,29 +408,3 @@ def test_a_thread_waits_for_no_row_it_solved_itself():
     np.testing.assert_allclose(x.numpy(), expected, rtol=1e-11, atol=1e-11)
     flags = plan.solve_plan.row_flag
     assert flags.sum() < matrix.shape[0] // 8  # only rows a later group depends on
-
-
-@pytest.mark.parametrize("family", triangular.FAMILIES)
-@pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False)])
-def test_the_analysis_takes_device_levels_unless_a_chain_is_too_long(family, lower, transpose, monkeypatch):
-    matrix = family_factor(family, seed=5, upper=not lower)
-    host = plan_module.analyse(matrix.indptr, matrix.indices, lower, transpose)
-    level_of_row = np.empty(host.n, dtype=np.int64)
-    level_of_row[host.rows.order] = host.row_level
-    calls = []
-
-    def device_levels():  # what the levels kernel returns: int32, in matrix row order
-        calls.append(1)
-        return level_of_row.astype(np.int32)
-
-    monkeypatch.setattr(plan_module, "levels", lambda *_: pytest.fail("the host's levels were computed"))
-    took = plan_module.analyse(matrix.indptr, matrix.indices, lower, transpose, device_levels)
-    assert calls == [1]
-    np.testing.assert_array_equal(took.row_level, host.row_level)
-    assert took.row_level.dtype == np.int64
-    np.testing.assert_array_equal(took.features, host.features)
-    monkeypatch.undo()
-    monkeypatch.setattr(plan_module, "DEVICE_LEVELS_MAX_CHAIN", 0)
-    kept = plan_module.analyse(matrix.indptr, matrix.indices, lower, transpose, device_levels)
-    assert calls == [1]  # every factor has a chain of one row
-    np.testing.assert_array_equal(kept.row_level, host.row_level)

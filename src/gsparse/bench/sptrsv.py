@@ -10,9 +10,13 @@ lower factor ``L``:
   shipped MLP selector's where it answers, else the hand rule's; the selectors of
   ``--selector FILE`` instead, a fixed scheme with ``--schedule JSON``); ``chooser`` says
   which chose. Its preprocessing is reported
-  by phase: ``analysis`` (dependency graph, levels, features), ``selection``, ``codegen``
-  (source generation, NVRTC compile and module load; cold unless ``--kernel-cache`` points
-  at a warm cache) and ``plan`` (transform, scheduling, arrays to the device).
+  by phase, each run on the factor's device (:mod:`gsparse.kernels.sptrsv.device_analysis`):
+  ``analysis`` (for a transposed solve the transpose, the dependency graph, the levels
+  kernel, the features read back), ``selection`` (the MLP or the hand rule, on the host),
+  ``codegen`` (source generation, NVRTC compile and module load; cold unless
+  ``--kernel-cache`` points at a warm cache) and ``plan`` (transform, scheduling and
+  launch tables, the group levels of a merging scheme, the arrays in the kernel's index
+  type).
 - ``fast_start``: the natural-order kernel with no analysis, what
   :class:`gsparse.TriangularSolver` runs with ``analysis=False`` (and by default where it
   serves) (:mod:`gsparse.kernels.sptrsv.natural`; a fixed scheme with
@@ -153,7 +157,8 @@ def _gsparse(crow, col, values, b, k, transpose, device, schedule, selectors) ->
         plans.selectors = selectors
     target = Target.of(device)
 
-    # the selector's features are made with the levels: part of the analysis
+    # On the factor's device; the selector's features are made with the levels and read
+    # back: part of the analysis.
     analysis, analysis_ms = _host_ms(lambda: plans.analysis(transpose), device)
     task = plans.task(values.dtype, False, transpose, k)
     chooser = "forced"

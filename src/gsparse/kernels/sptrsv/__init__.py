@@ -5,6 +5,8 @@ and the level-set baseline.
 The package's modules, each with one job: :mod:`.analysis` (row graph, levels),
 :mod:`.transforms` (row groups), :mod:`.scheduling` and :mod:`.warps` (node groups, kernel
 partitions, warps: a :class:`~.scheduling.SolvePlan`), :mod:`.executor` (the oracle),
+:mod:`.device_prep` (the analysis, transforms and scheduling in PyTorch ops),
+:mod:`.device_analysis` (a factor's analysis on its device),
 :mod:`.task` (what a solve computes), :mod:`.schedule` (the scheme), :mod:`.space` (what is
 worth measuring), :mod:`.default` (the hand rule), :mod:`.features` and :mod:`.selector`
 (the MLP), :mod:`.codegen` (the CUDA source), :mod:`.plan` (launches), :mod:`.natural` (the
@@ -17,9 +19,6 @@ benchmark's baseline).
 
 from __future__ import annotations
 
-import functools
-
-import numpy as np
 import torch
 
 from ...target import Target
@@ -31,8 +30,10 @@ from .default import (
     natural_schedule,
     natural_serves,
 )
-from .natural import DeviceSystem, NaturalPlan, device_levels
-from .plan import SptrsvPlan, SystemAnalysis, analyse
+from .device_analysis import DagLevels, DeviceAnalysis, analyse_on_device
+from .device_prep import TorchSolvePlan
+from .natural import DeviceSystem, NaturalPlan
+from .plan import SptrsvPlan
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .scheduling import SolvePlan
 from .selector import SelectorSet, default_selectors
@@ -47,18 +48,29 @@ Scheme = SptrsvSchedule | NaturalOrderSchedule
 class FactorPlans:
     """The device-side state of one triangular factor, built on demand and kept:
 
-    - per direction (``transpose``), the system's analysis (:func:`.plan.analyse`, on the
-      host), or for the fast start the system on the device (:class:`.natural.DeviceSystem`);
+    - per direction (``transpose``), the system on the device (:class:`.natural.DeviceSystem`)
+      and, for the analysed schemes, its analysis there
+      (:func:`.device_analysis.analyse_on_device`);
     - per task, the scheme a solve runs when none is forced: with an analysis,
       :func:`.default.analysed_schedule` on the system's features and the device's
       :class:`~gsparse.target.Target` (the MLP selector's pick where one answers, else the
       hand rule's); without, :func:`.default.natural_schedule`;
     - per (task, scheme), the plan (:class:`.plan.SptrsvPlan`, :class:`.natural.NaturalPlan`).
 
+    The whole preparation runs as PyTorch ops on the factor's device, reading back only the
+    sizes that decide allocations, the features and the longest chains (on a CUDA factor
+    about ten reads in all, :mod:`.device_prep`); the levels come from the levels kernel
+    (:func:`.natural.dag_levels`). On the host: the scheme choice, the levels of a DAG
+    with a chain too long for the kernel and of every DAG of a factor on the CPU
+    (:class:`.device_analysis.DagLevels`), and the scheduling of ``ws_locality`` warps. A
+    factor on the CPU runs the same torch preparation (its plans serve loaders that never
+    launch: tests); :func:`.plan.analyse` and :func:`.scheduling.plan` are the NumPy
+    reference it equals, array for array.
+
     Which scheme runs when none is forced: the analysed one when :attr:`analyse` is True or
     the direction has been analysed already (the benchmark or the sweep did it); the fast
-    start, which needs no analysis at all (its preparation is a few device ops, against
-    50-1,100 ms of host analysis at 500K rows), when it is False; and when it is None, the
+    start, which needs no analysis at all (its preparation is a few device ops and one
+    kernel), when it is False; and when it is None, the
     fast start wherever it solved as fast as the analysed scheme on the H100
     (:func:`.default.natural_serves`: all but short rows with several right-hand sides).
     :class:`~gsparse.TriangularSolver` takes it as its ``analysis`` argument.
@@ -71,7 +83,7 @@ class FactorPlans:
 
     Attributes:
         schedule: a scheme every solve runs instead of the chosen one (None: choose).
-        analyse: without a forced scheme, True: analyse each direction on the host and run
+        analyse: without a forced scheme, True: analyse each direction and run
             the analysed default's scheme; False: the fast start; None: the fast start where
             it serves (:func:`.default.natural_serves`), else the analysis.
         selectors: the MLP selectors of the analysed default (None: the hand rule alone);
@@ -88,8 +100,7 @@ class FactorPlans:
         self.loader: KernelLoader = RUNTIME_LOADER
         self.target: Target | None = None
         self.index_dtype: torch.dtype | None = None
-        self._host: tuple | None = None
-        self._analyses: dict[bool, SystemAnalysis] = {}
+        self._analyses: dict[bool, DeviceAnalysis] = {}
         self._systems: dict[bool, DeviceSystem] = {}
         self._chosen: dict[SptrsvTask, SptrsvSchedule] = {}
         self._natural: dict[SptrsvTask, NaturalOrderSchedule] = {}
@@ -114,22 +125,21 @@ class FactorPlans:
     def nnz(self) -> int:
         return self._col.numel()
 
-    def analysis(self, transpose: bool) -> SystemAnalysis:
-        """The system of ``A x = b`` (``A^T x = b`` with ``transpose``), analysed once; on a
-        GPU, with its levels from the levels kernel (one launch, the levels read back)
-        where :func:`.plan.analyse` takes them."""
+    def analysis(self, transpose: bool) -> DeviceAnalysis:
+        """The system of ``A x = b`` (``A^T x = b`` with ``transpose``), analysed once on the
+        factor's device (:func:`.device_analysis.analyse_on_device`), with the levels of
+        :meth:`dag_levels`."""
         if transpose not in self._analyses:
-            if self._host is None:
-                self._host = (self._crow.cpu().numpy(), self._col.cpu().numpy())
-            on_device = functools.partial(self._device_levels, transpose) if self._crow.is_cuda else None
-            self._analyses[transpose] = analyse(*self._host, self._lower, transpose, on_device)
+            self._analyses[transpose] = analyse_on_device(self.device_system(transpose), self.dag_levels())
         return self._analyses[transpose]
 
-    def _device_levels(self, transpose: bool) -> np.ndarray:
-        """The level of each row of the direction's system, from the levels kernel."""
+    def dag_levels(self) -> DagLevels:
+        """The levels of the factor's DAGs (row graphs, row groups): the levels kernel's on a
+        GPU, in the factor's index type, on :attr:`target`; the host's on a CPU."""
+        if not self._crow.is_cuda:
+            return DagLevels(torch.int64, None, self.loader)
         index_dtype = self.index_dtype or index_dtype_for(self.n, self.nnz)
-        target = self.target or Target.of(self._crow.device)
-        return device_levels(self.device_system(transpose), index_dtype, target, self.loader).cpu().numpy()
+        return DagLevels(index_dtype, self.target or Target.of(self._crow.device), self.loader)
 
     def device_system(self, transpose: bool) -> DeviceSystem:
         """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) on the factor's device,
@@ -170,14 +180,15 @@ class FactorPlans:
         return self._natural[task]
 
     def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target,
-                   solve_plan: SolvePlan | None = None) -> SptrsvPlan | NaturalPlan:
+                   solve_plan: TorchSolvePlan | SolvePlan | None = None) -> SptrsvPlan | NaturalPlan:
         """A new plan of ``task`` under ``schedule`` (not kept: :meth:`solve` keeps its own),
         on ``solve_plan`` where given (the scheme's transform and scheduling, made by
-        :meth:`.plan.SystemAnalysis.solve_plan` of this direction's analysis)."""
+        :meth:`.device_analysis.DeviceAnalysis.solve_plan` of this direction's analysis, or
+        on the host by :meth:`.plan.SystemAnalysis.solve_plan` of its
+        :attr:`~.device_analysis.DeviceAnalysis.host`)."""
         if isinstance(schedule, NaturalOrderSchedule):
             return NaturalPlan(self.device_system(task.transpose), task, schedule, target, self.loader)
-        return SptrsvPlan(self.analysis(task.transpose), task, schedule, target, self._crow.device,
-                          self.loader, solve_plan)
+        return SptrsvPlan(self.analysis(task.transpose), task, schedule, target, self.loader, solve_plan)
 
     def solve(self, values: torch.Tensor, b: torch.Tensor, unit_diagonal: bool, transpose: bool,
               schedule: Scheme | None = None) -> torch.Tensor:

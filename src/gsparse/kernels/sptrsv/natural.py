@@ -22,7 +22,7 @@ from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
 from .task import SptrsvTask
 
-__all__ = ["DeviceSystem", "NaturalPlan", "device_levels", "device_transpose", "entry_rows", "level_order"]
+__all__ = ["DeviceSystem", "NaturalPlan", "dag_levels", "device_levels", "device_transpose", "entry_rows", "level_order"]
 
 
 def entry_rows(crow: torch.Tensor, nnz: int) -> torch.Tensor:
@@ -39,9 +39,10 @@ def device_transpose(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tenso
     column's entries in row order, so ``A^T``'s rows come out sorted)."""
     n = crow.numel() - 1
     rows = entry_rows(crow, col.numel())
-    value_index = torch.sort(col, stable=True).indices
-    crow_t = torch.zeros(n + 1, dtype=torch.int64, device=crow.device)
-    torch.cumsum(torch.bincount(col, minlength=n), 0, out=crow_t[1:])
+    sorted_col, value_index = torch.sort(col, stable=True)
+    # Each row's offset is where its column starts among the sorted columns: a search, where
+    # a bincount would read its size back (a wait on a GPU).
+    crow_t = torch.searchsorted(sorted_col, torch.arange(n + 1, dtype=torch.int64, device=crow.device))
     return crow_t, rows[value_index], value_index
 
 
@@ -74,13 +75,29 @@ def device_levels(system: DeviceSystem, index_dtype: torch.dtype, target: Target
     """``[n]`` int32 level of each of the system's rows (matrix row order), on its device, from
     one launch of the levels kernel (``levels.cuh``); nothing is read back. The kernel's
     critical path is the system's longest dependency chain, one trip through L2 per row of it."""
-    device = system.crow.device
-    level = torch.full((system.n,), -1, dtype=torch.int32, device=device)
+    return _kernel_levels(system.crow, system.col, system.lower, index_dtype, target, loader)
+
+
+def dag_levels(ptr: torch.Tensor, deps: torch.Tensor, index_dtype: torch.dtype, target: Target,
+               loader: KernelLoader = RUNTIME_LOADER) -> torch.Tensor:
+    """``[m]`` int32 level of each node of a DAG whose node ``k`` depends on
+    ``deps[ptr[k]:ptr[k + 1]]`` (all ``< k``; :func:`.analysis.levels`' contract), on its
+    device, from one launch of the levels kernel: the DAG is the pattern of a lower
+    triangular system without its diagonal (a row graph in solve order, a merging scheme's
+    row groups). Nothing is read back."""
+    return _kernel_levels(ptr, deps, True, index_dtype, target, loader)
+
+
+def _kernel_levels(crow: torch.Tensor, col: torch.Tensor, lower: bool, index_dtype: torch.dtype, target: Target,
+                   loader: KernelLoader) -> torch.Tensor:
+    """One launch of the levels kernel on the triangular pattern ``(crow, col)``."""
+    device = crow.device
+    n = crow.numel() - 1
+    level = torch.full((n,), -1, dtype=torch.int32, device=device)
     tickets = torch.zeros(2, dtype=torch.int64, device=device)
-    code = levels_program(index_dtype, system.lower)
+    code = levels_program(index_dtype, lower)
     launch = code.prepare(LEVELS_KERNEL, device_index(device), target.sms, LEVELS_WARPS * 32, loader=loader,
-                          crow=system.crow.to(index_dtype), col=system.col.to(index_dtype), level=OPERAND,
-                          ticket=OPERAND, n=system.n)
+                          crow=crow.to(index_dtype), col=col.to(index_dtype), level=OPERAND, ticket=OPERAND, n=n)
     launch(level=level, ticket=tickets)
     return level
 

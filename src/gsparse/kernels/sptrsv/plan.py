@@ -2,13 +2,16 @@
 arrays and the scheme's schedule on the device, the kernel loaded, one launch per kernel
 partition.
 
-A factor is analysed once per direction (:class:`SystemAnalysis`: the system's CSR, its row
-graph in solve order, levels, and the selector's features, so that choosing a scheme is only
-the selector's forward pass); a transposed solve gets the CSR of ``A^T`` once,
-with the index of each of its entries among ``A``'s, so the kernel always walks rows. A
-plan (:class:`SptrsvPlan`) then runs the scheme's transform and scheduling
-(:func:`.scheduling.plan`) and lays the result out for the kernel (see ``solve.cuh``):
-each launch is one partition of ``alpha_level``, run in order on PyTorch's current stream.
+A factor is analysed once per direction: the system's CSR, its row graph in solve order,
+levels, and the selector's features, so that choosing a scheme is only the selector's
+forward pass; a transposed solve gets the CSR of ``A^T`` once, with the index of each of its
+entries among ``A``'s, so the kernel always walks rows. The solver does it on the factor's
+device (:class:`.device_analysis.DeviceAnalysis`); :func:`analyse` is the same in NumPy
+(:class:`SystemAnalysis`), the reference and the host scheduling's start. A plan
+(:class:`SptrsvPlan`) then runs the scheme's transform and scheduling (on the device,
+:func:`.device_prep.solve_plan`; ``ws_locality`` on the host, :func:`.scheduling.plan`)
+and lays the result out for the kernel (see ``solve.cuh``): each launch is one partition
+of ``alpha_level``, run in order on PyTorch's current stream.
 
 The persistent grid is one block per SM (``Target.sms``), which the GPU always holds at
 once (:func:`co_resident_blocks`): a warp spinning on a ready flag never waits for a block
@@ -21,7 +24,7 @@ them): two solves in flight at once on different streams would share the flags.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,22 +32,20 @@ import torch
 from ...target import Target
 from ..memory import allocate
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
-from .analysis import RowGraph, dependency_graph, levels, longest_chain, ranges, stable_order
+from .analysis import RowGraph, dependency_graph, levels, ranges, stable_order
 from .codegen import KERNEL, SENTINEL, CodeVariant, program
+from .device_prep import TorchSolvePlan
 from .features import matrix_features
 from .levelset import transposed_pattern
 from .schedule import SptrsvSchedule
 from .scheduling import SolvePlan, TransformCache, plan
 from .task import SptrsvTask
 
-__all__ = ["DEVICE_LEVELS_MAX_CHAIN", "EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks",
-           "stage_capacity"]
+if TYPE_CHECKING:
+    from .device_analysis import DeviceAnalysis
 
-# The levels kernel takes a chain one row at a time, a trip through L2 each, where the host's
-# levels take it in one NumPy pass. Measured on an H100 (banded factors, whose chain is every
-# row): the kernel 0.51 us a chain row (20K rows 10.4 ms, 100K 50.9 ms), the host 10.5 ms at
-# 20K and 20.6 ms at 100K: even near 20K rows, so longer chains go to the host.
-DEVICE_LEVELS_MAX_CHAIN = 16_384
+__all__ = ["EPOCHS", "SystemAnalysis", "SystemValues", "SptrsvPlan", "analyse", "co_resident_blocks", "stage_capacity"]
+
 # Solves between two clearings of the ready flags (the epochs 1..EPOCHS are a device array;
 # each solve passes a view of the next one).
 EPOCHS = 1024
@@ -53,13 +54,12 @@ EPOCHS = 1024
 # entries per warp.
 _STAGE_BLOCK_BYTES = 48 * 1024
 _STAGE_MAX_ENTRIES = 1024
-# The plans' arrays on the host, before they go to the device.
-_NUMPY_TYPES = {torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8}
 
 
 @dataclass(frozen=True, eq=False)
 class SystemAnalysis:
-    """The system of one solve direction, ``T = A`` or ``T = A^T``, analysed on the host.
+    """The system of one solve direction, ``T = A`` or ``T = A^T``, analysed on the host (the
+    NumPy reference of :class:`.device_analysis.DeviceAnalysis`).
 
     Attributes:
         lower: ``T`` is lower triangular.
@@ -98,16 +98,10 @@ class SystemAnalysis:
         return TransformCache(self.rows, self.row_level)
 
 
-def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool,
-            device_levels: Callable[[], np.ndarray] | None = None) -> SystemAnalysis:
+def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool) -> SystemAnalysis:
     """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) for the canonical
-    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper.
-
-    ``device_levels``, where given, returns the level of each of the system's rows (matrix
-    row order, the levels kernel's: :func:`.natural.device_levels`); it is called unless the
-    system has a chain of more than :data:`DEVICE_LEVELS_MAX_CHAIN` rows each depending on
-    the one before, which the host's levels take in one pass. Else the levels are the
-    host's (:func:`.analysis.levels`): the same values."""
+    triangular CSR ``(crow, col)`` of ``A``, ``lower`` or upper, analysed by NumPy, the
+    host's levels (:func:`.analysis.levels`) included."""
     crow = np.ascontiguousarray(crow, dtype=np.int64)
     col = np.ascontiguousarray(col, dtype=np.int64)
     value_index = None
@@ -115,10 +109,7 @@ def analyse(crow: np.ndarray, col: np.ndarray, lower: bool, transpose: bool,
         crow, col, value_index = transposed_pattern(crow, col)
         lower = not lower
     rows = dependency_graph(crow, col, lower)
-    if device_levels is not None and longest_chain(rows) <= DEVICE_LEVELS_MAX_CHAIN:
-        row_level = np.asarray(device_levels(), dtype=np.int64)[rows.order]
-    else:
-        row_level = levels(rows.ptr, rows.deps)
+    row_level = levels(rows.ptr, rows.deps)
     return SystemAnalysis(lower, crow, col, value_index, rows, row_level, matrix_features(rows, row_level))
 
 
@@ -172,6 +163,18 @@ def _schedule_arrays(solve: SolvePlan) -> dict[str, np.ndarray]:
     }
 
 
+def _kernel_arrays(solve: TorchSolvePlan | SolvePlan, device: torch.device) -> dict[str, torch.Tensor]:
+    """The arrays the kernel reads of ``solve`` (``solve.cuh``'s names; ``order``, the matrix
+    row of each position), as int64 or bool tensors on ``device``: a device plan's as they
+    are, a host plan's laid out by :func:`_schedule_arrays` and copied."""
+    arrays = {**(solve.arrays if isinstance(solve, TorchSolvePlan) else _schedule_arrays(solve)),
+              "order": solve.order, "group_start": solve.group_starts, "group_per_thread": solve.group_per_thread,
+              "row_flag": solve.row_flag}
+    if isinstance(solve, TorchSolvePlan):
+        return arrays
+    return {name: torch.from_numpy(np.ascontiguousarray(a)).to(device) for name, a in arrays.items()}
+
+
 class SystemValues:
     """``T``'s values from ``A``'s (canonical order): ``A``'s themselves, or for ``T = A^T``
     gathered through ``value_index`` once per values tensor and version (the tensor is kept,
@@ -198,21 +201,23 @@ class SptrsvPlan:
     contiguous) to get ``x``.
 
     Args:
-        analysis: the system (from :func:`analyse` for the task's direction).
+        analysis: the system, on the factor's device (:func:`.device_analysis.analyse_on_device`
+            for the task's direction): the arrays go there (a CPU device serves loaders that
+            never launch).
         task: the solve; its ``system_lower`` must be the analysis's orientation.
         schedule: the scheme (validated here).
         target: the GPU: SMs (the grid), resident warps (``alpha_level``'s unit).
-        device: where the arrays go (a CPU device serves loaders that never launch).
         loader: compiles and loads the kernel (a recorder in tests).
-        solve_plan: the scheme's transform and scheduling made already (by
-            :func:`.scheduling.plan` on this analysis and target, for this ``schedule``):
-            it does not depend on the task, so plans of several right-hand side counts can
-            share it. None: made here.
+        solve_plan: the scheme's transform and scheduling made already, on this analysis and
+            target for this ``schedule``: on the device
+            (:meth:`.device_analysis.DeviceAnalysis.solve_plan`) or on the host
+            (:func:`.scheduling.plan`, laid out here by :func:`_schedule_arrays` and
+            copied). It does not depend on the task, so plans of several right-hand side
+            counts can share it. None: made here, by the analysis.
     """
 
-    def __init__(self, analysis: SystemAnalysis, task: SptrsvTask, schedule: SptrsvSchedule,
-                 target: Target, device: torch.device, loader: KernelLoader = RUNTIME_LOADER,
-                 solve_plan: SolvePlan | None = None) -> None:
+    def __init__(self, analysis: DeviceAnalysis, task: SptrsvTask, schedule: SptrsvSchedule, target: Target,
+                 loader: KernelLoader = RUNTIME_LOADER, solve_plan: TorchSolvePlan | SolvePlan | None = None) -> None:
         schedule.validate()
         if task.system_lower != analysis.lower:
             raise ValueError(f"task {task} solves a {'lower' if task.system_lower else 'upper'} system, "
@@ -222,26 +227,24 @@ class SptrsvPlan:
                              f"not for {schedule} on {target.name}'s {target.sms}")
         self.task, self.schedule, self.target = task, schedule, target
         self.n = analysis.n
+        device = analysis.crow.device
         variant = CodeVariant.of(schedule)
         self._sentinel = SENTINEL[task.dtype] if schedule.ready_by_value else None
         self.solve_plan = solve_plan or analysis.solve_plan(schedule, target)
-        arrays = _schedule_arrays(self.solve_plan)
+        arrays = _kernel_arrays(self.solve_plan, device)
         index = task.index_dtype
 
-        def put(a: np.ndarray | None, dtype: torch.dtype = index) -> torch.Tensor | None:
-            # Converted by NumPy (faster than PyTorch's conversion, and a copy to a GPU
-            # converts on the host anyway).
-            return None if a is None else torch.from_numpy(np.ascontiguousarray(a, _NUMPY_TYPES[dtype])).to(device)
+        def put(name: str, dtype: torch.dtype = index) -> torch.Tensor:
+            return arrays[name].to(dtype)  # on the device: no host round trip
 
-        solve = self.solve_plan
         order = position = None
         if schedule.reorder:
-            order = solve.order
-            position = np.empty_like(order)
-            position[order] = np.arange(self.n, dtype=np.int64)
+            order = put("order")
+            position = torch.empty_like(order).scatter_(
+                0, arrays["order"], torch.arange(self.n, dtype=index, device=device))
         both_paths = variant.shared_rows and variant.per_thread_rows
-        self._parts = put(arrays["parts"])
-        self._system_values = SystemValues(put(analysis.value_index, torch.int64))
+        self._parts = put("parts")
+        self._system_values = SystemValues(analysis.value_index)
         self._flags = torch.zeros(self.n, dtype=torch.int32, device=device)
         self._epochs = torch.arange(1, EPOCHS + 1, dtype=torch.int32, device=device)
         self._solves = 0
@@ -254,12 +257,11 @@ class SptrsvPlan:
         code = program(task.algorithm, schedule)
         self._launch = code.prepare(
             KERNEL, device_index(device), grid, variant.threads, shared_bytes=shared_bytes, loader=loader,
-            crow=put(analysis.crow), col=put(analysis.col), order=put(order), position=put(position),
-            seg_warp=put(arrays["seg_warp"]), seg_start=put(arrays["seg_start"]),
-            node_ptr=put(arrays["node_ptr"]), slot_group=put(arrays["slot_group"]),
-            group_start=put(solve.group_starts),
-            group_per_thread=put(solve.group_per_thread, torch.uint8) if both_paths else None,
-            row_flag=put(solve.row_flag, torch.uint8) if schedule.sync_elimination else None,
+            crow=analysis.crow.to(index), col=analysis.col.to(index), order=order, position=position,
+            seg_warp=put("seg_warp"), seg_start=put("seg_start"), node_ptr=put("node_ptr"),
+            slot_group=put("slot_group"), group_start=put("group_start"),
+            group_per_thread=put("group_per_thread", torch.uint8) if both_paths else None,
+            row_flag=put("row_flag", torch.uint8) if schedule.sync_elimination else None,
             flags=self._flags, n=self.n, stage_capacity=capacity,
             val=OPERAND, b=OPERAND, x=OPERAND, epoch=OPERAND, part=OPERAND)
 
