@@ -100,3 +100,25 @@ def test_bad_chunks_are_refused():
         split_long_rows(crow, col, True, chunk=0)
     with pytest.raises(ValueError, match="split_above"):
         split_long_rows(crow, col, True, chunk=8, split_above=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("analysis", [True, False], ids=["analysed", "fast_start"])
+@pytest.mark.parametrize("lower, transpose", [(True, False), (True, True), (False, False), (False, True)])
+@pytest.mark.parametrize("k", [1, 16])
+def test_factors_with_long_rows_solve_through_their_split_systems_on_a_gpu(analysis, lower, transpose, k):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from .test_gpu import _check  # noqa: PLC0415 (the GPU tests' checks: poisoned x, residual, SciPy)
+
+    # Long rows in the solved system: a lower factor's for A, an upper one's long columns for A^T.
+    unit = k == 1
+    dtype = torch.float64 if lower else torch.float32
+    hubs = {2999: 2500, 1500: 1200, 2000: 1025, 2500: 1024}
+    system = _hub_factor(3000, hubs, seed=3, upper=lower == transpose, diagonal=not unit)
+    matrix = sp.csr_array(system.T) if transpose else system
+    solver = _check(matrix, lower, unit, transpose, k, dtype, analysis=analysis)
+    plans = solver._pattern.device_plans
+    assert plans.device_system(transpose).split is not None  # the long rows were split
+    power_law = triangular.generate("power_law", 60_000, 7, upper=not lower)
+    _check(power_law, lower, False, transpose, k, torch.float64, analysis=analysis)

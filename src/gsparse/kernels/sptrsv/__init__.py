@@ -37,6 +37,7 @@ from .plan import SptrsvPlan
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .scheduling import SolvePlan
 from .selector import SelectorSet, default_selectors
+from .split import size_bound
 from .task import SptrsvTask, index_dtype_for
 
 __all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "analysed_schedule",
@@ -138,7 +139,7 @@ class FactorPlans:
         GPU, in the factor's index type, on :attr:`target`; the host's on a CPU."""
         if not self._crow.is_cuda:
             return DagLevels(torch.int64, None, self.loader)
-        index_dtype = self.index_dtype or index_dtype_for(self.n, self.nnz)
+        index_dtype = self.index_dtype or self._index_dtype()
         return DagLevels(index_dtype, self.target or Target.of(self._crow.device), self.loader)
 
     def device_system(self, transpose: bool) -> DeviceSystem:
@@ -148,11 +149,15 @@ class FactorPlans:
             self._systems[transpose] = DeviceSystem(self._crow, self._col, self._lower, transpose)
         return self._systems[transpose]
 
+    def _index_dtype(self) -> torch.dtype:
+        """int32 unless the factor's systems, their long rows split (:mod:`.split`), need int64."""
+        return index_dtype_for(*size_bound(self.n, self.nnz))
+
     def task(self, dtype: torch.dtype, unit_diagonal: bool, transpose: bool, num_rhs: int,
              index_dtype: torch.dtype | None = None) -> SptrsvTask:
         """The task of a solve; indices ``index_dtype``, else :attr:`index_dtype`, else int32
         unless the factor's size needs int64."""
-        index_dtype = index_dtype or self.index_dtype or index_dtype_for(self.n, self.nnz)
+        index_dtype = index_dtype or self.index_dtype or self._index_dtype()
         return SptrsvTask(dtype=dtype, index_dtype=index_dtype,
                           lower=self._lower, unit_diagonal=unit_diagonal, transpose=transpose,
                           num_rhs=num_rhs)

@@ -87,6 +87,8 @@ class DeviceAnalysis:
         features: ``[10]`` the matrix features of :mod:`.features` (NumPy, on the host:
             the selector's input), NumPy's to the bit.
         dag_levels: the levels of the DAGs of merging schemes' row groups.
+        system: the system analysed (its values' gather and split rows: a plan's solves
+            go through them).
     """
 
     lower: bool
@@ -97,6 +99,7 @@ class DeviceAnalysis:
     row_level: torch.Tensor
     features: np.ndarray
     dag_levels: DagLevels
+    system: DeviceSystem
 
     @property
     def n(self) -> int:
@@ -143,4 +146,4 @@ def analyse_on_device(system: DeviceSystem, dag_levels: DagLevels) -> DeviceAnal
     rows = device_prep.dependency_graph(system.crow, system.col, system.lower)
     row_level = dag_levels.rows(rows)
     return DeviceAnalysis(system.lower, system.crow, system.col, system.value_index, rows, row_level,
-                          device_prep.matrix_features(rows, row_level), dag_levels)
+                          device_prep.matrix_features(rows, row_level), dag_levels, system)

@@ -20,6 +20,7 @@ from .codegen import (LEVELS_KERNEL, LEVELS_WARPS, NATURAL_KERNEL, SENTINEL, lev
                       natural_variant)
 from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
+from .split import CONSTANTS, split_long_rows
 from .task import SptrsvTask
 
 __all__ = ["DeviceSystem", "NaturalPlan", "dag_levels", "device_levels", "device_transpose", "entry_rows", "level_order"]
@@ -48,14 +49,25 @@ def device_transpose(crow: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tenso
 
 class DeviceSystem:
     """The system of one solve direction, ``T = A`` or ``A^T``, as device tensors (int64):
-    ``crow``, ``col``, ``value_index`` (None when ``T = A``) and ``lower``."""
+    ``crow``, ``col``, ``value_index`` (None when ``T = A``) and ``lower``; with its rows of
+    more than :data:`.split.SPLIT_ABOVE` entries split into partial rows (``split``, None
+    when none is: :mod:`.split`), ``value_index`` then indexes ``A``'s values followed by
+    :data:`.split.CONSTANTS`."""
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool, transpose: bool) -> None:
         self.value_index = None
         if transpose:
             crow, col, self.value_index = device_transpose(crow, col)
-        self.crow, self.col, self.lower = crow, col, lower != transpose
+        self.lower = lower != transpose
+        self.split = split_long_rows(crow, col, self.lower, self.value_index)
+        if self.split is not None:
+            crow, col, self.value_index = self.split.crow, self.split.col, self.split.value_index
+        self.crow, self.col = crow, col
         self._level_orders: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def system_values(self) -> SystemValues:
+        """What gathers ``T``'s values from ``A``'s, for a plan of this system."""
+        return SystemValues(self.value_index, CONSTANTS if self.split is not None else ())
 
     @property
     def n(self) -> int:
@@ -138,7 +150,8 @@ class NaturalPlan:
                              f"but the system is {'lower' if system.lower else 'upper'}")
         self.task, self.schedule, self.n = task, schedule, system.n
         self._sentinel = SENTINEL[task.dtype]
-        self._system_values = SystemValues(system.value_index)
+        self._system_values = system.system_values()
+        self._split = system.split
         device = system.crow.device
         # The next ticket and the warps done; the kernel's last warp zeroes both (natural.cuh).
         self._tickets = torch.zeros(2, dtype=torch.int64, device=device)
@@ -153,10 +166,13 @@ class NaturalPlan:
             val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND)
 
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values``."""
+        """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values`` (with
+        split rows, through the split system's right side and solution)."""
+        if self._split is not None:
+            b = self._split.spread(b)
         x = allocate(tuple(b.shape), b.dtype, b.device)
         if self.n == 0:
             return x
         x.view(torch.int64 if x.element_size() == 8 else torch.int32).fill_(self._sentinel)
         self._launch(val=self._system_values(values), b=b, x=x, ticket=self._tickets)
-        return x
+        return x if self._split is None else self._split.gather(x)

@@ -177,11 +177,13 @@ def _kernel_arrays(solve: TorchSolvePlan | SolvePlan, device: torch.device) -> d
 
 class SystemValues:
     """``T``'s values from ``A``'s (canonical order): ``A``'s themselves, or for ``T = A^T``
-    gathered through ``value_index`` once per values tensor and version (the tensor is kept,
-    so its storage cannot be reused by another while cached)."""
+    and split systems gathered through ``value_index`` from ``A``'s values followed by
+    ``constants``, once per values tensor and version (the tensor is kept, so its storage
+    cannot be reused by another while cached)."""
 
-    def __init__(self, value_index: torch.Tensor | None) -> None:
+    def __init__(self, value_index: torch.Tensor | None, constants: tuple[float, ...] = ()) -> None:
         self._value_index = value_index
+        self._constants = constants
         self._gathered: tuple[torch.Tensor, int, torch.Tensor] | None = None
 
     def __call__(self, values: torch.Tensor) -> torch.Tensor:
@@ -190,7 +192,11 @@ class SystemValues:
         cached = self._gathered
         if cached is not None and cached[0] is values and cached[1] == values._version:
             return cached[2]
-        gathered = values.index_select(0, self._value_index)
+        source = values
+        if self._constants:
+            # Filled on the values' device: no copy from the host per new values.
+            source = torch.cat([values, *(values.new_full((1,), c) for c in self._constants)])
+        gathered = source.index_select(0, self._value_index)
         self._gathered = (values, values._version, gathered)
         return gathered
 
@@ -244,7 +250,8 @@ class SptrsvPlan:
                 0, arrays["order"], torch.arange(self.n, dtype=index, device=device))
         both_paths = variant.shared_rows and variant.per_thread_rows
         self._parts = put("parts")
-        self._system_values = SystemValues(analysis.value_index)
+        self._system_values = analysis.system.system_values()
+        self._split = analysis.system.split
         self._flags = torch.zeros(self.n, dtype=torch.int32, device=device)
         self._epochs = torch.arange(1, EPOCHS + 1, dtype=torch.int32, device=device)
         self._solves = 0
@@ -271,7 +278,10 @@ class SptrsvPlan:
         return self.solve_plan.num_kernels
 
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values``."""
+        """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values`` (with
+        split rows, through the split system's right side and solution)."""
+        if self._split is not None:
+            b = self._split.spread(b)
         x = allocate(tuple(b.shape), b.dtype, b.device)
         if self.n == 0:
             return x
@@ -281,7 +291,7 @@ class SptrsvPlan:
         epoch = self._next_epoch()
         for p in range(self.num_launches):
             self._launch(val=val, b=b, x=x, epoch=epoch, part=self._parts[p])
-        return x
+        return x if self._split is None else self._split.gather(x)
 
     def _next_epoch(self) -> torch.Tensor:
         """A view of this solve's epoch; every :data:`EPOCHS` solves the flags are cleared

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["CHUNK", "SPLIT_ABOVE", "RowSplit", "split_long_rows"]
+__all__ = ["CHUNK", "CONSTANTS", "SPLIT_ABOVE", "RowSplit", "size_bound", "split_long_rows"]
 
 # The most off-diagonal entries of a partial row: at 16 right-hand sides 256 solved the
 # power-law factors 2x faster than 1,024 (at one right-hand side 1,024 was up to 19% faster).
@@ -64,6 +64,23 @@ class RowSplit:
     @property
     def nnz(self) -> int:
         return self.col.numel()
+
+    def spread(self, b: torch.Tensor) -> torch.Tensor:
+        """The new system's right side: ``b``'s rows at their new places, zeros elsewhere."""
+        out = torch.zeros((self.n, *b.shape[1:]), dtype=b.dtype, device=b.device)
+        return out.index_copy_(0, self.position, b)
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """The original system's solution: the original rows of the new system's ``x``."""
+        return x.index_select(0, self.position)
+
+
+def size_bound(n: int, nnz: int) -> tuple[int, int]:
+    """The most rows and entries the system of ``n`` rows and ``nnz`` entries can have once
+    split (what its index type must hold): a split row of ``e > SPLIT_ABOVE`` off-diagonal
+    entries gets ``ceil(e / CHUNK) < e / 200`` partial rows, each two more entries."""
+    extra = nnz // 200 + 1
+    return n + extra, nnz + 2 * extra
 
 
 def split_long_rows(crow: torch.Tensor, col: torch.Tensor, lower: bool, value_index: torch.Tensor | None = None,
