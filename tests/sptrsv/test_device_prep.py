@@ -86,8 +86,10 @@ def test_the_torch_analysis_is_numpys(family, lower):
         level = levels(expected.ptr, expected.deps)
         features = device_prep.matrix_features(got, torch.from_numpy(level))
         assert features.dtype == np.float64
-        assert features.tobytes() == matrix_features(expected, level).tobytes(), (features,
-                                                                                 matrix_features(expected, level))
+        want = matrix_features(expected, level)
+        # The counts' moments to the bit; dep_dist, a float sum in another order, to rounding.
+        assert features[:9].tobytes() == want[:9].tobytes(), (features, want)
+        np.testing.assert_allclose(features[9], want[9], rtol=1e-13, atol=0)
 
 
 @pytest.mark.parametrize("lower", [True, False], ids=["lower", "upper"])

@@ -85,7 +85,8 @@ class DeviceAnalysis:
             entries; None when ``T = A``.
         rows: ``T``'s row graph in solve order; ``row_level`` its levels (int64).
         features: ``[10]`` the matrix features of :mod:`.features` (NumPy, on the host:
-            the selector's input), NumPy's to the bit.
+            the selector's input), NumPy's to rounding (``dep_dist``'s sum) and to the bit
+            otherwise.
         dag_levels: the levels of the DAGs of merging schemes' row groups.
         system: the system analysed (its values' gather and split rows: a plan's solves
             go through them).
