@@ -32,6 +32,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from gsparse.bench.sptrsv_selector import (
     EPOCHS,
@@ -46,6 +47,7 @@ from gsparse.bench.sptrsv_selector import (
 from gsparse.bench.sptrsv_sweep import read_records
 from gsparse.datasets import triangular
 from gsparse.kernels.sptrsv.features import matrix_features
+from gsparse.kernels.sptrsv.natural import DeviceSystem
 from gsparse.kernels.sptrsv.plan import analyse
 from gsparse.kernels.sptrsv.selector import SelectorSet
 
@@ -62,7 +64,9 @@ def _selection_ms(selectors: SelectorSet, family: str, rows: int, seed: int, k: 
     """``(features ms, features + selection ms, features' largest relative difference from
     the recorded ones)``, medians of ``repeats``."""
     matrix = triangular.generate(family, rows, seed)
-    system = analyse(matrix.indptr, matrix.indices, True, False)
+    # The system the solver analyses: its long rows split (the sweep's features are of it).
+    split = DeviceSystem(*(torch.from_numpy(a.astype(np.int64)) for a in (matrix.indptr, matrix.indices)), True, False)
+    system = analyse(split.crow.numpy(), split.col.numpy(), True, False)
     features_ms, total_ms = [], []
     for _ in range(repeats):
         start = time.perf_counter()
