@@ -6,9 +6,7 @@ for ``ready_by_value``, which is on (valid for every task: float32 and float64 h
 sentinel), so its choices can be compared with the tuner's records; all of them lie in the
 selector's space (:func:`.space.selection_space`).
 
-The evidence is the H100 sweep of six 500K-row families
-(``docs/results/sptrsv/h100-2026-11-25-sweep-500k.jsonl.gz``): the rule gives each factor
-the best scheme measured there (with ``ready_by_value`` added where it was not measured).
+The evidence is the H100 sweep of 12 families of 2026-11-28 (:func:`default_schedule`).
 """
 
 from __future__ import annotations
@@ -26,69 +24,38 @@ from .task import SptrsvTask
 __all__ = ["analysed_schedule", "default_schedule", "natural_schedule"]
 
 _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
-# Rows averaging at least this many entries are shared by a whole warp; at least
-# _SUBWARP_ROW_NNZ by an 8-lane subwarp; shorter ones go a row per thread.
-_WARP_ROW_NNZ = 16
-_SUBWARP_ROW_NNZ = 4
-# Row lengths whose standard deviation exceeds this times their mean have a heavy tail
-# (power-law and R-MAT factors: 12 and 8, with rows of 10^4 entries; meshes, roads and
-# bands stay under 0.3): a warp shares every row, so the long ones get 32 lanes.
-_SKEWED_ROW_COV = 1.0
-# Neighbouring rows are independent enough to be merged four at a time below this
-# dep_dist (power-law, R-MAT: 0); meshes (0.99) would chain a level into each group.
-_INDEPENDENT_DEP_DIST = 0.5
-# Up to this many levels, each level is a kernel of its own (level-set: no flags at all).
-_FEW_LEVELS = 32
-# Fewer rows per level than this is a chain: one row group after another.
+
+# Fewer rows per level than this is a chain (a banded factor): one row after another.
 _CHAIN_ROWS_PER_LEVEL = 2
 
 
 def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> SptrsvSchedule:
-    """The scheme used when none is given, from the 10 features of :mod:`.features`.
+    """The scheme used when none is given (and none is selected), from the features of
+    :mod:`.features` and the task:
 
-    - Rows: a warp shares each row (``ng`` 1, ``sw_rnnz`` 0) when rows average 16 entries
-      or more, or when their lengths are heavy-tailed (``rnnz_cov`` at least 1); an 8-lane
-      subwarp (``ng`` 4, row groups averaging at most 2 entries per row go a row per
-      thread) from 4 entries, or whenever there are several right-hand sides (the lanes
-      then span right-hand sides); below that a thread per row group (``ng`` 32).
-    - Warps: 32 per block when the levels hold enough work to give every SM 4 warps at a
-      time, counting a warp's work as one shared row, or 32 rows solved a row per thread;
-      else 4 (fewer warps spin on their dependencies). Laplacian3d's ~2,000-row levels fill
-      only 64 thread-per-row warps: 4 per block ran 1.9x faster than 32 in the sweep.
-    - Transform: rows alone, except chains (under 2 rows per level), whose rows are merged
-      32 at a time (a subwarp solves them in order without waiting between them), and
-      warp-shared rows whose neighbours are independent (``dep_dist`` under 0.5), merged 4
-      at a time (one warp's node group carries 4 short rows: 1.6x to 1.8x on power-law and
-      R-MAT; on a mesh, whose neighbours depend on each other, the same merge was 280x slower).
-    - Kernels: one per level up to 32 levels (no waiting, no flags); else a level with more
-      node groups than twice the GPU's resident warps is a kernel of its own (it needs no
-      waiting then, and its launch is small next to it) and the others share one.
-    - Readiness: rows signal it by their values (``ready_by_value``), not by flags: it
-      halved the latency-bound factors in the sweep (laplacian2d 5.2 -> 2.4 ms).
+    - a chain (under 2 rows per level: banded factors) with one right-hand side: a thread
+      per row over 4 warps per block, a kernel per two resident waves of levels
+      (``nw4.ng32.swinf``, ``alpha_level`` 2);
+    - everything else: a warp per row over 32 warps per block, every level in one kernel
+      (``nw32.ng1.sw0``, ``alpha_level`` ∞), rows not merged.
+
+    Values are the ready signals (``ready_by_value``) throughout. The evidence is the H100
+    sweep of 2026-11-28 (``docs/results/sptrsv/h100-2026-11-28-selector-sweep.jsonl.gz``:
+    96 factors of 12 families, 50K-300K rows, each family's systems with their long rows
+    split): the warp scheme's geometric mean over each family's best measured scheme was
+    1.00-1.23 at one right-hand side (banded 2.30, where the thread scheme's is 1.01) and
+    1.00-1.10 at 16. The rule it replaced (a subwarp or a thread per row on short rows,
+    merged rows on power-law graphs, fitted to the 500K-row sweep of 2026-11-25 with the
+    kernels of then) was 1.07-2.90 at one and 1.53-4.47 at 16 on the same factors.
     """
-    rows, rnnz, depth = features[_F["m"]], features[_F["rnnz"]], max(features[_F["layer_num"]], 1.0)
-    skewed = features[_F["rnnz_cov"]] >= _SKEWED_ROW_COV
-    if rnnz >= _WARP_ROW_NNZ or skewed:
-        subwarps, sw_rnnz = 1, 0
-    elif rnnz >= _SUBWARP_ROW_NNZ or task.num_rhs > 1:
-        subwarps, sw_rnnz = 4, 2
-    else:
-        subwarps, sw_rnnz = 32, math.inf
-    rows_per_level = rows / depth
-    if rows_per_level < _CHAIN_ROWS_PER_LEVEL:
-        merge_rows = 32
-    elif subwarps == 1 and features[_F["dep_dist"]] < _INDEPENDENT_DEP_DIST:
-        merge_rows = 4
-    else:
-        merge_rows = 1
-    warp_work_per_level = rows_per_level / (32 if sw_rnnz == math.inf else 1)
-    return SptrsvSchedule(
-        warps_per_block=32 if warp_work_per_level >= 4 * target.sms else 4,
-        subwarps=subwarps, sw_rnnz=sw_rnnz, ready_by_value=True,
-        merge="merge_fixed", merge_rows=merge_rows, merge_thresh=0, reorder=False,
-        grouping="rg_sequential", warp_schedule="ws_rr",
-        alpha_level=0 if depth <= _FEW_LEVELS else 2,
-    ).validate()
+    rows, depth = features[_F["m"]], max(features[_F["layer_num"]], 1.0)
+    if rows / depth < _CHAIN_ROWS_PER_LEVEL and task.num_rhs == 1:
+        return SptrsvSchedule(warps_per_block=4, subwarps=32, sw_rnnz=math.inf, ready_by_value=True,
+                              merge="merge_fixed", merge_rows=1, merge_thresh=0, reorder=False,
+                              grouping="rg_sequential", warp_schedule="ws_rr", alpha_level=2).validate()
+    return SptrsvSchedule(warps_per_block=32, subwarps=1, sw_rnnz=0, ready_by_value=True,
+                          merge="merge_fixed", merge_rows=1, merge_thresh=0, reorder=False,
+                          grouping="rg_sequential", warp_schedule="ws_rr", alpha_level=math.inf).validate()
 
 
 def analysed_schedule(features: np.ndarray, task: SptrsvTask, target: Target,
@@ -119,9 +86,13 @@ def natural_serves(n: int, nnz: int, task: SptrsvTask) -> bool:
     return task.num_rhs == 1 or not _short_rows(n, nnz)
 
 
+# Rows averaging fewer entries than this are short (meshes, roads, bands).
+_SHORT_ROW_NNZ = 4
+
+
 def _short_rows(n: int, nnz: int) -> bool:
-    """Rows averaging under :data:`_SUBWARP_ROW_NNZ` entries (meshes, roads, bands)."""
-    return bool(n) and nnz / n < _SUBWARP_ROW_NNZ
+    """Rows averaging under :data:`_SHORT_ROW_NNZ` entries (meshes, roads, bands)."""
+    return bool(n) and nnz / n < _SHORT_ROW_NNZ
 
 
 # The fast start's two schemes, which :func:`natural_schedule` chooses between (``gsparse

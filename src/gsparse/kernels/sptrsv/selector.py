@@ -47,8 +47,10 @@ SHIPPED = "selector-h100.pt"
 """The file name of the selector set shipped in this package (absent until trained)."""
 SELECTOR_ENV = "GSPARSE_SPTRSV_SELECTOR"
 """The environment variable naming the selector file the analysed default uses (``off``: none)."""
-# A selector answers for factors of up to this factor fewer or more rows than its training's.
-ROWS_SLACK = 2.0
+# A selector answers only for factors within its training's rows (no slack): trained on 50K-300K
+# rows, the shipped set picked an 8-lane subwarp for a 500K-row laplacian3d at 16 right-hand
+# sides, 2.4x the warp scheme the hand rule runs there (H100, 2026-11-28).
+ROWS_SLACK = 1.0
 SATISFACTORY = 0.85  # a scheme is satisfactory when its performance is >= 85% of the best
 HIDDEN = 32
 _COUNT_COLUMNS = [FEATURE_NAMES.index(name) for name in COUNT_FEATURES]
