@@ -35,7 +35,6 @@ import math
 import statistics
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +52,7 @@ from gsparse.kernels.sptrsv.default import analysed_schedule
 from gsparse.kernels.sptrsv.plan import _schedule_arrays
 from gsparse.kernels.sptrsv.selector import default_selectors
 from gsparse.target import H100, Target
+from gsparse.testing import device_waits
 
 STAGES = ("graph", "chain", "levels", "features", "plan", "arrays", "put")
 
@@ -77,16 +77,7 @@ def _median_ms(fn, repeats: int, device: torch.device):
 
 def _device_reads(fn, device: torch.device) -> int | str:
     """Times ``fn()`` waits for the device (CUDA's sync debug mode warns at each), "-" on a CPU."""
-    if device.type != "cuda":
-        return "-"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            fn()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return len(device_waits(fn)) if device.type == "cuda" else "-"
 
 
 def _in_scope(schedule):

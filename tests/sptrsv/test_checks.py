@@ -8,7 +8,6 @@ row, as factor_checks.cu reads them) in place of the launch; on a GPU, the kerne
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from gsparse import TriangularSolver
 from gsparse._triangular import read_factor
 from gsparse.kernels.sptrsv import checks
 from gsparse.runtime import compile_cuda
+from gsparse.testing import device_waits
 
 from cuda_path import HostReads, cuda_path_on_cpu
 from kernels.support import assert_no_spills, needs_nvrtc
@@ -320,13 +320,5 @@ def test_on_a_gpu_a_solvers_construction_waits_for_the_device_once():
     crow, col, values, _, _ = CASES["valid lower"]
     A = (torch.from_numpy(crow).cuda(), torch.from_numpy(col).cuda(), torch.from_numpy(values).cuda(), (5, 5))
     TriangularSolver(A)  # the check kernel loaded
-    previous = torch.cuda.get_sync_debug_mode()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            TriangularSolver(A)
-        finally:
-            torch.cuda.set_sync_debug_mode(previous)
-    syncs = [w for w in caught if "synchronizing" in str(w.message)]
-    assert 1 <= len(syncs) <= 2, [str(w.message) for w in syncs]
+    syncs = device_waits(lambda: TriangularSolver(A))
+    assert 1 <= len(syncs) <= 2, syncs

@@ -11,7 +11,6 @@ preparation's reads of the host."""
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -29,6 +28,7 @@ from gsparse.kernels.sptrsv.device_analysis import DagLevels, DeviceAnalysis
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
 from gsparse.kernels.sptrsv.scheduling import plan
 from gsparse.target import H100, Target
+from gsparse.testing import device_waits
 
 from .loader import RecordingLoader
 
@@ -283,14 +283,7 @@ READS = {"default": 4 + 3, "reorder": 4 + 3, "balance": 4 + 5, "merge_fixed": 4 
 def _reads(fn) -> int:
     """Times ``fn()`` waits for the GPU, as CUDA's sync debug mode counts them."""
     torch.cuda.synchronize()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            fn()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return len(device_waits(fn))
 
 
 @pytest.mark.gpu
