@@ -18,8 +18,9 @@ The solver writes ``b`` into the rows of the original rows of a zeroed ``[n', k]
 and reads ``x`` back from them; the partial rows' values are ``T``'s own (no copy per new
 values), their diagonal and coupling entries the constants 1 and -1.
 
-Measured on an H100 (docs/performance.md, "long rows split"): power-law factors with rows of
-26,000-32,000 entries went from 0.39-0.48x cuSPARSE to 3.7-3.8x at 16 right-hand sides.
+Measured on an H100 (docs/performance.md, "long rows split"), power-law factors with rows of
+26,000-32,000 entries at 16 right-hand sides: 0.39-0.48x cuSPARSE unsplit, 1.8-2.3x with the
+thresholds below, 3.7-3.8x in a probe that split every row over :data:`CHUNK`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ __all__ = ["CHUNK", "CONSTANTS", "SPLIT_ABOVE", "RowSplit", "size_bound", "split
 # The most off-diagonal entries of a partial row: at 16 right-hand sides 256 solved the
 # power-law factors 2x faster than 1,024 (at one right-hand side 1,024 was up to 19% faster).
 CHUNK = 256
-# Rows with more off-diagonal entries than this are split. Below it a row costs a warp a
-# few iterations of its entry loop, and each split adds a step to the row's dependency chain.
+# Rows with more off-diagonal entries than this are split: each split adds a step to the row's
+# dependency chain, so only hubs are. A probe that split every row over CHUNK solved the two
+# hub factors above 1.6-2.1x faster than this threshold does; it was not tried on the other
+# families.
 SPLIT_ABOVE = 4 * CHUNK
 # The values the partial rows add, after T's own in the gathered value array.
 CONSTANTS = (1.0, -1.0)
