@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from gsparse.bench import sptrsv as bench
 from gsparse.datasets import triangular
+from gsparse.datasets.real import real_graph
 
 
 def test_gflops_counts_two_flops_per_entry_and_one_per_row_and_rhs():
@@ -21,6 +24,18 @@ def test_matrix_specs_name_a_family_size_and_seed():
     assert name == "road:400" and matrix.shape == triangular.generate("road", 400, 3).shape
     with pytest.raises(ValueError, match="family must be one of"):
         bench.load_matrix("nope:100")
+
+
+def test_a_real_graphs_name_is_the_lower_triangle_of_its_symmetrised_adjacency():
+    name, matrix = bench.load_matrix("cora")
+    edges = real_graph("cora").edge_index.numpy()
+    n = 2708
+    adjacency = sp.coo_array((np.ones(edges.shape[1]), (edges[0], edges[1])), shape=(n, n)).tocsr()
+    expected = sp.tril(((adjacency + adjacency.T) != 0).astype(np.float64), k=-1)
+    assert name == "cora" and matrix.shape == (n, n)
+    assert (sp.tril(matrix, k=-1) != 0).astype(np.float64).sum() == expected.sum()
+    assert (abs((sp.tril(matrix, k=-1) != 0).astype(np.float64) - expected)).sum() == 0
+    assert (matrix.diagonal() != 0).all()
 
 
 def test_a_cpu_run_checks_and_times_every_baseline_it_can():

@@ -4,6 +4,7 @@ edge-case factors, int64 indices, transposed values, plan reuse, and the hand ru
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -373,6 +374,21 @@ def test_the_hand_rule_runs_chains_a_thread_per_row_at_one_right_hand_side_and_r
         rows = default_schedule(mesh, task, H100)
         assert (rows.warps_per_block, rows.subwarps, rows.sw_rnnz, rows.merge_rows, rows.alpha_level) == \
             (32, 1, 0, 1, math.inf) and rows.ready_by_value
+
+
+def test_the_hand_rule_runs_wide_levels_four_rows_a_warp():
+    """From 1.5 rows a level per resident warp (132 SMs x 32 warps on an H100) on, 8-thread
+    subwarps share rows four to a warp; below it a warp takes each row."""
+    task = SptrsvTask(torch.float64, torch.int32, True, False, False, 1)
+    wide = 1.5 * H100.sms * 32
+    for rows_per_level, subwarps in ((wide, 4), (wide * 0.99, 1), (wide * 10, 4)):
+        scheme = default_schedule(_features(m=rows_per_level * 500, rnnz=3.9, layer_num=500, dep_dist=0.99),
+                                  task, H100)
+        assert scheme.subwarps == subwarps and scheme.warps_per_block == 32 and scheme.alpha_level == math.inf
+    wide_scheme = default_schedule(_features(m=wide * 500, layer_num=500), task, H100)
+    assert (wide_scheme.sw_rnnz, wide_scheme.merge_rows) == (2, 1)
+    fewer_sms = dataclasses.replace(H100, sms=66)  # the same factor is wide on half the warps
+    assert default_schedule(_features(m=wide * 0.6 * 500, layer_num=500), task, fewer_sms).subwarps == 4
 
 
 def test_dense_system_helper_agrees_with_the_expected_solution():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -132,7 +133,7 @@ def test_selector_errors(tmp_path):
         model.select(features[0, :9])
     other = tmp_path / "other.pt"
     torch.save({"format": "something/1"}, other)
-    with pytest.raises(ValueError, match=r"other.pt is not a gsparse-sptrsv-selector/2 file \(found 'something/1'\)"):
+    with pytest.raises(ValueError, match=r"other.pt is not a gsparse-sptrsv-selector/3 file \(found 'something/1'\)"):
         selector.SchemeSelector.load(other)
 
 
@@ -192,8 +193,36 @@ def test_a_set_picks_the_nearest_right_hand_sides_and_declines_other_gpus_and_si
     assert alone.sms is None and alone.select(f, 16, 108) == SCHEMES[0]
     with pytest.raises(ValueError, match=r"selectors must be one or more, each for its own num_rhs, got num_rhs \[1, 1\]"):
         selector.SelectorSet([one, one])
-    with pytest.raises(ValueError, match="is not a gsparse-sptrsv-selectors/1 file"):
+    with pytest.raises(ValueError, match="is not a gsparse-sptrsv-selectors/2 file"):
         selector.SelectorSet.load(single)
+
+
+def test_worst_ratios_are_each_schemes_greatest_time_over_its_factors_best():
+    inf, nan = math.inf, math.nan
+    times = np.array([[1.0, 2.0, inf, nan],
+                      [4.0, 1.0, 1.0, nan],
+                      [3.0, nan, 1.5, nan]])
+    # Row bests 1, 1, 1.5; a failure (inf) is the worst there is; never measured (nan) does not count.
+    assert selector.worst_ratios(times).tolist() == [4.0, 2.0, inf, inf]
+
+
+def test_a_set_declines_a_pick_that_was_far_off_the_best_on_a_training_factor():
+    """The selector's top score goes to a scheme that won on most training factors but was
+    5x off on one: the set does not answer (the analysed default then runs the hand rule),
+    while a scheme never worse than 3x is trusted."""
+    features, _ = _task(60, 6)
+    features[:, 0] = np.geomspace(1e3, 1e5, len(features))
+    times = np.full((len(features), len(SCHEMES)), 2.0)
+    times[:, 0] = 1.0
+    times[-1, 0] = 5 * 2.0  # scheme 0 is 5x the best on the last factor
+    model = selector.train(features, times, SCHEMES, epochs=150, seed=0)
+    assert model.worst[0] == 5.0 and not model.trusts(SCHEMES[0]) and model.trusts(SCHEMES[1])
+    f = features[10]
+    assert model.select(f) == SCHEMES[0]
+    assert selector.SelectorSet([model]).select(f, 1) is None
+    times[-1, 0] = 2.0 * 2.9  # 2.9x: trusted
+    trusted = selector.train(features, times, SCHEMES, epochs=150, seed=0)
+    assert selector.SelectorSet([trusted]).select(f, 1) == SCHEMES[0]
 
 
 def test_the_default_selectors_come_from_the_environment_else_the_shipped_file(tmp_path, monkeypatch):

@@ -53,6 +53,13 @@ def _records(seed: int = 0, per_family: int = 6, ks=(1, 16)) -> list[dict]:
     return records
 
 
+@pytest.fixture(autouse=True)
+def _rule_is_the_loser(monkeypatch):
+    """The synthetic sweep's hand rule: the scheme that is 1.5x off (dep_dist is the last
+    feature), in place of gsparse's rule, whose schemes the synthetic sweep does not favour."""
+    monkeypatch.setattr(report, "hand_rule", lambda features, k, sms: INDEPENDENT if features[-1] > 0.5 else CHAINED)
+
+
 def test_the_table_has_times_inf_for_what_failed_or_was_pruned_and_nan_for_what_was_never_reached():
     records = _records(per_family=1, ks=(1,))
     records[0]["schemes"][3] = {"schedule": SPACE[3].to_json(), "status": "wrong", "error": "x"}
@@ -83,6 +90,16 @@ def test_held_out_families_are_never_trained_on_and_the_selector_generalises(mon
     summary = report.summarize(judged)
     assert summary["mlp_within_10"] == 1.0 and summary["rule_within_10"] == 0.0 and summary["rule_within_25"] == 0.0
     assert summary["rule_worst"] == 1.5
+
+
+def test_a_pick_the_selector_does_not_trust_is_judged_as_the_hand_rules_scheme():
+    records = _records()
+    table = report.scheme_table(records, 1)
+    selector = report.fit(table.of_families(["grid", "star"], inside=False))
+    selector.worst.fill_(math.inf)  # nothing trusted: every choice is the hand rule's
+    judged = report.judge(selector, table.of_families(["grid", "star"]))
+    assert judged and all(not j.trusted and j.ratio == j.default_ratio == 1.5 for j in judged)
+    assert all(j.pick in (CHAINED, INDEPENDENT) and j.pick != j.best for j in judged)
 
 
 def test_shares_worst_and_geomean_of_hand_made_judgements():

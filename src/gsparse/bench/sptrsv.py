@@ -68,6 +68,7 @@ import torch
 
 from ..backends.cpu import unchecked_csr
 from ..datasets import triangular
+from ..datasets.real import REAL_GRAPHS, real_graph
 from ..kernels.schedule import schedule_from_json
 from ..kernels.source import RUNTIME_LOADER
 from ..kernels.sptrsv import FactorPlans
@@ -106,12 +107,16 @@ def gflops(n: int, nnz: int, k: int, ms: float) -> float:
 
 def load_matrix(spec: str) -> tuple[str, Any]:
     """``(name, lower factor)`` for ``FAMILY[:ROWS[:SEED]]`` (a family of
-    :data:`gsparse.datasets.triangular.FAMILIES`, 1M rows and seed 0 by default) or a
-    ``.npz`` file of a square SciPy sparse matrix (its lower triangle, as a factor)."""
+    :data:`gsparse.datasets.triangular.FAMILIES`, 1M rows and seed 0 by default), the name
+    of a real graph shipped with gsparse (:data:`gsparse.datasets.real.REAL_GRAPHS`: the
+    lower triangle of its symmetrised adjacency, as a factor) or a ``.npz`` file of a square
+    SciPy sparse matrix (its lower triangle, likewise)."""
     import scipy.sparse as sp
 
     if spec.endswith(".npz"):
         return Path(spec).stem, triangular.graph_lower(sp.load_npz(spec))
+    if spec in REAL_GRAPHS:
+        return spec, triangular.graph_lower(real_graph(spec).graph)
     family, *rest = spec.split(":")
     rows = int(rest[0]) if rest else 1_000_000
     seed = int(rest[1]) if len(rest) > 1 else 0
@@ -375,7 +380,8 @@ def _environment(device: torch.device) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--matrices", default=_DEFAULT_MATRICES,
-                        help="comma-separated FAMILY[:ROWS[:SEED]] or .npz files (default: every family at 1M rows)")
+                        help="comma-separated FAMILY[:ROWS[:SEED]], real graphs (cora, citeseer, pubmed_cites) or .npz "
+                             "files (default: every family at 1M rows)")
     parser.add_argument("--rhs", default="1,16", help="comma-separated numbers of right-hand sides")
     parser.add_argument("--dtypes", default="float64,float32")
     parser.add_argument("--transpose", action="store_true", help="solve with L^T")

@@ -7,11 +7,16 @@ measured ``ok`` (or sharing a measured scheme's plan) has its median time; a wro
 skipped (too many launches) or pruned one has ``inf`` (the sweep prunes only schemes more
 than ``--prune`` times the best); one a truncated record never reached has ``nan``, and
 truncated records are left out unless asked for. The best of a factor is its least time.
+The hand rule's time is that of the scheme the rule of this code
+(:func:`~gsparse.kernels.sptrsv.default.default_schedule`) picks from the recorded
+features, for the GPU's SM count.
 
 :func:`judge` trains a selector (:func:`~gsparse.kernels.sptrsv.selector.train`, seeded,
 deterministic) on the factors of some families and judges it on the factors of others: for
-each, the time of its pick over the best (``inf`` where the pick was not measured ``ok``:
-a miss), next to the hand rule's scheme over the best. :func:`held_out` does that for one
+each, the time of its choice over the best (``inf`` where it was not measured ``ok``: a
+miss), next to the hand rule's scheme over the best. The choice is what the analysed
+default runs: the MLP's pick where the selector trusts it
+(:meth:`~gsparse.kernels.sptrsv.selector.SchemeSelector.trusts`), else the hand rule's. :func:`held_out` does that for one
 split of the families, :func:`leave_one_family_out` for every family in turn, and
 :func:`train_set` fits one selector per ``k`` on everything, for
 :meth:`~gsparse.kernels.sptrsv.selector.SelectorSet.save`.
@@ -20,17 +25,22 @@ split of the families, :func:`leave_one_family_out` for every family in turn, an
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
+from ..kernels.sptrsv.default import default_schedule
 from ..kernels.sptrsv.features import FEATURE_NAMES
 from ..kernels.sptrsv.schedule import SptrsvSchedule
 from ..kernels.sptrsv.selector import SchemeSelector, SelectorSet, train
 from ..kernels.sptrsv.space import selection_space
+from ..kernels.sptrsv.task import SptrsvTask
+from ..target import H100
 
 __all__ = ["SchemeTable", "Judgement", "scheme_table", "judge", "held_out", "leave_one_family_out", "train_set",
            "summarize", "markdown_table"]
@@ -52,8 +62,8 @@ class SchemeTable:
         features: ``[B, 10]``.
         times: ``[B, S]`` milliseconds; ``inf``: wrong, failed, skipped or pruned; ``nan``:
             never reached.
-        default: ``[B]`` the hand rule's time (``nan`` where it is not a column or was not
-            measured).
+        default: ``[B]`` the hand rule's time (``nan`` where its scheme is not a column or was
+            not measured).
         sms: ``B`` SM counts of the GPUs measured on.
     """
 
@@ -109,7 +119,8 @@ def scheme_table(records: Sequence[dict[str, Any]], k: int, schemes: Sequence[Sp
             continue
         chosen.append(i)
         rows.append(times)
-        j = column.get(record["default"])
+        features = np.array([record["features"][f] for f in FEATURE_NAMES], dtype=np.float64)
+        j = column.get(hand_rule(features, k, record.get("sms")).to_json())
         defaults.append(times[j] if j is not None else np.nan)
     return SchemeTable(
         k=k, schemes=schemes, records=tuple(chosen), names=tuple(records[i]["matrix"] for i in chosen),
@@ -120,10 +131,19 @@ def scheme_table(records: Sequence[dict[str, Any]], k: int, schemes: Sequence[Sp
         default=np.array(defaults, dtype=np.float64), sms=tuple(records[i].get("sms") for i in chosen))
 
 
+def hand_rule(features: np.ndarray, k: int, sms: int | None) -> SptrsvSchedule:
+    """The hand rule's scheme for a factor's features at ``k`` right-hand sides (float64) on
+    an H100 of ``sms`` SMs (all of them: None)."""
+    target = H100 if sms is None else dataclasses.replace(H100, sms=int(sms))
+    return default_schedule(features, SptrsvTask(torch.float64, torch.int32, True, False, False, k), target)
+
+
 @dataclass(frozen=True)
 class Judgement:
-    """One held-out factor: the pick's time over the best (``inf``: the pick was not
-    measured ``ok``), the hand rule's (``nan``: its scheme was not measured)."""
+    """One held-out factor: the choice's time over the best (``inf``: it was not measured
+    ``ok``), the hand rule's (``nan``: its scheme was not measured); ``trusted``: whether
+    the choice is the MLP's pick (else the selector did not trust its pick, and the choice
+    is the hand rule's)."""
 
     record: int
     name: str
@@ -133,6 +153,7 @@ class Judgement:
     best: SptrsvSchedule
     ratio: float
     default_ratio: float
+    trusted: bool = True
 
 
 def fit(table: SchemeTable, *, epochs: int = EPOCHS, seed: int = SEED) -> SchemeSelector:
@@ -143,20 +164,26 @@ def fit(table: SchemeTable, *, epochs: int = EPOCHS, seed: int = SEED) -> Scheme
 
 
 def judge(selector: SchemeSelector, table: SchemeTable) -> list[Judgement]:
-    """``selector``'s pick on each row of ``table`` against the row's best."""
+    """The analysed default's choice on each row of ``table`` against the row's best: the
+    selector's pick where it trusts it, else the hand rule's."""
     if tuple(selector.schemes) != table.schemes:
         raise ValueError("the selector chooses from another scheme space than the table's columns")
     out = []
     best = table.best
     scores = selector.scores(table.features).reshape(len(table.names), -1).numpy() if len(table.names) else []
+    column = {s: j for j, s in enumerate(table.schemes)}
     for i in range(len(table.names)):
-        pick = int(np.argmax(scores[i]))
-        t = table.times[i, pick]
+        pick = table.schemes[int(np.argmax(scores[i]))]
+        trusted = selector.trusts(pick)
+        if not trusted:
+            pick = hand_rule(table.features[i], table.k, table.sms[i])
+        j = column.get(pick)
+        t = table.times[i, j] if j is not None else math.nan
         out.append(Judgement(record=table.records[i], name=table.names[i], family=table.families[i], k=table.k,
-                             pick=table.schemes[pick], best=table.schemes[int(np.nanargmin(
+                             pick=pick, best=table.schemes[int(np.nanargmin(
                                  np.where(np.isnan(table.times[i]), np.inf, table.times[i])))],
                              ratio=float(t / best[i]) if np.isfinite(t) else math.inf,
-                             default_ratio=float(table.default[i] / best[i])))
+                             default_ratio=float(table.default[i] / best[i]), trusted=trusted))
     return out
 
 

@@ -27,6 +27,10 @@ _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
 # Fewer rows per level than this is a chain (a banded factor): one row after another.
 _CHAIN_ROWS_PER_LEVEL = 2
+# Warps per block (one block per SM) of the rule's schemes for rows that are not a chain.
+_ROW_WARPS = 32
+# At least this many rows per level per resident warp are wide levels (see default_schedule).
+_WIDE_ROWS_PER_WARP = 1.5
 
 
 def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> SptrsvSchedule:
@@ -36,6 +40,12 @@ def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> 
     - a chain (under 2 rows per level: banded factors) with one right-hand side: a thread
       per row over 4 warps per block, a kernel per two resident waves of levels
       (``nw4.ng32.swinf``, ``alpha_level`` 2);
+    - wide levels (on average at least 1.5 rows a level per resident warp of the grid,
+      ``target.sms`` x 32): 8-thread subwarps, four rows a warp at once (``nw32.ng4.sw2``,
+      ``alpha_level`` ∞). A warp walks its rows one after another, each behind a chain of
+      dependent loads (the schedule's arrays, the row's pointers, its entries) that a warp
+      per row pays once per row; with several rows of a level per warp that chain, not the
+      dependencies, sets the pace, and four rows share it;
     - everything else: a warp per row over 32 warps per block, every level in one kernel
       (``nw32.ng1.sw0``, ``alpha_level`` ∞), rows not merged.
 
@@ -46,16 +56,26 @@ def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> 
     1.00-1.23 at one right-hand side (banded 2.30, where the thread scheme's is 1.01) and
     1.00-1.10 at 16. The rule it replaced (a subwarp or a thread per row on short rows,
     merged rows on power-law graphs, fitted to the 500K-row sweep of 2026-11-25 with the
-    kernels of then) was 1.07-2.90 at one and 1.53-4.47 at 16 on the same factors.
+    kernels of then) was 1.07-2.90 at one and 1.53-4.47 at 16 on the same factors. The wide
+    level branch: over all 96 factors, within 10% of the best on 89% (was 87%) at one
+    right-hand side and 93% (was 88%) at 16, geometric mean 1.055 (1.071) and 1.023 (1.029);
+    on an H200, 4M-row laplacian3d (1.9 rows a level per warp) took 1.53 ms against the warp
+    scheme's 1.93 at one right-hand side, and a 500K-row community factor (2.6) 0.169 ms
+    against 0.247 (docs/performance.md, "Wide levels").
     """
     rows, depth = features[_F["m"]], max(features[_F["layer_num"]], 1.0)
     if rows / depth < _CHAIN_ROWS_PER_LEVEL and task.num_rhs == 1:
-        return SptrsvSchedule(warps_per_block=4, subwarps=32, sw_rnnz=math.inf, ready_by_value=True,
-                              merge="merge_fixed", merge_rows=1, merge_thresh=0, reorder=False,
-                              grouping="rg_sequential", warp_schedule="ws_rr", alpha_level=2).validate()
-    return SptrsvSchedule(warps_per_block=32, subwarps=1, sw_rnnz=0, ready_by_value=True,
-                          merge="merge_fixed", merge_rows=1, merge_thresh=0, reorder=False,
-                          grouping="rg_sequential", warp_schedule="ws_rr", alpha_level=math.inf).validate()
+        return _scheme(warps_per_block=4, subwarps=32, sw_rnnz=math.inf, alpha_level=2)
+    if rows / depth >= _WIDE_ROWS_PER_WARP * target.sms * _ROW_WARPS:
+        return _scheme(warps_per_block=_ROW_WARPS, subwarps=4, sw_rnnz=2, alpha_level=math.inf)
+    return _scheme(warps_per_block=_ROW_WARPS, subwarps=1, sw_rnnz=0, alpha_level=math.inf)
+
+
+def _scheme(**parallel: float) -> SptrsvSchedule:
+    """A scheme of the rule: rows alone (not merged or reordered), values as ready signals,
+    sequential grouping and round-robin warps."""
+    return SptrsvSchedule(ready_by_value=True, merge="merge_fixed", merge_rows=1, merge_thresh=0, reorder=False,
+                          grouping="rg_sequential", warp_schedule="ws_rr", **parallel).validate()
 
 
 def analysed_schedule(features: np.ndarray, task: SptrsvTask, target: Target,

@@ -12,10 +12,20 @@ Selection costs one small forward pass: well under a millisecond on a CPU (figur
 docs/sptrsv.md), after the features.
 
 A selector is fit to one number of right-hand sides (the schemes' times change with it) and
-remembers the sizes of its training factors; a :class:`SelectorSet` holds one per number
-of right-hand sides measured, with the GPU they were measured on, and answers only for
-factors within twice its training sizes on a GPU of that SM count (the analysed default,
-:func:`.default.analysed_schedule`, falls back to the hand rule elsewhere).
+remembers the sizes of its training factors and, per scheme, the worst it did on them
+(its time over the best). A :class:`SelectorSet` holds one per number of right-hand sides
+measured, with the GPU they were measured on, and answers only for factors within its
+training sizes on a GPU of that SM count, and only with a scheme that was within
+:data:`TRUSTED_WORST` of the best on every training factor it was measured on. Elsewhere
+the analysed default (:func:`.default.analysed_schedule`) falls back to the hand rule.
+
+Why the last condition: on families held out of its training, the MLP's top score went to
+schemes that are many times slower on other structures (a rows-merging scheme at 16
+right-hand sides on held-out community factors, a thread per row on tree factors), and on
+PubMed's citation graph, which no family resembles, to ``merge_fixed(4)``: 0.33 ms against
+0.047 ms for the hand rule's warp per row (H200, 2026-11-28), 0.37x cuSPARSE. Held out one
+family at a time over the 12-family sweep, the unguarded MLP was within 10% of the best on
+86% of the factors with a geometric mean of 1.26 over the best; guarded, 89% and 1.05.
 
 Selectors are saved as one ``torch.save`` file of plain data (format name, schemes as
 JSON, normalisation, weights), read back with ``torch.load(weights_only=True)``. The set
@@ -38,11 +48,12 @@ import torch
 from .features import COUNT_FEATURES, FEATURE_NAMES
 from .schedule import SptrsvSchedule
 
-__all__ = ["expand", "satisfactory", "SchemeSelector", "SelectorSet", "train", "within_best", "load_selectors",
+__all__ = ["expand", "satisfactory", "SchemeSelector", "SelectorSet", "train", "worst_ratios", "within_best",
+           "load_selectors",
            "default_selectors", "shipped_path", "SHIPPED", "SELECTOR_ENV"]
 
-FORMAT = "gsparse-sptrsv-selector/2"
-SET_FORMAT = "gsparse-sptrsv-selectors/1"
+FORMAT = "gsparse-sptrsv-selector/3"
+SET_FORMAT = "gsparse-sptrsv-selectors/2"
 SHIPPED = "selector-h100.pt"
 """The file name of the selector set shipped in this package (absent until trained)."""
 SELECTOR_ENV = "GSPARSE_SPTRSV_SELECTOR"
@@ -51,6 +62,9 @@ SELECTOR_ENV = "GSPARSE_SPTRSV_SELECTOR"
 # rows, the shipped set picked an 8-lane subwarp for a 500K-row laplacian3d at 16 right-hand
 # sides, 2.4x the warp scheme the hand rule runs there (H100, 2026-11-28).
 ROWS_SLACK = 1.0
+# A pick is trusted only if its scheme was within this factor of the best on every training
+# factor it was measured on (see the module docstring).
+TRUSTED_WORST = 3.0
 SATISFACTORY = 0.85  # a scheme is satisfactory when its performance is >= 85% of the best
 HIDDEN = 32
 _COUNT_COLUMNS = [FEATURE_NAMES.index(name) for name in COUNT_FEATURES]
@@ -82,10 +96,13 @@ class SchemeSelector(torch.nn.Module):
         mean, std: ``[66]`` normalisation of the expanded features.
         num_rhs: the right-hand sides of the solves it was trained on.
         rows: ``(fewest, most)`` rows of its training factors.
+        worst: ``[S]`` each scheme's greatest time over the best on the training factors
+            (``inf`` where it failed or was pruned on one); None: every scheme trusted.
     """
 
     def __init__(self, schemes: Sequence[SptrsvSchedule], mean: torch.Tensor, std: torch.Tensor, *,
-                 num_rhs: int = 1, rows: tuple[float, float] = (0.0, math.inf)) -> None:
+                 num_rhs: int = 1, rows: tuple[float, float] = (0.0, math.inf),
+                 worst: torch.Tensor | None = None) -> None:
         super().__init__()
         if not schemes:
             raise ValueError("schemes must not be empty")
@@ -97,6 +114,11 @@ class SchemeSelector(torch.nn.Module):
         width = mean.numel()
         self.register_buffer("mean", mean.to(torch.float64).reshape(width))
         self.register_buffer("std", std.to(torch.float64).reshape(width))
+        worst = torch.ones(len(self.schemes)) if worst is None else torch.as_tensor(worst)
+        if worst.shape != (len(self.schemes),):
+            raise ValueError(f"worst must have one value per scheme ({len(self.schemes)}), got shape "
+                             f"{tuple(worst.shape)}")
+        self.register_buffer("worst", worst.to(torch.float64))
         self.net = torch.nn.Sequential(
             torch.nn.Linear(width, HIDDEN, dtype=torch.float64), torch.nn.ReLU(),
             torch.nn.Linear(HIDDEN, HIDDEN, dtype=torch.float64), torch.nn.ReLU(),
@@ -127,6 +149,11 @@ class SchemeSelector(torch.nn.Module):
             raise ValueError(f"features must have {len(FEATURE_NAMES)} values per matrix "
                              f"{FEATURE_NAMES}, got shape {tuple(f.shape)}")
         return self.schemes[int(torch.argmax(self(f.reshape(1, -1))))]  # the sigmoid keeps the order
+
+    def trusts(self, scheme: SptrsvSchedule) -> bool:
+        """Whether ``scheme`` (one of :attr:`schemes`) was within :data:`TRUSTED_WORST` of the
+        best on every training factor it was measured on."""
+        return bool(self.worst[self.schemes.index(scheme)] <= TRUSTED_WORST)
 
     def covers(self, features: np.ndarray) -> bool:
         """Whether a factor with these ``[10]`` features has rows within :data:`ROWS_SLACK`
@@ -178,12 +205,16 @@ class SelectorSet:
 
     def select(self, features: np.ndarray, num_rhs: int, sms: int | None = None) -> SptrsvSchedule | None:
         """The scheme for a factor with these ``[10]`` features solved with ``num_rhs``
-        right-hand sides on a GPU of ``sms`` SMs; None where the set does not answer (another
-        GPU model, or a factor far outside its training sizes)."""
+        right-hand sides on a GPU of ``sms`` SMs; None where the set does not answer: another
+        GPU model, a factor outside its training sizes, or a pick it does not trust
+        (:meth:`SchemeSelector.trusts`)."""
         if self.sms is not None and sms is not None and sms != self.sms:
             return None
         selector = self.for_rhs(num_rhs)
-        return selector.select(features) if selector.covers(features) else None
+        if not selector.covers(features):
+            return None
+        picked = selector.select(features)
+        return picked if selector.trusts(picked) else None
 
     def save(self, path: str | os.PathLike[str]) -> None:
         torch.save({"format": SET_FORMAT, "sms": self.sms, "device": self.device,
@@ -266,7 +297,7 @@ def train(features: np.ndarray | torch.Tensor, times: np.ndarray | torch.Tensor,
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         selector = SchemeSelector(schemes, mean, std, num_rhs=num_rhs,
-                                  rows=(float(f[:, 0].min()), float(f[:, 0].max())))
+                                  rows=(float(f[:, 0].min()), float(f[:, 0].max())), worst=worst_ratios(t))
     optimizer = torch.optim.Adam(selector.net.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     threads = torch.get_num_threads()
@@ -280,6 +311,18 @@ def train(features: np.ndarray | torch.Tensor, times: np.ndarray | torch.Tensor,
     finally:
         torch.set_num_threads(threads)
     return selector.eval()
+
+
+def worst_ratios(times: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """``[S]`` each scheme's greatest time over its factor's best across ``[B, S]`` measured
+    times: ``inf`` where it failed (``inf``) on some factor; factors where it was never
+    measured (``nan``) do not count, and a scheme measured nowhere gets ``inf``."""
+    t = torch.as_tensor(np.asarray(times, dtype=np.float64))
+    measured = ~torch.isnan(t)
+    best = torch.where(measured, t, torch.inf).min(dim=1, keepdim=True).values
+    ratio = torch.where(measured, t / best, torch.nan)
+    worst = torch.where(measured, ratio, -torch.inf).max(dim=0).values
+    return torch.where(measured.any(dim=0), worst, torch.inf)
 
 
 def within_best(selector: SchemeSelector, features: np.ndarray | torch.Tensor,
