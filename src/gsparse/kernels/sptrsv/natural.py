@@ -69,6 +69,14 @@ class DeviceSystem:
         """What gathers ``T``'s values from ``A``'s, for a plan of this system."""
         return SystemValues(self.value_index, CONSTANTS if self.split is not None else ())
 
+    def spread(self, b: torch.Tensor) -> torch.Tensor:
+        """``b`` as this system's right side: itself, or with split rows in the split system's."""
+        return b if self.split is None else self.split.spread(b)
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """The original system's solution from this system's ``x`` (itself when nothing is split)."""
+        return x if self.split is None else self.split.gather(x)
+
     @property
     def n(self) -> int:
         return self.crow.numel() - 1
@@ -150,8 +158,8 @@ class NaturalPlan:
                              f"but the system is {'lower' if system.lower else 'upper'}")
         self.task, self.schedule, self.n = task, schedule, system.n
         self._sentinel = SENTINEL[task.dtype]
+        self._system = system
         self._system_values = system.system_values()
-        self._split = system.split
         device = system.crow.device
         # The next ticket and the warps done; the kernel's last warp zeroes both (natural.cuh).
         self._tickets = torch.zeros(2, dtype=torch.int64, device=device)
@@ -168,11 +176,10 @@ class NaturalPlan:
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values`` (with
         split rows, through the split system's right side and solution)."""
-        if self._split is not None:
-            b = self._split.spread(b)
+        b = self._system.spread(b)
         x = allocate(tuple(b.shape), b.dtype, b.device)
         if self.n == 0:
             return x
         x.view(torch.int64 if x.element_size() == 8 else torch.int32).fill_(self._sentinel)
         self._launch(val=self._system_values(values), b=b, x=x, ticket=self._tickets)
-        return x if self._split is None else self._split.gather(x)
+        return self._system.gather(x)

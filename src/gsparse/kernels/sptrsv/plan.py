@@ -250,8 +250,8 @@ class SptrsvPlan:
                 0, arrays["order"], torch.arange(self.n, dtype=index, device=device))
         both_paths = variant.shared_rows and variant.per_thread_rows
         self._parts = put("parts")
+        self._system = analysis.system
         self._system_values = analysis.system.system_values()
-        self._split = analysis.system.split
         self._flags = torch.zeros(self.n, dtype=torch.int32, device=device)
         self._epochs = torch.arange(1, EPOCHS + 1, dtype=torch.int32, device=device)
         self._solves = 0
@@ -280,8 +280,7 @@ class SptrsvPlan:
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values`` (with
         split rows, through the split system's right side and solution)."""
-        if self._split is not None:
-            b = self._split.spread(b)
+        b = self._system.spread(b)
         x = allocate(tuple(b.shape), b.dtype, b.device)
         if self.n == 0:
             return x
@@ -291,7 +290,7 @@ class SptrsvPlan:
         epoch = self._next_epoch()
         for p in range(self.num_launches):
             self._launch(val=val, b=b, x=x, epoch=epoch, part=self._parts[p])
-        return x if self._split is None else self._split.gather(x)
+        return self._system.gather(x)
 
     def _next_epoch(self) -> torch.Tensor:
         """A view of this solve's epoch; every :data:`EPOCHS` solves the flags are cleared
