@@ -17,7 +17,7 @@ from scipy.sparse.linalg import spsolve_triangular
 
 from gsparse.bench.sptrsv_sweep import read_records
 from gsparse.datasets import triangular
-from gsparse.kernels.memory import poisoned
+from gsparse.kernels.memory import filled_bits, poisoned
 from gsparse.kernels.sptrsv import FactorPlans, default_schedule, selector
 from gsparse.kernels.sptrsv import plan as plan_module
 from gsparse.kernels.sptrsv.codegen import KERNEL, SENTINEL, CodeVariant
@@ -374,6 +374,15 @@ def test_the_hand_rule_runs_chains_a_thread_per_row_at_one_right_hand_side_and_r
         rows = default_schedule(mesh, task, H100)
         assert (rows.warps_per_block, rows.subwarps, rows.sw_rnnz, rows.merge_rows, rows.alpha_level) == \
             (32, 1, 0, 1, math.inf) and rows.ready_by_value
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_unsolved_x_holds_the_sentinels_bits_exactly(dtype):
+    """The signalling NaN survives the fill (a floating-point fill could quiet it)."""
+    x = filled_bits((5, 3), dtype, torch.device("cpu"), SENTINEL[dtype])
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    assert x.dtype == dtype and x.shape == (5, 3) and x.is_contiguous()
+    assert (x.view(bits) == SENTINEL[dtype]).all() and torch.isnan(x).all()
 
 
 def test_the_hand_rule_runs_wide_levels_four_rows_a_warp():

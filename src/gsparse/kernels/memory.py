@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-__all__ = ["allocate", "allocator", "poisoned"]
+__all__ = ["allocate", "allocator", "filled_bits", "poisoned"]
 
 _poison: list[list[tuple[int, ...]]] = []  # the allocation logs of the active poisoned() blocks
 
@@ -25,6 +25,14 @@ def allocate(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -
         log.append(tuple(shape))
     fill = float("nan") if dtype.is_floating_point else -7
     return torch.full(shape, fill, dtype=dtype, device=device)
+
+
+def filled_bits(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, bits: int) -> torch.Tensor:
+    """Storage of ``dtype`` whose every element has the bit pattern ``bits`` (a signalling
+    NaN, which a floating-point fill could quiet): one fill of the integer type of the same
+    width, viewed as ``dtype``."""
+    integer = {8: torch.int64, 4: torch.int32, 2: torch.int16}[dtype.itemsize]
+    return torch.full(shape, bits, dtype=integer, device=device).view(dtype)
 
 
 def allocator(shape: tuple[int, ...], dtype: torch.dtype,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ...target import Target
-from ..memory import allocate
+from ..memory import allocate, filled_bits
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from .codegen import (LEVELS_KERNEL, LEVELS_WARPS, NATURAL_KERNEL, SENTINEL, levels_program, natural_program,
                       natural_variant)
@@ -171,15 +171,14 @@ class NaturalPlan:
         self._launch = code.prepare(
             NATURAL_KERNEL, device_index(device), target.sms, natural_variant(schedule).threads, loader=loader,
             crow=system.crow.to(index), col=system.col.to(index), order=order, position=position, n=self.n,
-            val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND)
+            val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND).positional("val", "b", "x", "ticket")
 
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values`` (with
         split rows, through the split system's right side and solution)."""
         b = self._system.spread(b)
-        x = allocate(tuple(b.shape), b.dtype, b.device)
         if self.n == 0:
-            return x
-        x.view(torch.int64 if x.element_size() == 8 else torch.int32).fill_(self._sentinel)
-        self._launch(val=self._system_values(values), b=b, x=x, ticket=self._tickets)
+            return allocate(tuple(b.shape), b.dtype, b.device)
+        x = filled_bits(tuple(b.shape), b.dtype, b.device, self._sentinel)
+        self._launch(self._system_values(values), b, x, self._tickets)
         return self._system.gather(x)
