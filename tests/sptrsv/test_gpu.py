@@ -102,6 +102,19 @@ def test_sampled_schemes_match_scipy(family, lower, unit, transpose, k, dtype, s
     _check(unit_factor(matrix) if unit else matrix, lower, unit, transpose, k, dtype, schedule)
 
 
+@pytest.mark.parametrize("graph", ["cora", "pubmed_cites"])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("schedule", [None, *random.Random(6).sample(SPACE, 3)], ids=str)
+def test_real_graphs_lower_triangles_match_scipy(graph, transpose, schedule):
+    """The lower triangles of Cora's and PubMed's symmetrised adjacency (2.7K and 19.7K rows,
+    rows of up to 91 and 52 entries), in the benchmark's matrix set."""
+    from gsparse.datasets.real import real_graph
+
+    matrix = triangular.graph_lower(real_graph(graph).graph)
+    for k, dtype in ((1, torch.float64), (16, torch.float32)):
+        _check(matrix, True, False, transpose, k, dtype, schedule, analysis=True)
+
+
 @pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)
 @pytest.mark.parametrize("k", [1, 16])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
