@@ -42,10 +42,9 @@ def default_schedule(features: np.ndarray, task: SptrsvTask, target: Target) -> 
       (``nw4.ng32.swinf``, ``alpha_level`` 2);
     - wide levels (on average at least 1.5 rows a level per resident warp of the grid,
       ``target.sms`` x 32): 8-thread subwarps, four rows a warp at once (``nw32.ng4.sw2``,
-      ``alpha_level`` ∞). A warp walks its rows one after another, each behind a chain of
-      dependent loads (the schedule's arrays, the row's pointers, its entries) that a warp
-      per row pays once per row; with several rows of a level per warp that chain, not the
-      dependencies, sets the pace, and four rows share it;
+      ``alpha_level`` ∞). With several rows of a level per warp, a warp's rows of one level
+      run one after another; four rows a warp at once take fewer turns. (What each turn
+      waits for is not settled: prefetching the next rows' pointers changed nothing.);
     - everything else: a warp per row over 32 warps per block, every level in one kernel
       (``nw32.ng1.sw0``, ``alpha_level`` ∞), rows not merged.
 

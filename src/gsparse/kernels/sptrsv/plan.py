@@ -271,10 +271,10 @@ class SptrsvPlan:
             row_flag=put("row_flag", torch.uint8) if schedule.sync_elimination else None,
             flags=self._flags, n=self.n, stage_capacity=capacity,
             val=OPERAND, b=OPERAND, x=OPERAND, epoch=OPERAND, part=OPERAND)
-        # The per-call path, made once: on small factors the host's time per solve is most of
-        # it (about 50 us against 30 us of kernel for Cora's lower triangle on an H100), so
-        # each launch's part and each epoch is a view made once, and the launch takes its
-        # operands by position.
+        # The per-call path, made once: on small factors the host's time per solve was most of
+        # it (48 us against 32 us of kernel for Cora's lower triangle on an H100), so each
+        # launch's part and each epoch is a view made once, and the launch takes its operands
+        # by position.
         self._launch = launch.positional("val", "b", "x", "epoch", "part")
         self._part_views = tuple(self._parts[p] for p in range(self.num_launches))
         self._epoch_views: list[torch.Tensor | None] = [None] * EPOCHS
