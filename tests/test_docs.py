@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 API_PAGES = ROOT / "docs" / "api"
 # The modules the API reference documents, each name of their __all__ on a page of docs/api.
 PUBLIC_MODULES = ("gsparse", "gsparse.nn", "gsparse.datasets", "gsparse.tune", "gsparse.tune.select",
-                  "gsparse.distributed")
+                  "gsparse.tune.sptrsv", "gsparse.distributed")
 # A bracketed shape such as ``[N, F]``, ``[E]`` or ``[num_src, *shape]``.
 SHAPE = re.compile(r"\[[^\]\s][^\]]*\]")
 

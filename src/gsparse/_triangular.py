@@ -76,7 +76,11 @@ class Pattern:
         """The analyses, chosen schemes and launch plans of the generated CUDA kernels,
         made on first use."""
         if self._device_plans is None:
+            # Imported here: the tuner's layer sits above this one.
+            from .tune.sptrsv import recorded_scheme
+
             self._device_plans = FactorPlans(self.crow, self.col, self.lower)
+            self._device_plans.recorded = recorded_scheme
         return self._device_plans
 
     def levelset_plan(self, transpose: bool) -> LevelSetPlan:

@@ -12,6 +12,7 @@ benchmark's baseline).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -178,6 +179,70 @@ class TriangularSolver:
         if b.dim() not in (1, 2) or b.shape[0] != n:
             raise ValueError(f"b must have shape [n] or [n, k] with n = {n} (A is {n} x {n}), "
                              f"got {list(b.shape)}")
+
+    # ------------------------------------------------------------------ tuning
+
+    def tune(self, b: torch.Tensor, transpose: bool = False,
+             schemes: str | Sequence[SptrsvSchedule] = "selection", progress: bool | None = None) -> SptrsvSchedule:
+        """Measure every scheme of ``schemes`` on this factor and ``b`` on the GPU, keep them all
+        in the tuning database, and solve with the fastest from now on: in this solver, and in
+        any solver over the same pattern, task and GPU model that reads the same database
+        (``$GSPARSE_TUNING_DB``, else the cache directory; :mod:`gsparse.tune.sptrsv`).
+
+        Each scheme's output is checked against SciPy's float64 solve of this factor before it
+        is timed (the median of repeats, CUDA events around its kernels); a scheme that fails
+        is recorded with its error. Schemes measured before for the same key are not measured
+        again.
+
+        Args:
+            b: ``[n]`` or ``[n, k]`` right-hand sides, as :meth:`solve` takes them; their
+                number is part of the task.
+            transpose: tune the transposed solve.
+            schemes: ``"selection"`` (the selector's 54 schemes: tens of seconds at 500K
+                rows), ``"reduced"`` (the reduced space's 1,680, the oracle of issue 20's
+                bars: a long run) or a list of
+                :class:`~gsparse.kernels.sptrsv.SptrsvSchedule`.
+            progress: a progress bar on stderr; None: only when stderr is a terminal.
+
+        Returns:
+            The fastest scheme.
+
+        Raises:
+            ValueError: the solver is not on a CUDA device, or no scheme solved correctly.
+        """
+        if not isinstance(transpose, bool):
+            raise TypeError(f"transpose must be a bool, got {type(transpose).__name__}")
+        self._check_rhs(b)
+        if self.device.type != "cuda":
+            raise ValueError(f"tune measures the CUDA kernels, but this solver is on {self.device}")
+        from .target import Target
+        from .tune.select import open_database
+        from .tune.sptrsv import tune_factor
+
+        plans = self._pattern.device_plans
+        b = b.detach().contiguous()
+        task = plans.task(self.dtype, self._unit_diagonal, transpose, 1 if b.dim() == 1 else b.shape[1])
+        result = tune_factor(plans, task, plans.target or Target.of(b.device), self._canonical, b,
+                             self._reference(b, transpose), open_database(), schemes=schemes, progress=progress)
+        if result.best is None:
+            errors = sorted({r.error for r in (*result.results, *result.reused) if r.error})
+            raise ValueError(f"no scheme solved this factor correctly; errors: {errors[:3]}")
+        plans.forget_choices()
+        return result.best
+
+    def _reference(self, b: torch.Tensor, transpose: bool) -> torch.Tensor:
+        """SciPy's float64 solution of this system for ``b``, in ``b``'s dtype and device."""
+        import scipy.sparse as sp
+        from scipy.sparse.linalg import spsolve_triangular
+
+        p = self._pattern
+        matrix = sp.csr_array((self._canonical.double().cpu().numpy(), p.col.cpu().numpy(), p.crow.cpu().numpy()),
+                              shape=(p.n, p.n))
+        lower = p.lower
+        if transpose:
+            matrix, lower = sp.csr_array(matrix.T), not lower
+        x = spsolve_triangular(matrix, b.double().cpu().numpy(), lower=lower, unit_diagonal=self._unit_diagonal)
+        return torch.from_numpy(np.ascontiguousarray(x).reshape(b.shape)).to(device=b.device, dtype=b.dtype)
 
     # ------------------------------------------------------------------ values
 

@@ -361,3 +361,34 @@ def test_gradients_on_the_gpu_match_the_cpu():
         grads[device] = (values.grad.cpu(), b.grad.cpu())
     for cpu, gpu in zip(grads["cpu"], grads["cuda"]):
         torch.testing.assert_close(gpu, cpu, rtol=1e-10, atol=1e-12)
+
+
+def test_tuning_records_the_fastest_scheme_and_later_solvers_run_it(tmp_path):
+    """TriangularSolver.tune on the GPU: every scheme checked and timed, the samples in the
+    tuning database, the fastest run by this solver and by a new one over the same pattern."""
+    from gsparse.kernels.sptrsv.space import selection_space
+    from gsparse.tune import select
+    from gsparse.tune import sptrsv as tuning
+    from gsparse.tune.database import TuningDatabase
+
+    select.use_database(tmp_path / "tuning.sqlite")
+    try:
+        matrix = family_factor("road", seed=5)
+        schemes = selection_space()[::18]  # 3 schemes
+        solver = TriangularSolver(_arrays(matrix, torch.float64))
+        b = _rhs(matrix.shape[0], 16, torch.float64).cuda()
+        best = solver.tune(b, schemes=schemes, progress=False)
+        assert best in schemes
+        plans = solver._pattern.device_plans
+        task = plans.task(torch.float64, False, False, 16)
+        key = tuning.tuning_key(plans, task, gsparse.target.Target.of(b.device))
+        samples = TuningDatabase(tmp_path / "tuning.sqlite").samples(key)
+        assert sorted(str(s.schedule([SptrsvSchedule])) for s in samples) == sorted(map(str, schemes))
+        assert all(s.ok for s in samples)
+        fresh = TriangularSolver(_arrays(matrix, torch.float64))
+        x = fresh.solve(b)
+        assert fresh._pattern.device_plans.chosen_schedule(task, gsparse.target.Target.of(b.device)) == best
+        want = _scipy(matrix, True, False, False, b.cpu())
+        assert np.abs(x.cpu().numpy() - want).max() <= 1e-10 * np.abs(want).max()
+    finally:
+        select.use_database(None)

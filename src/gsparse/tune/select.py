@@ -49,14 +49,14 @@ from ..kernels.space import Space
 from ..target import Target
 from .builder import ParallelBuilder
 from .database import BestRecord, TuningDatabase, TuningKey, default_database_path
-from .interfaces import BuildResult
 from .features import SpaceFeatures, featurize
+from .interfaces import BuildResult
 from .models import RankModel
 from .runner import CallRunner
 from .search import GeneticSearch, RandomSampling, model_scorer
 
-__all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "database_path", "get_policy", "model_choice", "policy",
-           "record_of", "set_policy", "tuning_key", "use_database"]
+__all__ = ["CODEGEN_VERSION", "POLICIES", "TUNE_BUDGET", "choose", "current_database", "database_path", "get_policy",
+           "model_choice", "open_database", "policy", "record_of", "set_policy", "tuning_key", "use_database"]
 
 POLICIES = ("model", "tune", "default")
 """The policies :func:`set_policy` takes (see the module docstring)."""
@@ -177,6 +177,20 @@ def _database() -> TuningDatabase | None:
     """The tuning database, where one exists (a "tune" call creates it)."""
     path = database_path()
     return TuningDatabase(path) if path.is_file() else None
+
+
+def current_database() -> TuningDatabase | None:
+    """The tuning database of :func:`database_path`, where the file exists (a tuning call
+    creates it); opened once per process and :func:`use_database` setting."""
+    return _database()
+
+
+def open_database() -> TuningDatabase:
+    """The tuning database of :func:`database_path`, created if missing, for a tuning call
+    to write (:func:`current_database` finds it from now on)."""
+    database = TuningDatabase(database_path())
+    _database.cache_clear()
+    return database
 
 
 def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor],
@@ -302,8 +316,7 @@ def _tune_now(operator, g, task, call, target, key, space, model, structure) -> 
     builder = ParallelBuilder(_build_fn(operator, task, target, device.index))
     working_set = structure.num_edges * 8 + structure.num_src * task.dtype.itemsize * 64
     runner = CallRunner(call, reference, device, flush_l2=working_set < 2 * target.l2_bytes)
-    database = TuningDatabase(database_path())
-    _database.cache_clear()
+    database = open_database()
     # The hand rule's pick is measured first and recorded, so the search starts from it (a
     # measured sample joins the first generation) and never returns anything slower.
     [measured] = runner.run([BuildResult(default)])

@@ -19,6 +19,8 @@ benchmark's baseline).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ...target import Target
@@ -89,6 +91,11 @@ class FactorPlans:
             it serves (:func:`.default.natural_serves`), else the analysis.
         selectors: the MLP selectors of the analysed default (None: the hand rule alone);
             :func:`.selector.default_selectors` until set, read at the first analysed choice.
+        recorded: ``(plans, task, target) -> scheme or None``, a tuned scheme of this
+            factor (the front end passes :func:`gsparse.tune.sptrsv.recorded_scheme`, the
+            tuning database's); asked before the selector and the hand rule, and a scheme
+            it records makes the solve an analysed one. None: none asked.
+        signature: the factor's tuning signature once computed (:mod:`gsparse.tune.sptrsv`).
         loader: what compiles and loads the kernels (a recorder in tests).
         target: the GPU plans are made for (None: that of ``b``'s device, at each solve).
         index_dtype: the plans' index type (None: int32 unless the factor's size needs int64).
@@ -107,6 +114,8 @@ class FactorPlans:
         self._natural: dict[SptrsvTask, NaturalOrderSchedule] = {}
         self._plans: dict[tuple[SptrsvTask, Scheme], SptrsvPlan | NaturalPlan] = {}
         self._selectors: SelectorSet | None | bool = False  # False: not read yet
+        self.recorded: Callable[[FactorPlans, SptrsvTask, Target], SptrsvSchedule | None] | None = None
+        self.signature: str | None = None
 
     @property
     def selectors(self) -> SelectorSet | None:
@@ -117,6 +126,20 @@ class FactorPlans:
     @selectors.setter
     def selectors(self, value: SelectorSet | None) -> None:
         self._selectors = value
+
+    @property
+    def crow(self) -> torch.Tensor:
+        """``A``'s canonical row pointers (int64)."""
+        return self._crow
+
+    @property
+    def col(self) -> torch.Tensor:
+        """``A``'s canonical column indices (int64)."""
+        return self._col
+
+    @property
+    def lower(self) -> bool:
+        return self._lower
 
     @property
     def n(self) -> int:
@@ -168,9 +191,18 @@ class FactorPlans:
         if self.schedule is not None:
             return self.schedule
         if task not in self._chosen:
-            self._chosen[task] = analysed_schedule(self.analysis(task.transpose).features, task, target,
-                                                   self.selectors)
+            recorded = self._recorded(task, target)
+            self._chosen[task] = recorded or analysed_schedule(self.analysis(task.transpose).features, task, target,
+                                                               self.selectors)
         return self._chosen[task]
+
+    def forget_choices(self) -> None:
+        """Choose every task's scheme afresh at its next solve (after a tuning run recorded
+        a new best); plans already built are kept."""
+        self._chosen.clear()
+
+    def _recorded(self, task: SptrsvTask, target: Target) -> SptrsvSchedule | None:
+        return None if self.recorded is None else self.recorded(self, task, target)
 
     def solve_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
         """What a solve of ``task`` runs when it is given no scheme: the forced one, else the
@@ -178,8 +210,11 @@ class FactorPlans:
         direction is analysed already, else the fast start's (:func:`.default.natural_schedule`,
         no analysis)."""
         analysed = self.analyse if self.analyse is not None else not natural_serves(self.n, self.nnz, task)
-        if self.schedule is not None or analysed or task.transpose in self._analyses:
+        if self.schedule is not None or analysed or task.transpose in self._analyses or task in self._chosen:
             return self.chosen_schedule(task, target)
+        if self.analyse is None and (recorded := self._recorded(task, target)) is not None:
+            self._chosen[task] = recorded  # a tuned scheme beats the fast start
+            return recorded
         if task not in self._natural:
             self._natural[task] = natural_schedule(self.n, self.nnz, task)
         return self._natural[task]

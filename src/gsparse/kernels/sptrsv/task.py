@@ -66,7 +66,7 @@ class SptrsvTask:
 
     Attributes:
         dtype: the factor's (and ``b``'s) dtype.
-        index_dtype: the index type of the plan (:func:`index_dtype_for` the factor's size).
+        index_dtype: the index type of the plan (``index_dtype_for`` the factor's size).
         lower: ``A`` is lower triangular (else upper).
         unit_diagonal: the diagonal is taken as ones.
         transpose: solve with ``A^T``.
