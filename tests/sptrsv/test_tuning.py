@@ -117,6 +117,20 @@ def test_a_recorded_scheme_replaces_the_fast_start_where_the_solver_would_run_it
     assert not isinstance(fresh.solve_schedule(task, H100), SptrsvSchedule)
 
 
+def test_the_database_is_asked_once_per_task_not_at_every_solve(database):
+    plans = _plans(triangular.generate("road", 300, 1))
+    asked = []
+    plans.recorded = lambda p, task, target: asked.append(task)
+    task = plans.task(torch.float64, False, False, 1)
+    plans.analyse = None
+    for _ in range(3):
+        plans.solve_schedule(task, H100)
+    assert asked == [task]
+    plans.forget_choices()  # after a tuning run: asked again
+    plans.solve_schedule(task, H100)
+    assert asked == [task, task]
+
+
 def test_without_a_database_file_nothing_is_recorded_or_read(tmp_path):
     select.use_database(tmp_path / "absent.sqlite")
     try:

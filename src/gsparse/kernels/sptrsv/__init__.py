@@ -115,6 +115,7 @@ class FactorPlans:
         self._plans: dict[tuple[SptrsvTask, Scheme], SptrsvPlan | NaturalPlan] = {}
         self._selectors: SelectorSet | None | bool = False  # False: not read yet
         self.recorded: Callable[[FactorPlans, SptrsvTask, Target], SptrsvSchedule | None] | None = None
+        self._records: dict[tuple[SptrsvTask, Target], SptrsvSchedule | None] = {}
         self.signature: str | None = None
 
     @property
@@ -200,9 +201,16 @@ class FactorPlans:
         """Choose every task's scheme afresh at its next solve (after a tuning run recorded
         a new best); plans already built are kept."""
         self._chosen.clear()
+        self._records.clear()
 
     def _recorded(self, task: SptrsvTask, target: Target) -> SptrsvSchedule | None:
-        return None if self.recorded is None else self.recorded(self, task, target)
+        """:attr:`recorded`'s answer, asked once per task and target (a solve asks at every
+        call, and a database lookup is a query)."""
+        if self.recorded is None:
+            return None
+        if (task, target) not in self._records:
+            self._records[(task, target)] = self.recorded(self, task, target)
+        return self._records[(task, target)]
 
     def solve_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
         """What a solve of ``task`` runs when it is given no scheme: the forced one, else the
