@@ -214,9 +214,10 @@ class FactorPlans:
 
     def solve_schedule(self, task: SptrsvTask, target: Target) -> Scheme:
         """What a solve of ``task`` runs when it is given no scheme: the forced one, else the
-        analysed default's when :attr:`analyse` asks for it (see the class) or the
-        direction is analysed already, else the fast start's (:func:`.default.natural_schedule`,
-        no analysis)."""
+        analysed default's when :attr:`analyse` asks for it (see the class), the direction
+        is analysed already or the task's scheme was chosen already; else, with
+        :attr:`analyse` None, a recorded (tuned) scheme where :attr:`recorded` has one; else
+        the fast start's (:func:`.default.natural_schedule`, no analysis)."""
         analysed = self.analyse if self.analyse is not None else not natural_serves(self.n, self.nnz, task)
         if self.schedule is not None or analysed or task.transpose in self._analyses or task in self._chosen:
             return self.chosen_schedule(task, target)
