@@ -3,7 +3,7 @@
 Every scheme of a space (the selector's 54 by default, the reduced space's 1,680 on request)
 is planned for the factor, run on the caller's right-hand sides, checked against a float64
 reference, and timed (CUDA events around its device work, the median of repeats), through
-the tuning loop (:func:`~gsparse.tune.loop.tune`: a builder, a runner, the database). Every
+the tuning loop (:func:`gsparse.tune.tune`: a builder, a runner, the database). Every
 sample goes to the tuning database (:mod:`~gsparse.tune.database`), failures with their
 error, under a key of the GPU, the task, the factor's pattern and :data:`CODEGEN_VERSION`;
 the best one too. An analysed solve of a factor with the same pattern and task then runs the
