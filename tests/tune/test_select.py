@@ -207,7 +207,7 @@ def test_a_record_this_version_cannot_read_is_decided_afresh():
 def test_signature_samples_stay_in_bounds_on_huge_arrays(size):
     # float32 positions rounded 123,718,279 up to 123,718,280: one past the end of the
     # column array of a 124M-edge graph (a device-side assert on the H100).
-    where = select._spread(size, 4096, torch.device("cpu"))
+    where = select.spread_positions(size, 4096, torch.device("cpu"))
     assert where.dtype == torch.int64
     assert len(where) == min(size, 4096)
     assert where[0] == 0 and where[-1] == size - 1

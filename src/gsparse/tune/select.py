@@ -109,7 +109,7 @@ def graph_signature(g: Graph) -> str:
         picks = []
         for array in (g.rowptr, g.col, g.eid):
             if array is not None and array.numel():
-                picks.append(array[_spread(array.numel(), 4096, array.device)].long())
+                picks.append(array[spread_positions(array.numel(), 4096, array.device)].long())
         sample = torch.cat(picks).cpu().numpy().tobytes() if picks else b""
         digest = hashlib.blake2b(digest_size=16)
         digest.update(f"{g.num_src}:{g.num_dst}:{g.num_edges}:{g.eid is not None}".encode())
@@ -119,7 +119,7 @@ def graph_signature(g: Graph) -> str:
     return g.tuning.get("signature", compute)
 
 
-def _spread(size: int, count: int, device: torch.device) -> torch.Tensor:
+def spread_positions(size: int, count: int, device: torch.device) -> torch.Tensor:
     """``min(size, count)`` positions spread evenly over ``range(size)``, first and last
     included. Integer arithmetic: positions computed in float32 round past the end once
     ``size`` exceeds 2**24 (a 124M-edge graph read out of bounds)."""

@@ -31,7 +31,7 @@ from .interfaces import Builder, Runner
 from .loop import TuneResult, tune
 from .runner import CallRunner
 from .search import RandomSampling
-from .select import current_database
+from .select import current_database, spread_positions
 from .space import CandidateSpace
 
 __all__ = ["CODEGEN_VERSION", "SPACES", "factor_signature", "recorded_scheme", "tune_factor", "tuning_key"]
@@ -49,22 +49,14 @@ def factor_signature(plans: FactorPlans) -> str:
     """A digest of the factor's sizes, orientation and 4,096 entries of each of its CSR
     arrays spread over them: one transfer, the same on every device. Kept with ``plans``."""
     if plans.signature is None:
-        picks = [array[_spread(array.numel(), array.device)] for array in (plans.crow, plans.col) if array.numel()]
+        picks = [array[spread_positions(array.numel(), _SAMPLED, array.device)] for array in (plans.crow, plans.col)
+                 if array.numel()]
         sample = torch.cat(picks).cpu().numpy().tobytes() if picks else b""
         digest = hashlib.blake2b(digest_size=16)
         digest.update(f"{plans.n}:{plans.nnz}:{plans.lower}".encode())
         digest.update(sample)
         plans.signature = digest.hexdigest()
     return plans.signature
-
-
-def _spread(size: int, device: torch.device) -> torch.Tensor:
-    """``min(size, 4096)`` positions spread evenly over ``range(size)``, first and last
-    included (integer arithmetic: exact past 2**24)."""
-    count = min(size, _SAMPLED)
-    if count == 1:
-        return torch.zeros(1, dtype=torch.int64, device=device)
-    return torch.arange(count, dtype=torch.int64, device=device) * (size - 1) // (count - 1)
 
 
 def tuning_key(plans: FactorPlans, task: SptrsvTask, target: Target) -> TuningKey:
