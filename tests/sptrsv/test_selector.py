@@ -237,3 +237,18 @@ def test_the_default_selectors_come_from_the_environment_else_the_shipped_file(t
     assert selector.default_selectors() is None
     monkeypatch.setenv(selector.SELECTOR_ENV, str(path))
     assert selector.default_selectors() is selector.default_selectors()  # read once
+
+
+def test_the_shipped_selector_never_answers_pubmed_with_a_rows_merging_scheme():
+    """PubMed's lower triangle (19.7K rows, within the training rows, like no training
+    family): the unguarded MLP picked merge_fixed(4) at 16 right-hand sides, 0.37x cuSPARSE
+    on an H200. The shipped set answers there only with a trusted scheme, or not at all."""
+    from gsparse.datasets.real import real_graph
+
+    factor = triangular.graph_lower(real_graph("pubmed_cites").graph)
+    features = np.array(list(_features(factor).values()))
+    shipped = selector.default_selectors()
+    assert shipped is not None
+    for k in (1, 16):
+        picked = shipped.select(features, k, 132)
+        assert picked is None or (picked.merge_rows == 1 and shipped.for_rhs(k).trusts(picked)), (k, picked)
