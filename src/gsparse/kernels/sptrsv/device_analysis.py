@@ -79,32 +79,45 @@ class DeviceAnalysis:
     device: :class:`.plan.SystemAnalysis` with tensors.
 
     Attributes:
-        lower: ``T`` is lower triangular.
-        crow, col: ``T``'s CSR (int64, rows' columns increasing).
-        value_index: ``[nnz]`` int64, the index among ``A``'s values of each of ``T``'s
-            entries; None when ``T = A``.
+        system: the system analysed, ``T`` with its long rows split (its CSR, orientation
+            and value gather are the analysis's; a plan's solves go through it).
         rows: ``T``'s row graph in solve order; ``row_level`` its levels (int64).
         features: ``[10]`` the matrix features of :mod:`.features` (NumPy, on the host:
             the selector's input), NumPy's to rounding (``dep_dist``'s sum) and to the bit
             otherwise.
         dag_levels: the levels of the DAGs of merging schemes' row groups.
-        system: the system analysed (its values' gather and split rows: a plan's solves
-            go through them).
     """
 
-    lower: bool
-    crow: torch.Tensor
-    col: torch.Tensor
-    value_index: torch.Tensor | None
+    system: DeviceSystem
     rows: TorchRowGraph
     row_level: torch.Tensor
     features: np.ndarray
     dag_levels: DagLevels
-    system: DeviceSystem
+
+    @property
+    def lower(self) -> bool:
+        """``T`` is lower triangular."""
+        return self.system.lower
+
+    @property
+    def crow(self) -> torch.Tensor:
+        """``T``'s row pointers (int64)."""
+        return self.system.crow
+
+    @property
+    def col(self) -> torch.Tensor:
+        """``T``'s column indices (int64, rows' columns increasing)."""
+        return self.system.col
+
+    @property
+    def value_index(self) -> torch.Tensor | None:
+        """``[nnz]`` int64, the index of each of ``T``'s entries among ``A``'s values (and
+        the split's constants after them); None when ``T = A``."""
+        return self.system.value_index
 
     @property
     def n(self) -> int:
-        return self.crow.numel() - 1
+        return self.system.n
 
     @property
     def nnz(self) -> int:
@@ -146,5 +159,4 @@ def analyse_on_device(system: DeviceSystem, dag_levels: DagLevels) -> DeviceAnal
     (:func:`.device_prep.matrix_features`, one read)."""
     rows = device_prep.dependency_graph(system.crow, system.col, system.lower)
     row_level = dag_levels.rows(rows)
-    return DeviceAnalysis(system.lower, system.crow, system.col, system.value_index, rows, row_level,
-                          device_prep.matrix_features(rows, row_level), dag_levels, system)
+    return DeviceAnalysis(system, rows, row_level, device_prep.matrix_features(rows, row_level), dag_levels)
