@@ -189,8 +189,8 @@ class TriangularSolver:
         any solver over the same pattern, task and GPU model that reads the same database
         (``$GSPARSE_TUNING_DB``, else the cache directory; :mod:`gsparse.tune.sptrsv`).
 
-        Each scheme's output is checked against SciPy's float64 solve of this factor before it
-        is timed (the median of repeats, CUDA events around its kernels); a scheme that fails
+        Each scheme's output is checked against the CPU's float64 solve of this factor (MKL's
+        or SciPy's) before it is timed (the median of repeats, CUDA events around its kernels); a scheme that fails
         is recorded with its error. Schemes measured before for the same key are not measured
         again.
 
@@ -231,18 +231,14 @@ class TriangularSolver:
         return result.best
 
     def _reference(self, b: torch.Tensor, transpose: bool) -> torch.Tensor:
-        """SciPy's float64 solution of this system for ``b``, in ``b``'s dtype and device."""
-        import scipy.sparse as sp
-        from scipy.sparse.linalg import spsolve_triangular
+        """The CPU solve's float64 solution of this system for ``b`` (MKL's or SciPy's:
+        :mod:`gsparse.backends.cpu_triangular`), in ``b``'s dtype and device."""
+        from .backends import cpu_triangular
 
         p = self._pattern
-        matrix = sp.csr_array((self._canonical.double().cpu().numpy(), p.col.cpu().numpy(), p.crow.cpu().numpy()),
-                              shape=(p.n, p.n))
-        lower = p.lower
-        if transpose:
-            matrix, lower = sp.csr_array(matrix.T), not lower
-        x = spsolve_triangular(matrix, b.double().cpu().numpy(), lower=lower, unit_diagonal=self._unit_diagonal)
-        return torch.from_numpy(np.ascontiguousarray(x).reshape(b.shape)).to(device=b.device, dtype=b.dtype)
+        x = cpu_triangular.solve(p.crow.cpu(), p.col.cpu(), self._canonical.double().cpu(), b.double().cpu(),
+                                 p.lower, self._unit_diagonal, transpose)
+        return x.to(device=b.device, dtype=b.dtype)
 
     # ------------------------------------------------------------------ values
 

@@ -160,7 +160,7 @@ def test_bad_scheme_lists_and_a_solver_off_the_gpu_are_refused(database):
         solver.tune(torch.ones(n, dtype=torch.float64), transpose=1)
 
 
-def test_the_reference_is_scipys_float64_solve():
+def test_the_reference_is_the_cpus_float64_solve():
     matrix = triangular.generate("laplacian2d", 400, 0)
     solver = TriangularSolver(matrix)
     b = torch.randn(matrix.shape[0], 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
