@@ -16,9 +16,9 @@ deterministic) on the factors of some families and judges it on the factors of o
 each, the time of its choice over the best (``inf`` where it was not measured ``ok``: a
 miss), next to the hand rule's scheme over the best. The choice is what the analysed
 default runs: the MLP's pick where the selector trusts it
-(:meth:`~gsparse.kernels.sptrsv.selector.SchemeSelector.trusts`), else the hand rule's. :func:`held_out` does that for one
-split of the families, :func:`leave_one_family_out` for every family in turn, and
-:func:`train_set` fits one selector per ``k`` on everything, for
+(:meth:`~gsparse.kernels.sptrsv.selector.SchemeSelector.trusts`), else the hand rule's.
+:func:`held_out` does that for one split of the families, :func:`leave_one_family_out` for
+every family in turn, and :func:`train_set` fits one selector per ``k`` on everything, for
 :meth:`~gsparse.kernels.sptrsv.selector.SelectorSet.save`.
 ``scripts/sptrsv_selector_report.py`` prints the tables and times the selection.
 """

@@ -111,7 +111,6 @@ def tune_factor(plans: FactorPlans, task: SptrsvTask, target: Target, values: to
         if not candidates or not all(isinstance(s, SptrsvSchedule) for s in candidates):
             raise TypeError("schemes must be a non-empty list of SptrsvSchedule")
     space = CandidateSpace(dict.fromkeys(s.validate() for s in candidates))
-    plans.analysis(task.transpose)  # once, before any plan of the space
     built: dict[SptrsvSchedule, object] = {}
 
     def build(scheme: SptrsvSchedule) -> object:
