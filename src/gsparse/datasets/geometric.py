@@ -73,8 +73,9 @@ def point_cloud(
     return centre[cluster] + spread[cluster, None] * noise
 
 
-def _spread_bits(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``x``'s bits moved to every ``dim``-th position (bit ``b`` to bit ``dim * b``)."""
+def spread_bits(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``x``'s bits moved to every ``dim``-th position (bit ``b`` to bit ``dim * b``): a
+    Morton key's coordinate, below 2**32 in 2-D and 2**21 in 3-D."""
     if dim == 2:
         steps = ((16, 0x0000FFFF0000FFFF), (8, 0x00FF00FF00FF00FF), (4, 0x0F0F0F0F0F0F0F0F),
                  (2, 0x3333333333333333), (1, 0x5555555555555555))
@@ -97,7 +98,7 @@ def _morton_order(unit: torch.Tensor, offset: float) -> torch.Tensor:
     q = ((unit.double() + offset) * 2.0 ** (bits - 1)).long()
     code = torch.zeros(unit.shape[0], dtype=torch.int64, device=unit.device)
     for axis in range(dim):
-        code |= _spread_bits(q[:, axis].contiguous(), dim) << axis
+        code |= spread_bits(q[:, axis].contiguous(), dim) << axis
     return torch.sort(code, stable=True).indices
 
 

@@ -54,8 +54,10 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from ..graph import Graph
+from .geometric import spread_bits
 
 __all__ = ["laplacian", "banded", "power_law", "rmat", "road_grid", "stencil", "shuffled", "graph_lower",
            "geometric", "community", "arrow", "tree", "generate", "parameters", "corpus_rows", "edge_cases",
@@ -362,15 +364,6 @@ def graph_lower(graph: Any, *, seed: int = 0, upper: bool = False) -> sp.csr_arr
 GEOMETRIC_ORDERINGS = ("random", "morton", "cells")
 
 
-def _spread_bits(v: np.ndarray, dims: int) -> np.ndarray:
-    """The bits of ``v`` (< 2**21) spread ``dims`` apart (bit b moves to bit ``dims * b``)."""
-    v = v.astype(np.uint64)
-    out = np.zeros_like(v)
-    for b in range(21):
-        out |= ((v >> np.uint64(b)) & np.uint64(1)) << np.uint64(dims * b)
-    return out
-
-
 def geometric(n: int, k: int, dims: int = 2, *, ordering: str = "random", seed: int = 0,
               upper: bool = False) -> sp.csr_array:
     """An unstructured mesh-like graph: ``n`` uniform random points in the unit square
@@ -397,9 +390,10 @@ def geometric(n: int, k: int, dims: int = 2, *, ordering: str = "random", seed: 
     # Cells of about one point each; their Morton keys interleave the cell coordinates' bits.
     side = max(1, int(round(n ** (1.0 / dims))))
     cell = np.minimum((points * side).astype(np.int64), side - 1)
-    key = np.zeros(n, dtype=np.uint64)
+    key = torch.zeros(n, dtype=torch.int64)
     for axis in range(dims):
-        key |= _spread_bits(cell[:, axis], dims) << np.uint64(axis)
+        key |= spread_bits(torch.from_numpy(cell[:, axis]), dims) << axis
+    key = key.numpy()
     morton = np.argsort(key, kind="stable")
     # The neighbours are found in Morton order whatever the numbering (a query in the
     # points' random order is 4x slower: every lookup misses the cache), then renumbered.
