@@ -100,8 +100,9 @@ def test_a_real_graph_also_gets_the_cost_models_pick(tmp_path):
 
 def test_the_triangular_solvers_fast_start_and_checks_are_counted_per_dtype_and_rhs():
     found = precompile.sptrsv_programs([torch.float32, torch.float64, torch.bfloat16], [1, 16])
-    # per solver dtype: the checks, then lower/upper x unit or not x (k = 1: both schemes; 16: shared rows)
-    assert len(found) == 2 * (1 + 2 * 2 * 2 + 2 * 2 * 1)
+    # per solver dtype: the checks, then lower/upper x unit or not x (k = 1: the rule's five schemes;
+    # 16: its two of a warp per row); and the levels kernel, lower and upper, for either dtype
+    assert len(found) == 2 * (1 + 2 * 2 * 5 + 2 * 2 * 2) + 2
     assert precompile.sptrsv_programs([torch.bfloat16], [1]) == {}
     with pytest.raises(ValueError, match="sptrsv_rhs must hold positive numbers of right-hand sides"):
         precompile.precompile([], sptrsv_rhs=(0,), dry_run=True)
@@ -110,18 +111,23 @@ def test_the_triangular_solvers_fast_start_and_checks_are_counted_per_dtype_and_
 @needs_nvrtc
 def test_precompile_fills_the_cache_with_a_triangular_solvers_first_programs(tmp_path):
     """What a TriangularSolver on a mesh factor compiles before its first fast-start solve
-    (the factor checks and the fast start's kernel) is in the cache after precompile."""
+    (the factor checks, the fast start's kernel and, by level, the levels kernel) is in the
+    cache after precompile."""
     from gsparse.kernels.sptrsv import checks
-    from gsparse.kernels.sptrsv.codegen import natural_program
+    from gsparse.kernels.sptrsv.codegen import levels_program, natural_program
     from gsparse.kernels.sptrsv.default import natural_schedule
+    from gsparse.kernels.sptrsv.stats import PatternStats
     from gsparse.kernels.sptrsv.task import SptrsvTask
 
     cache = runtime.KernelCache(tmp_path / "cache")
     task = SptrsvTask(torch.float64, torch.int32, True, False, False, 1)
-    scheme = natural_schedule(500_000, 1_500_000, task)  # a 2-D mesh's rows, one right-hand side
-    wanted = [natural_program(task.algorithm, scheme).source, checks.checks_program(torch.float64).source]
+    mesh = PatternStats(500_000, 1_500_000, 3, 500_000)  # a 2-D mesh's rows, one right-hand side
+    scheme = natural_schedule(mesh, task)
+    assert scheme.level_order
+    wanted = [natural_program(task.algorithm, scheme).source, checks.checks_program(torch.float64).source,
+              levels_program(torch.int32, True).source]
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is None for source in wanted)
     report = precompile.precompile([], dtypes=(torch.float64,), grid=False, archs=("sm_90",),
                                    sptrsv_rhs=(1,), cache=cache, workers=2)
-    assert report.compiled == report.programs == 1 + 1 + 2 * 2 * 2 and not report.failed
+    assert report.compiled == report.programs == 1 + 1 + 2 * 2 * 5 + 2 and not report.failed
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is not None for source in wanted)

@@ -23,6 +23,7 @@ from .kernels.sptrsv import checks as factor_checks
 from .kernels.sptrsv.checks import FactorReport
 from .kernels.sptrsv.levelset import LevelSetPlan, levelset_plan
 from .kernels.sptrsv.natural import entry_rows
+from .kernels.sptrsv.stats import PatternStats
 
 __all__ = ["Pattern", "read_factor", "check_values", "check_diagonal", "SUPPORTED_DTYPES"]
 
@@ -40,11 +41,13 @@ class Pattern:
         lower: lower (else upper) triangular.
         order: ``[nnz]`` int64 or None: canonical entry ``p`` is the input's entry
             ``order[p]`` (None when the input was canonical already).
+        stats: the pattern's statistics where the checks measured them (on a GPU), else
+            None (the device plans measure them if a scheme needs them).
     """
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool,
-                 order: torch.Tensor | None, register: bool = True) -> None:
-        self.crow, self.col, self.lower, self.order = crow, col, lower, order
+                 order: torch.Tensor | None, register: bool = True, stats: PatternStats | None = None) -> None:
+        self.crow, self.col, self.lower, self.order, self.stats = crow, col, lower, order, stats
         self._levelset: dict[bool, LevelSetPlan] = {}
         self._device_plans: FactorPlans | None = None
         if register:
@@ -79,7 +82,7 @@ class Pattern:
             # Imported here: the tuner's layer sits above this one.
             from .tune.sptrsv import recorded_scheme
 
-            self._device_plans = FactorPlans(self.crow, self.col, self.lower)
+            self._device_plans = FactorPlans(self.crow, self.col, self.lower, self.stats)
             self._device_plans.recorded = recorded_scheme
         return self._device_plans
 
@@ -216,7 +219,7 @@ def read_factor(A: Any, lower: bool, unit_diagonal: bool = False) -> tuple[Patte
                          f"{side} the diagonal")
     if diagonal is not None:
         _raise_diagonal(found, crow, col, diagonal)
-    return Pattern(crow, col if order is None else col[order], lower, order), values
+    return Pattern(crow, col if order is None else col[order], lower, order, stats=found.stats), values
 
 
 def check_diagonal(pattern: Pattern, values: torch.Tensor) -> None:
@@ -255,6 +258,8 @@ class _TorchChecks:
     PyTorch operations when read (a host wait or two each: off the GPU that is cheap). They
     are read in the order of the class's fields, and a field may assume that the rules
     before it hold: the first violation raises before the next field is read."""
+
+    stats = None  # not measured here: what needs them measures them (kernels.sptrsv.stats)
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor | None, lower: bool) -> None:
         self._crow, self._col, self._values, self._lower = crow, col, values, lower

@@ -25,8 +25,9 @@ What gets compiled:
   has statistics only, gets the hand rule's picks (what sampled blocks run in any case).
 * **Triangular solves** (``--sptrsv-rhs``, numbers of right-hand sides): the factor
   checks of every float32 and float64 solver, and the fast start's kernels
-  (:func:`gsparse.kernels.sptrsv.default.natural_schedule`, both of its schemes) for lower
-  and upper systems, unit and stored diagonals, int32 indices: what a
+  (:func:`gsparse.kernels.sptrsv.default.natural_schedule`, every scheme it picks for the
+  number of right-hand sides, and the levels kernel of the schemes that go by level) for
+  lower and upper systems, unit and stored diagonals, int32 indices: what a
   :class:`~gsparse.TriangularSolver` compiles before its first solve by default. Solves the
   solver analyses (several right-hand sides on short rows) depend on the factor's analysis
   and are compiled at their first solve.
@@ -63,8 +64,8 @@ from .kernels.sddmm import codegen as sddmm_codegen
 from .kernels.softmax import codegen as softmax_codegen
 from .kernels.spmm import codegen as spmm_codegen
 from .kernels.sptrsv import checks as sptrsv_checks
-from .kernels.sptrsv.codegen import natural_program
-from .kernels.sptrsv.default import LANE_PER_ROW, WARP_SHARED_ROWS
+from .kernels.sptrsv.codegen import levels_program, natural_program
+from .kernels.sptrsv.default import NATURAL_SCHEMES, WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL
 from .kernels.sptrsv.task import SptrsvAlgorithm
 from .runtime._nvrtc import arch_number
 from .target import A100, H100, H200, Target
@@ -371,14 +372,18 @@ def sptrsv_programs(dtypes: Sequence[torch.dtype], rhs: Sequence[int]) -> dict[s
         checks = sptrsv_checks.checks_program(dtype)
         found[checks.source] = checks.context
         for k in rhs:
-            # natural_schedule gives a lane per short row to one right-hand side only.
-            schemes = (LANE_PER_ROW, WARP_SHARED_ROWS) if k == 1 else (WARP_SHARED_ROWS,)
+            # natural_schedule gives a lane per row, and 4 rows a ticket, to one right-hand side only.
+            schemes = NATURAL_SCHEMES if k == 1 else (WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL)
             for lower in (True, False):
                 for unit in (False, True):
                     algorithm = SptrsvAlgorithm(dtype, torch.int32, lower, unit, k)
                     for scheme in schemes:
                         program = natural_program(algorithm, scheme)
                         found[program.source] = program.context
+    if found:  # the levels kernel of the schemes that go by level, for either orientation
+        for lower in (True, False):
+            levels = levels_program(torch.int32, lower)
+            found[levels.source] = levels.context
     return found
 
 

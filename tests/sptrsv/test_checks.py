@@ -17,6 +17,7 @@ from scipy.sparse import csr_array
 from gsparse import TriangularSolver
 from gsparse._triangular import read_factor
 from gsparse.kernels.sptrsv import checks
+from gsparse.kernels.sptrsv.stats import NEAR, PatternStats, pattern_stats
 from gsparse.runtime import compile_cuda
 from gsparse.testing import device_waits
 
@@ -130,10 +131,13 @@ def _verdict(case: str, device: str = "cpu", index=torch.int64, dtype=torch.floa
 
 
 def _model(crow, col, val, n, nnz, lower, report):
-    """factor_checks.cu's check_factor, row by row: each slot its first violation."""
+    """factor_checks.cu's check_factor, row by row: each rule's slot its first violation,
+    the statistics' slots folded into what the host set them to."""
     crow, col = crow.tolist(), col.tolist()
     val = None if val is None else val.tolist()
-    slots = [checks.NONE] * checks.SLOTS
+    slots = report.tolist()
+    assert slots == [checks.NONE] * checks.RULES + [0, 0]  # as the host sets them
+    longest, near = checks.RULES, checks.RULES + 1
 
     def record(slot, index):
         slots[slot] = min(slots[slot], index)
@@ -150,11 +154,13 @@ def _model(crow, col, val, n, nnz, lower, report):
         begin, end = crow[r], crow[r + 1]
         if begin < 0 or end < begin or end > nnz:
             continue
+        slots[longest] = max(slots[longest], end - begin)
         diagonal = False
         for e in range(begin, end):
             c = col[e]
             if not 0 <= c < n:
                 continue
+            slots[near] += 0 < abs(c - r) <= NEAR
             if e + 1 < end and col[e + 1] <= c:
                 record(3, r)
             if (c > r) if lower else (c < r):
@@ -268,6 +274,48 @@ def test_the_grid_gives_each_row_a_warp_with_at_most_max_blocks(cuda_path):
         assert cuda_path.launches[-1][0] == blocks
 
 
+def _banded_and_random(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A lower factor whose rows hold a band of 0-40 entries left of the diagonal and a few
+    random earlier columns: rows of every length, entries near and far."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(n):
+        band = set(range(max(r - int(rng.integers(0, 41)), 0), r))
+        far = set(rng.integers(0, r, size=min(r, int(rng.integers(0, 4)))).tolist()) if r else set()
+        rows.append(sorted(band | far | {r}))
+    crow = np.r_[0, np.cumsum([len(c) for c in rows])].astype(np.int64)
+    return crow, np.concatenate(rows).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_check_kernels_statistics_are_the_patterns(cuda_path, seed):
+    """The report's longest row and near entries (the model of the kernel's folds) equal
+    pattern_stats' and a count by hand."""
+    crow, col = _banded_and_random(300, seed)
+    values = np.random.default_rng(seed).uniform(1, 2, col.size)
+    pattern, _ = read_factor((torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(values), (300, 300)),
+                             lower=True)
+    rows = np.repeat(np.arange(300), np.diff(crow))
+    near = int(((np.abs(rows - col) > 0) & (np.abs(rows - col) <= NEAR)).sum())
+    want = PatternStats(300, col.size, int(np.diff(crow).max()), near)
+    assert pattern.stats == want == pattern_stats(torch.from_numpy(crow), torch.from_numpy(col))
+    assert 0 < want.near_share < 1 and want.longest_row > 40  # the factor has both kinds
+
+
+def test_the_statistics_of_empty_and_diagonal_patterns():
+    empty = pattern_stats(torch.zeros(1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
+    assert empty == PatternStats(0, 0, 0, 0) and empty.mean_row == 0 and empty.near_share == 0
+    diagonal = pattern_stats(torch.arange(6), torch.arange(5))
+    assert diagonal == PatternStats(5, 5, 1, 0) and diagonal.near_share == 0
+
+
+def test_a_factor_checked_off_the_gpu_carries_no_statistics():
+    crow, col, values, _, _ = CASES["valid lower"]
+    pattern, _ = read_factor((torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(values), (5, 5)),
+                             lower=True)
+    assert pattern.stats is None  # the device plans measure them if a scheme needs them
+
+
 # ---------------------------------------------------------------------- on a GPU
 
 
@@ -322,3 +370,13 @@ def test_on_a_gpu_a_solvers_construction_waits_for_the_device_once():
     TriangularSolver(A)  # the check kernel loaded
     syncs = device_waits(lambda: TriangularSolver(A))
     assert 1 <= len(syncs) <= 2, syncs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(3))
+def test_on_a_gpu_the_check_kernels_statistics_are_the_patterns(seed):
+    crow, col = _banded_and_random(3000, seed)
+    values = np.random.default_rng(seed).uniform(1, 2, col.size)
+    pattern, _ = read_factor(tuple(torch.from_numpy(a).cuda() for a in (crow, col, values)) + ((3000, 3000),),
+                             lower=True)
+    assert pattern.stats == pattern_stats(torch.from_numpy(crow), torch.from_numpy(col))

@@ -27,11 +27,12 @@ from gsparse.kernels.sptrsv.codegen import (
     natural_program,
     program,
 )
-from gsparse.kernels.sptrsv.default import natural_schedule, natural_serves
+from gsparse.kernels.sptrsv.default import NATURAL_SCHEMES, natural_schedule, natural_serves
 from gsparse.kernels.sptrsv.executor import ScheduleError, execute_natural
 from gsparse.kernels.sptrsv.levelset import transposed_pattern
 from gsparse.kernels.sptrsv.natural import NaturalPlan, device_transpose
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.stats import PatternStats
 from gsparse.kernels.sptrsv.task import SptrsvAlgorithm, SptrsvTask
 from gsparse.target import H100
 
@@ -43,6 +44,7 @@ SCHEMES = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_
            NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=1, rows_per_thread=False),
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, level_order=True),
            NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False, level_order=True)]
+SCHEMES += [scheme for scheme in NATURAL_SCHEMES if scheme not in SCHEMES]  # the rule's
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
 
 
@@ -129,7 +131,7 @@ def test_the_oracle_matches_scipy(family, lower, unit, transpose, k, dtype):
     system.sort_indices()
     b = _rhs(matrix.shape[0], k)
     want = _reference(matrix, lower, unit, transpose, b)
-    for schedule, warps in zip(SCHEMES, (1, 7, 300, 2, 5, 64), strict=True):
+    for schedule, warps in zip(SCHEMES, (1, 7, 300, 2, 5, 64, 3, 33, 9, 128), strict=True):
         x = execute_natural(schedule, warps, system.indptr, system.indices, system.data.astype(dtype),
                             b.astype(dtype), lower != transpose, unit)
         assert x.shape == b.shape
@@ -194,10 +196,12 @@ def test_a_fast_start_builds_no_analysis_and_its_launch_solves_the_system(monkey
         x = plans.solve(values, b, unit, transpose)
     assert not plans._analyses and set(plans._systems) == {transpose}
     task = plans.task(dtype, unit, transpose, k)
-    schedule = natural_schedule(n, matrix.nnz, task)
+    schedule = natural_schedule(plans.stats(transpose), task)
     assert isinstance(plans._plans[(task, schedule)], NaturalPlan)
     grid, block, _, _ = loader.launches[-1]
-    assert (grid, block) == (H100.sms, 32 * schedule.warps_per_block) and len(loader.launches) == 1
+    # The solve's launch, after the levels kernel's where the scheme goes by level (road's rows).
+    assert (grid, block) == (H100.sms, 32 * schedule.warps_per_block)
+    assert len(loader.launches) == 1 + schedule.level_order
     named = _named(loader)
     bits = torch.int64 if dtype == torch.float64 else torch.int32
     assert named["x"] is x and bool((x.view(bits) == SENTINEL[dtype]).all())  # as the launch finds it
@@ -267,25 +271,53 @@ def test_every_solve_hands_the_kernel_the_same_zeroed_counter():
     assert len(loader.launches) == 3  # one launch per solve: nothing clears the counter but the kernel
 
 
-def test_the_rule_gives_short_rows_a_lane_and_shares_the_others():
-    def task(k):
-        return SptrsvTask(torch.float64, torch.int32, True, False, False, k)
-
-    mesh = natural_schedule(500_000, 1_500_000, task(1))  # laplacian2d
-    assert mesh.rows_per_thread and mesh.warps_per_block == 32  # a window of many grid lines
-    assert not natural_schedule(500_000, 1_500_000, task(16)).rows_per_thread  # lanes span the columns
-    assert not natural_schedule(500_000, 3_124_782, task(1)).rows_per_thread  # power law
-    assert natural_schedule(0, 0, task(1)).validate()
+def _task(k):
+    return SptrsvTask(torch.float64, torch.int32, True, False, False, k)
 
 
-def test_the_fast_start_serves_all_but_short_rows_with_several_right_hand_sides():
-    def task(k):
-        return SptrsvTask(torch.float64, torch.int32, True, False, False, k)
+# Statistics of benchmark factors (the checks' longest row; near entries of 500K-row factors).
+MESH = PatternStats(500_000, 1_500_000, 3, 500_000)  # laplacian2d: half its entries at distance 1
+ROAD = PatternStats(499_849, 1_195_099, 4, 347_625)
+POWER_LAW = PatternStats(500_000, 3_124_782, 27_135, 0)  # hubs, no locality
+COMMUNITY = PatternStats(500_000, 4_208_362, 33, 0)  # rows of 8, no locality
+CORA = PatternStats(2_708, 7_986, 91, 421)
 
-    assert natural_serves(500_000, 1_500_000, task(1))  # laplacian2d, one right-hand side
-    assert not natural_serves(500_000, 1_500_000, task(16))  # 1.4-5x the analysed solve
-    assert natural_serves(500_000, 3_124_782, task(16))  # power law: as fast as analysed
-    assert natural_serves(0, 0, task(16))
+
+def test_the_rule_gives_a_lane_to_each_short_row_of_one_right_hand_side():
+    for stats in (MESH, ROAD, COMMUNITY, CORA):
+        assert natural_schedule(stats, _task(1)).rows_per_thread, stats
+    assert natural_schedule(COMMUNITY, _task(1)).warps_per_block == 32  # many rows in flight
+    assert not natural_schedule(POWER_LAW, _task(1)).rows_per_thread  # a lane would walk a hub alone
+    for stats in (MESH, ROAD, POWER_LAW, COMMUNITY, CORA):
+        assert not natural_schedule(stats, _task(16)).rows_per_thread, stats  # lanes span the columns
+
+
+def test_the_rule_goes_by_level_where_natural_order_chains_rows():
+    for k in (1, 16):
+        assert natural_schedule(MESH, _task(k)).level_order and natural_schedule(ROAD, _task(k)).level_order
+        for stats in (POWER_LAW, COMMUNITY, CORA):
+            assert not natural_schedule(stats, _task(k)).level_order, (stats, k)
+    threshold = PatternStats(1000, 3000, 3, 400)  # exactly 20% of 2,000 off-diagonal entries near
+    assert natural_schedule(threshold, _task(1)).level_order
+    assert not natural_schedule(PatternStats(1000, 3000, 3, 399), _task(1)).level_order
+
+
+def test_the_rules_schemes_are_valid_and_all_precompiled():
+    schemes = {natural_schedule(PatternStats(1000, entries, longest, near), _task(k))
+               for entries in (1000, 3000, 9000) for longest in (0, 128, 129, 5000) for near in (0, 1000, 2000)
+               for k in (1, 2, 16)}
+    assert schemes == set(NATURAL_SCHEMES) and all(s.validate() for s in schemes)
+    assert natural_schedule(PatternStats(0, 0, 0, 0), _task(1)).validate()
+
+
+def test_the_fast_start_serves_all_but_large_factors_of_short_rows_with_several_right_hand_sides():
+    assert natural_serves(MESH, _task(1)) and natural_serves(ROAD, _task(1))
+    assert not natural_serves(MESH, _task(16)) and not natural_serves(ROAD, _task(2))  # analysis pays off
+    assert natural_serves(POWER_LAW, _task(16)) and natural_serves(COMMUNITY, _task(16))  # long rows
+    assert natural_serves(CORA, _task(16))  # small: the analysis' floor is hundreds of its solves
+    assert not natural_serves(PatternStats(1 << 16, 3 << 16, 3, 0), _task(16))
+    assert natural_serves(PatternStats((1 << 16) - 1, 3 << 16, 3, 0), _task(16))
+    assert natural_serves(PatternStats(0, 0, 0, 0), _task(16))
 
 
 # ---------------------------------------------------------------- when the solver runs it
@@ -306,6 +338,9 @@ def test_the_solver_runs_the_analysed_scheme_when_asked_forced_or_already_analys
     several = plans.task(torch.float64, False, False, 16)
     assert isinstance(plans.solve_schedule(several, H100), NaturalOrderSchedule)  # R-MAT's rows are long
     mesh, _ = _plans(family_factor("laplacian2d"), True)
+    several = mesh.task(torch.float64, False, False, 16)
+    assert isinstance(mesh.solve_schedule(several, H100), NaturalOrderSchedule)  # small: not worth analysing
+    mesh, _ = _plans(triangular.generate("laplacian2d", 1 << 16, 0), True)
     several = mesh.task(torch.float64, False, False, 16)
     assert isinstance(mesh.solve_schedule(several, H100), SptrsvSchedule)  # analysed by default
     mesh.analyse = False

@@ -122,3 +122,29 @@ def test_factors_with_long_rows_solve_through_their_split_systems_on_a_gpu(analy
     assert plans.device_system(transpose).split is not None  # the long rows were split
     power_law = triangular.generate("power_law", 60_000, 7, upper=not lower)
     _check(power_law, lower, False, transpose, k, torch.float64, analysis=analysis)
+
+
+def test_a_system_whose_longest_row_is_known_short_reads_nothing_back():
+    """The factor checks measure A's longest row: with no row over SPLIT_ABOVE, the system
+    skips the split's search (and its read-back); unknown, it reads the longest row back and
+    splits as before."""
+    from cuda_path import HostReads
+
+    from gsparse.kernels.sptrsv.natural import DeviceSystem
+    from gsparse.kernels.sptrsv.split import SPLIT_ABOVE
+
+    matrix = triangular.generate("laplacian2d", 2_000, 0)
+    crow, col = (torch.from_numpy(a.astype(np.int64)) for a in (matrix.indptr, matrix.indices))
+    with HostReads() as reads:
+        system = DeviceSystem(crow, col, True, False, longest_row=3)
+    assert reads.reads == [] and system.split is None and system.longest_row == 3
+    with HostReads() as reads:
+        system = DeviceSystem(crow, col, True, False)
+    assert len(reads.reads) == 1 and system.split is None and system.longest_row == 3
+    hub = triangular.generate("power_law", 20_000, 0)
+    crow, col = (torch.from_numpy(a.astype(np.int64)) for a in (hub.indptr, hub.indices))
+    longest = int(np.diff(hub.indptr).max())
+    assert longest > SPLIT_ABOVE + 1
+    known, read = DeviceSystem(crow, col, True, False, longest), DeviceSystem(crow, col, True, False)
+    assert known.split is not None and torch.equal(known.crow, read.crow) and torch.equal(known.col, read.col)
+    assert DeviceSystem(crow, col, True, True).longest_row == int(np.bincount(hub.indices).max())

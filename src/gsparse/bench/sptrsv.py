@@ -17,20 +17,23 @@ lower factor ``L``:
   ``--kernel-cache`` points at a warm cache) and ``plan`` (transform, scheduling and
   launch tables, the group levels of a merging scheme, the arrays in the kernel's index
   type). Long rows are split before the analysis (:mod:`gsparse.kernels.sptrsv.split`).
-  What a process pays once, not per factor (the CUDA modules of PyTorch's sorts and scans
-  and of the levels kernel, the selector file) is paid before the first matrix and
+  What a process pays once, not per factor (the CUDA modules of PyTorch's sorts and scans,
+  of the levels and check kernels, the selector file) is paid before the first matrix and
   reported apart (``process_warm_up_ms``), as CuPy's cuSPARSE handle is made before.
 - ``fast_start``: the natural-order kernel with no analysis, what
   :class:`gsparse.TriangularSolver` runs with ``analysis=False`` (and by default where it
   serves) (:mod:`gsparse.kernels.sptrsv.natural`; a fixed scheme with
   ``--fast-start JSON``). Its preprocessing is everything before the first solve but the
   compile: ``validation`` (the solver's checks of the factor: one kernel launch on the GPU,
-  :mod:`gsparse.kernels.sptrsv.checks`) and ``plan`` (the scheme, the system on the device,
-  transposed there for ``--transpose``, and in level order its levels and their sort on the
-  device); ``compile_ms`` (NVRTC and module load of the solve kernels, NVRTC of the check
-  kernel, on a cold kernel cache) is reported apart, since it is paid once per dtype,
-  right-hand sides and orientation, not per factor, and is kept on disk. The validation
-  includes loading the check kernel from the disk cache.
+  :mod:`gsparse.kernels.sptrsv.checks`, which also measures the statistics the fast start's
+  rule reads), ``selection`` (the rule; for ``--transpose`` the system transposed on the
+  device, whose longest row it reads) and ``plan`` (the system on the device, and in level
+  order its levels and their sort on the device); ``compile_ms`` (NVRTC and module load of
+  the solve kernels, NVRTC of the check kernel, on a cold kernel cache) is reported apart,
+  since it is paid once per dtype, right-hand sides and orientation, not per factor, and is
+  kept on disk. The check kernel's module load is paid once per process, in the warm-up.
+- Each record's ``default`` names which of the two a :class:`gsparse.TriangularSolver` runs
+  by default (``analysis=None``: :func:`gsparse.kernels.sptrsv.default.natural_serves`).
 - ``cusparse``: cuSPARSE SpSM through CuPy's bindings (:mod:`.cusparse_triangular`), the
   analysis timed apart from the solve; needs CuPy.
 - ``cusparse_per_call``: ``torch.triangular_solve`` on a CUDA sparse CSR tensor, which runs
@@ -81,7 +84,7 @@ from ..kernels.sptrsv.codegen import (
     natural_program,
     program,
 )
-from ..kernels.sptrsv.default import natural_schedule
+from ..kernels.sptrsv.default import natural_schedule, natural_serves
 from ..kernels.sptrsv.levelset import levelset_plan, levelset_solve
 from ..kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 from ..kernels.sptrsv.selector import default_selectors, load_selectors
@@ -184,11 +187,14 @@ def _gsparse(crow, col, values, b, k, transpose, device, schedule, selectors) ->
                                        "launches": plan.num_launches, "preprocess_ms": phases}
 
 
-def _warm_up(device: torch.device, selectors: Any) -> float:
-    """Milliseconds of the analysed preparation of a small factor, paid once per process
-    before the first matrix (as CuPy's cuSPARSE handle is): the lazy loading of the CUDA
-    modules of PyTorch's sorts and scans that the preparation calls, and the levels kernel's
-    module. Without it the first matrix's preparation carried them (about 280 ms on an H100)."""
+def _warm_up(device: torch.device, selectors: Any, dtypes: tuple[torch.dtype, ...] = (torch.float64,)) -> float:
+    """Milliseconds of the preparations of a small factor, paid once per process before the
+    first matrix (as CuPy's cuSPARSE handle is): the lazy loading of the CUDA modules of
+    PyTorch's sorts and scans that the analysed preparation calls, and the levels kernel's
+    module; for the fast start, a solver's checks of a factor of each of ``dtypes`` (the
+    check kernel's module, the operations around it) and a plan by level. Without it the
+    first matrix's preparation carried them (about 280 ms analysed, 7 ms for the fast start's
+    validation, on an H100)."""
     matrix = triangular.generate("laplacian2d", 2_000, 0)
     crow, col = (torch.from_numpy(a.astype(np.int64)).to(device) for a in (matrix.indptr, matrix.indices))
     plans = FactorPlans(crow, col, True)
@@ -200,6 +206,11 @@ def _warm_up(device: torch.device, selectors: Any) -> float:
         for transpose in (False, True):
             task = plans.task(torch.float64, False, transpose, 1)
             plans.build_plan(task, plans.chosen_schedule(task, target), target)
+        for dtype in dtypes:
+            values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
+            fast = TriangularSolver((crow, col, values, matrix.shape))._pattern.device_plans
+            task = fast.task(dtype, False, False, 1)
+            fast.build_plan(task, natural_schedule(fast.stats(False), task), target)
 
     return _host_ms(prepare, device)[1]
 
@@ -209,16 +220,18 @@ def _fast_start(crow, col, values, b, k, transpose, device, schedule) -> tuple[C
     n = crow.numel() - 1
     target = Target.of(device)
     # The factor checks' NVRTC compile, like the solve's, is paid once per architecture and
-    # kept on disk: it goes to compile_ms. The validation still reads it from the disk cache
-    # and loads it, as every new process does.
+    # kept on disk: it goes to compile_ms (on a cold cache the warm-up compiled it, and loaded
+    # its module once for the process).
     checks = factor_checks.checks_program(values.dtype)
     _, checks_ms = _host_ms(lambda: compile_cuda(checks.source, arch=device_arch(device.index),
                                                  context=checks.context), device)
     solver, validation_ms = _host_ms(lambda: TriangularSolver((crow, col, values, (n, n))), device)
     plans = solver._pattern.device_plans
     task = plans.task(values.dtype, False, transpose, k)
-    if schedule is None:
-        schedule = natural_schedule(n, col.numel(), task)
+    # The rule reads the system's statistics: the checks' for A, read back for A^T (with
+    # the transposed system, which the plan then reuses).
+    rule = (lambda: natural_schedule(plans.stats(transpose), task)) if schedule is None else (lambda: schedule)
+    schedule, selection_ms = _host_ms(rule, device)
 
     def compile_kernels() -> None:
         RUNTIME_LOADER.kernel(natural_program(task.algorithm, schedule), NATURAL_KERNEL, device.index)
@@ -228,7 +241,8 @@ def _fast_start(crow, col, values, b, k, transpose, device, schedule) -> tuple[C
     _, compile_ms = _host_ms(compile_kernels, device)
     plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)
     return (lambda: plan(values, b)), {"schedule": schedule.to_json(), "compile_ms": checks_ms + compile_ms,
-                                       "preprocess_ms": {"validation": validation_ms, "plan": plan_ms}}
+                                       "preprocess_ms": {"validation": validation_ms, "selection": selection_ms,
+                                                         "plan": plan_ms}}
 
 
 def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: bool, device: torch.device,
@@ -311,8 +325,14 @@ def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: 
             entry["gflops"] = gflops(n, nnz, k, entry["median_ms"])
             prep = sum(entry.get("preprocess_ms", {}).values())
             entry["total_20_ms"] = prep + SOLVES * entry["median_ms"]
+    plans = FactorPlans(crow, col, True)
+    serves = natural_serves(plans.stats(transpose), plans.task(dtype, False, transpose, k))
     return {"matrix": name, "n": n, "nnz": nnz, "k": k, "dtype": str(dtype).removeprefix("torch."),
-            "transpose": transpose, "levels": results["levelset"].get("levels"), "results": results}
+            "transpose": transpose, "levels": results["levelset"].get("levels"),
+            "default": "fast_start" if serves else "gsparse", "results": results}
+
+
+_DEFAULT_NAMES = {"fast_start": "fast start", "gsparse": "analysed"}
 
 
 def _ms(entry: dict[str, Any], key: str = "median_ms") -> str:
@@ -338,8 +358,8 @@ def markdown(doc: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fast = ["", "## Fast start (natural order, no analysis)", "",
             ("| matrix | k | dtype | scheme | fast ms | cuSPARSE / fast | fast prep ms | fast compile ms | "
-             "cuSPARSE analysis ms | total@20 cuSPARSE / fast | fast / gsparse |"),
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "cuSPARSE analysis ms | total@20 cuSPARSE / fast | fast / gsparse | solver's default |"),
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["records"]:
         ours, cus = r["results"]["gsparse"], r["results"]["cusparse"]
         prep = f"{sum(ours['preprocess_ms'].values()):.1f}" if "preprocess_ms" in ours else "-"
@@ -358,7 +378,8 @@ def markdown(doc: dict[str, Any]) -> str:
             fast.append(
                 f"| {matrix} | {r['k']} | {r['dtype']} | {scheme} | {_ms(start)} | "
                 f"{_ratio(cus, start, 'median_ms')} | {fast_prep} | {compile_ms} | {analysis} | "
-                f"{_ratio(cus, start, 'total_20_ms')} | {_ratio(start, ours, 'median_ms')} |")
+                f"{_ratio(cus, start, 'total_20_ms')} | {_ratio(start, ours, 'median_ms')} | "
+                f"{_DEFAULT_NAMES.get(r.get('default'), '-')} |")
     if len(fast) > 5:
         lines += fast
     failures = [(r["matrix"], r["k"], r["dtype"], name, e["error"]) for r in doc["records"]
@@ -413,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "environment": _environment(device), "records": []}
-    doc["environment"]["process_warm_up_ms"] = _warm_up(device, selector)
+    dtypes = tuple(getattr(torch, name) for name in args.dtypes.split(","))
+    doc["environment"]["process_warm_up_ms"] = _warm_up(device, selector, dtypes)
     for spec in args.matrices.split(","):
         name, matrix = load_matrix(spec)
         for dtype_name in args.dtypes.split(","):

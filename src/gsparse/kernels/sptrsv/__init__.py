@@ -40,6 +40,7 @@ from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .scheduling import SolvePlan
 from .selector import SelectorSet, default_selectors
 from .split import size_bound
+from .stats import PatternStats, pattern_stats
 from .task import SptrsvTask, index_dtype_for
 
 __all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "analysed_schedule",
@@ -83,6 +84,8 @@ class FactorPlans:
     Args:
         crow, col: the canonical CSR of ``A`` (int64, on the solver's device).
         lower: ``A`` is lower triangular.
+        stats: ``A``'s pattern statistics where the factor checks measured them (else they
+            are measured when the fast start's rule first needs them: :mod:`.stats`).
 
     Attributes:
         schedule: a scheme every solve runs instead of the chosen one (None: choose).
@@ -101,8 +104,9 @@ class FactorPlans:
         index_dtype: the plans' index type (None: int32 unless the factor's size needs int64).
     """
 
-    def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool) -> None:
-        self._crow, self._col, self._lower = crow, col, lower
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool, stats: PatternStats | None = None) -> None:
+        self._crow, self._col, self._lower, self._stats = crow, col, lower, stats
+        self._transposed_stats: PatternStats | None = None
         self.schedule: Scheme | None = None
         self.analyse: bool | None = None
         self.loader: KernelLoader = RUNTIME_LOADER
@@ -170,8 +174,22 @@ class FactorPlans:
         """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) on the factor's device,
         built once, with no host analysis."""
         if transpose not in self._systems:
-            self._systems[transpose] = DeviceSystem(self._crow, self._col, self._lower, transpose)
+            # A's longest row is the checks' (A^T's is read back by the system itself).
+            longest_row = self._stats.longest_row if self._stats is not None and not transpose else None
+            self._systems[transpose] = DeviceSystem(self._crow, self._col, self._lower, transpose, longest_row)
         return self._systems[transpose]
+
+    def stats(self, transpose: bool) -> PatternStats:
+        """The pattern statistics of the system of ``A x = b`` (``A^T x = b`` with
+        ``transpose``), its longest row before any split: the checks' where they measured
+        ``A``'s, else measured once (:func:`.stats.pattern_stats`)."""
+        if self._stats is None:
+            self._stats = pattern_stats(self._crow, self._col)
+        if not transpose:
+            return self._stats
+        if self._transposed_stats is None:
+            self._transposed_stats = self._stats.transposed(self.device_system(True).longest_row)
+        return self._transposed_stats
 
     def _index_dtype(self) -> torch.dtype:
         """int32 unless the factor's systems, their long rows split (:mod:`.split`), need int64."""
@@ -218,14 +236,14 @@ class FactorPlans:
         is analysed already or the task's scheme was chosen already; else, with
         :attr:`analyse` None, a recorded (tuned) scheme where :attr:`recorded` has one; else
         the fast start's (:func:`.default.natural_schedule`, no analysis)."""
-        analysed = self.analyse if self.analyse is not None else not natural_serves(self.n, self.nnz, task)
+        analysed = self.analyse if self.analyse is not None else not natural_serves(self.stats(task.transpose), task)
         if self.schedule is not None or analysed or task.transpose in self._analyses or task in self._chosen:
             return self.chosen_schedule(task, target)
         if self.analyse is None and (recorded := self._recorded(task, target)) is not None:
             self._chosen[task] = recorded  # a tuned scheme beats the fast start
             return recorded
         if task not in self._natural:
-            self._natural[task] = natural_schedule(self.n, self.nnz, task)
+            self._natural[task] = natural_schedule(self.stats(task.transpose), task)
         return self._natural[task]
 
     def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target,

@@ -6,9 +6,10 @@ about twenty launches and eight host waits, and the first solver of a process al
 PyTorch's lazy loading of each of those kernels (about 160 ms on an H100, the first factor's
 "fast prep ms" in docs/performance.md, "Fast start"). :func:`check_factor` runs every rule
 in one pass of the kernel in ``codegen/factor_checks.cu``, which records each rule's first
-violation in a small report; the host reads it back once, as a :class:`FactorReport`. The
-kernels are compiled once per GPU architecture through the disk cache, like every
-generated kernel.
+violation in a small report, with two statistics of the pattern that the fast start's rule
+reads (:class:`~.stats.PatternStats`); the host reads it back once, as a
+:class:`FactorReport`. The kernels are compiled once per GPU architecture through the disk
+cache, like every generated kernel.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 
 from ..source import (INDEX_TYPES, RUNTIME_LOADER, SCALAR_TYPES, KernelLoader, Program, Signature, device_code,
                       device_index)
+from .stats import PatternStats
 
 __all__ = ["FactorReport", "check_factor", "checks_program", "kernel_name", "on_gpu"]
 
@@ -47,6 +49,7 @@ class FactorReport:
         no_diagonal: the first row without a diagonal entry.
         bad_diagonal: the first row whose diagonal value is zero or not finite (only when
             the values were checked).
+        stats: the pattern's statistics (meaningful only when every rule holds).
     """
 
     crow_ends: bool | None
@@ -56,17 +59,21 @@ class FactorReport:
     wrong_side: tuple[int, int] | None
     no_diagonal: int | None
     bad_diagonal: int | None
+    stats: PatternStats
 
     @classmethod
-    def read(cls, slots: list[int], n: int) -> FactorReport:
-        """The report of the kernel's slots (NONE: no violation)."""
-        found = [None if s == NONE else s for s in slots]
+    def read(cls, slots: list[int], n: int, nnz: int) -> FactorReport:
+        """The report of the kernel's slots (NONE: no violation), the statistics' last."""
+        found = [None if s == NONE else s for s in slots[:RULES]]
         ends, decrease, out_of_range, unsorted, wrong_side, no_diagonal, bad_diagonal = found
+        longest_row, near_entries = slots[RULES:]
         return cls(None if ends is None else True, decrease, out_of_range, unsorted,
-                   None if wrong_side is None else divmod(wrong_side, max(n, 1)), no_diagonal, bad_diagonal)
+                   None if wrong_side is None else divmod(wrong_side, max(n, 1)), no_diagonal, bad_diagonal,
+                   PatternStats(n, nnz, longest_row, near_entries))
 
 
-SLOTS = len(FactorReport.__dataclass_fields__)
+RULES = len(FactorReport.__dataclass_fields__) - 1  # the slots of the rules; then the statistics'
+SLOTS = RULES + 2
 
 
 def kernel_name(dtype: torch.dtype) -> str:
@@ -107,7 +114,8 @@ def check_factor(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor | N
     launch, then one read-back of the report."""
     n, nnz = crow.numel() - 1, col.numel()
     report = torch.full((SLOTS,), NONE, dtype=torch.int64, device=crow.device)
+    report[RULES:] = 0  # the statistics' slots accumulate
     blocks = min(max(-(-max(_WARP * n, nnz) // BLOCK), 1), MAX_BLOCKS)
     checks_program(dtype).prepare(kernel_name(dtype), device_index(crow.device), blocks, BLOCK, loader=loader,
                              crow=crow, col=col, val=values, n=n, nnz=nnz, lower=int(lower), report=report)()
-    return FactorReport.read(report.tolist(), n)
+    return FactorReport.read(report.tolist(), n, nnz)

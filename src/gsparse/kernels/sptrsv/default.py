@@ -19,9 +19,10 @@ from ...target import Target
 from .features import FEATURE_NAMES
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .selector import SelectorSet
+from .stats import PatternStats
 from .task import SptrsvTask
 
-__all__ = ["analysed_schedule", "default_schedule", "natural_schedule"]
+__all__ = ["NATURAL_SCHEMES", "analysed_schedule", "default_schedule", "natural_schedule", "natural_serves"]
 
 _F = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
@@ -90,48 +91,74 @@ def analysed_schedule(features: np.ndarray, task: SptrsvTask, target: Target,
     return default_schedule(features, task, target)
 
 
-def natural_serves(n: int, nnz: int, task: SptrsvTask) -> bool:
-    """Whether the fast start is the better choice for ``task`` without knowing how many
-    solves follow: everywhere but short rows with several right-hand sides.
+def natural_serves(stats: PatternStats, task: SptrsvTask) -> bool:
+    """Whether the fast start is the better choice for ``task`` on a system of these
+    statistics without knowing how many solves follow: everywhere but large factors of
+    short rows with several right-hand sides.
 
-    Measured on the H100 (2026-11-27, float64, 500K rows, docs/performance.md "Fast start"):
-    with one right-hand side the fast start solved every factor of the benchmark as fast as
-    the analysed hand rule or faster (0.63-1.03x of its time), after ~2 ms of preparation
-    against 120-500 ms. With 16 right-hand sides, factors of short rows (meshes and roads,
-    under 4 entries a row) took 1.4-5x the analysed solve: a lane walks a row's 16 columns
-    alone, or a warp shares a 3-entry row and holds too few rows in flight. Long rows with
-    16 right-hand sides matched the analysed solve (0.96-1.07x).
+    - One right-hand side: the fast start solved every factor of the benchmark at least as
+      fast as the analysed hand rule (H100, 2026-11-27, docs/performance.md "Fast start"),
+      after ~2 ms of preparation against 5-20 ms.
+    - Several right-hand sides on short rows (meshes, roads, bands: under 4 entries a row):
+      the analysed solve is 3-17% faster than the fast start's best at 500K rows (laplacian3d,
+      road), which pays for its preparation after 80-100 solves. Below
+      :data:`_SMALL_ROWS` rows, the analysed preparation's floor (about 4 ms of small device
+      operations, whatever the size) is hundreds of solves of a factor that small.
+    - Long rows with several right-hand sides: the fast start is as fast or faster (power law
+      500K at 16 right-hand sides: 2.06 ms against 4.90 ms analysed).
     """
-    return task.num_rhs == 1 or not _short_rows(n, nnz)
+    return task.num_rhs == 1 or stats.mean_row >= _SHORT_ROW_NNZ or stats.rows < _SMALL_ROWS
 
 
 # Rows averaging fewer entries than this are short (meshes, roads, bands).
 _SHORT_ROW_NNZ = 4
+# Factors of fewer rows than this take the fast start with any number of right-hand sides.
+_SMALL_ROWS = 1 << 16
+# The longest row a lane of the fast start walks alone (else the warp shares each row).
+_THREAD_ROW_MAX = 128
+# From this share of near entries (stats.NEAR) the fast start goes by level.
+_LEVELS_NEAR_SHARE = 0.2
 
-
-def _short_rows(n: int, nnz: int) -> bool:
-    """Rows averaging under :data:`_SHORT_ROW_NNZ` entries (meshes, roads, bands)."""
-    return bool(n) and nnz / n < _SHORT_ROW_NNZ
-
-
-# The fast start's two schemes, which :func:`natural_schedule` chooses between (``gsparse
-# precompile`` compiles both).
+# The fast start's schemes, which :func:`natural_schedule` chooses between (``gsparse
+# precompile`` compiles them all).
 LANE_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, rows_per_thread=True)
+LANE_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=2, rows_per_thread=True,
+                                             level_order=True)
 WARP_SHARED_ROWS = NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False)
+WARP_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False)
+WARP_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
+                                             level_order=True)
+NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL)
 
 
-def natural_schedule(n: int, nnz: int, task: SptrsvTask) -> NaturalOrderSchedule:
-    """The fast start's scheme, from what is known without any analysis: the mean row length
-    ``nnz / n`` and the task.
+def natural_schedule(stats: PatternStats, task: SptrsvTask) -> NaturalOrderSchedule:
+    """The fast start's scheme, from what is known without any analysis (the system's
+    :class:`~.stats.PatternStats`) and the task.
 
-    - Rows averaging under 4 entries with one right-hand side (meshes, roads, bands): a
-      lane per row, 32 rows per ticket, 32 warps per block. Rows are solved in natural order,
-      so the rows in flight (32 rows x 32 warps x 132 blocks = 135,168 on an H100) bound the
-      parallelism: a 2-D mesh's dependencies chain each row to the one before it and to the
-      row above, so the window must span many grid lines. Measured (H100, 500K rows): 8 warps per block
-      solved laplacian2d in 4.73 ms, 32 in 1.94 ms (laplacian3d 1.84 and 0.76, road 1.60
-      and 1.33).
-    - Otherwise the warp shares each row, 4 rows per ticket, 8 warps per block: long rows
-      (power law, R-MAT) and several right-hand sides spread over the lanes.
+    - Who walks a row. With one right-hand side and rows of at most 128 entries, a lane per
+      row, so that 32 rows of a warp go at once; with longer rows (hubs), or several
+      right-hand sides, whose columns the lanes share, the warp shares each row.
+    - In which order. By level where at least 20% of the entries are near the diagonal
+      (:mod:`.stats`: a mesh or road numbered along its grid, whose consecutive rows chain);
+      else in natural order, which needs no levels.
+
+    Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
+    Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
+    factors; docs/performance.md "The fast start's rule"):
+
+    - one right-hand side: a lane per row in natural order, 32 rows a ticket over 32 warps,
+      took 1.03-1.76x the best scheme's time on the graphs; by level, 2 rows a ticket, 1.00x
+      on laplacian3d (1.68x in natural order) and 1.24x on road;
+    - 16 right-hand sides: the warp per row, a row a ticket over 32 warps, took 1.00-1.47x
+      the best in natural order on the graphs and 1.00x by level on laplacian3d and road
+      (12.4x and 1.35x in natural order). The scheme it replaced (8 warps, 4 rows a ticket)
+      took 1.7-6.8x, and 400x on laplacian3d;
+    - rows of a power-law graph (hubs of 1,024 entries after the split) by the warp, 8
+      warps and 4 rows a ticket: 1.14x the best, against 3.7x for a lane per row.
     """
-    return LANE_PER_ROW if _short_rows(n, nnz) and task.num_rhs == 1 else WARP_SHARED_ROWS
+    by_level = stats.near_share >= _LEVELS_NEAR_SHARE
+    if task.num_rhs == 1 and stats.longest_row <= _THREAD_ROW_MAX:
+        return LANE_PER_ROW_BY_LEVEL if by_level else LANE_PER_ROW
+    if task.num_rhs == 1 and not by_level:
+        return WARP_SHARED_ROWS
+    return WARP_PER_ROW_BY_LEVEL if by_level else WARP_PER_ROW

@@ -20,7 +20,7 @@ from .codegen import (LEVELS_KERNEL, LEVELS_WARPS, NATURAL_KERNEL, SENTINEL, lev
                       natural_variant)
 from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
-from .split import CONSTANTS, split_long_rows
+from .split import CONSTANTS, SPLIT_ABOVE, split_long_rows
 from .task import SptrsvTask
 
 __all__ = ["DeviceSystem", "NaturalPlan", "dag_levels", "device_levels", "device_transpose", "entry_rows", "level_order"]
@@ -52,14 +52,28 @@ class DeviceSystem:
     ``crow``, ``col``, ``value_index`` (None when ``T = A``) and ``lower``; with its rows of
     more than :data:`.split.SPLIT_ABOVE` entries split into partial rows (``split``, None
     when none is: :mod:`.split`), ``value_index`` then indexes ``A``'s values followed by
-    :data:`.split.CONSTANTS`."""
+    :data:`.split.CONSTANTS`. ``longest_row`` is the most entries of a row of ``T`` before
+    any split: given (the factor checks measured ``A``'s), or read back here, once.
 
-    def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool, transpose: bool) -> None:
+    Args:
+        crow, col: ``A``'s canonical CSR.
+        lower: ``A`` is lower triangular.
+        transpose: the system is ``A^T``.
+        longest_row: the most entries of a row of ``T``, where known: no row needs a split
+            when it is at most :data:`.split.SPLIT_ABOVE`, and nothing is read back.
+    """
+
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool, transpose: bool,
+                 longest_row: int | None = None) -> None:
         self.value_index = None
         if transpose:
             crow, col, self.value_index = device_transpose(crow, col)
         self.lower = lower != transpose
-        self.split = split_long_rows(crow, col, self.lower, self.value_index)
+        if longest_row is None:
+            longest_row = int(crow.diff().max()) if crow.numel() > 1 else 0  # a wait on a GPU
+        self.longest_row = longest_row
+        self.split = (split_long_rows(crow, col, self.lower, self.value_index) if longest_row > SPLIT_ABOVE
+                      else None)
         if self.split is not None:
             crow, col, self.value_index = self.split.crow, self.split.col, self.split.value_index
         self.crow, self.col = crow, col
