@@ -31,13 +31,15 @@ class TriangularSolver:
 
     Validation happens here; what a device needs is built at the first solve in each
     direction (and per number of right-hand sides) and kept with the solver. On CUDA that is
-    either the *fast start*: the kernel solves rows in their natural dependency order and
-    needs no analysis, only the compiled kernel and, for ``transpose``, the transposed
-    pattern (built on the GPU); or the AG-SpTRSV analysis (the dependency graph and levels
-    on the host, the scheme's schedule and launches), whose preparation costs tens to
-    hundreds of milliseconds at 500K rows. By default the fast start runs wherever it solved
-    as fast as the analysed scheme on an H100: with one right-hand side, and with several
-    when rows average 4 entries or more (docs/performance.md, "Fast start").
+    either the *fast start*: the kernel solves rows in their natural dependency order, or
+    by level where that order chains them (a mesh numbered along its grid), and needs no
+    analysis, only the compiled kernel, the statistics the checks measure and, for
+    ``transpose``, the transposed pattern (built on the GPU); or the AG-SpTRSV analysis (the
+    dependency graph and levels, the scheme's schedule and launches, on the GPU), whose
+    preparation costs 5-30 ms. By default the fast start runs except with several
+    right-hand sides on a factor of 65,536 rows or more whose rows average under 4 entries,
+    where the analysed solve is faster and pays for its preparation within about 100
+    solves (docs/performance.md, "The fast start's rule").
 
     Args:
         A: the ``n x n`` factor, one of:
