@@ -156,7 +156,7 @@ def test_the_device_levels_are_the_host_analysis_levels(family, lower, transpose
     crow = torch.from_numpy(factor.indptr.astype(np.int64)).cuda()
     col = torch.from_numpy(factor.indices.astype(np.int64)).cuda()
     system = DeviceSystem(crow, col, lower, transpose)
-    order, position = level_order(system, torch.int32, Target.of(crow.device))
+    order, position, sorted_levels = level_order(system, torch.int32, Target.of(crow.device))
     # The host's levels of the system the device solves (its long rows split: power law, R-MAT).
     graph = dependency_graph(system.crow.cpu().numpy(), system.col.cpu().numpy(), system.lower)
     want = levels(graph.ptr, graph.deps)
@@ -165,6 +165,8 @@ def test_the_device_levels_are_the_host_analysis_levels(family, lower, transpose
     level_of_row[graph.order] = want
     np.testing.assert_array_equal(order.cpu().numpy(), np.argsort(level_of_row, kind="stable"))
     np.testing.assert_array_equal(position.cpu().numpy()[order.cpu().numpy()], np.arange(n))
+    np.testing.assert_array_equal(sorted_levels.cpu().numpy(), np.sort(level_of_row))
+    assert system.level_count(torch.int32, Target.of(crow.device)) == int(want.max()) + 1
 
 
 @pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)

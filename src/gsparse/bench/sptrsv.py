@@ -27,8 +27,9 @@ lower factor ``L``:
   compile: ``validation`` (the solver's checks of the factor: one kernel launch on the GPU,
   :mod:`gsparse.kernels.sptrsv.checks`, which also measures the statistics the fast start's
   rule reads), ``selection`` (the rule; for ``--transpose`` the system transposed on the
-  device, whose longest row it reads) and ``plan`` (the system on the device, and in level
-  order its levels and their sort on the device); ``compile_ms`` (NVRTC and module load of
+  device, whose longest row it reads; for lane rows by level the levels, their sort and
+  their count read back) and ``plan`` (the system on the device, and in level order the
+  levels and their sort where the rule did not make them); ``compile_ms`` (NVRTC and module load of
   the solve kernels, NVRTC of the check kernel, on a cold kernel cache) is reported apart,
   since it is paid once per dtype, right-hand sides and orientation, not per factor, and is
   kept on disk. The check kernel's module load is paid once per process, in the warm-up.
@@ -84,7 +85,7 @@ from ..kernels.sptrsv.codegen import (
     natural_program,
     program,
 )
-from ..kernels.sptrsv.default import natural_schedule, natural_serves
+from ..kernels.sptrsv.default import natural_serves
 from ..kernels.sptrsv.levelset import levelset_plan, levelset_solve
 from ..kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 from ..kernels.sptrsv.selector import default_selectors, load_selectors
@@ -210,7 +211,7 @@ def _warm_up(device: torch.device, selectors: Any, dtypes: tuple[torch.dtype, ..
             values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
             fast = TriangularSolver((crow, col, values, matrix.shape))._pattern.device_plans
             task = fast.task(dtype, False, False, 1)
-            fast.build_plan(task, natural_schedule(fast.stats(False), task), target)
+            fast.build_plan(task, fast.natural_schedule(task, target), target)
 
     return _host_ms(prepare, device)[1]
 
@@ -228,9 +229,10 @@ def _fast_start(crow, col, values, b, k, transpose, device, schedule) -> tuple[C
     solver, validation_ms = _host_ms(lambda: TriangularSolver((crow, col, values, (n, n))), device)
     plans = solver._pattern.device_plans
     task = plans.task(values.dtype, False, transpose, k)
-    # The rule reads the system's statistics: the checks' for A, read back for A^T (with
-    # the transposed system, which the plan then reuses).
-    rule = (lambda: natural_schedule(plans.stats(transpose), task)) if schedule is None else (lambda: schedule)
+    # The rule reads the system's statistics (the checks' for A, read back for A^T with the
+    # transposed system) and for lane rows by level the level count: what it builds, the
+    # plan then reuses.
+    rule = (lambda: plans.natural_schedule(task, target)) if schedule is None else (lambda: schedule)
     schedule, selection_ms = _host_ms(rule, device)
 
     def compile_kernels() -> None:

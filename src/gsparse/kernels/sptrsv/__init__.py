@@ -243,8 +243,17 @@ class FactorPlans:
             self._chosen[task] = recorded  # a tuned scheme beats the fast start
             return recorded
         if task not in self._natural:
-            self._natural[task] = natural_schedule(self.stats(task.transpose), task)
+            self._natural[task] = self.natural_schedule(task, target)
         return self._natural[task]
+
+    def natural_schedule(self, task: SptrsvTask, target: Target) -> NaturalOrderSchedule:
+        """The fast start's scheme for ``task`` on ``target`` (:func:`.default.natural_schedule`),
+        from the statistics of the task's system and, where the rule asks, its level count
+        (the levels kernel's, with the level order the plan then reuses)."""
+        system = self.device_system(task.transpose)
+        index_dtype = task.index_dtype
+        return natural_schedule(self.stats(task.transpose), task, target,
+                                lambda: system.level_count(index_dtype, target, self.loader))
 
     def build_plan(self, task: SptrsvTask, schedule: Scheme, target: Target,
                    solve_plan: TorchSolvePlan | SolvePlan | None = None) -> SptrsvPlan | NaturalPlan:

@@ -12,6 +12,7 @@ The evidence is the H100 sweep of 12 families of 2026-11-28 (:func:`default_sche
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -119,21 +120,28 @@ _THREAD_ROW_MAX = 128
 # From this share of near entries (stats.NEAR) the fast start goes by level.
 _LEVELS_NEAR_SHARE = 0.2
 
+# Lane rows by level keep about this many levels' rows in flight (see natural_schedule).
+_LEVELS_IN_FLIGHT = 4
+_LANE_WARPS = 32  # warps per block of the lane-row schemes
+
 # The fast start's schemes, which :func:`natural_schedule` chooses between (``gsparse
 # precompile`` compiles them all).
-LANE_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, rows_per_thread=True)
-LANE_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=2, rows_per_thread=True,
-                                             level_order=True)
+LANE_PER_ROW = NaturalOrderSchedule(warps_per_block=_LANE_WARPS, rows_per_ticket=32, rows_per_thread=True)
+LANE_PER_ROW_BY_LEVEL = tuple(NaturalOrderSchedule(warps_per_block=_LANE_WARPS, rows_per_ticket=1 << i,
+                                                   rows_per_thread=True, level_order=True) for i in range(6))
 WARP_SHARED_ROWS = NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False)
 WARP_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False)
 WARP_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
                                              level_order=True)
-NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL)
+NATURAL_SCHEMES = (LANE_PER_ROW, *LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL)
 
 
-def natural_schedule(stats: PatternStats, task: SptrsvTask) -> NaturalOrderSchedule:
+def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
+                     level_count: Callable[[], int]) -> NaturalOrderSchedule:
     """The fast start's scheme, from what is known without any analysis (the system's
-    :class:`~.stats.PatternStats`) and the task.
+    :class:`~.stats.PatternStats`), the task and the target; ``level_count()`` gives the
+    system's number of levels (the levels kernel's, read back once), asked only by lane rows
+    by level.
 
     - Who walks a row. With one right-hand side and rows of at most 128 entries, a lane per
       row, so that 32 rows of a warp go at once; with longer rows (hubs), or several
@@ -141,6 +149,14 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask) -> NaturalOrderSched
     - In which order. By level where at least 20% of the entries are near the diagonal
       (:mod:`.stats`: a mesh or road numbered along its grid, whose consecutive rows chain);
       else in natural order, which needs no levels.
+    - Lane rows by level take tickets of about four levels' rows over the grid's warps
+      (``4 x rows a level / (32 x target.sms)``, a power of two in 1-32). A ticket's rows are
+      solved by that many lanes, and the warp takes its next ticket when all are done: fewer
+      rows a ticket couple fewer rows, more keep more levels in flight. Predicted from three
+      factors before it was measured on eleven (H100, 2026-11-28, docs/performance.md "The
+      fast start's rule"): within 1.07x of the best of 1-32 rows a ticket on all eleven,
+      where 2 rows a ticket everywhere took up to 1.49x (a 500K-row geometric mesh, 4,772
+      levels: 2.76 ms against 4.11).
 
     Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
     Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
@@ -158,12 +174,17 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask) -> NaturalOrderSched
 
     On 13 factors of 8 families held out from that design, every pick was at least 1.13x
     cuSPARSE (the rule it replaced: 0.01-0.06x on geometric, community and stencil
-    factors). Its miss: laplacian3d at 4M rows, one right-hand side (levels of 8,200 rows),
-    where 2 rows a ticket by level take 0.97x cuSPARSE and 8 rows a ticket 1.31x.
+    factors), with 2 rows a ticket for every lane-by-level pick; that fixed choice then
+    missed on laplacian3d at 4M rows (levels of 8,200 rows: 0.97x cuSPARSE, where 8 rows a
+    ticket, the rows a ticket above, took 1.31x).
     """
     by_level = stats.near_share >= _LEVELS_NEAR_SHARE
     if task.num_rhs == 1 and stats.longest_row <= _THREAD_ROW_MAX:
-        return LANE_PER_ROW_BY_LEVEL if by_level else LANE_PER_ROW
+        if not by_level:
+            return LANE_PER_ROW
+        levels = max(level_count(), 1)
+        wanted = _LEVELS_IN_FLIGHT * stats.rows / levels / (_LANE_WARPS * target.sms)
+        return LANE_PER_ROW_BY_LEVEL[min(max(math.floor(math.log2(max(wanted, 1.0)) + 0.5), 0), 5)]
     if task.num_rhs == 1 and not by_level:
         return WARP_SHARED_ROWS
     return WARP_PER_ROW_BY_LEVEL if by_level else WARP_PER_ROW

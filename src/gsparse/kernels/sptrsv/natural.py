@@ -78,6 +78,8 @@ class DeviceSystem:
             crow, col, self.value_index = self.split.crow, self.split.col, self.split.value_index
         self.crow, self.col = crow, col
         self._level_orders: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._sorted_levels: dict[torch.dtype, torch.Tensor] = {}
+        self._level_counts: dict[torch.dtype, int] = {}
 
     def system_values(self) -> SystemValues:
         """What gathers ``T``'s values from ``A``'s, for a plan of this system."""
@@ -100,8 +102,20 @@ class DeviceSystem:
         """:func:`level_order` of this system, computed once per index type and kept: every
         task of the direction (dtype, right-hand sides) shares it."""
         if index_dtype not in self._level_orders:
-            self._level_orders[index_dtype] = level_order(self, index_dtype, target, loader)
+            order, position, sorted_levels = level_order(self, index_dtype, target, loader)
+            self._level_orders[index_dtype] = order, position
+            self._sorted_levels[index_dtype] = sorted_levels
         return self._level_orders[index_dtype]
+
+    def level_count(self, index_dtype: torch.dtype, target: Target, loader: KernelLoader = RUNTIME_LOADER) -> int:
+        """The number of levels of the system, from :meth:`level_order`'s levels: one
+        read-back (a wait on a GPU), once per index type."""
+        if self.n == 0:
+            return 0
+        if index_dtype not in self._level_counts:
+            self.level_order(index_dtype, target, loader)
+            self._level_counts[index_dtype] = int(self._sorted_levels[index_dtype][-1]) + 1
+        return self._level_counts[index_dtype]
 
 
 def device_levels(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
@@ -137,18 +151,20 @@ def _kernel_levels(crow: torch.Tensor, col: torch.Tensor, lower: bool, index_dty
 
 
 def level_order(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
-                loader: KernelLoader = RUNTIME_LOADER) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(order, position)`` of the system's rows by level, on its device: ``order[k]`` is the
-    row solved at position ``k`` (levels increasing; rows of one level in index order) and
-    ``position`` its inverse. The levels come from :func:`device_levels`, the order from a
-    stable sort; nothing is read back."""
+                loader: KernelLoader = RUNTIME_LOADER) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(order, position, sorted_levels)`` of the system's rows by level, on its device:
+    ``order[k]`` is the row solved at position ``k`` (levels increasing; rows of one level in
+    index order), ``position`` its inverse and ``sorted_levels[k]`` that row's level (int32).
+    The levels come from :func:`device_levels`, the order from a stable sort; nothing is
+    read back."""
     device = system.crow.device
     n = system.n
     level = device_levels(system, index_dtype, target, loader)
-    order = torch.sort(level, stable=True).indices.to(index_dtype)
+    sorted_levels, order = torch.sort(level, stable=True)
+    order = order.to(index_dtype)
     position = torch.empty(n, dtype=index_dtype, device=device)
     position.index_copy_(0, order.long(), torch.arange(n, dtype=index_dtype, device=device))
-    return order, position
+    return order, position, sorted_levels
 
 
 class NaturalPlan:
