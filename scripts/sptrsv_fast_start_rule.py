@@ -9,7 +9,7 @@ import numpy as np, torch
 from gsparse import TriangularSolver
 from gsparse.bench import sptrsv as B, cusparse_triangular
 from gsparse.kernels.sptrsv import FactorPlans
-from gsparse.kernels.sptrsv.default import natural_schedule, natural_serves
+from gsparse.kernels.sptrsv.default import natural_serves
 from gsparse.kernels.sptrsv.schedule import NaturalOrderSchedule as N
 from gsparse.target import Target
 from gsparse.tune.measure import time_calls
@@ -37,7 +37,7 @@ for spec in sys.argv[1].split(","):
         rhs = torch.randn((n, k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         b = (rhs[:, 0] if k == 1 else rhs).to(dev).contiguous()
         task = plans.task(torch.float64, False, False, k)
-        new = natural_schedule(st, task)
+        new = plans.natural_schedule(task, target)
         old = OLD[16] if k > 1 else OLD[1][0 if st.mean_row < 4 else 1]
         res = {}
         for s in [new, old, *ALT]:
