@@ -175,8 +175,8 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     On 13 factors of 8 families held out from that design, every pick was at least 1.13x
     cuSPARSE (the rule it replaced: 0.01-0.06x on geometric, community and stencil
     factors), with 2 rows a ticket for every lane-by-level pick; that fixed choice then
-    missed on laplacian3d at 4M rows (levels of 8,200 rows: 0.97x cuSPARSE, where 8 rows a
-    ticket, the rows a ticket above, took 1.31x).
+    missed on laplacian3d at 4M rows (levels of 8,200 rows: 0.97x cuSPARSE, where the 8 rows
+    a ticket of the rule above took 1.64 ms, 1.21x).
     """
     by_level = stats.near_share >= _LEVELS_NEAR_SHARE
     if task.num_rhs == 1 and stats.longest_row <= _THREAD_ROW_MAX:
