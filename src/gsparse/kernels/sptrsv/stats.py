@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .natural import entry_rows
+
 __all__ = ["NEAR", "PatternStats", "pattern_stats"]
 
 # How far from the diagonal an entry is near: a warp's worth of rows, the rows one ticket of
@@ -70,8 +72,7 @@ def pattern_stats(crow: torch.Tensor, col: torch.Tensor) -> PatternStats:
     n, nnz = crow.numel() - 1, col.numel()
     if n == 0 or nnz == 0:
         return PatternStats(n, nnz, 0, 0)
-    rows = torch.repeat_interleave(torch.arange(n, device=crow.device), crow.diff(), output_size=nnz)
-    distance = (rows - col).abs()
+    distance = (entry_rows(crow, nnz) - col).abs()
     near = ((distance > 0) & (distance <= NEAR)).sum()
     longest, near = torch.stack([crow.diff().max(), near]).tolist()
     return PatternStats(n, nnz, longest, near)
