@@ -21,7 +21,7 @@ import torch
 
 from ..source import (INDEX_TYPES, RUNTIME_LOADER, SCALAR_TYPES, KernelLoader, Program, Signature, device_code,
                       device_index)
-from .stats import PatternStats
+from .stats import NEAR, PatternStats
 
 __all__ = ["FactorReport", "check_factor", "checks_program", "kernel_name", "on_gpu"]
 
@@ -94,6 +94,7 @@ def checks_program(dtype: torch.dtype) -> Program:
     cold kernel cache compiles only the one a factor needs)."""
     signature = _signature(dtype)
     source = (f"// gsparse: the checks of a triangular factor with {SCALAR_TYPES[dtype]} values\n"
+              f"namespace gs::checks {{ constexpr long long NEAR = {NEAR}; }}  // the statistics' near\n"
               f"{device_code('gsparse.kernels.sptrsv.codegen', 'factor_checks.cu')}\n"
               f"{signature.declaration((BLOCK, 1))}\n{{\n"
               f"    gs::checks::check_factor(crow, col, val, n, nnz, lower, report);\n}}\n")

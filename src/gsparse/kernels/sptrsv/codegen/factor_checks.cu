@@ -23,7 +23,8 @@ namespace gs::checks {
 
 constexpr long long NONE = 0x7fffffffffffffffLL;  // no violation: atomicMin keeps the smallest
 constexpr int WARP = 32;
-constexpr long long NEAR = 32;  // gsparse.kernels.sptrsv.stats.NEAR
+// NEAR, the distance from the diagonal within which an entry is near, is declared in this
+// namespace ahead of this file by gsparse.kernels.sptrsv.checks (gsparse.kernels.sptrsv.stats.NEAR).
 
 // The slots of `report`, in the order the host reports them (gsparse.kernels.sptrsv.checks).
 enum Slot {
