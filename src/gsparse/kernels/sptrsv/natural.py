@@ -77,8 +77,7 @@ class DeviceSystem:
         if self.split is not None:
             crow, col, self.value_index = self.split.crow, self.split.col, self.split.value_index
         self.crow, self.col = crow, col
-        self._level_orders: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._sorted_levels: dict[torch.dtype, torch.Tensor] = {}
+        self._level_orders: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._level_counts: dict[torch.dtype, int] = {}
 
     def system_values(self) -> SystemValues:
@@ -102,10 +101,9 @@ class DeviceSystem:
         """:func:`level_order` of this system, computed once per index type and kept: every
         task of the direction (dtype, right-hand sides) shares it."""
         if index_dtype not in self._level_orders:
-            order, position, sorted_levels = level_order(self, index_dtype, target, loader)
-            self._level_orders[index_dtype] = order, position
-            self._sorted_levels[index_dtype] = sorted_levels
-        return self._level_orders[index_dtype]
+            self._level_orders[index_dtype] = level_order(self, index_dtype, target, loader)
+        order, position, _ = self._level_orders[index_dtype]
+        return order, position
 
     def level_count(self, index_dtype: torch.dtype, target: Target, loader: KernelLoader = RUNTIME_LOADER) -> int:
         """The number of levels of the system, from :meth:`level_order`'s levels: one
@@ -114,7 +112,8 @@ class DeviceSystem:
             return 0
         if index_dtype not in self._level_counts:
             self.level_order(index_dtype, target, loader)
-            self._level_counts[index_dtype] = int(self._sorted_levels[index_dtype][-1]) + 1
+            _, _, sorted_levels = self._level_orders[index_dtype]
+            self._level_counts[index_dtype] = int(sorted_levels[-1]) + 1
         return self._level_counts[index_dtype]
 
 
