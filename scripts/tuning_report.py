@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {operator} | {quality['pearson_log_within_cell']:.2f} | {quality['spearman_within_cell']:.2f} | "
                   f"{quality['top5_regret_max']:.2f} |")
     if args.worst:
-        print(f"\n| model / best | family | case | F | dtype | rows | mean / max row | row COV | model's pick | best |")
+        print("\n| model / best | family | case | F | dtype | rows | mean / max row | row COV | model's pick | best |")
         print("| ---: | --- | --- | ---: | --- | ---: | --- | ---: | --- | --- |")
         for r in sorted(rows, key=lambda r: r["best"] / r["model"])[:args.worst]:
             g = r["graph"]

@@ -100,10 +100,10 @@ def test_a_real_graph_also_gets_the_cost_models_pick(tmp_path):
 
 def test_the_triangular_solvers_fast_start_and_checks_are_counted_per_dtype_and_rhs():
     found = precompile.sptrsv_programs([torch.float32, torch.float64, torch.bfloat16], [1, 16])
-    # per solver dtype: the checks, then lower/upper x unit or not x (k = 1: the rule's ten schemes,
+    # per solver dtype: the checks, then lower/upper x unit or not x (k = 1: the rule's eleven schemes,
     # six of them lane rows by level; 16: its two of a warp per row); and the levels kernel, lower
     # and upper, for either dtype
-    assert len(found) == 2 * (1 + 2 * 2 * 10 + 2 * 2 * 2) + 2
+    assert len(found) == 2 * (1 + 2 * 2 * 11 + 2 * 2 * 2) + 2
     assert precompile.sptrsv_programs([torch.bfloat16], [1]) == {}
     with pytest.raises(ValueError, match="sptrsv_rhs must hold positive numbers of right-hand sides"):
         precompile.precompile([], sptrsv_rhs=(0,), dry_run=True)
@@ -130,5 +130,5 @@ def test_precompile_fills_the_cache_with_a_triangular_solvers_first_programs(tmp
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is None for source in wanted)
     report = precompile.precompile([], dtypes=(torch.float64,), grid=False, archs=("sm_90",),
                                    sptrsv_rhs=(1,), cache=cache, workers=2)
-    assert report.compiled == report.programs == 1 + 1 + 2 * 2 * 10 + 2 and not report.failed
+    assert report.compiled == report.programs == 1 + 1 + 2 * 2 * 11 + 2 and not report.failed
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is not None for source in wanted)

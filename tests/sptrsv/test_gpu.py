@@ -140,7 +140,12 @@ NATURAL = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=True),
            NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=32, rows_per_thread=False),
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, level_order=True),
-           NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False, level_order=True)]
+           NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False, level_order=True),
+           # in one block: rows signal through shared memory (one warp: every row by one warp)
+           NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, one_block=True),
+           NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False, one_block=True),
+           NaturalOrderSchedule(warps_per_block=16, rows_per_ticket=4, level_order=True, one_block=True),
+           NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=2, rows_per_thread=False, one_block=True)]
 
 
 @pytest.mark.parametrize("family", triangular.BENCHMARK_FAMILIES)

@@ -6,6 +6,7 @@ asked for."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -46,6 +47,9 @@ SCHEMES = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_
            NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=1, rows_per_thread=False),
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, level_order=True),
            NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False, level_order=True)]
+SCHEMES += [NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=32, one_block=True),
+            NaturalOrderSchedule(warps_per_block=16, rows_per_ticket=1, rows_per_thread=False, level_order=True,
+                                 one_block=True)]
 SCHEMES += [scheme for scheme in NATURAL_SCHEMES if scheme not in SCHEMES]  # the rule's
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
 
@@ -133,7 +137,8 @@ def test_the_oracle_matches_scipy(family, lower, unit, transpose, k, dtype):
     system.sort_indices()
     b = _rhs(matrix.shape[0], k)
     want = _reference(matrix, lower, unit, transpose, b)
-    for schedule, warps in zip(SCHEMES, (1, 7, 300, 2, 5, 64, 3, 33, 9, 128, 4, 17, 6, 40), strict=True):
+    # Any number of warps is a valid run of a grid's kernel; one block has warps_per_block.
+    for schedule, warps in zip(SCHEMES, (1, 7, 300, 2, 5, 64, 32, 16, 3, 33, 9, 128, 4, 17, 6, 40), strict=True):
         x = execute_natural(schedule, warps, system.indptr, system.indices, system.data.astype(dtype),
                             b.astype(dtype), lower != transpose, unit)
         assert x.shape == b.shape
@@ -222,6 +227,31 @@ def test_a_fast_start_builds_no_analysis_and_its_launch_solves_the_system(monkey
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=tolerance, atol=tolerance)
 
 
+def test_one_block_launches_a_block_that_keeps_x_in_shared_memory_and_fills_no_sentinel():
+    matrix = family_factor("laplacian2d")
+    n = matrix.shape[0]
+    plans, loader = _plans(matrix, True)
+    task = plans.task(torch.float64, False, False, 3)
+    schedule = NaturalOrderSchedule(warps_per_block=16, rows_per_ticket=8, one_block=True)
+    plan = plans.build_plan(task, schedule, H100)
+    with poisoned():
+        x = plan(torch.from_numpy(matrix.data), torch.from_numpy(_rhs(n, 3)))
+    grid, block, shared_bytes, _ = loader.launches[-1]
+    x_bytes = 8 * 3 * n  # x, [n, 3] float64, after the ticket counter's 16 bytes
+    assert (grid, block) == (1, 16 * 32) and shared_bytes == 16 + -(-x_bytes // 16) * 16
+    assert bool(x.isnan().all())  # allocated for the kernel to write, not filled with the sentinel
+    source = loader.lookups[-1][0].source
+    assert "constexpr bool X_IN_SHARED = true;" in source and "constexpr bool READY_BY_VALUE = true;" in source
+    assert "run_natural_one_block(sys, block_shared)" in source
+    grid_source = natural_program(task.algorithm, NaturalOrderSchedule(rows_per_ticket=8)).source
+    assert "constexpr bool X_IN_SHARED = false;" in grid_source and "run_natural_one_block(sys" not in grid_source
+    # A system whose x does not fit in a block's shared memory is refused, naming the sizes.
+    small = dataclasses.replace(H100, shared_bytes_per_block=x_bytes)
+    with pytest.raises(ValueError, match=f"{n} rows of 3 torch.float64 values need {shared_bytes} bytes, "
+                                         f"more than the {x_bytes} of"):
+        plans.build_plan(task, schedule, small)
+
+
 def test_int64_indices_where_asked(monkeypatch):
     _no_analysis(monkeypatch)
     matrix = family_factor("laplacian3d")
@@ -298,6 +328,19 @@ def test_the_rule_gives_a_lane_to_each_short_row_of_one_right_hand_side():
         assert not _rule(stats, 16).rows_per_thread, stats  # lanes span the columns
 
 
+def test_the_rule_runs_lane_rows_of_small_factors_in_natural_order_in_one_block():
+    assert _rule(CORA, 1).one_block and _rule(CORA, 1).rows_per_thread
+    at_most = PatternStats(8192, 20_000, 50, 0)
+    assert _rule(at_most, 1).one_block
+    assert not _rule(dataclasses.replace(at_most, rows=8193), 1).one_block
+    for stats in (CORA, at_most):
+        assert not _rule(stats, 16).one_block  # several right-hand sides: over the grid
+    small_mesh = PatternStats(4000, 12_000, 3, 4000)
+    assert _rule(small_mesh, 1).level_order and not _rule(small_mesh, 1).one_block
+    for stats in (MESH, ROAD, POWER_LAW, COMMUNITY):
+        assert not _rule(stats, 1).one_block
+
+
 def test_the_rule_goes_by_level_where_natural_order_chains_rows():
     for k in (1, 16):
         assert _rule(MESH, k).level_order and _rule(ROAD, k).level_order
@@ -347,7 +390,8 @@ def test_the_ticket_rule_is_within_7_percent_of_the_best_on_the_recorded_factors
 
 
 def test_the_rules_schemes_are_valid_and_all_precompiled():
-    schemes = {_rule(PatternStats(4_000_000, entries, longest, near), k, levels)
+    schemes = {_rule(PatternStats(rows, entries * rows // 4_000_000, longest, near * rows // 4_000_000), k, levels)
+               for rows in (8_000, 4_000_000)
                for entries in (4_000_000, 12_000_000, 36_000_000) for longest in (0, 128, 129, 5000)
                for near in (0, 4_000_000, 8_000_000) for k in (1, 2, 16)
                for levels in (100, 300, 600, 1_200, 2_500, 5_000)}

@@ -123,17 +123,23 @@ _LEVELS_NEAR_SHARE = 0.2
 # Lane rows by level keep about this many levels' rows in flight (see natural_schedule).
 _LEVELS_IN_FLIGHT = 4
 _LANE_WARPS = 32  # warps per block of the lane-row schemes
+# Lane rows in natural order run in one block up to this many rows: eight a lane of its
+# 1,024 (see natural_schedule).
+_ONE_BLOCK_ROWS = 8192
 
 # The fast start's schemes, which :func:`natural_schedule` chooses between (``gsparse
 # precompile`` compiles them all).
 LANE_PER_ROW = NaturalOrderSchedule(warps_per_block=_LANE_WARPS, rows_per_ticket=32, rows_per_thread=True)
+LANE_PER_ROW_ONE_BLOCK = NaturalOrderSchedule(warps_per_block=_LANE_WARPS, rows_per_ticket=32, rows_per_thread=True,
+                                              one_block=True)
 LANE_PER_ROW_BY_LEVEL = tuple(NaturalOrderSchedule(warps_per_block=_LANE_WARPS, rows_per_ticket=1 << i,
                                                    rows_per_thread=True, level_order=True) for i in range(6))
 WARP_SHARED_ROWS = NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, rows_per_thread=False)
 WARP_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False)
 WARP_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
                                              level_order=True)
-NATURAL_SCHEMES = (LANE_PER_ROW, *LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL)
+NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_ONE_BLOCK, *LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW,
+                   WARP_PER_ROW_BY_LEVEL)
 
 
 def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
@@ -149,6 +155,17 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     - In which order. By level where at least 20% of the entries are near the diagonal
       (:mod:`.stats`: a mesh or road numbered along its grid, whose consecutive rows chain);
       else in natural order, which needs no levels.
+    - Where. Lane rows in natural order on at most 8,192 rows run in one block
+      (``one_block``), which keeps ``x`` in its shared memory, where rows poll their
+      dependencies; all else runs over one block per SM. On the H100 (2026-11-28,
+      ``scripts/sptrsv_one_block.py``, float64, one right-hand side) the best one-block
+      scheme took 0.75x and 0.62x the grid's time on Cora and CiteSeer, and 1.23x on PubMed
+      (19,717 rows): a lane of the block solves ``n / 1,024`` rows one after another. Held
+      out from that choice, 11 factors of 2,000-8,000 rows of four graph families
+      (Erdős-Rényi, Watts-Strogatz, Barabási-Albert, random geometric; randomly numbered)
+      that the rule sent to one block ran 1.00-2.05x faster there than over the grid
+      (geometric mean 1.36x). Meshes by level, rows the warp shares and power-law factors
+      were as fast or faster over the grid from 4,000 rows up.
     - Lane rows by level take tickets of about four levels' rows over the grid's warps
       (``4 x rows a level / (32 x target.sms)``, a power of two in 1-32). A ticket's rows are
       solved by that many lanes, and the warp takes its next ticket when all are done: fewer
@@ -181,7 +198,7 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     by_level = stats.near_share >= _LEVELS_NEAR_SHARE
     if task.num_rhs == 1 and stats.longest_row <= _THREAD_ROW_MAX:
         if not by_level:
-            return LANE_PER_ROW
+            return LANE_PER_ROW_ONE_BLOCK if stats.rows <= _ONE_BLOCK_ROWS else LANE_PER_ROW
         levels = max(level_count(), 1)
         wanted = _LEVELS_IN_FLIGHT * stats.rows / levels / (_LANE_WARPS * target.sms)
         return LANE_PER_ROW_BY_LEVEL[min(max(math.floor(math.log2(max(wanted, 1.0)) + 0.5), 0), 5)]

@@ -17,7 +17,7 @@ from ...target import Target
 from ..memory import allocate, filled_bits
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from .codegen import (LEVELS_KERNEL, LEVELS_WARPS, NATURAL_KERNEL, SENTINEL, levels_program, natural_program,
-                      natural_variant)
+                      natural_variant, one_block_shared_bytes)
 from .plan import SystemValues
 from .schedule import NaturalOrderSchedule
 from .split import CONSTANTS, SPLIT_ABOVE, split_long_rows
@@ -169,14 +169,18 @@ def level_order(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
 class NaturalPlan:
     """The launch of the fast start for one task on one factor's system; call it with ``A``'s
     values (canonical order, ``[nnz]``) and ``b`` (``[n]`` or ``[n, k]``, contiguous) to get
-    ``x``. One launch per solve, after filling ``x`` with the sentinel.
+    ``x``. One launch per solve, after filling ``x`` with the sentinel (in one block, no fill).
 
     Args:
         system: the system of the task's direction, on the device.
         task: the solve; its ``system_lower`` must be the system's orientation.
         schedule: the scheme (validated here).
-        target: the GPU: one block per SM.
+        target: the GPU: one block per SM, or one block in all.
         loader: compiles and loads the kernel (a recorder in tests).
+
+    Raises:
+        ValueError: the system's orientation is not the task's, or a scheme in one block on
+            a system whose ``x`` does not fit in the target's shared memory per block.
     """
 
     def __init__(self, system: DeviceSystem, task: SptrsvTask, schedule: NaturalOrderSchedule, target: Target,
@@ -186,7 +190,12 @@ class NaturalPlan:
             raise ValueError(f"task {task} solves a {'lower' if task.system_lower else 'upper'} system, "
                              f"but the system is {'lower' if system.lower else 'upper'}")
         self.task, self.schedule, self.n = task, schedule, system.n
-        self._sentinel = SENTINEL[task.dtype]
+        shared_bytes = one_block_shared_bytes(task.algorithm, system.n) if schedule.one_block else 0
+        if shared_bytes > target.shared_bytes_per_block:
+            raise ValueError(f"scheme {schedule} keeps x in one block's shared memory: {system.n} rows of "
+                             f"{task.num_rhs} {task.dtype} values need {shared_bytes} bytes, more than the "
+                             f"{target.shared_bytes_per_block} of {target.name}")
+        self._sentinel = None if schedule.one_block else SENTINEL[task.dtype]
         self._system = system
         self._system_values = system.system_values()
         device = system.crow.device
@@ -198,7 +207,8 @@ class NaturalPlan:
             order, position = system.level_order(index, target, loader)
         code = natural_program(task.algorithm, schedule)
         self._launch = code.prepare(
-            NATURAL_KERNEL, device_index(device), target.sms, natural_variant(schedule).threads, loader=loader,
+            NATURAL_KERNEL, device_index(device), 1 if schedule.one_block else target.sms,
+            natural_variant(schedule).threads, shared_bytes=shared_bytes, loader=loader,
             crow=system.crow.to(index), col=system.col.to(index), order=order, position=position, n=self.n,
             val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND).positional("val", "b", "x", "ticket")
 
@@ -208,6 +218,7 @@ class NaturalPlan:
         b = self._system.spread(b)
         if self.n == 0:
             return allocate(tuple(b.shape), b.dtype, b.device)
-        x = filled_bits(tuple(b.shape), b.dtype, b.device, self._sentinel)
+        x = (allocate(tuple(b.shape), b.dtype, b.device) if self._sentinel is None
+             else filled_bits(tuple(b.shape), b.dtype, b.device, self._sentinel))
         self._launch(self._system_values(values), b, x, self._tickets)
         return self._system.gather(x)

@@ -159,6 +159,12 @@ class NaturalOrderSchedule(Schedule):
             consecutive, so the rows in flight span whole levels, not a few grid lines of a
             mesh; the levels cost about one solve of a single right-hand side, once per
             factor and direction.
+        one_block: the grid is one block, not one per SM, which keeps a copy of ``x`` in
+            its shared memory (and the ticket counter): rows poll their dependencies there,
+            a shared-memory load rather than a trip through L2, and ``x`` in global memory
+            needs no sentinel fill. Only for systems whose ``x`` fits in a block's shared
+            memory; a lane then solves ``n / (32 warps_per_block)`` rows one after another
+            (small factors).
     """
 
     skeleton = "sptrsv.natural"
@@ -166,6 +172,7 @@ class NaturalOrderSchedule(Schedule):
     rows_per_ticket: int = 32
     rows_per_thread: bool = True
     level_order: bool = False
+    one_block: bool = False
 
     def problems(self) -> list[str]:
         """Why this schedule can never run (empty when it is valid)."""
@@ -174,14 +181,15 @@ class NaturalOrderSchedule(Schedule):
             value = getattr(self, name)
             if isinstance(value, bool) or value not in POWERS_OF_TWO:
                 found.append(f"{name} must be one of {POWERS_OF_TWO}, got {value!r}")
-        for name in ("rows_per_thread", "level_order"):
+        for name in ("rows_per_thread", "level_order", "one_block"):
             if not isinstance(getattr(self, name), bool):
                 found.append(f"{name} must be a bool, got {getattr(self, name)!r}")
         return found
 
     def __str__(self) -> str:
         rows = "thread" if self.rows_per_thread else "warp"
-        return f"natural.nw{self.warps_per_block}.t{self.rows_per_ticket}.{rows}{'.levels' if self.level_order else ''}"
+        return (f"natural.nw{self.warps_per_block}.t{self.rows_per_ticket}.{rows}"
+                f"{'.levels' if self.level_order else ''}{'.block' if self.one_block else ''}")
 
 
 def _number(value: float) -> str:

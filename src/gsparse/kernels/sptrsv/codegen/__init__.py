@@ -38,7 +38,7 @@ from ..schedule import NaturalOrderSchedule, SptrsvSchedule
 from ..task import SptrsvAlgorithm
 
 __all__ = ["KERNEL", "NATURAL_KERNEL", "LEVELS_KERNEL", "LEVELS_WARPS", "STAGE_MIN", "SENTINEL", "CodeVariant",
-           "generate", "program", "signature", "natural_program", "levels_program"]
+           "generate", "program", "signature", "natural_program", "levels_program", "one_block_shared_bytes"]
 
 KERNEL = "sptrsv"
 NATURAL_KERNEL = "sptrsv_natural"
@@ -86,6 +86,9 @@ class CodeVariant:
         ready_by_value: rows signal readiness by their values (``x`` starts as
             :data:`SENTINEL`), not by flags.
         reorder: rows are solved in a stored order rather than by index.
+        x_in_shared: ``x`` also lives in the block's shared memory, where rows poll their
+            dependencies (the fast start in one block,
+            :attr:`~..schedule.NaturalOrderSchedule.one_block`; with ``ready_by_value``).
     """
 
     warps_per_block: int
@@ -97,6 +100,7 @@ class CodeVariant:
     early_division: bool
     ready_by_value: bool
     reorder: bool
+    x_in_shared: bool = False
 
     @classmethod
     def of(cls, schedule: SptrsvSchedule) -> CodeVariant:
@@ -158,7 +162,8 @@ def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
              ("ELIMINATE", variant.eliminate, "sync elimination: flags only where the plan says"),
              ("EARLY_DIVISION", variant.early_division, "reciprocal of the diagonal before the waits"),
              ("READY_BY_VALUE", variant.ready_by_value, "x is the ready signal (starts as SENTINEL)"),
-             ("REORDER", variant.reorder, "positions map to rows through `order`"))
+             ("REORDER", variant.reorder, "positions map to rows through `order`"),
+             ("X_IN_SHARED", variant.x_in_shared, "x polled in the block's shared memory (one block)"))
     lines = [
         f"using T = {SCALAR_TYPES[algorithm.dtype]};",
         f"using A = {ACCUMULATOR_TYPES[algorithm.dtype]};",
@@ -219,19 +224,21 @@ def _program(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> Program:
 
 def natural_variant(schedule: NaturalOrderSchedule) -> CodeVariant:
     """The code variant of ``solve.cuh`` that the fast start's kernel runs: one subwarp of 32
-    lanes, a row per lane or shared rows, values as signals, no staging or flags (neither
-    exists without a plan), positions mapped to rows through ``order`` in level order."""
+    lanes, a row per lane or shared rows, values as signals (in one block, polled in its
+    shared memory), no staging or flags (neither exists without a plan), positions mapped
+    to rows through ``order`` in level order."""
     return CodeVariant(warps_per_block=schedule.warps_per_block, subwarps=1,
                        shared_rows=not schedule.rows_per_thread, per_thread_rows=schedule.rows_per_thread,
                        stage=False, eliminate=False, early_division=True, ready_by_value=True,
-                       reorder=schedule.level_order)
+                       reorder=schedule.level_order, x_in_shared=schedule.one_block)
 
 
 def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
     """``sptrsv_natural(crow, col, val, order, position, b, x, ticket, n)``: the system's CSR,
     the positions' rows and the rows' positions (level order; null in natural order), the
-    right-hand sides and solution (``x`` filled with the sentinel), the ticket counter (two
-    zeros, which the kernel leaves zero)."""
+    right-hand sides and solution (``x`` filled with the sentinel, except in one block, which
+    sets its shared copy), the ticket counter (two zeros, which the kernel leaves zero; one block keeps its own in
+    shared memory)."""
     scalar = SCALAR_TYPES[algorithm.dtype]
     index = "const I* __restrict__"
     return Signature(NATURAL_KERNEL, [
@@ -246,10 +253,18 @@ def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
 def natural_program(algorithm: SptrsvAlgorithm, schedule: NaturalOrderSchedule) -> Program:
     """The program of the kernel ``sptrsv_natural`` for ``algorithm`` under ``schedule``
     (validated first): ``solve.cuh``'s row paths driven by tickets (``tickets.cuh``,
-    ``natural.cuh``)."""
+    ``natural.cuh``). In one block the kernel takes :func:`one_block_shared_bytes` of
+    dynamic shared memory."""
     schedule.validate()
     variant = natural_variant(schedule)
     kernel = natural_signature(algorithm)
+    if schedule.one_block:
+        body = ("    extern __shared__ __align__(16) unsigned char block_shared[];\n"
+                "    gs::sptrsv::System sys{crow, col, val, order, position, nullptr, b, x, nullptr, 0u, n};\n"
+                "    gs::sptrsv::run_natural_one_block(sys, block_shared);")
+    else:
+        body = ("    const gs::sptrsv::System sys{crow, col, val, order, position, nullptr, b, x, nullptr, 0u, n};\n"
+                "    gs::sptrsv::run_natural(sys, ticket);")
     source = f"""// gsparse SpTRSV, natural order (fast start): {algorithm}
 // scheme: {schedule.to_json()}
 {PRELUDE}
@@ -266,11 +281,16 @@ using cfg::T;
 {device_code(__package__, "natural.cuh")}
 {kernel.declaration(bounds=(variant.threads, 1))}
 {{
-    const gs::sptrsv::System sys{{crow, col, val, order, position, nullptr, b, x, nullptr, 0u, n}};
-    gs::sptrsv::run_natural(sys, ticket);
+{body}
 }}
 """
     return Program(source, {NATURAL_KERNEL: kernel}, f"sptrsv natural {algorithm} | {schedule}")
+
+
+def one_block_shared_bytes(algorithm: SptrsvAlgorithm, rows: int) -> int:
+    """Dynamic shared memory of the fast start in one block on a system of ``rows`` rows: the
+    ticket counter's two 8-byte words, then ``x`` (``[rows, k]``; ``natural.cuh``)."""
+    return 16 + -(-rows * algorithm.num_rhs * algorithm.dtype.itemsize // 16) * 16
 
 
 @functools.lru_cache(maxsize=8)

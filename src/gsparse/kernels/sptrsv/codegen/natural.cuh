@@ -36,5 +36,19 @@ __device__ __forceinline__ void run_natural(const System& sys, unsigned long lon
     }
 }
 
+// The same in a grid of one block (ONE_BLOCK, X_IN_SHARED): the ticket counter and a copy of x
+// live in the block's shared memory (`shared`: two 8-byte words, then x as [n, K]), set here
+// (the counter to zero, x to SENTINEL) before any warp takes a ticket; rows poll their
+// dependencies there. The argument above holds as it is: every warp of the block is running.
+__device__ __forceinline__ void run_natural_one_block(System sys, unsigned char* shared) {
+    auto* ticket = reinterpret_cast<unsigned long long*>(shared);
+    T* xs = reinterpret_cast<T*>(shared + 2 * sizeof(unsigned long long));
+    if (threadIdx.x < 2) ticket[threadIdx.x] = 0;
+    for (long long e = threadIdx.x; e < (long long)sys.n * K; e += blockDim.x) store_shared_bits(xs + e, SENTINEL);
+    __syncthreads();
+    sys.xs = xs;
+    run_natural(sys, ticket);
+}
+
 }  // namespace sptrsv
 }  // namespace gs

@@ -22,7 +22,9 @@
 // store. The epoch changes every solve, so flags never need clearing between solves. With
 // READY_BY_VALUE the values are the signal instead: x starts as SENTINEL, a row's solver stores
 // its values with strong (relaxed, GPU-scope) stores, and a waiting row polls each value it
-// reads until it is not SENTINEL: no flag, no fence, no acquire. The grid
+// reads until it is not SENTINEL: no flag, no fence, no acquire. With X_IN_SHARED (the fast
+// start in one block) the values also live in the block's shared memory, xs, where the waiting
+// rows poll them: a wait is then a shared-memory load, not a trip through L2. The grid
 // is persistent and never larger than what the GPU holds at once (the plan sizes it), so a
 // spinning warp never waits on a block that has not started.
 
@@ -72,6 +74,15 @@ __device__ __forceinline__ void store_bits(double* p, unsigned long long v) {
 __device__ __forceinline__ void store_bits(float* p, unsigned v) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
 }
+// x's copy in shared memory under X_IN_SHARED: volatile accesses, one load or store each.
+__device__ __forceinline__ unsigned long long shared_bits(const double* p) {
+    return *reinterpret_cast<const volatile unsigned long long*>(p);
+}
+__device__ __forceinline__ unsigned shared_bits(const float* p) { return *reinterpret_cast<const volatile unsigned*>(p); }
+__device__ __forceinline__ void store_shared_bits(double* p, unsigned long long v) {
+    *reinterpret_cast<volatile unsigned long long*>(p) = v;
+}
+__device__ __forceinline__ void store_shared_bits(float* p, unsigned v) { *reinterpret_cast<volatile unsigned*>(p) = v; }
 __device__ __forceinline__ double from_bits(unsigned long long v) { return __longlong_as_double((long long)v); }
 __device__ __forceinline__ float from_bits(unsigned v) { return __uint_as_float(v); }
 __device__ __forceinline__ unsigned long long to_bits(double v) { return (unsigned long long)__double_as_longlong(v); }
@@ -90,6 +101,7 @@ struct System {
     unsigned* flags;
     unsigned epoch;
     I n;
+    T* xs;  // X_IN_SHARED only: x in the block's shared memory, [n, K], SENTINEL until solved
 
     __device__ __forceinline__ I row_at(I k) const {
         if constexpr (REORDER) return order[k];
@@ -133,10 +145,11 @@ struct System {
                 const int q = q0 + d;
                 const int c = c_first + (q % CX) * c_stride;
                 const bool use = q < N && has[q / CX] && c < K;
-                const T* at = x + (long long)j[q < N ? q / CX : 0] * K + c;
+                const T* at = (X_IN_SHARED ? xs : x) + (long long)j[q < N ? q / CX : 0] * K + c;
                 bits[d] = 0;
                 if (use) {
-                    if constexpr (READY_BY_VALUE) bits[d] = wait[q / CX] ? poll_bits(at) : load_bits(at);
+                    if constexpr (X_IN_SHARED) bits[d] = shared_bits(at);
+                    else if constexpr (READY_BY_VALUE) bits[d] = wait[q / CX] ? poll_bits(at) : load_bits(at);
                     else bits[d] = to_bits(*at);
                 }
             }
@@ -148,8 +161,12 @@ struct System {
                 const bool use = has[q / CX] && c < K;
                 if constexpr (READY_BY_VALUE) {
                     if (use && wait[q / CX]) {
-                        const T* at = x + (long long)j[q / CX] * K + c;
-                        while (bits[d] == SENTINEL) bits[d] = poll_bits(at);
+                        const T* at = (X_IN_SHARED ? xs : x) + (long long)j[q / CX] * K + c;
+                        if constexpr (X_IN_SHARED) {
+                            while (bits[d] == SENTINEL) bits[d] = shared_bits(at);
+                        } else {
+                            while (bits[d] == SENTINEL) bits[d] = poll_bits(at);
+                        }
                     }
                 }
                 out[q] = use ? gs::to_acc(from_bits(bits[d])) : A(0);
@@ -159,7 +176,11 @@ struct System {
 
     __device__ __forceinline__ void write_x(long long o, A value) const {
         const T v = gs::from_acc<T>(value);
-        if constexpr (READY_BY_VALUE) {
+        if constexpr (X_IN_SHARED) {
+            const auto bits = to_bits(v) == SENTINEL ? QUIET_NAN : to_bits(v);
+            store_shared_bits(xs + o, bits);
+            x[o] = from_bits(bits);
+        } else if constexpr (READY_BY_VALUE) {
             const auto bits = to_bits(v);
             store_bits(x + o, bits == SENTINEL ? QUIET_NAN : bits);
         } else {
