@@ -335,6 +335,8 @@ def test_the_rule_runs_lane_rows_of_small_factors_in_natural_order_in_one_block(
     assert not _rule(dataclasses.replace(at_most, rows=8193), 1).one_block
     for stats in (CORA, at_most):
         assert not _rule(stats, 16).one_block  # several right-hand sides: over the grid
+    tiny_shared = dataclasses.replace(H100, shared_bytes_per_block=8 * CORA.rows)  # x and the counter do not fit
+    assert not natural_schedule(CORA, _task(1), tiny_shared, lambda: 20).one_block
     small_mesh = PatternStats(4000, 12_000, 3, 4000)
     assert _rule(small_mesh, 1).level_order and not _rule(small_mesh, 1).one_block
     for stats in (MESH, ROAD, POWER_LAW, COMMUNITY):

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...target import Target
+from .codegen import one_block_shared_bytes
 from .features import FEATURE_NAMES
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .selector import SelectorSet
@@ -157,7 +158,8 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       else in natural order, which needs no levels.
     - Where. Lane rows in natural order on at most 8,192 rows run in one block
       (``one_block``), which keeps ``x`` in its shared memory, where rows poll their
-      dependencies; all else runs over one block per SM. On the H100 (2026-11-28,
+      dependencies (where ``x`` fits in the target's shared memory per block: 64 KiB at
+      8,192 rows in float64); all else runs over one block per SM. On the H100 (2026-11-28,
       ``scripts/sptrsv_one_block.py``, float64, one right-hand side) the best one-block
       scheme took 0.75x and 0.62x the grid's time on Cora and CiteSeer, and 1.23x on PubMed
       (19,717 rows): a lane of the block solves ``n / 1,024`` rows one after another. Held
@@ -198,7 +200,8 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     by_level = stats.near_share >= _LEVELS_NEAR_SHARE
     if task.num_rhs == 1 and stats.longest_row <= _THREAD_ROW_MAX:
         if not by_level:
-            return LANE_PER_ROW_ONE_BLOCK if stats.rows <= _ONE_BLOCK_ROWS else LANE_PER_ROW
+            fits = one_block_shared_bytes(task.algorithm, stats.rows) <= target.shared_bytes_per_block
+            return LANE_PER_ROW_ONE_BLOCK if stats.rows <= _ONE_BLOCK_ROWS and fits else LANE_PER_ROW
         levels = max(level_count(), 1)
         wanted = _LEVELS_IN_FLIGHT * stats.rows / levels / (_LANE_WARPS * target.sms)
         return LANE_PER_ROW_BY_LEVEL[min(max(math.floor(math.log2(max(wanted, 1.0)) + 0.5), 0), 5)]

@@ -237,8 +237,8 @@ def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
     """``sptrsv_natural(crow, col, val, order, position, b, x, ticket, n)``: the system's CSR,
     the positions' rows and the rows' positions (level order; null in natural order), the
     right-hand sides and solution (``x`` filled with the sentinel, except in one block, which
-    sets its shared copy), the ticket counter (two zeros, which the kernel leaves zero; one block keeps its own in
-    shared memory)."""
+    sets its shared copy), the ticket counter (two zeros, which the kernel leaves zero; one
+    block keeps its own in shared memory)."""
     scalar = SCALAR_TYPES[algorithm.dtype]
     index = "const I* __restrict__"
     return Signature(NATURAL_KERNEL, [
