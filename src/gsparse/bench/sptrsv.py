@@ -12,11 +12,11 @@ lower factor ``L``:
   which chose. Its preprocessing is reported
   by phase, each run on the factor's device (:mod:`gsparse.kernels.sptrsv.device_analysis`):
   ``analysis`` (for a transposed solve the transpose, the dependency graph, the levels
-  kernel, the features read back), ``selection`` (the MLP or the hand rule, on the host),
-  ``codegen`` (source generation, NVRTC compile and module load; cold unless
-  ``--kernel-cache`` points at a warm cache) and ``plan`` (transform, scheduling and
-  launch tables, the group levels of a merging scheme, the arrays in the kernel's index
-  type). Long rows are split before the analysis (:mod:`gsparse.kernels.sptrsv.split`).
+  kernel, the features read back), ``selection`` (the MLP or the hand rule, on the host)
+  and ``plan`` (transform, scheduling and launch tables, the group levels of a merging
+  scheme, the arrays in the kernel's index type); ``codegen_ms`` (source generation, NVRTC
+  compile and module load; cold unless ``--kernel-cache`` points at a warm cache) is
+  reported apart, as the fast start's compile is. Long rows are split before the analysis (:mod:`gsparse.kernels.sptrsv.split`).
   What a process pays once, not per factor (the CUDA modules of PyTorch's sorts and scans,
   of the levels and check kernels, the selector file) is paid before the first matrix and
   reported apart (``process_warm_up_ms``), as CuPy's cuSPARSE handle is made before.
@@ -33,6 +33,9 @@ lower factor ``L``:
   the solve kernels, NVRTC of the check kernel, on a cold kernel cache) is reported apart,
   since it is paid once per dtype, right-hand sides and orientation, not per factor, and is
   kept on disk. The check kernel's module load is paid once per process, in the warm-up.
+- Both preprocessings are the phase-by-phase medians of :data:`PREPARATIONS` fresh
+  preparations of the factor (a new solver or plan set each), as cuSPARSE's analysis is
+  the median of its repeats; the code generation and compile are the first one's.
 - Each record's ``default`` names which of the two a :class:`gsparse.TriangularSolver` runs
   by default (``analysis=None``: :func:`gsparse.kernels.sptrsv.default.natural_serves`).
 - ``cusparse``: cuSPARSE SpSM through CuPy's bindings (:mod:`.cusparse_triangular`), the
@@ -61,6 +64,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -100,6 +104,9 @@ __all__ = ["FORMAT", "gflops", "load_matrix", "bench_matrix", "markdown", "main"
 FORMAT = "gsparse-bench-sptrsv/1"
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
 SOLVES = 20  # total_20_ms: preprocessing plus this many solves
+# Fresh preparations of each factor whose phases' medians are reported (cuSPARSE's analysis
+# is likewise the median of its repeats).
+PREPARATIONS = 5
 IMPLEMENTATIONS = ("gsparse", "fast_start", "cusparse", "cusparse_per_call", "levelset", "scipy")
 _DEFAULT_MATRICES = "laplacian2d:1000000,laplacian3d:1000000,banded:1000000,power_law:1000000,rmat:1000000,road:1000000"
 
@@ -162,29 +169,41 @@ def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
     return out, (time.perf_counter() - start) * 1e3
 
 
-def _gsparse(crow, col, values, b, k, transpose, device, schedule, selectors) -> tuple[Callable, dict]:
-    """gsparse's solve and its preprocessing phases (ms)."""
-    plans = FactorPlans(crow, col, True)
-    if selectors is not None:
-        plans.selectors = selectors
-    target = Target.of(device)
+def _median_phases(prepare: Callable[[bool], tuple[Any, dict[str, float]]]) -> tuple[Any, dict[str, float]]:
+    """The last of :data:`PREPARATIONS` runs of ``prepare(first)``, each a fresh preparation
+    of the factor returning ``(result, {phase: ms})``, and each phase's median over them."""
+    runs = [prepare(i == 0) for i in range(PREPARATIONS)]
+    return runs[-1][0], {phase: statistics.median(run[1][phase] for run in runs) for phase in runs[0][1]}
 
-    # On the factor's device; the selector's features are made with the levels and read
-    # back: part of the analysis.
-    analysis, analysis_ms = _host_ms(lambda: plans.analysis(transpose), device)
-    task = plans.task(values.dtype, False, transpose, k)
-    chooser = "forced"
-    if schedule is None:
-        schedule, selection_ms = _host_ms(lambda: plans.chosen_schedule(task, target), device)
-        mlp = plans.selectors.select(analysis.features, k, target.sms) if plans.selectors is not None else None
-        chooser = "mlp" if mlp is not None else "hand rule"
-    else:
-        selection_ms = 0.0
-    _, codegen_ms = _host_ms(lambda: RUNTIME_LOADER.kernel(program(task.algorithm, schedule), KERNEL,
-                                                           device.index), device)
-    plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)
-    phases = {"analysis": analysis_ms, "selection": selection_ms, "codegen": codegen_ms, "plan": plan_ms}
-    return (lambda: plan(values, b)), {"schedule": schedule.to_json(), "chooser": chooser,
+
+def _gsparse(crow, col, values, b, k, transpose, device, schedule, selectors) -> tuple[Callable, dict]:
+    """gsparse's solve, its preprocessing phases (ms, medians of fresh preparations) and the
+    first preparation's code generation (ms)."""
+    target = Target.of(device)
+    codegen: dict[str, float] = {}
+
+    def prepare(first: bool) -> tuple[Any, dict[str, float]]:
+        plans = FactorPlans(crow, col, True)
+        if selectors is not None:
+            plans.selectors = selectors
+        # On the factor's device; the selector's features are made with the levels and read
+        # back: part of the analysis.
+        analysis, analysis_ms = _host_ms(lambda: plans.analysis(transpose), device)
+        task = plans.task(values.dtype, False, transpose, k)
+        chosen, chooser, selection_ms = schedule, "forced", 0.0
+        if schedule is None:
+            chosen, selection_ms = _host_ms(lambda: plans.chosen_schedule(task, target), device)
+            mlp = plans.selectors.select(analysis.features, k, target.sms) if plans.selectors is not None else None
+            chooser = "mlp" if mlp is not None else "hand rule"
+        _, codegen_ms = _host_ms(lambda: RUNTIME_LOADER.kernel(program(task.algorithm, chosen), KERNEL,
+                                                               device.index), device)
+        if first:
+            codegen["ms"] = codegen_ms
+        plan, plan_ms = _host_ms(lambda: plans.build_plan(task, chosen, target), device)
+        return (plan, chosen, chooser), {"analysis": analysis_ms, "selection": selection_ms, "plan": plan_ms}
+
+    (plan, chosen, chooser), phases = _median_phases(prepare)
+    return (lambda: plan(values, b)), {"schedule": chosen.to_json(), "chooser": chooser, "codegen_ms": codegen["ms"],
                                        "launches": plan.num_launches, "preprocess_ms": phases}
 
 
@@ -226,25 +245,33 @@ def _fast_start(crow, col, values, b, k, transpose, device, schedule) -> tuple[C
     checks = factor_checks.checks_program(values.dtype)
     _, checks_ms = _host_ms(lambda: compile_cuda(checks.source, arch=device_arch(device.index),
                                                  context=checks.context), device)
-    solver, validation_ms = _host_ms(lambda: TriangularSolver((crow, col, values, (n, n))), device)
-    plans = solver._pattern.device_plans
-    task = plans.task(values.dtype, False, transpose, k)
-    # The rule reads the system's statistics (the checks' for A, read back for A^T with the
-    # transposed system) and for lane rows by level the level count: what it builds, the
-    # plan then reuses.
-    rule = (lambda: plans.natural_schedule(task, target)) if schedule is None else (lambda: schedule)
-    schedule, selection_ms = _host_ms(rule, device)
+    compiled: dict[str, float] = {}
 
-    def compile_kernels() -> None:
-        RUNTIME_LOADER.kernel(natural_program(task.algorithm, schedule), NATURAL_KERNEL, device.index)
-        if schedule.level_order:
-            RUNTIME_LOADER.kernel(levels_program(task.index_dtype, task.system_lower), LEVELS_KERNEL, device.index)
+    def prepare(first: bool) -> tuple[Any, dict[str, float]]:
+        solver, validation_ms = _host_ms(lambda: TriangularSolver((crow, col, values, (n, n))), device)
+        plans = solver._pattern.device_plans
+        task = plans.task(values.dtype, False, transpose, k)
+        # The rule reads the system's statistics (the checks' for A, read back for A^T with
+        # the transposed system) and for lane rows by level the level count: what it builds,
+        # the plan then reuses.
+        rule = (lambda: plans.natural_schedule(task, target)) if schedule is None else (lambda: schedule)
+        chosen, selection_ms = _host_ms(rule, device)
 
-    _, compile_ms = _host_ms(compile_kernels, device)
-    plan, plan_ms = _host_ms(lambda: plans.build_plan(task, schedule, target), device)
-    return (lambda: plan(values, b)), {"schedule": schedule.to_json(), "compile_ms": checks_ms + compile_ms,
-                                       "preprocess_ms": {"validation": validation_ms, "selection": selection_ms,
-                                                         "plan": plan_ms}}
+        def compile_kernels() -> None:
+            RUNTIME_LOADER.kernel(natural_program(task.algorithm, chosen), NATURAL_KERNEL, device.index)
+            if chosen.level_order:
+                RUNTIME_LOADER.kernel(levels_program(task.index_dtype, task.system_lower), LEVELS_KERNEL,
+                                      device.index)
+
+        _, compile_ms = _host_ms(compile_kernels, device)
+        if first:
+            compiled["ms"] = compile_ms
+        plan, plan_ms = _host_ms(lambda: plans.build_plan(task, chosen, target), device)
+        return (plan, chosen), {"validation": validation_ms, "selection": selection_ms, "plan": plan_ms}
+
+    (plan, chosen), phases = _median_phases(prepare)
+    return (lambda: plan(values, b)), {"schedule": chosen.to_json(), "compile_ms": checks_ms + compiled["ms"],
+                                       "preprocess_ms": phases}
 
 
 def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: bool, device: torch.device,
