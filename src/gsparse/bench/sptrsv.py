@@ -172,8 +172,11 @@ def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
 def _median_phases(prepare: Callable[[bool], tuple[Any, dict[str, float]]]) -> tuple[Any, dict[str, float]]:
     """The last of :data:`PREPARATIONS` runs of ``prepare(first)``, each a fresh preparation
     of the factor returning ``(result, {phase: ms})``, and each phase's median over them."""
-    runs = [prepare(i == 0) for i in range(PREPARATIONS)]
-    return runs[-1][0], {phase: statistics.median(run[1][phase] for run in runs) for phase in runs[0][1]}
+    phases: list[dict[str, float]] = []
+    for i in range(PREPARATIONS):  # only the last result is kept: a large factor's plans are large
+        result, times = prepare(i == 0)
+        phases.append(times)
+    return result, {phase: statistics.median(times[phase] for times in phases) for phase in phases[0]}
 
 
 def _gsparse(crow, col, values, b, k, transpose, device, schedule, selectors) -> tuple[Callable, dict]:
