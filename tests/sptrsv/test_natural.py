@@ -240,6 +240,7 @@ def test_one_block_launches_a_block_that_keeps_x_in_shared_memory_and_fills_no_s
     x_bytes = 8 * 3 * n  # x, [n, 3] float64, after the ticket counter's 16 bytes
     assert (grid, block) == (1, 16 * 32) and shared_bytes == 16 + -(-x_bytes // 16) * 16
     assert bool(x.isnan().all())  # allocated for the kernel to write, not filled with the sentinel
+    assert plan._tickets is None and _named(loader)["ticket"] is None  # its counter is in shared memory
     source = loader.lookups[-1][0].source
     assert "constexpr bool X_IN_SHARED = true;" in source and "constexpr bool READY_BY_VALUE = true;" in source
     assert "run_natural_one_block(sys, block_shared)" in source
@@ -290,6 +291,22 @@ def test_level_order_launches_the_levels_kernel_once_then_solves_through_its_ord
     assert "constexpr bool REORDER = true;" in loader.lookups[1][0].source
     plans.build_plan(plans.task(torch.float32, False, transpose, 16), schedule, H100)
     assert [name for _, name, _ in loader.lookups].count(LEVELS_KERNEL) == 1  # kept for the direction
+
+
+def test_the_levels_kernel_and_every_plan_of_a_direction_share_one_conversion_of_the_indices():
+    matrix = family_factor("road")
+    plans, loader = _plans(matrix, True)
+    by_level = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=2, level_order=True)
+    first = plans.build_plan(plans.task(torch.float64, False, False, 1), by_level, H100)
+    second = plans.build_plan(plans.task(torch.float32, False, False, 16), NaturalOrderSchedule(rows_per_thread=False),
+                              H100)
+    values, n = torch.from_numpy(matrix.data), matrix.shape[0]
+    first(values, torch.from_numpy(_rhs(n, None)))
+    second(values.float(), torch.from_numpy(_rhs(n, 16)).float())
+    levels, first, second = ({name: arg for (_, name), arg in zip(program.kernels[kernel].params, launch[3])}
+                             for (program, kernel, _), launch in zip(loader.lookups, loader.launches, strict=True))
+    assert levels["crow"].dtype == torch.int32 and "level" in levels
+    assert levels["crow"] is first["crow"] is second["crow"] and levels["col"] is first["col"] is second["col"]
 
 
 def test_every_solve_hands_the_kernel_the_same_zeroed_counter():

@@ -77,8 +77,16 @@ class DeviceSystem:
         if self.split is not None:
             crow, col, self.value_index = self.split.crow, self.split.col, self.split.value_index
         self.crow, self.col = crow, col
+        self._indices: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
         self._level_orders: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._level_counts: dict[torch.dtype, int] = {}
+
+    def indices(self, index_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(crow, col)`` in ``index_dtype``, converted once and kept: the levels kernel and
+        every plan of the direction read the same arrays."""
+        if index_dtype not in self._indices:
+            self._indices[index_dtype] = (self.crow.to(index_dtype), self.col.to(index_dtype))
+        return self._indices[index_dtype]
 
     def system_values(self) -> SystemValues:
         """What gathers ``T``'s values from ``A``'s, for a plan of this system."""
@@ -122,7 +130,7 @@ def device_levels(system: DeviceSystem, index_dtype: torch.dtype, target: Target
     """``[n]`` int32 level of each of the system's rows (matrix row order), on its device, from
     one launch of the levels kernel (``levels.cuh``); nothing is read back. The kernel's
     critical path is the system's longest dependency chain, one trip through L2 per row of it."""
-    return _kernel_levels(system.crow, system.col, system.lower, index_dtype, target, loader)
+    return _kernel_levels(*system.indices(index_dtype), system.lower, index_dtype, target, loader)
 
 
 def dag_levels(ptr: torch.Tensor, deps: torch.Tensor, index_dtype: torch.dtype, target: Target,
@@ -200,16 +208,18 @@ class NaturalPlan:
         self._system_values = system.system_values()
         device = system.crow.device
         # The next ticket and the warps done; the kernel's last warp zeroes both (natural.cuh).
-        self._tickets = torch.zeros(2, dtype=torch.int64, device=device)
+        # One block keeps its counter in shared memory.
+        self._tickets = None if schedule.one_block else torch.zeros(2, dtype=torch.int64, device=device)
         index = task.index_dtype
         order = position = None
         if schedule.level_order and self.n:
             order, position = system.level_order(index, target, loader)
         code = natural_program(task.algorithm, schedule)
+        crow, col = system.indices(index)
         self._launch = code.prepare(
             NATURAL_KERNEL, device_index(device), 1 if schedule.one_block else target.sms,
             natural_variant(schedule).threads, shared_bytes=shared_bytes, loader=loader,
-            crow=system.crow.to(index), col=system.col.to(index), order=order, position=position, n=self.n,
+            crow=crow, col=col, order=order, position=position, n=self.n,
             val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND).positional("val", "b", "x", "ticket")
 
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
