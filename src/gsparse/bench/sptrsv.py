@@ -16,7 +16,8 @@ lower factor ``L``:
   and ``plan`` (transform, scheduling and launch tables, the group levels of a merging
   scheme, the arrays in the kernel's index type); ``codegen_ms`` (source generation, NVRTC
   compile and module load; cold unless ``--kernel-cache`` points at a warm cache) is
-  reported apart, as the fast start's compile is. Long rows are split before the analysis (:mod:`gsparse.kernels.sptrsv.split`).
+  reported apart, as the fast start's compile is. Long rows are split before the analysis
+  (:mod:`gsparse.kernels.sptrsv.split`).
   What a process pays once, not per factor (the CUDA modules of PyTorch's sorts and scans,
   of the levels and check kernels, the selector file) is paid before the first matrix and
   reported apart (``process_warm_up_ms``), as CuPy's cuSPARSE handle is made before.
