@@ -262,9 +262,10 @@ class SptrsvPlan:
             raise ValueError(f"a grid of {grid} blocks of {variant.threads} threads with {shared_bytes} "
                              f"bytes of shared memory is not co-resident on {target.name}")
         code = program(task.algorithm, schedule)
+        crow, col = analysis.system.indices(index)  # converted once per direction, shared by its plans
         launch = code.prepare(
             KERNEL, device_index(device), grid, variant.threads, shared_bytes=shared_bytes, loader=loader,
-            crow=analysis.crow.to(index), col=analysis.col.to(index), order=order, position=position,
+            crow=crow, col=col, order=order, position=position,
             seg_warp=put("seg_warp"), seg_start=put("seg_start"), node_ptr=put("node_ptr"),
             slot_group=put("slot_group"), group_start=put("group_start"),
             group_per_thread=put("group_per_thread", torch.uint8) if both_paths else None,
