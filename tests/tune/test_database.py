@@ -70,6 +70,27 @@ def test_a_commit_needs_times_or_an_error_not_both(database):
     assert database.samples() == []
 
 
+def test_a_confirmation_replaces_the_best_record_even_with_a_slower_time(database):
+    database.commit_sample(KEY, Toy(1), times_ms=[0.9])  # timed apart, and lucky
+    database.commit_sample(KEY, Toy(2), times_ms=[1.0])
+    database.commit_sample(OTHER_KEY, Toy(1), times_ms=[0.5])
+    database.commit_confirmation(KEY, [(Toy(1), [1.1, 1.2, 1.1]), (Toy(2), [1.0, 1.05, 0.95])])
+    best = database.get_best(KEY)
+    assert (best.schedule([Toy]), best.time_ms) == (Toy(2), 1.0)
+    assert database.get_best(OTHER_KEY).time_ms == 0.5
+    assert [s.times_ms for s in database.samples(KEY)][2:] == [(1.1, 1.2, 1.1), (1.0, 1.05, 0.95)]
+
+
+def test_a_confirmation_is_checked_before_anything_is_written(database):
+    with pytest.raises(ValueError, match="at least one measured schedule"):
+        database.commit_confirmation(KEY, [])
+    with pytest.raises(ValueError, match=r"finite and > 0 and not empty, got \(\) for Toy"):
+        database.commit_confirmation(KEY, [(Toy(1), [1.0]), (Toy(2), [])])
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        database.commit_confirmation(KEY, [({"a": 1}, [1.0])])
+    assert database.samples() == [] and database.get_best(KEY) is None
+
+
 def test_samples_records_and_clear_filter_by_key_fields(database):
     fill(database)
     assert len(database.samples()) == 61

@@ -362,3 +362,82 @@ def test_tune_measures_afresh_samples_whose_schedule_no_longer_decodes(tmp_path)
     result = tune(SPACE, RandomSampling(SPACE), ParallelBuilder(lambda s: s), SimulatedRunner(toy_time),
                   database, KEY, budget=4)
     assert result.reused == () and result.measured == 4
+
+
+class LuckyOnceRunner:
+    """A noiseless runner that times ``lucky``'s first measurement ``factor`` times too fast."""
+
+    def __init__(self, lucky: Toy, factor: float, fail_again: frozenset = frozenset()) -> None:
+        self.inner = SimulatedRunner(toy_time, repeats=3)
+        self.lucky, self.factor, self.fail_again = lucky, factor, fail_again
+        self.measured: list[Toy] = []
+
+    def run(self, builds):
+        results = []
+        for result in self.inner.run(builds):
+            again = result.schedule in self.measured
+            self.measured.append(result.schedule)
+            if again and result.schedule in self.fail_again:
+                result = RunResult(result.schedule, error="lost the device")
+            elif not again and result.schedule == self.lucky:
+                result = RunResult(result.schedule, tuple(t * self.factor for t in result.times_ms))
+            results.append(result)
+        return results
+
+
+FASTEST = sorted(toy_candidates(), key=toy_time)
+CLOSE_SPACE = CandidateSpace(FASTEST[:3] + FASTEST[-5:])  # times 1.0, 1.05, 1.05, then slow ones
+
+
+def tune_close_space(tmp_path, confirm: int, runner: LuckyOnceRunner):
+    database = TuningDatabase(tmp_path / "t.sqlite")
+    result = tune(CLOSE_SPACE, RandomSampling(CLOSE_SPACE, seed=3), ParallelBuilder(lambda s: s), runner,
+                  database, KEY, budget=8, confirm=confirm)
+    return result, database
+
+
+def test_without_confirmation_a_lucky_time_wins(tmp_path):
+    runner = LuckyOnceRunner(FASTEST[1], 0.9)
+    result, database = tune_close_space(tmp_path, 0, runner)
+    assert result.best == FASTEST[1] and result.confirmed == ()
+    assert len(runner.measured) == len(set(runner.measured)) == 8
+
+
+def test_confirmation_measures_the_finalists_again_and_keeps_the_truly_fastest(tmp_path):
+    runner = LuckyOnceRunner(FASTEST[1], 0.9)
+    result, database = tune_close_space(tmp_path, 4, runner)
+    # Finalists: the lucky 0.945 and the fastest 1.0; the other 1.05 is beyond 10% of 0.945.
+    assert {r.schedule for r in result.confirmed} == {FASTEST[0], FASTEST[1]}
+    assert result.best == FASTEST[0] and result.time_ms == pytest.approx(toy_time(FASTEST[0]))
+    again = runner.measured[8:]
+    assert sorted(again, key=toy_time) == [FASTEST[0]] * 3 + [FASTEST[1]] * 3
+    assert again[0] != again[2]  # rounds rotate the order
+    assert all(len(r.times_ms) == 3 * 3 for r in result.confirmed)
+    # The database's best is the confirmed one, though the lucky sample's median is lower.
+    record = database.get_best(KEY)
+    assert record.schedule([Toy]) == FASTEST[0] and record.time_ms == pytest.approx(toy_time(FASTEST[0]))
+    assert len(database.samples(KEY)) == 8 + 2
+
+
+def test_a_finalist_that_fails_its_confirmation_is_dropped(tmp_path):
+    runner = LuckyOnceRunner(FASTEST[1], 0.9, fail_again=frozenset({FASTEST[0]}))
+    result, database = tune_close_space(tmp_path, 4, runner)
+    failed = [r for r in result.confirmed if not r.ok]
+    assert [r.schedule for r in failed] == [FASTEST[0]]
+    assert failed[0].error == "confirmation failed: lost the device"
+    assert result.best == FASTEST[1] and result.time_ms == pytest.approx(toy_time(FASTEST[1]))
+    assert database.get_best(KEY).schedule([Toy]) == FASTEST[1]
+
+
+def test_no_confirmation_when_one_schedule_stands_out(tmp_path):
+    space = CandidateSpace([FASTEST[0], *FASTEST[-5:]])
+    runner = LuckyOnceRunner(FASTEST[0], 1.0)
+    result = tune(space, RandomSampling(space), ParallelBuilder(lambda s: s), runner,
+                  TuningDatabase(tmp_path / "t.sqlite"), KEY, budget=6, confirm=4)
+    assert result.confirmed == () and len(runner.measured) == 6
+
+
+def test_confirm_is_checked(tmp_path):
+    with pytest.raises(ValueError, match="confirm must be >= 0, got -1"):
+        tune(SPACE, RandomSampling(SPACE), ParallelBuilder(lambda s: s), SimulatedRunner(toy_time),
+             TuningDatabase(tmp_path / "t.sqlite"), KEY, budget=1, confirm=-1)

@@ -228,12 +228,34 @@ class TuningDatabase:
         now = time.time()
 
         def write(c: sqlite3.Connection) -> bool:
-            c.execute(f"INSERT INTO {_SAMPLES} ({', '.join(_KEY_FIELDS)}, schedule_class, schedule, "
-                      f"times_ms, error, features, created) VALUES ({_marks(12)})",
-                      (*row, json.dumps(times), error, feats, now))
+            _insert_sample(c, row, times, error, feats, now)
             return bool(times) and _upsert_best(c, (*row, statistics.median(times), now))
 
         return self._write(write)
+
+    def commit_confirmation(self, key: TuningKey, measured: Sequence[tuple[object, Sequence[float]]]) -> None:
+        """Record finalists measured side by side (``(schedule, times_ms)`` each) as samples,
+        and make the one with the lowest median the best record of ``key`` whatever time it
+        holds: times taken together outrank those taken apart (see :func:`gsparse.tune.tune`)."""
+        if not measured:
+            raise ValueError("a confirmation needs at least one measured schedule, got none")
+        rows = []
+        for schedule, times_ms in measured:
+            check_schedule(schedule)
+            times = tuple(float(t) for t in times_ms)
+            if not times or not all(math.isfinite(t) and t > 0 for t in times):
+                raise ValueError(f"times_ms must be finite and > 0 and not empty, got {times} for {schedule}")
+            rows.append(((*key.values(), type(schedule).__name__, schedule.to_json()), times))  # type: ignore[attr-defined]
+        now = time.time()
+        winner, winner_times = min(rows, key=lambda r: statistics.median(r[1]))
+
+        def write(c: sqlite3.Connection) -> None:
+            for row, times in rows:
+                _insert_sample(c, row, times, None, None, now)
+            c.execute(f"DELETE FROM {_BEST} WHERE {_where(_KEY_FIELDS)}", key.values())
+            _upsert_best(c, (*winner, statistics.median(winner_times), now))
+
+        self._write(write)
 
     def clear(self, key: TuningKey | None = None, **fields: str) -> tuple[int, int]:
         """Delete records matching ``key`` or ``fields`` (everything when none).
@@ -391,6 +413,14 @@ def _move_aside(path: Path, suffix: str, reason: str) -> None:
             pass
     warnings.warn(f"the tuning database {path} {reason}; moved it to {aside.name} and started "
                   f"an empty one", TuningDatabaseWarning, stacklevel=5)
+
+
+def _insert_sample(c: sqlite3.Connection, row: tuple, times: tuple[float, ...], error: str | None,
+                   features: bytes | None, created: float) -> None:
+    """Insert one sample: ``row`` is the key's values, the schedule's class and its JSON."""
+    c.execute(f"INSERT INTO {_SAMPLES} ({', '.join(_KEY_FIELDS)}, schedule_class, schedule, "
+              f"times_ms, error, features, created) VALUES ({_marks(12)})",
+              (*row, json.dumps(times), error, features, created))
 
 
 def _upsert_best(c: sqlite3.Connection, row: tuple) -> bool:

@@ -1,5 +1,6 @@
 """The tuning loop: a strategy proposes, the builder builds, the runner measures, the
-database remembers, until the budget is spent or the strategy has nothing left."""
+database remembers, until the budget is spent or the strategy has nothing left; then,
+optionally, the finalists are measured again side by side."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any, Generic
 import numpy as np
 
 from .database import Sample, TuningDatabase, TuningKey
-from .interfaces import Builder, Runner, RunResult, S, SearchSpace
+from .interfaces import Builder, BuildResult, Runner, RunResult, S, SearchSpace
 from .search.base import SearchStrategy
 
 
@@ -26,12 +27,15 @@ class TuneResult(Generic[S]):
         time_ms: its median time (``inf`` when ``best`` is None).
         results: the results of this call, in measurement order (failures included).
         reused: results of earlier calls read from the database and not measured again.
+        confirmed: the finalists' results when they were measured again side by side (see
+            :func:`tune`'s ``confirm``), each with the times of every round; empty otherwise.
     """
 
     best: S | None
     time_ms: float
     results: tuple[RunResult[S], ...]
     reused: tuple[RunResult[S], ...] = ()
+    confirmed: tuple[RunResult[S], ...] = ()
 
     @property
     def measured(self) -> int:
@@ -57,6 +61,7 @@ def tune(
     batch: int = 16,
     reuse: bool = True,
     progress: bool | None = None,
+    confirm: int = 0,
 ) -> TuneResult[S]:
     """Measure up to ``budget`` new schedules of ``space`` and return the fastest.
 
@@ -72,7 +77,16 @@ def tune(
         batch: most schedules built and run per round.
         reuse: read earlier samples of ``key`` from the database first.
         progress: show a progress bar on stderr; None shows it only when stderr is a terminal.
+        confirm: after the search, measure again the up to ``confirm`` fastest schedules
+            within :data:`CONFIRM_MARGIN` of the fastest, :data:`CONFIRM_ROUNDS` rounds in
+            turn, and return (and record as the key's best) the one with the lowest median
+            over those rounds. Each candidate was first timed once, at its own moment of the
+            search (the GPU's clocks and the L2 differ from one moment to the next), so two
+            candidates a few percent apart may swap; side by side they are compared under the
+            same conditions. 0 or 1: no confirmation, and no schedule is measured twice.
     """
+    if confirm < 0:
+        raise ValueError(f"confirm must be >= 0, got {confirm}")
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
     if batch < 1:
@@ -101,8 +115,52 @@ def tune(
     finally:
         bar.close()
     best = _fastest([*reused, *results])
+    confirmed: tuple[RunResult[S], ...] = ()
+    finalists = _finalists([*reused, *results], confirm)
+    if len(finalists) > 1:
+        confirmed = _confirm(finalists, runner)
+        ok = [r for r in confirmed if r.ok]
+        if ok:
+            database.commit_confirmation(key, [(r.schedule, r.times_ms) for r in ok])
+            best = min(ok, key=lambda r: r.time_ms)
     return TuneResult(best.schedule if best else None, best.time_ms if best else math.inf,
-                      tuple(results), reused)
+                      tuple(results), reused, confirmed)
+
+
+CONFIRM_MARGIN = 1.10
+"""Schedules measured within this factor of the fastest are finalists: a ranking that close
+can be a measurement's noise, one further apart is not worth the confirmation's time."""
+CONFIRM_ROUNDS = 3
+"""Rounds of a confirmation: each measures every finalist once, in a rotated order."""
+
+
+def _finalists(results: Sequence[RunResult[S]], most: int) -> list[S]:
+    """The up to ``most`` fastest successful schedules within CONFIRM_MARGIN of the fastest."""
+    ok = sorted((r for r in results if r.ok), key=lambda r: r.time_ms)
+    if most < 2 or not ok:
+        return []
+    return [r.schedule for r in ok[:most] if r.time_ms <= CONFIRM_MARGIN * ok[0].time_ms]
+
+
+def _confirm(finalists: list[S], runner: Runner[S]) -> list[RunResult[S]]:
+    """Each finalist's times over CONFIRM_ROUNDS rounds, in turn with the others (a failure
+    in any round makes it a failed result)."""
+    times: dict[S, list[float]] = {s: [] for s in finalists}
+    errors: dict[S, str] = {}
+    for round_ in range(CONFIRM_ROUNDS):
+        shift = round_ % len(finalists)
+        for schedule in finalists[shift:] + finalists[:shift]:
+            if schedule in errors:
+                continue
+            [result] = runner.run([BuildResult(schedule)])
+            if result.schedule != schedule:
+                raise RuntimeError("the runner must return one result per successful build, in order")
+            if result.ok:
+                times[schedule] += result.times_ms
+            else:
+                errors[schedule] = result.error or "failed"
+    return [RunResult(s, error=f"confirmation failed: {errors[s]}") if s in errors else RunResult(s, tuple(times[s]))
+            for s in finalists]
 
 
 def _measure(schedules: list[S], builder: Builder[S], runner: Runner[S]) -> list[RunResult[S]]:

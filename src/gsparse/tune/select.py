@@ -13,8 +13,9 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
   part of their features that does not read the graph (``_SpaceCache``).
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
   search over the pruned space seeded by the model, a budget of :data:`TUNE_BUDGET` more
-  measurements, every one checked against the hand rule's output), record every sample in
-  the database and run the best. The register constraint is checked lazily, on each
+  measurements, every one checked against the hand rule's output; then the fastest few,
+  within 10% of each other, measured again side by side), record every sample in the
+  database and run the best. The register constraint is checked lazily, on each
   candidate the search proposes, from the build that compiles it anyway: one that spills
   is recorded as a failed build and never run.
 - ``"default"``: the hand rule.
@@ -65,6 +66,11 @@ CODEGEN_VERSION = "2026-11-25"
 version never matches."""
 TUNE_BUDGET = 16
 """Measurements a ``"tune"`` call makes at most (the model's first choices, then its search)."""
+CONFIRM_FINALISTS = 4
+"""Schedules a ``"tune"`` call measures again side by side before choosing (the fastest,
+within 10% of each other: :func:`gsparse.tune.tune`'s ``confirm``). On held-out graphs a
+candidate timed once during the search was 15% off its time in a sweep (a g-SDDMM cell of
+run 6, ``docs/performance.md``), enough to choose the wrong one."""
 # Operators with a shipped model: gsparse/tune/models/<operator>-rank.json.
 _MODELLED = ("spmm", "sddmm")
 
@@ -322,6 +328,7 @@ def _tune_now(operator, g, task, call, target, key, space, model, structure) -> 
     [measured] = runner.run([BuildResult(default)])
     database.commit_sample(key, default, times_ms=measured.times_ms, error=measured.error,
                            features=features([default])[0])
-    result = tune(space, strategy, builder, runner, database, key, TUNE_BUDGET, featurize=features)
+    result = tune(space, strategy, builder, runner, database, key, TUNE_BUDGET, featurize=features,
+                  confirm=CONFIRM_FINALISTS)
     _State.generation += 1  # other graphs' choices may now find this record
     return result.best if result.best is not None else default
