@@ -215,6 +215,13 @@ __device__ __forceinline__ A finish(A residual, A diag, A inverse) {
     else return residual / diag;
 }
 
+// Whether a row reads its right side b before waiting for its dependencies, when a lane
+// keeps `columns` columns: read after the waits, b's trip to L2 lies on every dependency
+// chain (the one-block prototype's chains ran 5-13% faster with it read first); with more
+// than two columns a lane's loads overlap anyway, and 1,024-thread blocks have no
+// registers to spare for them (ptxas spilled).
+__host__ __device__ constexpr bool early_rhs(int columns) { return columns <= 2; }
+
 __device__ __forceinline__ A early_inverse(A diag) {
     if constexpr (EARLY_DIVISION && !UNIT) return A(1) / diag;
     else return A(0);
@@ -302,8 +309,13 @@ __device__ __forceinline__ void column_major_row(const System& sys, const Entrie
     const int el = lane / CLX;
     for (int c0 = 0; c0 < K; c0 += CLX * CPLX) {
         A acc[CPLX];
+        A rhs[CPLX];  // read before the waits where it fits (early_rhs)
 #pragma unroll
-        for (int i = 0; i < CPLX; ++i) acc[i] = A(0);
+        for (int i = 0; i < CPLX; ++i) {
+            const int c = c0 + cl + i * CLX;
+            acc[i] = A(0);
+            rhs[i] = early_rhs(CPLX) && el == 0 && c < K ? gs::to_acc(sys.b[(long long)r * K + c]) : A(0);
+        }
         // A lane with several entries batches their reads. A lane with one at most walks a
         // plain loop: the batch's bookkeeping, or an unrolled walk's, only lengthens the rows
         // of a chain (meshes and roads at one right-hand side ran 19-26% faster without).
@@ -324,7 +336,8 @@ __device__ __forceinline__ void column_major_row(const System& sys, const Entrie
                 const int c = c0 + cl + i * CLX;
                 if (c < K) {
                     const long long o = (long long)r * K + c;
-                    sys.write_x(o, finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
+                    const A right = early_rhs(CPLX) ? rhs[i] : gs::to_acc(sys.b[o]);
+                    sys.write_x(o, finish(right - acc[i], diag, inverse));
                 }
             }
         }
@@ -371,14 +384,19 @@ __device__ __forceinline__ void per_thread_rows(const System& sys, const Entries
         const A inverse = early_inverse(diag);
         for (int c0 = 0; c0 < K; c0 += KC) {
             A acc[KC];
+            A rhs[KC];  // read before the waits where it fits (early_rhs)
 #pragma unroll
-            for (int i = 0; i < KC; ++i) acc[i] = A(0);
+            for (int i = 0; i < KC; ++i) {
+                acc[i] = A(0);
+                rhs[i] = early_rhs(KC) && c0 + i < K ? gs::to_acc(sys.b[(long long)r * K + c0 + i]) : A(0);
+            }
             accumulate<1, KC, true, (KC > 2 ? 1 : 4)>(sys, in, s, 1, e, first, waits, lane, c0 == 0, c0, 1, acc);
 #pragma unroll
             for (int i = 0; i < KC; ++i) {
                 if (c0 + i < K) {
                     const long long o = (long long)r * K + c0 + i;
-                    sys.write_x(o, finish(gs::to_acc(sys.b[o]) - acc[i], diag, inverse));
+                    const A right = early_rhs(KC) ? rhs[i] : gs::to_acc(sys.b[o]);
+                    sys.write_x(o, finish(right - acc[i], diag, inverse));
                 }
             }
         }
