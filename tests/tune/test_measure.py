@@ -89,4 +89,6 @@ def test_hide_host_times_the_device_work_alone():
                         hide_host=True)
     shown = time_calls(slow_host_fast_kernel, [()], device, min_repeats=9, max_repeats=9, warmup=0)
     assert hidden.median_ms < 0.1, hidden.times_ms
-    assert shown.median_ms > 0.9, shown.times_ms
+    # Without it the host's 1 ms per call is in the events: call by call, or, where the
+    # driver submits recorded work in batches (an H200 machine did), in every other pair.
+    assert sum(shown.times_ms) > 0.9 * len(shown.times_ms), shown.times_ms
