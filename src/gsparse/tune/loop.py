@@ -67,7 +67,7 @@ def tune(
 
     Each round asks ``strategy`` for up to ``batch`` schedules, builds them, runs the ones
     that built, records every outcome in ``database`` under ``key`` (a build failure as a
-    sample with its error) and tells ``strategy``. A schedule is never measured twice:
+    sample with its error) and tells ``strategy``. The search never measures a schedule twice:
     with ``reuse`` the samples already in the database for ``key`` are told to the strategy
     first, so they are neither measured again nor counted in the budget.
 
@@ -78,7 +78,7 @@ def tune(
         reuse: read earlier samples of ``key`` from the database first.
         progress: show a progress bar on stderr; None shows it only when stderr is a terminal.
         confirm: after the search, measure again the up to ``confirm`` fastest schedules
-            within :data:`CONFIRM_MARGIN` of the fastest, :data:`CONFIRM_ROUNDS` rounds in
+            within ``CONFIRM_MARGIN`` (10%) of the fastest, ``CONFIRM_ROUNDS`` (3) rounds in
             turn, and return (and record as the key's best) the one with the lowest median
             over those rounds. Each candidate was first timed once, at its own moment of the
             search (the GPU's clocks and the L2 differ from one moment to the next), so two
