@@ -54,6 +54,63 @@ def test_gspmm_gradcheck(op, reduce, shapes, graph):
     assert torch.autograd.gradcheck(lambda a, b: gsparse.gspmm(g, op, reduce, a, b), (x, y))
 
 
+@pytest.mark.parametrize("differentiable", ["lhs", "rhs"])
+@pytest.mark.parametrize("reduce", ["sum", "max"])
+@pytest.mark.parametrize("op", ["add", "mul", "div"])
+def test_gspmm_gradcheck_with_one_operand_differentiable(op, reduce, differentiable):
+    # The backward then keeps only what that gradient reads (the other operand, or neither).
+    g = _graph("bipartite")
+    x = _leaf((g.num_src, 2, 3), 1).requires_grad_(differentiable == "lhs")
+    y = _leaf((g.num_edges, 2, 1), 2, away_from_zero=op == "div").requires_grad_(differentiable == "rhs")
+    assert torch.autograd.gradcheck(lambda a, b: gsparse.gspmm(g, op, reduce, a, b), (x, y))
+
+
+@pytest.mark.parametrize("differentiable", ["lhs", "rhs"])
+@pytest.mark.parametrize("op", ["add", "dot", "div"])
+def test_gsddmm_gradcheck_with_one_operand_differentiable(op, differentiable):
+    g = _graph("bipartite")
+    x = _leaf((g.num_src, 2, 3), 3).requires_grad_(differentiable == "lhs")
+    y = _leaf((g.num_dst, 1 if op == "dot" else 2, 3 if op == "dot" else 1), 4,
+              away_from_zero=op == "div").requires_grad_(differentiable == "rhs")
+    assert torch.autograd.gradcheck(lambda a, b: gsparse.gsddmm(g, op, a, b, "u", "v"), (x, y))
+
+
+def _custom_op_spmm(g, op, reduce, lhs, rhs):
+    """The registered custom op itself, as torch.compile runs it (not the eager resolved path)."""
+    from gsparse import _ops
+
+    out_shape = list(lhs.shape[1:] if rhs is None else torch.broadcast_shapes(lhs.shape[1:], rhs.shape[1:]))
+    if reduce in ("max", "min"):
+        return _ops.spmm_arg(*g.parts, op, reduce, lhs, rhs, out_shape, False)[0]
+    return _ops.spmm(*g.parts, op, reduce, lhs, rhs, out_shape, False)
+
+
+@pytest.mark.parametrize("path", ["eager", "custom op"])
+@pytest.mark.parametrize("op,reduce,keeps", [
+    ("copy_lhs", "sum", ""), ("copy_lhs", "max", ""), ("add", "sum", ""),
+    ("mul", "sum", "rhs"), ("mul", "max", "rhs"),
+])
+def test_the_backward_keeps_alive_only_the_operands_it_reads(path, op, reduce, keeps):
+    # A layer's [N, F] input must not be held until the backward when its gradient is a
+    # plain sum of the output's (GCN's normalised features, a mean aggregation's input).
+    import weakref
+
+    g = _graph("bipartite")
+    x = _leaf((g.num_src, 3), 5)
+    w = random_features((g.num_edges, 1), torch.float64, 6)
+    h = x * 2  # not a leaf: only the autograd graph could keep it alive
+    rhs = None if op == "copy_lhs" else w.clone()
+    alive = weakref.ref(h), (weakref.ref(rhs) if rhs is not None else None)
+    out = (gsparse.gspmm if path == "eager" else _custom_op_spmm)(g, op, reduce, h, rhs)
+    del h, rhs
+    assert (alive[0]() is not None) == ("lhs" in keeps)
+    if alive[1] is not None:
+        assert (alive[1]() is not None) == ("rhs" in keeps)
+    out.sum().backward()
+    expected = torch.autograd.grad(gsparse.gspmm(g, op, reduce, x * 2, None if op == "copy_lhs" else w).sum(), x)[0]
+    torch.testing.assert_close(x.grad, expected)
+
+
 SDDMM_SHAPES = {"dot": ((2, 3), (1, 3)), "default": ((2, 3), (2, 1))}
 
 

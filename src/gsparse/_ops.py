@@ -155,10 +155,10 @@ def _edge_softmax_fake(rowptr, col, eid, num_src, logits, norm_by):
 # ---------------------------------------------------------------------- backward helpers
 
 
-def _sum_to(grad: Tensor, like: Tensor) -> Tensor:
-    """``grad`` ``[rows, *b]`` summed over the dimensions where ``like`` ``[rows, *s]`` was
-    broadcast (``s`` has 1, ``b`` more), so that it has ``like``'s shape."""
-    dims = [d for d in range(1, grad.dim()) if like.shape[d] == 1 and grad.shape[d] != 1]
+def _sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``grad`` ``[rows, *b]`` summed over the dimensions where an operand of ``shape``
+    ``[rows, *s]`` was broadcast (``s`` has 1, ``b`` more), so that it has that shape."""
+    dims = [d for d in range(1, grad.dim()) if shape[d] == 1 and grad.shape[d] != 1]
     return grad.sum(dim=dims, keepdim=True) if dims else grad
 
 
@@ -246,28 +246,40 @@ def _degrees(parts: Parts, transpose: bool, dtype: torch.dtype) -> Tensor:
     return deg.clamp(min=1)
 
 
-def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: Tensor, lhs_target: str,
+def _edge_products(parts: Parts, lhs: Tensor, grad: Tensor, like: tuple[int, ...], lhs_target: str,
                    grad_target: str) -> Tensor:
     """``lhs[lhs_target(e)] ⊙ grad[grad_target(e)]`` per edge, for an edge operand shaped
-    ``like``. When ``like`` is broadcast along the last dimension (attention weights
+    ``like`` (a shape). When ``like`` is broadcast along the last dimension (attention weights
     ``[E, H, 1]`` against features ``[N, H, C]``), the sum over that dimension is taken by a
     g-SDDMM ``dot`` so that the ``[E, H, C]`` products are never materialised."""
-    if like.dim() > 1 and like.shape[-1] == 1 and grad.shape[-1] > 1 and lhs.shape[-1] == grad.shape[-1]:
+    if len(like) > 1 and like[-1] == 1 and grad.shape[-1] > 1 and lhs.shape[-1] == grad.shape[-1]:
         outer = list(broadcast_shapes(tuple(lhs.shape[1:-1]), tuple(grad.shape[1:-1])))
         return _sddmm(parts, "dot", lhs, grad, lhs_target, grad_target, [*outer, 1])
     return _sddmm(parts, "mul", lhs, grad, lhs_target, grad_target, _features(lhs, grad))
+
+
+def save_operands(ctx, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], need_lhs: bool,
+                  need_rhs: bool, *extra: Tensor) -> None:
+    """Save for the backward the operands its formulas read (:meth:`BinaryOp.backward_reads`;
+    None for the others) and every operand's shape (``ctx.shapes``), then ``extra``. A copy's
+    or a sum's features are not read back: keeping them would hold an ``[N, F]`` tensor per
+    layer until the backward for its shape alone."""
+    reads_lhs, reads_rhs = BINARY_OPS[op].backward_reads(need_lhs, need_rhs)
+    ctx.shapes = (None if lhs is None else lhs.shape, None if rhs is None else rhs.shape)
+    ctx.save_for_backward(lhs if reads_lhs else None, rhs if reads_rhs else None, *extra)
 
 
 def _spmm_setup(ctx, inputs, output) -> None:
     rowptr, col, eid, num_src, op, reduce, lhs, rhs, out_shape, transpose = inputs
     ctx.parts = (rowptr, col, eid, num_src)
     ctx.op, ctx.reduce, ctx.transpose = op, reduce, transpose
-    ctx.save_for_backward(lhs, rhs)
+    save_operands(ctx, op, lhs, rhs, ctx.needs_input_grad[6], ctx.needs_input_grad[7])
 
 
 def _spmm_grads(parts: Parts, op: str, reduce: str, transpose: bool, lhs: Optional[Tensor],
-                rhs: Optional[Tensor], grad: Tensor, need_lhs: bool, need_rhs: bool):
-    """``(d_lhs, d_rhs)`` of a g-SpMM sum or mean (None where not needed)."""
+                rhs: Optional[Tensor], shapes: tuple, grad: Tensor, need_lhs: bool, need_rhs: bool):
+    """``(d_lhs, d_rhs)`` of a g-SpMM sum or mean (None where not needed); ``lhs`` and
+    ``rhs`` as :func:`save_operands` kept them, ``shapes`` theirs."""
     if REDUCERS[reduce].divides_by_degree:
         deg = _degrees(parts, transpose, grad.dtype)
         grad = grad / deg.view(-1, *([1] * (grad.dim() - 1)))
@@ -281,17 +293,17 @@ def _spmm_grads(parts: Parts, op: str, reduce: str, transpose: bool, lhs: Option
             d = _spmm_sum(parts, "copy_lhs", grad, None, not transpose)
         else:
             d = _spmm_sum(parts, "mul" if factor == "rhs" else "div", grad, rhs, not transpose)
-        d_lhs = _sum_to(d, lhs)
+        d_lhs = _sum_to(d, shapes[0])
     if need_rhs:
         if binop.rhs_grad_factor is None:
             d = _sddmm(parts, "copy_lhs", grad, None, dst, "u", list(grad.shape[1:]))
         else:
-            d = _edge_products(parts, lhs, grad, rhs, src, dst)
+            d = _edge_products(parts, lhs, grad, shapes[1], src, dst)
         if binop.rhs_grad_over_rhs_squared:
             d = d / (rhs * rhs)
         if binop.rhs_grad_sign < 0:
             d = -d
-        d_rhs = _sum_to(d, rhs)
+        d_rhs = _sum_to(d, shapes[1])
     return d_lhs, d_rhs
 
 
@@ -300,7 +312,7 @@ def _spmm_backward(ctx, grad: Tensor):
         raise RuntimeError(f"gsparse::spmm with reduce {ctx.reduce!r} keeps no winners to "
                            f"differentiate; gsparse::spmm_arg does (gsparse.gspmm picks it)")
     lhs, rhs = ctx.saved_tensors
-    d_lhs, d_rhs = _spmm_grads(ctx.parts, ctx.op, ctx.reduce, ctx.transpose, lhs, rhs, grad,
+    d_lhs, d_rhs = _spmm_grads(ctx.parts, ctx.op, ctx.reduce, ctx.transpose, lhs, rhs, ctx.shapes, grad,
                                ctx.needs_input_grad[6], ctx.needs_input_grad[7])
     return None, None, None, None, None, None, d_lhs, d_rhs, None, None
 
@@ -320,26 +332,25 @@ def _spmm_arg_setup(ctx, inputs, output) -> None:
     ctx.op = op
     ctx.rows = (num_src, rowptr.shape[0] - 1) if transpose else (rowptr.shape[0] - 1, num_src)
     ctx.num_edges = col.shape[0]
-    ctx.save_for_backward(lhs, rhs, arg_u, arg_e)
+    save_operands(ctx, op, lhs, rhs, ctx.needs_input_grad[6], ctx.needs_input_grad[7], arg_u, arg_e)
     ctx.mark_non_differentiable(arg_u, arg_e)
 
 
 def _spmm_arg_backward(ctx, grad: Tensor, _grad_arg_u, _grad_arg_e):
     lhs, rhs, arg_u, arg_e = ctx.saved_tensors
-    d_lhs, d_rhs = _spmm_arg_grads(ctx.op, ctx.rows, ctx.num_edges, lhs, rhs, arg_u, arg_e, grad,
+    d_lhs, d_rhs = _spmm_arg_grads(ctx.op, ctx.rows, ctx.num_edges, lhs, rhs, ctx.shapes, arg_u, arg_e, grad,
                                    ctx.needs_input_grad[6], ctx.needs_input_grad[7])
     return None, None, None, None, None, None, d_lhs, d_rhs, None, None
 
 
 def _spmm_arg_grads(op: str, rows: tuple[int, int], num_edges: int, lhs: Optional[Tensor],
-                    rhs: Optional[Tensor], arg_u: Tensor, arg_e: Tensor, grad: Tensor,
+                    rhs: Optional[Tensor], shapes: tuple, arg_u: Tensor, arg_e: Tensor, grad: Tensor,
                     need_lhs: bool, need_rhs: bool):
     """``(d_lhs, d_rhs)`` of a g-SpMM max or min with winners ``arg_u``/``arg_e``; ``rows``
-    is (output rows, ``lhs`` rows)."""
+    is (output rows, ``lhs`` rows); operands and ``shapes`` as :func:`save_operands` kept them."""
     binop = BINARY_OPS[op]
     if num_edges == 0:  # no winners; the index arithmetic below needs an edge to point at
-        return (None if lhs is None else torch.zeros_like(lhs),
-                None if rhs is None else torch.zeros_like(rhs))
+        return tuple(None if shape is None else grad.new_zeros(shape) for shape in shapes)
     found = arg_e >= 0
     grad = grad.masked_fill(~found, 0)
     d_lhs = d_rhs = None
@@ -350,7 +361,7 @@ def _spmm_arg_grads(op: str, rows: tuple[int, int], num_edges: int, lhs: Optiona
             y = _gather_rows(rhs, arg_e, grad.shape)
             g = grad * y if factor == "rhs" else grad / y.masked_fill(~found, 1)
         d = torch.zeros((rows[1], *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
-        d_lhs = _sum_to(d.scatter_add(0, arg_u.clamp(min=0), g), lhs)
+        d_lhs = _sum_to(d.scatter_add(0, arg_u.clamp(min=0), g), shapes[0])
     if need_rhs:
         g = grad
         if binop.rhs_grad_factor is not None:
@@ -361,7 +372,7 @@ def _spmm_arg_grads(op: str, rows: tuple[int, int], num_edges: int, lhs: Optiona
         if binop.rhs_grad_sign < 0:
             g = -g
         d = torch.zeros((num_edges, *grad.shape[1:]), dtype=grad.dtype, device=grad.device)
-        d_rhs = _sum_to(d.scatter_add(0, arg_e.clamp(min=0), g), rhs)
+        d_rhs = _sum_to(d.scatter_add(0, arg_e.clamp(min=0), g), shapes[1])
     return d_lhs, d_rhs
 
 
@@ -372,19 +383,20 @@ def _sddmm_setup(ctx, inputs, output) -> None:
     rowptr, col, eid, num_src, op, lhs, rhs, lhs_target, rhs_target, out_shape = inputs
     ctx.parts = (rowptr, col, eid, num_src)
     ctx.op, ctx.targets = op, (lhs_target, rhs_target)
-    ctx.save_for_backward(lhs, rhs)
+    save_operands(ctx, op, lhs, rhs, ctx.needs_input_grad[5], ctx.needs_input_grad[6])
 
 
 def _sddmm_backward(ctx, grad: Tensor):
     lhs, rhs = ctx.saved_tensors
-    d_lhs, d_rhs = _sddmm_grads(ctx.parts, ctx.op, ctx.targets, lhs, rhs, grad,
+    d_lhs, d_rhs = _sddmm_grads(ctx.parts, ctx.op, ctx.targets, lhs, rhs, ctx.shapes, grad,
                                 ctx.needs_input_grad[5], ctx.needs_input_grad[6])
     return None, None, None, None, None, d_lhs, d_rhs, None, None, None
 
 
 def _sddmm_grads(parts: Parts, op: str, targets: tuple[str, str], lhs: Optional[Tensor],
-                 rhs: Optional[Tensor], grad: Tensor, need_lhs: bool, need_rhs: bool):
-    """``(d_lhs, d_rhs)`` of a g-SDDMM (None where not needed)."""
+                 rhs: Optional[Tensor], shapes: tuple, grad: Tensor, need_lhs: bool, need_rhs: bool):
+    """``(d_lhs, d_rhs)`` of a g-SDDMM (None where not needed); operands and ``shapes`` as
+    :func:`save_operands` kept them."""
     binop = BINARY_OPS[op]
     lt, rt = targets
     d_lhs = d_rhs = None
@@ -394,7 +406,7 @@ def _sddmm_grads(parts: Parts, op: str, targets: tuple[str, str], lhs: Optional[
             d = _to_target(parts, grad, lt)
         else:
             d = _to_target(parts, grad, lt, rhs if factor == "rhs" else torch.reciprocal(rhs), rt)
-        d_lhs = _sum_to(d, lhs)
+        d_lhs = _sum_to(d, shapes[0])
     if need_rhs:
         if binop.rhs_grad_factor is None:
             d = _to_target(parts, grad, rt)
@@ -404,7 +416,7 @@ def _sddmm_grads(parts: Parts, op: str, targets: tuple[str, str], lhs: Optional[
             d = d / (rhs * rhs)
         if binop.rhs_grad_sign < 0:
             d = -d
-        d_rhs = _sum_to(d, rhs)
+        d_rhs = _sum_to(d, shapes[1])
     return d_lhs, d_rhs
 
 

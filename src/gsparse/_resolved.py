@@ -18,12 +18,12 @@ __all__ = ["spmm_resolved", "sddmm_resolved", "softmax_resolved"]
 
 
 class _RunFunction(torch.autograd.Function):
-    """A resolved call's run, its operands saved for the backward of a subclass."""
+    """A resolved call's run, the operands its backward reads saved (``_ops.save_operands``)."""
 
     @staticmethod
     def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
         ctx.call = call
-        ctx.save_for_backward(lhs, rhs)
+        _ops.save_operands(ctx, call.args[0], lhs, rhs, ctx.needs_input_grad[1], ctx.needs_input_grad[2])
         return call.run(lhs, rhs)
 
 
@@ -34,8 +34,8 @@ class _SpmmFunction(_RunFunction):
     def backward(ctx, grad: Tensor):
         lhs, rhs = ctx.saved_tensors
         op, reduce = ctx.call.args
-        d_lhs, d_rhs = _ops._spmm_grads(ctx.call.parts, op, reduce, False, lhs, rhs, grad,
-                                   ctx.needs_input_grad[1], ctx.needs_input_grad[2])
+        d_lhs, d_rhs = _ops._spmm_grads(ctx.call.parts, op, reduce, False, lhs, rhs, ctx.shapes, grad,
+                                        ctx.needs_input_grad[1], ctx.needs_input_grad[2])
         return None, d_lhs, d_rhs
 
 
@@ -46,7 +46,8 @@ class _SpmmArgFunction(torch.autograd.Function):
     def forward(ctx, call: _calls.Call, lhs: Optional[Tensor], rhs: Optional[Tensor]) -> Tensor:
         out, arg_u, arg_e = call.extra["with_arg"](lhs, rhs)
         ctx.call = call
-        ctx.save_for_backward(lhs, rhs, arg_u, arg_e)
+        _ops.save_operands(ctx, call.args[0], lhs, rhs, ctx.needs_input_grad[1], ctx.needs_input_grad[2],
+                           arg_u, arg_e)
         return out
 
     @staticmethod
@@ -54,8 +55,8 @@ class _SpmmArgFunction(torch.autograd.Function):
         lhs, rhs, arg_u, arg_e = ctx.saved_tensors
         g = ctx.call.graph
         d_lhs, d_rhs = _ops._spmm_arg_grads(ctx.call.args[0], (g.num_dst, g.num_src), g.num_edges, lhs,
-                                       rhs, arg_u, arg_e, grad, ctx.needs_input_grad[1],
-                                       ctx.needs_input_grad[2])
+                                            rhs, ctx.shapes, arg_u, arg_e, grad, ctx.needs_input_grad[1],
+                                            ctx.needs_input_grad[2])
         return None, d_lhs, d_rhs
 
 
@@ -66,8 +67,8 @@ class _SddmmFunction(_RunFunction):
     def backward(ctx, grad: Tensor):
         lhs, rhs = ctx.saved_tensors
         op, lhs_target, rhs_target = ctx.call.args
-        d_lhs, d_rhs = _ops._sddmm_grads(ctx.call.parts, op, (lhs_target, rhs_target), lhs, rhs, grad,
-                                    ctx.needs_input_grad[1], ctx.needs_input_grad[2])
+        d_lhs, d_rhs = _ops._sddmm_grads(ctx.call.parts, op, (lhs_target, rhs_target), lhs, rhs, ctx.shapes,
+                                         grad, ctx.needs_input_grad[1], ctx.needs_input_grad[2])
         return None, d_lhs, d_rhs
 
 

@@ -61,6 +61,13 @@ class BinaryOp:
     rhs_grad_sign: int = 1
     rhs_grad_over_rhs_squared: bool = False
 
+    def backward_reads(self, need_lhs: bool, need_rhs: bool) -> tuple[bool, bool]:
+        """Whether the backward reads ``(lhs, rhs)`` themselves, not only their shapes, when
+        these gradients are needed: ``rhs`` for ``lhs``'s gradient under a factor, ``lhs``
+        for ``rhs``'s, ``rhs`` again for ``a / b``'s."""
+        return (need_rhs and self.rhs_grad_factor is not None,
+                (need_lhs and self.lhs_grad_factor is not None) or (need_rhs and self.rhs_grad_over_rhs_squared))
+
 
 @dataclass(frozen=True)
 class Reducer:
