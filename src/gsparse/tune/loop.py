@@ -16,6 +16,12 @@ from .database import Sample, TuningDatabase, TuningKey
 from .interfaces import Builder, BuildResult, Runner, RunResult, S, SearchSpace
 from .search.base import SearchStrategy
 
+CONFIRM_MARGIN = 1.10
+"""Schedules measured within this factor of the fastest are finalists: a ranking that close
+can be a measurement's noise, one further apart is not worth the confirmation's time."""
+CONFIRM_ROUNDS = 3
+"""Rounds of a confirmation: each measures every finalist once, in a rotated order."""
+
 
 @dataclasses.dataclass(frozen=True)
 class TuneResult(Generic[S]):
@@ -125,13 +131,6 @@ def tune(
             best = min(ok, key=lambda r: r.time_ms)
     return TuneResult(best.schedule if best else None, best.time_ms if best else math.inf,
                       tuple(results), reused, confirmed)
-
-
-CONFIRM_MARGIN = 1.10
-"""Schedules measured within this factor of the fastest are finalists: a ranking that close
-can be a measurement's noise, one further apart is not worth the confirmation's time."""
-CONFIRM_ROUNDS = 3
-"""Rounds of a confirmation: each measures every finalist once, in a rotated order."""
 
 
 def _finalists(results: Sequence[RunResult[S]], most: int) -> list[S]:
