@@ -217,7 +217,7 @@ __device__ __forceinline__ A finish(A residual, A diag, A inverse) {
 
 // Whether a row reads its right side b before waiting for its dependencies, when a lane
 // keeps `columns` columns: read after the waits, b's trip to L2 lies on every dependency
-// chain (read first, solves ran 2-10% faster on the real graphs and 10-32% on 100K-row
+// chain (read first, solves ran 2-15% faster on the real graphs and 10-32% on 100K-row
 // meshes and roads on an H200; docs/performance.md); with more than two columns a lane's
 // loads overlap anyway, and 1,024-thread blocks have no registers to spare for them
 // (ptxas spilled).
