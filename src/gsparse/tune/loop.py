@@ -16,6 +16,11 @@ from .database import Sample, TuningDatabase, TuningKey
 from .interfaces import Builder, BuildResult, Runner, RunResult, S, SearchSpace
 from .search.base import SearchStrategy
 
+CONFIRM_FINALISTS = 4
+"""How many finalists gsparse's tuners measure again (:func:`tune`'s ``confirm``): the
+``"tune"`` policy of g-SpMM and g-SDDMM and ``TriangularSolver.tune``. On held-out graphs a
+candidate timed once during the search was 15% off its time in a sweep (a g-SDDMM cell of
+run 6, ``docs/performance.md``), enough to choose the wrong one."""
 CONFIRM_MARGIN = 1.10
 """Schedules measured within this factor of the fastest are finalists: a ranking that close
 can be a measurement's noise, one further apart is not worth the confirmation's time."""

@@ -66,11 +66,6 @@ CODEGEN_VERSION = "2026-11-25"
 version never matches."""
 TUNE_BUDGET = 16
 """Measurements a ``"tune"`` call makes at most (the model's first choices, then its search)."""
-CONFIRM_FINALISTS = 4
-"""Schedules a ``"tune"`` call measures again side by side before choosing (the fastest,
-within 10% of each other: :func:`gsparse.tune.tune`'s ``confirm``). On held-out graphs a
-candidate timed once during the search was 15% off its time in a sweep (a g-SDDMM cell of
-run 6, ``docs/performance.md``), enough to choose the wrong one."""
 # Operators with a shipped model: gsparse/tune/models/<operator>-rank.json.
 _MODELLED = ("spmm", "sddmm")
 
@@ -307,7 +302,7 @@ def _build_fn(operator: str, task: Any, target: Target, device_index: int) -> Ca
 
 
 def _tune_now(operator, g, task, call, target, key, space, model, structure) -> Any:
-    from .loop import tune
+    from .loop import CONFIRM_FINALISTS, tune
 
     ops = kernels.OPERATORS[operator]
     default = ops.default_schedule(task, g.stats, target)

@@ -28,7 +28,7 @@ from ..target import Target
 from .builder import ParallelBuilder
 from .database import TuningDatabase, TuningKey
 from .interfaces import Builder, Runner
-from .loop import TuneResult, tune
+from .loop import CONFIRM_FINALISTS, TuneResult, tune
 from .runner import CallRunner
 from .search import RandomSampling
 from .select import current_database, spread_positions
@@ -88,8 +88,9 @@ def tune_factor(plans: FactorPlans, task: SptrsvTask, target: Target, values: to
                 schemes: str | Sequence[SptrsvSchedule] = "selection", builder: Builder | None = None,
                 runner: Runner | None = None, progress: bool | None = None) -> TuneResult:
     """Measure every scheme of ``schemes`` on ``task`` and record them; the fastest is the
-    result's ``best``. Schemes measured before for the same key are read back, not
-    measured again.
+    result's ``best``, after the fastest few (within 10% of it) were measured again side by
+    side (:data:`~gsparse.tune.loop.CONFIRM_FINALISTS`). Schemes measured before for the
+    same key are read back, not measured again.
 
     Args:
         plans: the factor's plans (on ``b``'s GPU).
@@ -113,12 +114,14 @@ def tune_factor(plans: FactorPlans, task: SptrsvTask, target: Target, values: to
     space = CandidateSpace(dict.fromkeys(s.validate() for s in candidates))
     built: dict[SptrsvSchedule, object] = {}
 
-    def build(scheme: SptrsvSchedule) -> object:
-        built[scheme] = plans.build_plan(task, scheme, target)
+    def plan_of(scheme: SptrsvSchedule) -> object:
+        # A finalist read back from the database is confirmed without a build of this call.
+        if scheme not in built:
+            built[scheme] = plans.build_plan(task, scheme, target)
         return built[scheme]
 
     # One thread: plans are PyTorch ops on the factor's device, in order.
-    builder = builder or ParallelBuilder(build, workers=1)
-    runner = runner or CallRunner(lambda scheme: built[scheme](values, b), reference, b.device)
+    builder = builder or ParallelBuilder(plan_of, workers=1)
+    runner = runner or CallRunner(lambda scheme: plan_of(scheme)(values, b), reference, b.device)
     return tune(space, RandomSampling(space), builder, runner, database, tuning_key(plans, task, target),
-                budget=len(space), progress=progress)
+                budget=len(space), progress=progress, confirm=CONFIRM_FINALISTS)
