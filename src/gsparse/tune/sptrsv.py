@@ -89,7 +89,7 @@ def tune_factor(plans: FactorPlans, task: SptrsvTask, target: Target, values: to
                 runner: Runner | None = None, progress: bool | None = None) -> TuneResult:
     """Measure every scheme of ``schemes`` on ``task`` and record them; the fastest is the
     result's ``best``, after the fastest few (within 10% of it) were measured again side by
-    side (:data:`~gsparse.tune.loop.CONFIRM_FINALISTS`). Schemes measured before for the
+    side (``CONFIRM_FINALISTS`` of the tuning loop). Schemes measured before for the
     same key are read back, not measured again.
 
     Args:
