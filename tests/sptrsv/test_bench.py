@@ -77,6 +77,29 @@ def test_a_wrong_result_is_recorded_not_timed():
     assert nan["status"] == "wrong"
 
 
+def test_the_device_time_table_compares_the_solvers_default_with_cusparse():
+    def entry(ms, device_ms=None):
+        return {"status": "ok", "median_ms": ms, "total_20_ms": 20 * ms,
+                **({} if device_ms is None else {"device_ms": device_ms})}
+
+    def record(matrix, default, ours, cus):
+        results = {name: {"status": "skipped"} for name in bench.IMPLEMENTATIONS}
+        results.update({default: ours, "cusparse": cus})
+        return {"matrix": matrix, "n": 10, "nnz": 20, "k": 16, "dtype": "float64", "transpose": False,
+                "levels": None, "default": default, "results": results}
+
+    doc = {"environment": {"device": "gpu"}, "records": [
+        record("small", "fast_start", entry(0.05, 0.025), entry(0.08, 0.05)),
+        record("large", "gsparse", entry(4.0), entry(9.0)),  # no device times: not in the table
+    ]}
+    table = bench.markdown(doc)
+    assert "## Device time alone" in table
+    assert "| small | 16 | float64 | fast start | 0.025 | 0.050 | 2.00x |" in table
+    assert "| large |" not in table.split("## Device time alone")[1]
+    doc["records"] = doc["records"][1:]
+    assert "## Device time alone" not in bench.markdown(doc)
+
+
 @pytest.mark.gpu
 def test_the_benchmark_runs_on_a_gpu(tmp_path):
     assert bench.main(["--matrices", "laplacian2d:3000,banded:3000", "--rhs", "1,16", "--budget", "0.05",
@@ -94,6 +117,9 @@ def test_the_benchmark_runs_on_a_gpu(tmp_path):
         assert fast["total_20_ms"] == pytest.approx(sum(fast["preprocess_ms"].values()) + 20 * fast["median_ms"])
         assert record["results"]["cusparse_per_call"]["status"] == "ok"
         assert record["results"]["cusparse"]["status"] in ("ok", "skipped")
+        for entry in (ours, fast):  # a cheap solve is also timed with the host hidden
+            assert ("device_ms" in entry) == (entry["median_ms"] < bench._DEVICE_ALONE_MS), entry
+            assert entry.get("device_ms", 1.0) > 0
     table = (tmp_path / "sptrsv.md").read_text()
     assert table.startswith("# SpTRSV benchmark on ") and "## Fast start" in table
 

@@ -51,7 +51,11 @@ lower factor ``L``:
 Every output is checked against a float64 SciPy solution before it is timed: relative
 error ``max|x - x_ref| / max|x_ref|`` at most 1e-10 (float64) or 1e-4 (float32); a failed
 check records the error instead of a time. GPU times are CUDA-event medians after warm-up
-(:func:`gsparse.tune.measure.time_calls`). Throughput follows AG-SpTRSV:
+(:func:`gsparse.tune.measure.time_calls`) of calls issued back to back, as a loop of solves
+issues them: where a call's host side is slower than its kernels (small factors), the
+host's time is in them. A solve that is cheap on the GPU is also timed with the host's
+enqueueing hidden behind a device wait (``device_ms``: its kernels alone; a table of its
+own in ``sptrsv.md``, the solver's default against cuSPARSE). Throughput follows AG-SpTRSV:
 GFLOP/s = ``(2 nnz + n) k / t``. ``total_20_ms`` is preprocessing plus 20 solves.
 ``--implementations`` runs a subset (gsparse, fast_start and cuSPARSE alone take a fraction
 of the time of the CPU and level-set baselines).
@@ -154,10 +158,19 @@ def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: to
             timing = time_calls(lambda: solve(), [()], device, budget_s=budget_s)
         else:  # one call is long already: three more, no warm-up beyond the check
             timing = time_calls(lambda: solve(), [()], device, budget_s=budget_s, min_repeats=3, warmup=0)
-        return {"status": "ok", "median_ms": timing.median_ms, "spread": timing.spread,
-                "repeats": len(timing.times_ms), "relative_error": error}
+        record = {"status": "ok", "median_ms": timing.median_ms, "spread": timing.spread,
+                  "repeats": len(timing.times_ms), "relative_error": error}
+        if cheap and device.type == "cuda" and timing.median_ms < _DEVICE_ALONE_MS:
+            record["device_ms"] = time_calls(lambda: solve(), [()], device, budget_s=budget_s / 2,
+                                             hide_host=True).median_ms
+        return record
     except Exception as exc:  # noqa: BLE001 - a failing implementation is data in the record
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+
+# Solves shorter than this are also timed with the host hidden (``device_ms``): a longer one
+# keeps the GPU busy while the host enqueues the next.
+_DEVICE_ALONE_MS = 1.0
 
 
 def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
@@ -415,11 +428,29 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"{_DEFAULT_NAMES.get(r.get('default'), '-')} |")
     if len(fast) > 5:
         lines += fast
+    lines += _device_alone(doc["records"])
     failures = [(r["matrix"], r["k"], r["dtype"], name, e["error"]) for r in doc["records"]
                 for name, e in r["results"].items() if e.get("status") in ("failed", "wrong")]
     if failures:
         lines += ["", "## Failures", ""] + [f"- {m} k={k} {d} {name}: {err}" for m, k, d, name, err in failures]
     return "\n".join(lines) + "\n"
+
+
+def _device_alone(records: list[dict[str, Any]]) -> list[str]:
+    """The table of the solves timed with the host hidden (``device_ms``): the solver's
+    default against cuSPARSE, where both have it; no lines when none has."""
+    rows = []
+    for r in records:
+        ours, cus = r["results"].get(r.get("default"), {}), r["results"]["cusparse"]
+        if "device_ms" in ours and "device_ms" in cus:
+            rows.append(f"| {r['matrix']}{'ᵀ' if r['transpose'] else ''} | {r['k']} | {r['dtype']} | "
+                        f"{_DEFAULT_NAMES[r['default']]} | {ours['device_ms']:.3f} | {cus['device_ms']:.3f} | "
+                        f"{_ratio(cus, ours, 'device_ms')} |")
+    if not rows:
+        return []
+    return ["", "## Device time alone (the host's enqueueing hidden)", "",
+            "| matrix | k | dtype | solver's default | default ms | cuSPARSE ms | cuSPARSE / default |",
+            "|---|---|---|---|---|---|---|", *rows]
 
 
 def _environment(device: torch.device) -> dict[str, Any]:
