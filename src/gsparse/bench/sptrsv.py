@@ -113,6 +113,9 @@ SOLVES = 20  # total_20_ms: preprocessing plus this many solves
 # is likewise the median of its repeats).
 PREPARATIONS = 5
 IMPLEMENTATIONS = ("gsparse", "fast_start", "cusparse", "cusparse_per_call", "levelset", "scipy")
+# Solves shorter than this are also timed with the host hidden (``device_ms``): a longer one
+# keeps the GPU busy while the host enqueues the next.
+_DEVICE_ALONE_MS = 1.0
 _DEFAULT_MATRICES = "laplacian2d:1000000,laplacian3d:1000000,banded:1000000,power_law:1000000,rmat:1000000,road:1000000"
 
 
@@ -167,10 +170,6 @@ def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: to
     except Exception as exc:  # noqa: BLE001 - a failing implementation is data in the record
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
-
-# Solves shorter than this are also timed with the host hidden (``device_ms``): a longer one
-# keeps the GPU busy while the host enqueues the next.
-_DEVICE_ALONE_MS = 1.0
 
 
 def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
@@ -410,7 +409,7 @@ def markdown(doc: dict[str, Any]) -> str:
         ours, cus = r["results"]["gsparse"], r["results"]["cusparse"]
         prep = f"{sum(ours['preprocess_ms'].values()):.1f}" if "preprocess_ms" in ours else "-"
         analysis = f"{cus['preprocess_ms']['analysis']:.3f}" if "preprocess_ms" in cus else "-"
-        matrix = f"{r['matrix']}{'ᵀ' if r['transpose'] else ''}"
+        matrix = _matrix_label(r)
         lines.append(
             f"| {matrix} | {r['n']:,} | {r['nnz']:,} | {r['levels'] or '-'} | "
             f"{r['k']} | {r['dtype']} | {_ms(ours)} | {_ms(cus)} | {_ratio(cus, ours, 'median_ms')} | {prep} | "
@@ -436,6 +435,11 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _matrix_label(record: dict[str, Any]) -> str:
+    """The record's matrix, marked ᵀ for a transposed solve."""
+    return f"{record['matrix']}{'ᵀ' if record['transpose'] else ''}"
+
+
 def _device_alone(records: list[dict[str, Any]]) -> list[str]:
     """The table of the solves timed with the host hidden (``device_ms``): the solver's
     default against cuSPARSE, where both have it; no lines when none has."""
@@ -443,7 +447,7 @@ def _device_alone(records: list[dict[str, Any]]) -> list[str]:
     for r in records:
         ours, cus = r["results"].get(r.get("default"), {}), r["results"]["cusparse"]
         if "device_ms" in ours and "device_ms" in cus:
-            rows.append(f"| {r['matrix']}{'ᵀ' if r['transpose'] else ''} | {r['k']} | {r['dtype']} | "
+            rows.append(f"| {_matrix_label(r)} | {r['k']} | {r['dtype']} | "
                         f"{_DEFAULT_NAMES[r['default']]} | {ours['device_ms']:.3f} | {cus['device_ms']:.3f} | "
                         f"{_ratio(cus, ours, 'device_ms')} |")
     if not rows:

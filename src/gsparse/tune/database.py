@@ -223,7 +223,7 @@ class TuningDatabase:
             raise TypeError(f"error must be a string, got {type(error).__name__}")
         if not all(math.isfinite(t) and t > 0 for t in times):
             raise ValueError(f"times_ms must be finite and > 0, got {times}")
-        row = (*key.values(), type(schedule).__name__, schedule.to_json())  # type: ignore[attr-defined]
+        row = _sample_row(key, schedule)
         feats = _pack(features)
         now = time.time()
 
@@ -245,7 +245,7 @@ class TuningDatabase:
             times = tuple(float(t) for t in times_ms)
             if not times or not all(math.isfinite(t) and t > 0 for t in times):
                 raise ValueError(f"times_ms must be finite and > 0 and not empty, got {times} for {schedule}")
-            rows.append(((*key.values(), type(schedule).__name__, schedule.to_json()), times))  # type: ignore[attr-defined]
+            rows.append((_sample_row(key, schedule), times))
         now = time.time()
         winner, winner_times = min(rows, key=lambda r: statistics.median(r[1]))
 
@@ -415,9 +415,14 @@ def _move_aside(path: Path, suffix: str, reason: str) -> None:
                   f"an empty one", TuningDatabaseWarning, stacklevel=5)
 
 
+def _sample_row(key: TuningKey, schedule: object) -> tuple:
+    """A sample's identifying columns: the key's values, the schedule's class and its JSON."""
+    return (*key.values(), type(schedule).__name__, schedule.to_json())  # type: ignore[attr-defined]
+
+
 def _insert_sample(c: sqlite3.Connection, row: tuple, times: tuple[float, ...], error: str | None,
                    features: bytes | None, created: float) -> None:
-    """Insert one sample: ``row`` is the key's values, the schedule's class and its JSON."""
+    """Insert one sample; ``row`` is :func:`_sample_row`'s."""
     c.execute(f"INSERT INTO {_SAMPLES} ({', '.join(_KEY_FIELDS)}, schedule_class, schedule, "
               f"times_ms, error, features, created) VALUES ({_marks(12)})",
               (*row, json.dumps(times), error, features, created))
