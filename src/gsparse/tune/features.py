@@ -111,7 +111,10 @@ def _spmm_static(knobs: np.ndarray, task: spmm.SpmmTask, target: Target) -> dict
     (skeleton, rows, feature_lanes, edge_lanes, vector, outputs, nnz, index_tile, degree_sorted,
      split, column_tile, groups) = knobs
     F = task.num_features
-    threads, slice_ = rows * feature_lanes * edge_lanes, feature_lanes * vector * outputs
+    group = feature_lanes * edge_lanes
+    # Groups that do not divide a warp leave its last 32 % group lanes idle.
+    threads = np.where(32 % group == 0, rows * group, rows // np.maximum(32 // group, 1) * 32)
+    slice_ = feature_lanes * vector * outputs
     slices = np.where(skeleton == _OUTPUT_TILED, 1, -(-F // slice_))
     logs = _log2(np.stack([rows, feature_lanes, edge_lanes, vector, outputs, nnz, split, column_tile, groups]))
     return {

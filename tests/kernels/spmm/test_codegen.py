@@ -41,6 +41,34 @@ def test_sampled_space_compiles_without_spills(arch, algorithm, schedule) -> Non
     assert_no_spills(binary, one_pass.KERNEL, schedule.threads)
 
 
+# Groups that do not divide a warp: 100 features as five lanes of five 4-wide vectors (six
+# groups a warp), 6 as three lanes of 2-wide vectors (ten a warp), 100 as fifteen scalar
+# lanes of seven (two a warp), and a split-rows walk of such groups.
+ODD_GROUPS = [
+    OnePass(rows_per_block=48, feature_lanes=5, vector_width=4, outputs_per_thread=5, nnz_tile=4),
+    OnePass(rows_per_block=80, feature_lanes=3, vector_width=2, degree_sorted=True),
+    OnePass(rows_per_block=16, feature_lanes=15, outputs_per_thread=7, nnz_tile=2),
+    SplitRows(rows_per_block=48, feature_lanes=5, vector_width=4, outputs_per_thread=5, row_split=256,
+              degree_sorted=True),
+]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("schedule", ODD_GROUPS, ids=str)
+def test_groups_that_do_not_divide_a_warp_compile_without_spills(arch, schedule) -> None:
+    kernel = split_rows.KERNEL if isinstance(schedule, SplitRows) else one_pass.KERNEL
+    with_arg = SpmmAlgorithm("mul", "max", Layout.FULL, Layout.FULL, torch.float16, torch.int64,
+                             has_eid=True, with_arg=True)
+    for algorithm in [with_arg, *algorithms(seed=schedule.feature_lanes, k=3)]:
+        program = codegen.program(algorithm, schedule, schedule.feature_slice)
+        # whole groups in each warp, its last lanes idle, and no shuffle to merge or broadcast
+        assert "if (warp_lane >= GROUPS * G) return;" in program.source
+        assert "__shfl" not in program.source
+        binary = compile_cuda(program.source, arch=arch, cache=None)
+        assert_no_spills(binary, kernel, schedule.threads)
+
+
 @needs_nvrtc
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_eight_wide_half_vectors_compile_without_spills(dtype) -> None:
@@ -94,8 +122,8 @@ def test_programs_are_generated_once_and_shared_across_feature_counts() -> None:
 
 
 def test_program_refuses_invalid_and_foreign_schedules() -> None:
-    with pytest.raises(ValueError, match="feature_lanes must be one of"):
-        codegen.program(_COPY, OnePass(feature_lanes=3), 8)
+    with pytest.raises(ValueError, match="feature_lanes must be an int from 1 to 32"):
+        codegen.program(_COPY, OnePass(feature_lanes=33), 8)
     from gsparse.kernels.sddmm import Edge
 
     with pytest.raises(TypeError, match="must be a g-SpMM schedule, got Edge"):

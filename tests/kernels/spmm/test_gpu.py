@@ -76,6 +76,25 @@ def test_sampled_schedules_match_reference(poisoned, kind, feature_len) -> None:
             check(g, op, reduce, lhs, rhs, schedule)
 
 
+@pytest.mark.parametrize("kind", ["random", "int64"])
+@pytest.mark.parametrize("feature_len", [6, 20, 100])
+def test_groups_that_do_not_divide_a_warp_match_reference(poisoned, kind, feature_len) -> None:
+    g = named_graph(kind)
+    for op, reduce in (("copy_lhs", "sum"), ("mul", "max"), ("div", "mean"), ("copy_rhs", "min")):
+        for dtype in (torch.float32, torch.bfloat16):
+            lhs, rhs = operands(g, op, (feature_len,), (feature_len,), dtype, seed=feature_len)
+            odd = [s for s in _space(g, op, reduce, lhs, rhs) if not getattr(s, "packs_warp", True)]
+            assert odd, "the space has groups sized to this width's vectors"
+            for schedule in odd:
+                check(g, op, reduce, lhs, rhs, schedule)
+    # a split-rows walk of such groups, with rows cut into chunks
+    skewed = skewed_graph(32, seed=1)
+    lhs, rhs = operands(skewed, "mul", (100,), (100,), torch.float32, seed=5)
+    split = SplitRows(rows_per_block=48, feature_lanes=5, vector_width=4, outputs_per_thread=5, row_split=32,
+                      degree_sorted=True)
+    check(skewed, "mul", "sum", lhs, rhs, split)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_sampled_schedules(poisoned, dtype) -> None:
     g = named_graph("random")

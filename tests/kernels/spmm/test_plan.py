@@ -105,7 +105,7 @@ def test_an_invalid_forced_schedule_raises_on_every_call() -> None:
 @pytest.mark.parametrize(("t", "schedule", "reason"), [
     (task("copy_lhs", "sum", 6, vector_ok=2), OnePass(rows_per_block=16, feature_lanes=2, vector_width=4),
      "loads 4 features at a time, but these operands allow at most 2"),
-    (task("copy_lhs", "sum", 8), OnePass(feature_lanes=3), "feature_lanes must be one of"),
+    (task("copy_lhs", "sum", 8), OnePass(feature_lanes=3), "must be a multiple of the 10 groups"),
     (task("copy_rhs", "sum", 4), ColumnTiled(feature_lanes=1, edge_lanes=32, column_tile=4096),
      "stages lhs in shared memory, but copy_rhs reads no lhs; use a OnePass or SplitRows schedule"),
     (task("mul", "sum", 2), OutputTiled(vector_width=2),

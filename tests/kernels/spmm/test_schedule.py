@@ -75,6 +75,10 @@ def test_names_read_as_reports_and_sweeps_print_them(schedule, name: str) -> Non
 def test_shape_of_a_schedule() -> None:
     s = OnePass(rows_per_block=8, feature_lanes=8, edge_lanes=4, vector_width=4, outputs_per_thread=2)
     assert (s.group, s.threads, s.feature_slice) == (32, 256, 64)
+    # six groups of five lanes a warp, its last two lanes idle
+    odd = OnePass(rows_per_block=48, feature_lanes=5, vector_width=4, outputs_per_thread=5)
+    assert (odd.group, odd.packs_warp, odd.groups_per_warp, odd.threads, odd.feature_slice) == (5, False, 6, 256, 100)
+    assert not odd.problems() and str(odd) == "r48.f5.e1.v4.o5.n1"
     tiled = OutputTiled(warps_per_block=16, vector_width=2, outputs_per_thread=2)
     assert (tiled.threads, tiled.features_covered) == (512, 4)
 
@@ -82,7 +86,12 @@ def test_shape_of_a_schedule() -> None:
 @pytest.mark.parametrize(
     ("cls", "knobs", "reason"),
     [
-        (OnePass, {"feature_lanes": 3}, "feature_lanes must be one of"),
+        (OnePass, {"feature_lanes": 33}, "feature_lanes must be an int from 1 to 32"),
+        (OnePass, {"feature_lanes": 5, "rows_per_block": 8}, "multiple of the 6 groups of 5 lanes"),
+        (OnePass, {"feature_lanes": 5, "edge_lanes": 2, "rows_per_block": 48}, "need edge_lanes 1"),
+        (OnePass, {"feature_lanes": 5, "rows_per_block": 48, "index_tile": True}, "needs a power-of-two group"),
+        (OnePass, {"feature_lanes": 4, "outputs_per_thread": 3}, r"outputs_per_thread must be one of \(1, 2, 4, 8\)"),
+        (OnePass, {"feature_lanes": 5, "rows_per_block": 48, "outputs_per_thread": 9}, "from 1 to 8"),
         (OnePass, {"edge_lanes": 64}, "edge_lanes must be one of"),
         (OnePass, {"vector_width": 3}, "vector_width must be one of"),
         (OnePass, {"feature_lanes": 32, "edge_lanes": 2}, "must fit in one warp"),
@@ -95,7 +104,8 @@ def test_shape_of_a_schedule() -> None:
         (SplitRows, {"row_split": 1000}, "row_split must be a power of two from 32 to 65536"),
         (SplitRows, {"row_split": 16}, "row_split must be a power of two"),
         (SplitRows, {"row_split": 2 ** 17}, "row_split must be a power of two"),
-        (SplitRows, {"row_split": 64, "feature_lanes": 3}, "feature_lanes must be one of"),
+        (SplitRows, {"row_split": 64, "feature_lanes": 0}, "feature_lanes must be an int from 1 to 32"),
+        (ColumnTiled, {"feature_lanes": 5, "rows_per_block": 48, "column_tile": 4096}, "power-of-two group"),
         (ColumnTiled, {"feature_lanes": 1, "edge_lanes": 32, "column_tile": 1000}, "multiple of 1024"),
         (ColumnTiled, {"feature_lanes": 1, "edge_lanes": 32, "column_tile": 2 ** 17}, "up to 65536"),
         (ColumnTiled, {"column_tile": 4096, "feature_lanes": 32, "edge_lanes": 2}, "must fit in one warp"),

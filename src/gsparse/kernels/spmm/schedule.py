@@ -5,7 +5,10 @@ one warp. A group's threads split its row's edges ``edge_lanes`` ways (each walk
 ``edge_lanes``-th edge; the partial results meet through warp shuffles at the end) and the
 features ``feature_lanes`` ways; each thread owns ``outputs_per_thread`` vectors of
 ``vector_width`` consecutive features at a stride of ``feature_lanes * vector_width``
-(G-Sparse's 1-D stride register tiling). Features wider than one group's slice are
+(G-Sparse's 1-D stride register tiling). A group whose size does not divide 32 (five
+lanes of five vectors cover 100 features exactly) sits inside one warp with the warp's
+last ``32 % group`` lanes idle; such groups have one edge lane and no index tile, since
+warp shuffles move data only within power-of-two lane groups. Features wider than one group's slice are
 covered by ``blockIdx.y``; blocks of the first slice are scheduled before those of the
 next, so only one slice of the dense input is live at a time and can stay in L2.
 ``rows_per_block`` groups share a block; ``degree_sorted`` walks the rows longest first
@@ -42,6 +45,8 @@ __all__ = ["ColumnTiled", "OnePass", "OutputTiled", "SplitRows", "SpmmSchedule",
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
 _WIDTHS = (1, 2, 4, 8)
+# Most vectors a thread of a group sized to an odd width's vectors keeps (see above).
+_MAX_OUTPUTS = 8
 _WARP = 32
 _MAX_THREADS = 1024
 # Chunk lengths of SplitRows: below a warp's worth of edges a chunk leaves lanes idle; the
@@ -50,6 +55,13 @@ ROW_SPLITS = tuple(2 ** k for k in range(5, 17))
 # Warps per block of the output-tiled skeleton (one block per SM: its shared memory is full).
 OUTPUT_TILED_WARPS = (8, 16, 32)
 COLUMN_GROUPS = (1, 2, 4)
+
+
+def _int_in(name: str, value, low: int, high: int) -> list[str]:
+    """``[problem]`` when ``value`` is not an int from ``low`` to ``high``, else []."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return [f"{name} must be an int from {low} to {high}, got {value!r}"]
+    return []
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,9 +82,22 @@ class _RowGroups(Schedule):
         return self.feature_lanes * self.edge_lanes
 
     @property
+    def packs_warp(self) -> bool:
+        """Whether groups tile a warp exactly (a power-of-two group)."""
+        return _WARP % self.group == 0
+
+    @property
+    def groups_per_warp(self) -> int:
+        """Rows one warp walks at a time."""
+        return _WARP // self.group
+
+    @property
     def threads(self) -> int:
-        """Threads per block, ``rows_per_block * group``."""
-        return self.rows_per_block * self.group
+        """Threads per block: ``rows_per_block * group``, or whole warps of
+        :attr:`groups_per_warp` groups where a group does not divide a warp."""
+        if self.packs_warp:
+            return self.rows_per_block * self.group
+        return self.rows_per_block // self.groups_per_warp * _WARP
 
     @property
     def feature_slice(self) -> int:
@@ -81,10 +106,10 @@ class _RowGroups(Schedule):
 
     def problems(self) -> list[str]:
         found = [
-            *one_of("feature_lanes", self.feature_lanes, _POWERS_OF_TWO),
+            *_int_in("feature_lanes", self.feature_lanes, 1, _WARP),
             *one_of("edge_lanes", self.edge_lanes, _POWERS_OF_TWO),
             *one_of("vector_width", self.vector_width, _WIDTHS),
-            *one_of("outputs_per_thread", self.outputs_per_thread, _WIDTHS),
+            *_int_in("outputs_per_thread", self.outputs_per_thread, 1, _MAX_OUTPUTS),
             *one_of("degree_sorted", self.degree_sorted, (False, True)),
         ]
         if isinstance(self.rows_per_block, bool) or not isinstance(self.rows_per_block, int) \
@@ -95,6 +120,20 @@ class _RowGroups(Schedule):
         if self.group > _WARP:
             found.append(f"a row's group has feature_lanes * edge_lanes = {self.group} threads; "
                          f"it must fit in one warp ({_WARP})")
+            return found
+        if self.feature_lanes in _POWERS_OF_TWO:
+            if self.outputs_per_thread not in _WIDTHS:
+                found.append(f"outputs_per_thread must be one of {_WIDTHS} with {self.feature_lanes} "
+                             f"feature lanes (other counts serve groups of another size), "
+                             f"got {self.outputs_per_thread!r}")
+        elif self.edge_lanes != 1:
+            found.append(f"{self.feature_lanes} feature lanes (not a power of two) need edge_lanes 1: "
+                         f"warp shuffles merge only power-of-two lane groups")
+        elif self.rows_per_block % self.groups_per_warp:
+            found.append(f"rows_per_block must be a multiple of the {self.groups_per_warp} groups of "
+                         f"{self.group} lanes a warp holds, got {self.rows_per_block}")
+        if found:
+            return found
         if self.threads > _MAX_THREADS:
             found.append(f"{self.threads} threads per block, more than {_MAX_THREADS}")
         elif self.threads % _WARP:
@@ -115,10 +154,14 @@ class _EdgeWalk(_RowGroups):
 
     def problems(self) -> list[str]:
         found = super().problems()
+        shape_ok = not found
         found += one_of("nnz_tile", self.nnz_tile, _WIDTHS)
         found += one_of("index_tile", self.index_tile, (False, True))
         if self.index_tile is True and self.edge_lanes != 1:
             found.append("index_tile broadcasts one edge to the whole group: needs edge_lanes 1")
+        if self.index_tile is True and shape_ok and not self.packs_warp:
+            found.append(f"index_tile broadcasts through warp shuffles: needs a power-of-two group, "
+                         f"got {self.group} lanes")
         return found
 
     def _flags(self) -> str:
@@ -164,6 +207,8 @@ class ColumnTiled(_RowGroups):
 
     def problems(self) -> list[str]:
         found = super().problems()
+        if not found and not self.packs_warp:
+            found.append(f"the column-tiled skeleton needs a power-of-two group, got {self.group} lanes")
         if isinstance(self.column_tile, bool) or not isinstance(self.column_tile, int) \
                 or self.column_tile % 1024 or not 0 < self.column_tile <= 65536:
             found.append(f"column_tile must be a multiple of 1024 up to 65536, got {self.column_tile!r}")

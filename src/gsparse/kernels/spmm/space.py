@@ -52,6 +52,7 @@ __all__ = ["KNOB_COLUMNS", "SKELETONS", "candidate_table", "facts", "knob_row", 
            "pruned_rows", "pruned_space", "register_spills", "schedule_from_row", "schedule_space"]
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
+_WARP_LANES = 32
 # The column-tiled skeleton's share of the space: up to this many features.
 _COLUMN_TILED_FEATURES = 8
 
@@ -142,7 +143,36 @@ def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> l
                             for degree_sorted in (False, True):
                                 grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs,
                                              nnz, tile, degree_sorted, 0, 0, 1))
+        for feature_lanes, outputs in odd_groups(-(-feature_len // vector), [s // vector for s in slices]):
+            rows_per_block = 256 // 32 * (32 // feature_lanes)
+            for nnz in (1, 2, 4):
+                for degree_sorted in (False, True):
+                    grid.append((_ONE_PASS, rows_per_block, feature_lanes, 1, vector, outputs, nnz, False,
+                                 degree_sorted, 0, 0, 1))
     return list(dict.fromkeys(grid))
+
+
+# A group sized to an odd width's vectors joins the grid where its warps carry at least this
+# much more of the features than the power-of-two groups' (whose slices pad the width).
+_ODD_GROUP_GAIN = 1.1
+
+
+def odd_groups(vectors: int, slice_vectors: Sequence[int]) -> list[tuple[int, int]]:
+    """(feature lanes, vectors per thread) of groups that are not a power of two, cover
+    ``vectors`` feature vectors in one slice, and use a warp's vector slots better (by
+    :data:`_ODD_GROUP_GAIN`) than the power-of-two grid's slices of ``slice_vectors``
+    vectors do. At 100 features (25 vectors of 4, slices of 32 vectors) five lanes of five
+    vectors put six rows in a warp, 150 of its 160 slots used, where the grid uses 25 of
+    each 32. Best first, at most two."""
+    def use(lanes: int, outputs: int) -> float:  # a warp's vector slots that carry features
+        return vectors / (lanes * outputs) * (_WARP_LANES // lanes * lanes) / _WARP_LANES
+
+    power_of_two = max(vectors / (slots * -(-vectors // slots)) for slots in slice_vectors)
+    odd = {(-(-vectors // outputs), outputs) for outputs in range(1, 9)}
+    better = [(use(lanes, outputs), -lanes, lanes, outputs) for lanes, outputs in odd
+              if 3 <= lanes <= _WARP_LANES and lanes not in _POWERS_OF_TWO
+              and use(lanes, outputs) >= _ODD_GROUP_GAIN * power_of_two]
+    return [(lanes, outputs) for *_, lanes, outputs in sorted(better, reverse=True)[:2]]
 
 
 def schedule_space(task: SpmmTask, stats: GraphStats, target: Target) -> Space:

@@ -248,14 +248,7 @@ def group_walk(algorithm: SpmmAlgorithm, schedule: OnePass | SplitRows, locate: 
         f"constexpr int O = {schedule.outputs_per_thread};  // vectors per thread",
         f"constexpr int NNZ = {schedule.nnz_tile};  // edges in flight per lane",
         f"constexpr int ROWS = {schedule.rows_per_block};",
-        "const int lane = threadIdx.x % G;",
-        "const int f_lane = lane % FL;",
-        "const int e_lane = lane / FL;",
-        "// The lanes of this thread's group: shuffles must name exactly them.",
-        "const unsigned mask = G == 32 ? 0xffffffffu\n"
-        "                              : ((1u << G) - 1u) << ((threadIdx.x % 32) / G * G);",
-        "(void)mask; (void)e_lane;",
-        "const long long slot = (long long)blockIdx.x * ROWS + threadIdx.x / G;",
+        *(_packed_groups() if schedule.packs_warp else _groups_in_warps()),
         *locate,
         f"const int f_base = blockIdx.y * {schedule.feature_slice} + f_lane * V;",
         *accumulators(algorithm),
@@ -264,6 +257,33 @@ def group_walk(algorithm: SpmmAlgorithm, schedule: OnePass | SplitRows, locate: 
     if schedule.edge_lanes > 1:
         lines.append(merge_lanes(algorithm.reducer, algorithm.with_arg))
     return lines
+
+
+def _packed_groups() -> list[str]:
+    """A thread's group, lane and slot where groups tile the warps."""
+    return [
+        "const int lane = threadIdx.x % G;",
+        "const int f_lane = lane % FL;",
+        "const int e_lane = lane / FL;",
+        "// The lanes of this thread's group: shuffles must name exactly them.",
+        "const unsigned mask = G == 32 ? 0xffffffffu\n"
+        "                              : ((1u << G) - 1u) << ((threadIdx.x % 32) / G * G);",
+        "(void)mask; (void)e_lane;",
+        "const long long slot = (long long)blockIdx.x * ROWS + threadIdx.x / G;",
+    ]
+
+
+def _groups_in_warps() -> list[str]:
+    """A thread's group, lane and slot where a group (one edge lane, no shuffles) does not
+    divide a warp: each warp holds whole groups, so a row's loads stay one warp's."""
+    return [
+        "constexpr int GROUPS = 32 / G;  // groups per warp",
+        "const int warp_lane = threadIdx.x % 32;",
+        "if (warp_lane >= GROUPS * G) return;  // the warp's last 32 % G lanes idle",
+        "const int f_lane = warp_lane % G;",
+        "constexpr int e_lane = 0;",
+        "const long long slot = (long long)blockIdx.x * ROWS + threadIdx.x / 32 * GROUPS + warp_lane / G;",
+    ]
 
 
 def partial_write_back(algorithm: SpmmAlgorithm, slot: str) -> str:
