@@ -131,7 +131,10 @@ def test_arg_indices_name_the_first_winning_edge(poisoned, reduce) -> None:
     lhs = torch.randint(-2, 3, (g.num_src, 2, 8), dtype=torch.float32)
     rhs = torch.randint(1, 3, (g.num_edges, 1, 8), dtype=torch.float32)
     cuda = g.to("cuda")
-    for schedule in [None, *sample(_space(g, "mul", reduce, lhs, rhs, with_arg=True), 8, seed=4)]:
+    # and groups that do not divide a warp, whose edge lanes merge from named lanes
+    odd = [OnePass(rows_per_block=24, feature_lanes=5, edge_lanes=2, outputs_per_thread=2),
+           OnePass(rows_per_block=8, feature_lanes=3, edge_lanes=8, vector_width=2, nnz_tile=2)]
+    for schedule in [None, *sample(_space(g, "mul", reduce, lhs, rhs, with_arg=True), 8, seed=4), *odd]:
         out, arg_u, arg_e = run_spmm(cuda, "mul", reduce, lhs.cuda(), rhs.cuda(), (2, 8), schedule,
                                      with_arg=True)
         out, arg_u, arg_e = out.cpu(), arg_u.cpu(), arg_e.cpu()

@@ -88,7 +88,8 @@ def test_shape_of_a_schedule() -> None:
     [
         (OnePass, {"feature_lanes": 33}, "feature_lanes must be an int from 1 to 32"),
         (OnePass, {"feature_lanes": 5, "rows_per_block": 8}, "multiple of the 6 groups of 5 lanes"),
-        (OnePass, {"feature_lanes": 5, "edge_lanes": 2, "rows_per_block": 48}, "need edge_lanes 1"),
+        (OnePass, {"feature_lanes": 5, "edge_lanes": 8, "rows_per_block": 48}, "must fit in one warp"),
+        (OnePass, {"feature_lanes": 5, "edge_lanes": 2, "rows_per_block": 8}, "multiple of the 3 groups of 10 lanes"),
         (OnePass, {"feature_lanes": 5, "rows_per_block": 48, "index_tile": True}, "needs a power-of-two group"),
         (OnePass, {"feature_lanes": 4, "outputs_per_thread": 3}, r"outputs_per_thread must be one of \(1, 2, 4, 8\)"),
         (OnePass, {"feature_lanes": 5, "rows_per_block": 48, "outputs_per_thread": 9}, "from 1 to 8"),

@@ -7,8 +7,8 @@ features ``feature_lanes`` ways; each thread owns ``outputs_per_thread`` vectors
 ``vector_width`` consecutive features at a stride of ``feature_lanes * vector_width``
 (G-Sparse's 1-D stride register tiling). A group whose size does not divide 32 (five
 lanes of five vectors cover 100 features exactly) sits inside one warp with the warp's
-last ``32 % group`` lanes idle; such groups have one edge lane and no index tile, since
-warp shuffles move data only within power-of-two lane groups. Features wider than one group's slice are
+last ``32 % group`` lanes idle; its edge lanes meet through shuffles from named lanes
+rather than the butterfly, and it has no index tile. Features wider than one group's slice are
 covered by ``blockIdx.y``; blocks of the first slice are scheduled before those of the
 next, so only one slice of the dense input is live at a time and can stay in L2.
 ``rows_per_block`` groups share a block; ``degree_sorted`` walks the rows longest first
@@ -126,9 +126,6 @@ class _RowGroups(Schedule):
                 found.append(f"outputs_per_thread must be one of {_WIDTHS} with {self.feature_lanes} "
                              f"feature lanes (other counts serve groups of another size), "
                              f"got {self.outputs_per_thread!r}")
-        elif self.edge_lanes != 1:
-            found.append(f"{self.feature_lanes} feature lanes (not a power of two) need edge_lanes 1: "
-                         f"warp shuffles merge only power-of-two lane groups")
         elif self.rows_per_block % self.groups_per_warp:
             found.append(f"rows_per_block must be a multiple of the {self.groups_per_warp} groups of "
                          f"{self.group} lanes a warp holds, got {self.rows_per_block}")

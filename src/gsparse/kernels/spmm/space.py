@@ -144,11 +144,17 @@ def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> l
                                 grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs,
                                              nnz, tile, degree_sorted, 0, 0, 1))
         for feature_lanes, outputs in odd_groups(-(-feature_len // vector), [s // vector for s in slices]):
-            rows_per_block = 256 // 32 * (32 // feature_lanes)
-            for nnz in (1, 2, 4):
-                for degree_sorted in (False, True):
-                    grid.append((_ONE_PASS, rows_per_block, feature_lanes, 1, vector, outputs, nnz, False,
-                                 degree_sorted, 0, 0, 1))
+            # Edge lanes only while the warp keeps as many lanes busy as with one.
+            busy = _WARP_LANES // feature_lanes * feature_lanes
+            for edge_lanes in (1, 2, 4, 8):
+                group = feature_lanes * edge_lanes
+                if group > _WARP_LANES or _WARP_LANES // group * group < busy:
+                    continue
+                rows_per_block = 256 // _WARP_LANES * (_WARP_LANES // group)
+                for nnz in (1, 2, 4):
+                    for degree_sorted in (False, True):
+                        grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs, nnz,
+                                     False, degree_sorted, 0, 0, 1))
     return list(dict.fromkeys(grid))
 
 

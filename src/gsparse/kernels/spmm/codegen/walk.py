@@ -76,6 +76,41 @@ def merge_lanes(reducer: Reducer, with_arg: bool) -> str:
     )
 
 
+def merge_lanes_down(reducer: Reducer, with_arg: bool) -> str:
+    """Code that folds the edge lanes' partial results into edge lane 0 where the group
+    does not divide a warp: the butterfly's xor partners and ``width`` argument need
+    power-of-two groups, so each step reads a named lane ``offset`` edge lanes up (a lane
+    with none above reads itself and keeps its value)."""
+    shuffled = "__shfl_sync(mask, acc[o][i], source)"
+    if with_arg:
+        fold = (
+            f"const A other = {shuffled};\n"
+            "const long long other_arg = __shfl_sync(mask, arg[o][i], source);\n"
+            "// The earliest CSR position wins ties, as in a sequential walk of the row.\n"
+            f"if (take && other_arg >= 0 && (arg[o][i] < 0 || {reducer.beats('other', 'acc[o][i]')} ||\n"
+            "                               (other == acc[o][i] && other_arg < arg[o][i]))) {\n"
+            "    acc[o][i] = other;\n"
+            "    arg[o][i] = other_arg;\n"
+            "}"
+        )
+    else:
+        fold = f"const A other = {shuffled};\nif (take) {{\n{indent(reducer.accumulate('acc[o][i]', 'other'), 4)}\n}}"
+    return (
+        "#pragma unroll\n"
+        "for (int offset = EL / 2; offset >= 1; offset /= 2) {\n"
+        "    const bool take = e_lane < offset;\n"
+        "    const int source = e_lane + offset < EL ? warp_lane + offset * FL : warp_lane;\n"
+        "#pragma unroll\n"
+        "    for (int o = 0; o < O; ++o) {\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < V; ++i) {\n"
+        f"{indent(fold, 12)}\n"
+        "        }\n"
+        "    }\n"
+        "}"
+    )
+
+
 def message_body(algorithm: SpmmAlgorithm) -> str:
     """Code that folds the message of edge (u, e) at CSR position p into the accumulators.
 
@@ -255,7 +290,8 @@ def group_walk(algorithm: SpmmAlgorithm, schedule: OnePass | SplitRows, locate: 
         edge_loop(algorithm, schedule),
     ]
     if schedule.edge_lanes > 1:
-        lines.append(merge_lanes(algorithm.reducer, algorithm.with_arg))
+        merge = merge_lanes if schedule.packs_warp else merge_lanes_down
+        lines.append(merge(algorithm.reducer, algorithm.with_arg))
     return lines
 
 
@@ -274,14 +310,18 @@ def _packed_groups() -> list[str]:
 
 
 def _groups_in_warps() -> list[str]:
-    """A thread's group, lane and slot where a group (one edge lane, no shuffles) does not
-    divide a warp: each warp holds whole groups, so a row's loads stay one warp's."""
+    """A thread's group, lane and slot where a group does not divide a warp: each warp
+    holds whole groups (so a group's shuffles stay in its warp), its last lanes idle."""
     return [
         "constexpr int GROUPS = 32 / G;  // groups per warp",
         "const int warp_lane = threadIdx.x % 32;",
         "if (warp_lane >= GROUPS * G) return;  // the warp's last 32 % G lanes idle",
-        "const int f_lane = warp_lane % G;",
-        "constexpr int e_lane = 0;",
+        "const int lane = warp_lane % G;",
+        "const int f_lane = lane % FL;",
+        "const int e_lane = lane / FL;",
+        "// The lanes of this thread's group: shuffles must name exactly them.",
+        "const unsigned mask = ((1u << G) - 1u) << (warp_lane / G * G);",
+        "(void)mask; (void)e_lane;",
         "const long long slot = (long long)blockIdx.x * ROWS + threadIdx.x / 32 * GROUPS + warp_lane / G;",
     ]
 
