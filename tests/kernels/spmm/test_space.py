@@ -107,14 +107,26 @@ def test_chunk_lengths_cut_the_longest_row_into_more_than_four_chunks() -> None:
     assert _splits(100_000, 1_000, 1_025) == [64, 256]
     assert _splits(100_000, 1_000, 1_024) == [64]
     assert _splits(100_000, 1_000, 256) == []  # no row longer than four chunks
-    # 64 edges or more per resident warp (8,448 on an H100): from 256 edges
-    assert _splits(64 * 8_448, 100_000, 10 ** 6) == [256, 1024]
+    # 64 edges or more per resident warp (8,448 on an H100): from 256 edges, and the chunk
+    # of a warp's share (64 edges here)
+    assert _splits(64 * 8_448, 100_000, 10 ** 6) == [64, 256, 1024]
     assert _splits(64 * 8_448 - 1, 100_000, 10 ** 6) == [64, 256]
-    assert _splits(64 * 6_912, 100_000, 10 ** 6, A100) == [256, 1024]
+    assert _splits(64 * 6_912, 100_000, 10 ** 6, A100) == [64, 256, 1024]
     # enough edges: chunks at least the mean row, cutting the longest into more than 8
     assert _splits(114_615_000, 232_965, 21_657) == [1024]  # reddit, rows of 492 on average
-    assert _splits(64 * 8_448, 100_000, 2_048) == []  # 256 would cut it into 8 chunks only
+    assert _splits(64 * 8_448, 100_000, 255) == []  # the share's 64 would cut it into 4 chunks only
     assert _splits(3_000, 230, 608) == [64]  # the test graph "random"
+
+
+def test_large_graphs_get_the_chunk_of_a_warps_share_where_the_longest_row_holds_five() -> None:
+    # banded, 2.2 M edges, rows of 31, the longest 1,830: a share of 259 edges, chunks of 256
+    assert _splits(2_185_757, 71_173, 1_830) == [256]
+    assert _splits(2_185_757, 71_173, 1_024) == []  # only 4 chunks of 256
+    # the benchmark's graphs: shares over 8,000 edges, their longest rows under 4 x 16,384
+    assert _splits(114_615_892, 232_965, 48_586) == [1024, 4096]  # reddit-like
+    assert _splits(79_122_504, 132_534, 19_355) == [1024]  # proteins-like
+    # a share chunk below the mean row is never offered
+    assert _splits(10 ** 7, 2_000, 10 ** 5) == []  # share 1,184: chunks of 1,024 < rows of 5,000
 
 
 def test_space_splits_the_degree_sorted_schedules_of_graphs_with_long_rows_only() -> None:

@@ -52,18 +52,33 @@ def row_splits_for(stats: GraphStats, target: Target) -> list[int]:
     On a graph of fewer than 64 edges per resident warp of the target, the two shortest of
     :data:`ROW_SPLIT_LADDER` (64 to 16,384 edges, a factor of 4 apart) that cut the longest
     row into more than 4 chunks; on larger graphs, the two shortest from 256 that are at
-    least the mean row and cut the longest into more than 8. Where whole rows leave most warps idle
-    (few rows) or wait on one long row, chunks give the idle warps work: a chunk much
-    longer than a warp's share of the edges leaves the longest row the critical path, one
-    shorter than the share only adds partial results to merge.
+    least the mean row and cut the longest into more than 8, and :func:`share_split`. Where
+    whole rows leave most warps idle (few rows) or wait on one long row, chunks give the idle
+    warps work: a chunk much longer than a warp's share of the edges leaves the longest row
+    the critical path, one shorter than the share only adds partial results to merge.
     """
     rows = stats.rows
     if stats.num_edges >= _OFFER_SHORT_CHUNKS_BELOW_EDGES_PER_WARP * target.resident_warps:
         # Enough edges to fill the GPU. (Shorter or more chunks, offered on reddit-like graphs,
         # made the model policy's full-batch GCN and GraphSAGE epochs 1.06-1.27x slower on an
         # H100.)
-        return long_row_splits(rows)
+        return sorted({*long_row_splits(rows), *share_split(stats, target)})
     return [s for s in ROW_SPLIT_LADDER if 4 * s < rows.max][:2]
+
+
+def share_split(stats: GraphStats, target: Target) -> list[int]:
+    """``[chunk]``: the longest chunk of :data:`ROW_SPLIT_LADDER` within twice a resident
+    warp's share of the edges, where it is at least the mean row and the longest row holds
+    more than 4 of them; else []. The fastest chunks of the short-split probe ran 1 to 5
+    shares long (docs/performance.md), and a banded graph of 2.2 M edges (rows of 31, the
+    longest 1,830) went from 0.98x cuSPARSE with whole rows to 1.87x with chunks of 256,
+    which the rule above does not offer (the longest row is 7 of them). On the benchmark's
+    large graphs the share is over 8,000 edges, longer than a quarter of their longest row."""
+    share = stats.num_edges / target.resident_warps
+    chunks = [s for s in ROW_SPLIT_LADDER if s <= 2 * share]
+    if not chunks or chunks[-1] < stats.rows.mean or 4 * chunks[-1] >= stats.rows.max:
+        return []
+    return chunks[-1:]
 
 
 def long_row_splits(rows: RowStats) -> list[int]:
