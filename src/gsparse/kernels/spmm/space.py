@@ -143,7 +143,11 @@ def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> l
                             for degree_sorted in (False, True):
                                 grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs,
                                              nnz, tile, degree_sorted, 0, 0, 1))
-        for feature_lanes, outputs in odd_groups(-(-feature_len // vector), [s // vector for s in slices]):
+        # Odd groups at the widest vector only: scalar ones never won a measured cell (60 cells
+        # of docs/results/tuning/not-in-training/h200-2026-11-28-widths-*), and each costs
+        # the model policy's decision about 5 us.
+        odd = odd_groups(-(-feature_len // vector), [s // vector for s in slices]) if vector == widest else []
+        for feature_lanes, outputs in odd:
             # Edge lanes only while the warp keeps as many lanes busy as with one.
             busy = _WARP_LANES // feature_lanes * feature_lanes
             for edge_lanes in (1, 2, 4, 8):
