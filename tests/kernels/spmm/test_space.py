@@ -125,8 +125,10 @@ def test_large_graphs_get_the_chunk_of_a_warps_share_where_the_longest_row_holds
     # the benchmark's graphs: shares over 8,000 edges, their longest rows under 4 x 16,384
     assert _splits(114_615_892, 232_965, 48_586) == [1024, 4096]  # reddit-like
     assert _splits(79_122_504, 132_534, 19_355) == [1024]  # proteins-like
-    # a share chunk below the mean row is never offered
-    assert _splits(10 ** 7, 2_000, 10 ** 5) == []  # share 1,184: chunks of 1,024 < rows of 5,000
+    # a share chunk below the mean row only where rows are fewer than resident warps
+    assert _splits(10 ** 7, 9_000, 10 ** 5) == [4096]  # share 1,184: no 1,024, below rows of 1,111
+    assert _splits(10 ** 7, 2_000, 10 ** 5) == [1024]  # 2,000 rows of 5,000 for 8,448 warps
+    assert _splits(1_040_733, 2_741, 2_741) == [64]  # lognormal: 2,741 rows of 380
 
 
 def test_space_splits_the_degree_sorted_schedules_of_graphs_with_long_rows_only() -> None:

@@ -68,17 +68,22 @@ def row_splits_for(stats: GraphStats, target: Target) -> list[int]:
 
 def share_split(stats: GraphStats, target: Target) -> list[int]:
     """``[chunk]``: the longest chunk of :data:`ROW_SPLIT_LADDER` within twice a resident
-    warp's share of the edges, where it is at least the mean row and the longest row holds
-    more than 4 of them; else []. The fastest chunks of the short-split probe ran 1 to 5
-    shares long (docs/performance.md), and a banded graph of 2.2 M edges (rows of 31, the
-    longest 1,830) went from 0.98x cuSPARSE with whole rows to 1.87x with chunks of 256,
-    which the rule above does not offer (the longest row is 7 of them). On the benchmark's
-    large graphs the share is over 8,000 edges, longer than a quarter of their longest row."""
+    warp's share of the edges, where the longest row holds more than 4 of them and either
+    the chunk is at least the mean row or the graph has fewer rows than the target has
+    resident warps (whole rows would leave warps idle); else [].
+
+    The fastest chunks of the short-split probe ran 1 to 5 shares long (docs/performance.md):
+    a banded graph of 2.2 M edges (rows of 31, the longest 1,830) went from 0.98x cuSPARSE
+    with whole rows to 1.87x with chunks of 256, and a lognormal one of 1.0 M edges in 2,741
+    rows of 380 on average from 0.55x to 2.4x with chunks of 64, neither offered by the
+    rule above. On the benchmark's large graphs the share is over 8,000 edges, longer than
+    a quarter of their longest row, and their rows outnumber the resident warps."""
     share = stats.num_edges / target.resident_warps
     chunks = [s for s in ROW_SPLIT_LADDER if s <= 2 * share]
-    if not chunks or chunks[-1] < stats.rows.mean or 4 * chunks[-1] >= stats.rows.max:
+    if not chunks or 4 * chunks[-1] >= stats.rows.max:
         return []
-    return chunks[-1:]
+    few_rows = stats.num_dst < target.resident_warps
+    return chunks[-1:] if few_rows or chunks[-1] >= stats.rows.mean else []
 
 
 def long_row_splits(rows: RowStats) -> list[int]:
