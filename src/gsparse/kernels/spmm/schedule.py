@@ -8,8 +8,8 @@ features ``feature_lanes`` ways; each thread owns ``outputs_per_thread`` vectors
 (G-Sparse's 1-D stride register tiling). A group whose size does not divide 32 (five
 lanes of five vectors cover 100 features exactly) sits inside one warp with the warp's
 last ``32 % group`` lanes idle; its edge lanes meet through shuffles from named lanes
-rather than the butterfly, and it has no index tile. Features wider than one group's slice are
-covered by ``blockIdx.y``; blocks of the first slice are scheduled before those of the
+rather than the butterfly, and it has no index tile. Features wider than one group's
+slice are covered by ``blockIdx.y``; blocks of the first slice are scheduled before those of the
 next, so only one slice of the dense input is live at a time and can stay in L2.
 ``rows_per_block`` groups share a block; ``degree_sorted`` walks the rows longest first
 (G-Sparse's row swizzle), so the longest rows start first and the tail of the grid is made

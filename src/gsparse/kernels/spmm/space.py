@@ -114,8 +114,10 @@ def one_pass_grid(feature_len: int, vector_ok: int, mean_degree: float | None = 
     with edge lanes, or half of it, or (given the graph's ``mean_degree``) has just enough
     edge lanes for an average row to give each a handful of edges, as the hand rule sizes
     them: on graphs of very short rows a whole warp per row leaves most lanes idle; blocks
-    have 256 threads; an index tile only where a group owns one edge at a time. Every one
-    is valid by construction (tests/kernels/spmm/test_space.py validates them).
+    have 256 threads; an index tile only where a group owns one edge at a time. At the
+    widest vector, groups sized to the vectors of a width the slices pad (:func:`odd_groups`),
+    with edge lanes while a warp keeps as many lanes busy. Every one is valid by
+    construction (tests/kernels/spmm/test_space.py validates them).
     """
     return [schedule_from_row(row) for row in _grid_rows(feature_len, vector_ok, mean_degree)]
 
