@@ -325,3 +325,25 @@ def test_the_register_constraint_compiles_only_when_asked(monkeypatch) -> None:
     hand_rule = default_schedule(t, stats, H100)
     assert all(s.nnz_tile != 4 or s == hand_rule for s in kept.kept)
     assert kept.in_order()["registers"] == sum(s.nnz_tile == 4 and s != hand_rule for s in off.kept)
+
+
+def test_odd_groups_join_where_they_use_a_warp_better_than_the_slices() -> None:
+    # 100 features, 25 vectors of 4, slices of 8, 16 or 32 vectors: every slice uses 25 of
+    # each 32 slots; five lanes of five vectors, six groups a warp, use 150 of 160
+    assert spmm_space.odd_groups(25, [8, 16, 32]) == [(5, 5)]
+    # 96 features (24 vectors): slices of 8 vectors cover them exactly, nothing to gain
+    assert spmm_space.odd_groups(24, [8, 16, 32]) == []
+    # 20 features (5 vectors, slices of 8): five lanes of one, or three of two
+    assert spmm_space.odd_groups(5, [8]) == [(5, 1), (3, 2)]
+    assert spmm_space.odd_groups(64, [8, 16, 32]) == []  # powers of two never
+
+
+def test_the_grid_has_odd_groups_at_the_widest_vector_only() -> None:
+    grid = one_pass_grid(100, 4, mean_degree=10.0)
+    odd = [s for s in grid if not s.packs_warp]
+    assert odd and all(s.vector_width == 4 and s.feature_slice == 100 and not s.index_tile for s in odd)
+    assert {(s.feature_lanes, s.edge_lanes) for s in odd} == {(5, 1), (5, 2)}  # 30 lanes busy either way
+    assert all(s.threads == 256 and not s.problems() for s in odd)
+    # where the data allows scalar loads only, the widest vector is 1: fifteen lanes of seven
+    assert {(s.feature_lanes, s.outputs_per_thread) for s in one_pass_grid(100, 1) if not s.packs_warp} == {(15, 7)}
+    assert all(s.packs_warp for s in one_pass_grid(128, 4))
