@@ -3,6 +3,7 @@ graphs; their NumPy inference matches the libraries they were trained with."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -169,6 +170,44 @@ def test_pointwise_trees_make_the_rank_models_costs_follow_the_log_times(ranker,
     coefficients, *_ = np.linalg.lstsq(np.stack([-rank, pointwise], axis=1), both.predict(xt), rcond=None)
     assert (coefficients > 0).all()
     np.testing.assert_allclose(np.stack([-rank, pointwise], axis=1) @ coefficients, both.predict(xt), atol=1e-9)
+
+
+def test_the_predicted_time_is_the_least_squares_part_alone(ranker, corpus, tmp_path):
+    (x, t, g), (xt, tt, gt) = corpus
+    both = RankModel(trees=60, pointwise_trees=40, seed=3)
+    both.fit(x, t, g)
+    assert both.time_trees == 40
+    # the least-squares booster's standardised log times, up to a positive scale
+    pointwise = both.pointwise_booster.predict(xt)
+    scale = both.predict_time(xt) / np.where(pointwise == 0, 1.0, pointwise)
+    assert (scale[pointwise != 0] > 0).all()
+    np.testing.assert_allclose(both.predict_time(xt), scale[pointwise != 0][0] * pointwise, atol=1e-9)
+    # as the time it predicts, it follows the log times at least as well as the blended costs
+    assert pearson(both.predict_time(xt), tt, gt) >= pearson(both.predict(xt), tt, gt) - 0.02
+    path = tmp_path / "blend.json"
+    both.save(path)
+    loaded = RankModel().load(path)
+    np.testing.assert_allclose(loaded.predict_time(xt), both.predict_time(xt), atol=1e-12)
+    # a file saved before "time_trees" was written: the least-squares rounds of its parameters
+    data = json.loads(path.read_text())
+    del data["time_trees"]
+    path.write_text(json.dumps(data))
+    assert RankModel().load(path).time_trees == 40
+    with pytest.raises(ValueError, match="no least-squares part"):
+        ranker.predict_time(xt)
+
+
+def test_the_last_trees_of_a_weighted_sum_predict_its_last_part():
+    wide = TreeEnsemble.from_lightgbm(DUMP)
+    narrow = TreeEnsemble.from_lightgbm({"max_feature_idx": 2, "tree_info": [
+        {"tree_structure": _split(1, 0.5, _leaf(-1.0), _leaf(7.0))}]})
+    x = np.random.default_rng(2).choice([-2.0, 0.0, 0.5, 1.0, 3.0, 5.0], size=(100, 3))
+    summed = TreeEnsemble.weighted_sum([(wide, 0.5), (narrow, -2.0)])
+    np.testing.assert_allclose(summed.last_trees(1).predict(x), -2.0 * narrow.predict(x), atol=1e-12)
+    np.testing.assert_allclose(summed.last_trees(summed.num_trees).predict(x), summed.predict(x), atol=1e-12)
+    for count in (0, 5):
+        with pytest.raises(ValueError, match=r"count must be in \[1, 4\]"):
+            summed.last_trees(count)
 
 
 def test_training_the_rank_model_without_lightgbm_says_what_to_install(monkeypatch):

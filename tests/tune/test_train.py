@@ -80,6 +80,8 @@ def test_training_holds_out_whole_families_and_writes_the_rank_model(tmp_path, c
     [cell] = train.load_cells([path])[-1:]
     quality = train.judge(model, [cell])
     assert quality["spearman_within_cell"] > 0.8  # it learnt the order of the made-up times
+    # a blend's predicted time (its least-squares part) is judged too; LambdaMART alone has none
+    assert (quality["pearson_time_part_within_cell"] > 0.8) == (kind == "blend")
 
 
 def test_the_hand_rules_pick_outside_the_sweep_joins_the_cell_with_its_own_time(tmp_path):

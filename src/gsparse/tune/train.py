@@ -6,7 +6,8 @@
 Reads the cells :mod:`gsparse.tune.collect` wrote, recomputes every schedule's features
 (:func:`~gsparse.tune.features.featurize`), trains one model per operator on the cells of
 the training families and reports, on the held-out families: Pearson (log time, within each
-cell), mean within-cell Spearman, and the regret of the model's top-1 and top-5 picks
+cell; of the costs, and for a blended rank model also of its prediction of time, the
+least-squares part), mean within-cell Spearman, and the regret of the model's top-1 and top-5 picks
 (their best measured time over the cell's best, minus 1), next to the hand rule's regret.
 With ``--out`` the models trained on the training families are written there, ready to
 ship (``--ship-all`` trains them on every family instead, and the held-out judgement no
@@ -138,9 +139,12 @@ def judge(model, cells: list[Cell]) -> dict[str, float]:
     picks = [c.times_ms[int(np.argmin(predicted[g == i]))] for i, c in enumerate(cells)]
     within = [p / c.best_ms for p, c in zip(picks, cells)]
     default = [c.default_ms / c.best_ms for c in cells]
+    # A blended rank model's prediction of time is its least-squares part alone.
+    has_time_part = getattr(model, "time_trees", 0) > 0
     return {
         "cells": len(cells),
         "pearson_log_within_cell": pearson(predicted, t, g),
+        "pearson_time_part_within_cell": pearson(model.predict_time(x), t, g) if has_time_part else float("nan"),
         "spearman_within_cell": spearman(predicted, t, g),
         "top1_regret_median": float(np.median(regret1)), "top1_regret_max": float(regret1.max()),
         "top5_regret_median": float(np.median(regret5)), "top5_regret_max": float(regret5.max()),

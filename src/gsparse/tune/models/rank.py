@@ -14,7 +14,8 @@ a training group) keeps LambdaMART's first choices while its costs follow the lo
 far closer (within-group Pearson; ``scripts/lofo.py``).
 
 Inference needs only NumPy: the booster is dumped to a :class:`TreeEnsemble` and saved as
-JSON. ``predict`` returns the negated ranking score, a cost (lower is faster).
+JSON. ``predict`` returns the negated ranking score, a cost (lower is faster);
+``predict_time`` the least-squares part alone, the model's prediction of time.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ class RankModel:
         if pointwise_trees:  # only then: LambdaMART alone saves the parameters it always did
             self.params["pointwise_trees"] = pointwise_trees
         self.ensemble: TreeEnsemble | None = None
+        # The ensemble's last trees that are the least-squares part (0: none), and that part.
+        self.time_trees = 0
+        self._time_part: TreeEnsemble | None = None
         # the LightGBM boosters of the last fit (None after load): LambdaMART's, least squares'
         self.booster: Any = None
         self.pointwise_booster: Any = None
@@ -140,6 +144,8 @@ class RankModel:
             # Equal say: each part over its mean spread within a training group.
             parts = [(part, weight / _mean_spread(part.predict(x), g)) for part, weight in parts]
         self.ensemble = TreeEnsemble.weighted_sum(parts)
+        self.time_trees = parts[1][0].num_trees if len(parts) > 1 else 0
+        self._time_part = None
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """``[n]`` costs (lower is faster): the negated LambdaMART scores, plus the pointwise
@@ -148,12 +154,30 @@ class RankModel:
             raise RuntimeError("the rank model is not trained: call fit() or load() first")
         return -self.ensemble.predict(check_features(features, self.ensemble.num_features))
 
+    def predict_time(self, features: np.ndarray) -> np.ndarray:
+        """``[n]`` the least-squares part's prediction alone: each row's log time standardised
+        within its group, up to a positive scale. This is what the model predicts of time;
+        :meth:`predict`'s costs add LambdaMART's score, which orders the schedules of a graph
+        (its first choices) but does not space them.
+
+        Raises:
+            ValueError: the model has no least-squares part (``pointwise_trees`` 0).
+        """
+        if self.ensemble is None:
+            raise RuntimeError("the rank model is not trained: call fit() or load() first")
+        if not self.time_trees:
+            raise ValueError("this rank model has no least-squares part (trained with pointwise_trees=0)")
+        if self._time_part is None:
+            self._time_part = self.ensemble.last_trees(self.time_trees)
+        # weighted negatively in the score (a log time is a cost), as predict negates it back
+        return -self._time_part.predict(check_features(features, self.ensemble.num_features))
+
     def save(self, path: str | Path) -> None:
         """Write the trained ensemble to ``path`` as JSON."""
         if self.ensemble is None:
             raise RuntimeError("the rank model is not trained: nothing to save")
         Path(path).write_text(json.dumps({"format": _FORMAT, "version": _VERSION, "params": self.params,
-                                          "ensemble": self.ensemble.to_dict()}))
+                                          "time_trees": self.time_trees, "ensemble": self.ensemble.to_dict()}))
 
     def load(self, path: str | Path) -> RankModel:
         """Read the ensemble :meth:`save` wrote into this model, and return it."""
@@ -162,5 +186,8 @@ class RankModel:
             raise ValueError(f"{path} is not a rank model of format {_FORMAT!r} version {_VERSION}")
         self.params = data["params"]
         self.ensemble = TreeEnsemble.from_dict(data["ensemble"])
+        # Files saved before "time_trees": the least-squares booster made all its rounds.
+        self.time_trees = int(data.get("time_trees", self.params.get("pointwise_trees", 0)))
+        self._time_part = None
         self.booster = None
         return self

@@ -156,6 +156,16 @@ class TreeEnsemble:
                    np.concatenate([part.threshold for part, _ in parts]),
                    np.concatenate([part.left_leaves for part, _ in parts]), values)
 
+    def last_trees(self, count: int) -> TreeEnsemble:
+        """The ensemble of this one's last ``count`` trees (the last part of a
+        :meth:`weighted_sum`, its leaves as scaled there)."""
+        if not 1 <= count <= self.num_trees:
+            raise ValueError(f"count must be in [1, {self.num_trees}], got {count}")
+        first = self.num_trees - count
+        keep = self.tree >= first
+        return TreeEnsemble(self.num_features, self.tree[keep] - first, self.feature[keep], self.threshold[keep],
+                            self.left_leaves[keep], self.values[first:])
+
     @classmethod
     def from_lightgbm(cls, dump: dict[str, Any]) -> TreeEnsemble:
         """The ensemble of ``lightgbm.Booster.dump_model()`` (numerical splits only)."""
