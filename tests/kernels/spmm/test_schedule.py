@@ -32,8 +32,10 @@ def test_schedule_json_round_trip() -> None:
 
 
 def test_every_schedule_of_a_space_round_trips() -> None:
-    # the long row makes split-rows schedules; copy_lhs of 4 features column- and output-tiled ones
-    for schedule in space(named_graph("long_row"), 64) + space(named_graph("random"), 4):
+    # the long row makes split-rows schedules; copy_lhs of 4 features column- and output-tiled
+    # ones; 100 features groups that do not divide a warp
+    for schedule in space(named_graph("long_row"), 64) + space(named_graph("random"), 4) + space(
+            named_graph("long_row"), 100):
         assert gsparse.schedule_from_json(schedule.to_json()) == schedule
 
 
