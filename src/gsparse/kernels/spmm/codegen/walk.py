@@ -53,12 +53,7 @@ def merge_lanes(reducer: Reducer, with_arg: bool) -> str:
         step = (
             f"const A other = {shuffled};\n"
             "const long long other_arg = __shfl_xor_sync(mask, arg[o][i], offset, G);\n"
-            "// The earliest CSR position wins ties, as in a sequential walk of the row.\n"
-            f"if (other_arg >= 0 && (arg[o][i] < 0 || {reducer.beats('other', 'acc[o][i]')} ||\n"
-            "                       (other == acc[o][i] && other_arg < arg[o][i]))) {\n"
-            "    acc[o][i] = other;\n"
-            "    arg[o][i] = other_arg;\n"
-            "}"
+            f"{_take_earliest_winner(reducer, '')}"
         )
     else:
         step = f"const A other = {shuffled};\n" + reducer.accumulate("acc[o][i]", "other")
@@ -76,6 +71,20 @@ def merge_lanes(reducer: Reducer, with_arg: bool) -> str:
     )
 
 
+def _take_earliest_winner(reducer: Reducer, guard: str) -> str:
+    """Code that takes another lane's ``other`` / ``other_arg`` into ``acc[o][i]`` /
+    ``arg[o][i]`` where ``guard`` (a condition and ``&&``, or empty) holds and it wins."""
+    head = f"if ({guard}other_arg >= 0 && ("
+    return (
+        "// The earliest CSR position wins ties, as in a sequential walk of the row.\n"
+        f"{head}arg[o][i] < 0 || {reducer.beats('other', 'acc[o][i]')} ||\n"
+        f"{' ' * len(head)}(other == acc[o][i] && other_arg < arg[o][i]))) {{\n"
+        "    acc[o][i] = other;\n"
+        "    arg[o][i] = other_arg;\n"
+        "}"
+    )
+
+
 def merge_lanes_down(reducer: Reducer, with_arg: bool) -> str:
     """Code that folds the edge lanes' partial results into edge lane 0 where the group
     does not divide a warp: the butterfly's xor partners and ``width`` argument need
@@ -86,12 +95,7 @@ def merge_lanes_down(reducer: Reducer, with_arg: bool) -> str:
         fold = (
             f"const A other = {shuffled};\n"
             "const long long other_arg = __shfl_sync(mask, arg[o][i], source);\n"
-            "// The earliest CSR position wins ties, as in a sequential walk of the row.\n"
-            f"if (take && other_arg >= 0 && (arg[o][i] < 0 || {reducer.beats('other', 'acc[o][i]')} ||\n"
-            "                               (other == acc[o][i] && other_arg < arg[o][i]))) {\n"
-            "    acc[o][i] = other;\n"
-            "    arg[o][i] = other_arg;\n"
-            "}"
+            f"{_take_earliest_winner(reducer, 'take && ')}"
         )
     else:
         fold = f"const A other = {shuffled};\nif (take) {{\n{indent(reducer.accumulate('acc[o][i]', 'other'), 4)}\n}}"
