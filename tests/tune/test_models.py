@@ -197,19 +197,6 @@ def test_the_predicted_time_is_the_least_squares_part_alone(ranker, corpus, tmp_
         ranker.predict_time(xt)
 
 
-def test_the_last_trees_of_a_weighted_sum_predict_its_last_part():
-    wide = TreeEnsemble.from_lightgbm(DUMP)
-    narrow = TreeEnsemble.from_lightgbm({"max_feature_idx": 2, "tree_info": [
-        {"tree_structure": _split(1, 0.5, _leaf(-1.0), _leaf(7.0))}]})
-    x = np.random.default_rng(2).choice([-2.0, 0.0, 0.5, 1.0, 3.0, 5.0], size=(100, 3))
-    summed = TreeEnsemble.weighted_sum([(wide, 0.5), (narrow, -2.0)])
-    np.testing.assert_allclose(summed.last_trees(1).predict(x), -2.0 * narrow.predict(x), atol=1e-12)
-    np.testing.assert_allclose(summed.last_trees(summed.num_trees).predict(x), summed.predict(x), atol=1e-12)
-    for count in (0, 5):
-        with pytest.raises(ValueError, match=r"count must be in \[1, 4\]"):
-            summed.last_trees(count)
-
-
 def test_training_the_rank_model_without_lightgbm_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "lightgbm", None)
     with pytest.raises(ImportError, match=r"pip install 'gsparse\[tune\]'"):
@@ -252,16 +239,32 @@ def _walk(node, row):
     return node["leaf_value"]
 
 
-def test_a_weighted_sum_of_ensembles_predicts_the_weighted_sum_of_their_predictions():
-    wide = TreeEnsemble.from_lightgbm(DUMP)
+def _wide_and_narrow() -> tuple[TreeEnsemble, TreeEnsemble]:
+    """DUMP's three trees, and one tree on the same features."""
     narrow = TreeEnsemble.from_lightgbm({"max_feature_idx": 2, "tree_info": [
         {"tree_structure": _split(1, 0.5, _leaf(-1.0), _leaf(7.0))}]})
+    return TreeEnsemble.from_lightgbm(DUMP), narrow
+
+
+def test_a_weighted_sum_of_ensembles_predicts_the_weighted_sum_of_their_predictions():
+    wide, narrow = _wide_and_narrow()
     x = np.random.default_rng(1).choice([-2.0, 0.0, 0.5, 1.0, 3.0, 5.0], size=(200, 3))
     summed = TreeEnsemble.weighted_sum([(wide, 0.5), (narrow, -2.0)])
     assert summed.num_trees == wide.num_trees + narrow.num_trees
     np.testing.assert_allclose(summed.predict(x), 0.5 * wide.predict(x) - 2.0 * narrow.predict(x), atol=1e-12)
     with pytest.raises(ValueError, match="the same features"):
         TreeEnsemble.weighted_sum([(wide, 1.0), (TreeEnsemble.from_lightgbm({**DUMP, "max_feature_idx": 5}), 1.0)])
+
+
+def test_the_last_trees_of_a_weighted_sum_predict_its_last_part():
+    wide, narrow = _wide_and_narrow()
+    x = np.random.default_rng(2).choice([-2.0, 0.0, 0.5, 1.0, 3.0, 5.0], size=(100, 3))
+    summed = TreeEnsemble.weighted_sum([(wide, 0.5), (narrow, -2.0)])
+    np.testing.assert_allclose(summed.last_trees(1).predict(x), -2.0 * narrow.predict(x), atol=1e-12)
+    np.testing.assert_allclose(summed.last_trees(summed.num_trees).predict(x), summed.predict(x), atol=1e-12)
+    for count in (0, 5):
+        with pytest.raises(ValueError, match=r"count must be in \[1, 4\]"):
+            summed.last_trees(count)
 
 
 def test_the_tree_evaluator_walks_every_path_as_lightgbm_does():
