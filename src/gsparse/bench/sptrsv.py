@@ -171,7 +171,6 @@ def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: to
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
 
-
 def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
