@@ -98,8 +98,12 @@ def gspmm(g: DistGraph, op: str, reduce: str, lhs: torch.Tensor | None = None,
     rhs_out = None if rhs is None else rhs[outer_edges]
     z_in = _gspmm(inner, op, part, pending.source, rhs_in)
     z_out = _gspmm(outer, op, part, pending.wait(), rhs_out)
+    # The received halo is freed here unless a backward keeps it, and each partial result
+    # once combined: at papers100M sizes each is as large as the layer's input.
+    del pending
     if not reducer.keeps_arg:
         z = z_in + z_out
+        del z_in, z_out
         if reducer.divides_by_degree:
             deg = g.in_degrees().clamp(min=1).to(z.dtype)
             z = z / deg.view(-1, *([1] * (z.dim() - 1)))
