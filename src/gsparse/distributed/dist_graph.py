@@ -46,7 +46,7 @@ class DistSelfLoops:
     """``DistGraph`` counterpart of ``gsparse.nn``'s self loops: ``graph`` has this rank's
     edges that are not self loops, then one loop per row, in CSR order; ``origin`` ``[E']``
     maps each of its edges to its id in the original rank-local edge order, or ``E + i``
-    for the loop added at row ``i``; ``loop_edge`` ``[N]`` is the last original self loop
+    for the loop added at row ``i`` (int32 where the ids fit); ``loop_edge`` ``[N]`` is the last original self loop
     of each row (-1 for none)."""
 
     graph: DistGraph
@@ -85,7 +85,7 @@ def _subgraph(local: Graph, keep: torch.Tensor, col: torch.Tensor, num_src: int)
     csr_eid = torch.empty_like(eid)
     csr_eid[eid] = torch.arange(eid.numel(), device=eid.device)
     graph = Graph.from_csr(rowptr, col, num_src, eid=csr_eid).with_index_dtype(local.index_dtype)
-    return graph, edges
+    return graph, edges.to(local.index_dtype)  # kept with the graph: 4 bytes an edge where ids fit
 
 
 class _EdgeSet:
@@ -131,22 +131,32 @@ class _EdgeSet:
 
     @cached_property
     def self_loops(self) -> tuple[_EdgeSet, torch.Tensor, torch.Tensor]:
-        """``(edges, origin, loop_edge)`` of :class:`DistSelfLoops`; local source ``i`` must be row ``i``."""
-        local, n = self.local, self.local.num_dst
-        src, dst = (t.long() for t in local.edges())
+        """``(edges, origin, loop_edge)`` of :class:`DistSelfLoops`; local source ``i`` must be row ``i``.
+
+        Read from the CSR, not from ``local.edges()``, whose cache would keep 16 bytes an
+        edge for the rest of the graph's life (a tenth of a rank's peak at papers100M sizes).
+        """
+        local, n, num_edges = self.local, self.local.num_dst, self.local.num_edges
+        device = local.device
+        src = local.col.long()
+        dst = torch.repeat_interleave(torch.arange(n, device=device), local.in_degrees().long(),
+                                      output_size=num_edges)
+        ids = torch.arange(num_edges, device=device) if local.eid is None else local.eid.long()
         # Local source i is row i (same nodes, same order); halo sources are >= n: never loops.
         is_loop = src == dst
         kept = torch.nonzero(~is_loop).flatten()
-        nodes = torch.arange(n, device=local.device)
+        nodes = torch.arange(n, device=device)
         edge_index = torch.stack([torch.cat([src[kept], nodes]), torch.cat([dst[kept], nodes])])
         staged = Graph.from_edge_index(edge_index, num_src=local.num_src, num_dst=n)
-        origin = torch.cat([kept, local.num_edges + nodes])
+        origin = torch.cat([ids[kept], num_edges + nodes])
         if staged.eid is not None:
             origin = origin[staged.eid.long()]
         loops = torch.nonzero(is_loop).flatten()
-        loop_edge = torch.full((n,), -1, dtype=torch.int64, device=local.device)
-        loop_edge.scatter_reduce_(0, src[loops], loops, "amax")
+        loop_edge = torch.full((n,), -1, dtype=torch.int64, device=device)
+        loop_edge.scatter_reduce_(0, dst[loops], ids[loops], "amax")
         looped = Graph.from_csr(staged.rowptr, staged.col, local.num_src).with_index_dtype(local.index_dtype)
+        # origin is kept with the graph: 4 bytes an edge where the ids fit.
+        origin = origin.to(torch.int32) if num_edges + n < 2**31 else origin
         return _EdgeSet(looped, self.num_src, self.num_halo), origin, loop_edge
 
 

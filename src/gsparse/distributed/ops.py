@@ -102,7 +102,9 @@ def gspmm(g: DistGraph, op: str, reduce: str, lhs: torch.Tensor | None = None,
     # once combined: at papers100M sizes each is as large as the layer's input.
     del pending
     if not reducer.keeps_arg:
-        z = z_in + z_out
+        # Summed into z_in where autograd allows it: a fresh tensor (not a view a backend
+        # reshaped to the feature shape), which no backward of a sum reads.
+        z = z_in.add_(z_out) if z_in._base is None else z_in + z_out
         del z_in, z_out
         if reducer.divides_by_degree:
             deg = g.in_degrees().clamp(min=1).to(z.dtype)

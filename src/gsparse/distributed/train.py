@@ -50,23 +50,47 @@ PAPERS = "papers100m-like"
 LOCALITY_BLOCKS = 64
 
 
-class GCN(nn.Module):
-    """``conv2(dropout(relu(conv1(x))))`` with :class:`gsparse.nn.GCNConv` layers.
+class _ReLUDropout(torch.autograd.Function):
+    """``dropout(relu(h), p)`` in place on ``h``, saving only its output ``y``: the gradient
+    passes where ``y > 0`` (a kept, positive entry), scaled as dropout scales. Unfused,
+    the ReLU's output, the dropout's mask and its output (the next layer's saved input)
+    are all kept for the backward: at papers100M sizes 2.3 KiB per node instead of 1 KiB,
+    a quarter of an epoch's peak memory."""
 
-    Computed as ``relu_(dropout(conv1(x)))``, the same function (dropout zeroes entries and
-    scales the others by a positive factor, which commutes with the ReLU): the ReLU then
-    runs in place, and its saved output and the second layer's saved input are one tensor,
-    not two. At papers100M sizes that is 1 KiB per node, a ninth of an epoch's peak."""
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, p: float) -> torch.Tensor:
+        ctx.scale = 1.0 / (1.0 - p)
+        keep = torch.empty_like(h, dtype=torch.bool).bernoulli_(1.0 - p)
+        h.relu_().mul_(keep).mul_(ctx.scale)
+        ctx.mark_dirty(h)
+        ctx.save_for_backward(h)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (y,) = ctx.saved_tensors
+        return grad.mul(ctx.scale).mul_(y > 0), None  # one new hidden-sized tensor, not two
+
+
+class GCN(nn.Module):
+    """``conv2(dropout(relu(conv1(x))))`` with :class:`gsparse.nn.GCNConv` layers (the ReLU
+    and the dropout fused in training, see :class:`_ReLUDropout`)."""
 
     def __init__(self, in_channels: int, hidden: int, out_channels: int, dropout: float = 0.5) -> None:
         super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         self.conv1 = gsparse_nn.GCNConv(in_channels, hidden)
         self.conv2 = gsparse_nn.GCNConv(hidden, out_channels)
         self.dropout = dropout
 
     def forward(self, x: torch.Tensor, graph: Any) -> torch.Tensor:
-        h = F.dropout(self.conv1(x, graph), self.dropout, self.training)
-        return self.conv2(F.relu_(h), graph)
+        h = self.conv1(x, graph)
+        if self.training and self.dropout > 0:
+            h = _ReLUDropout.apply(h, self.dropout)
+        else:
+            h = F.relu(h)
+        return self.conv2(h, graph)
 
 
 @dataclass
