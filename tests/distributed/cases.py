@@ -99,12 +99,18 @@ def rows_of(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return t.to(index.device)[index]
 
 
+# Test names of the overlapped exchange with its halo form forced: "overlap" alone decides.
+DENSE_FORCED = {"overlap-allgather": True, "overlap-halo": False}
+
+
 def share(group, graph_kind: str, part_kind: str, exchange: str = "overlap") -> tuple[gsparse.Graph, gd.DistGraph]:
     """The whole graph (on the CPU) and this rank's share of it (on :func:`device_of`)."""
     graph = make_graph(graph_kind)
     parts = torch.distributed.get_world_size(group)
-    dg = gd.DistGraph.from_global(graph, make_partition(graph, part_kind, parts), group=group, exchange=exchange,
-                                  device=device_of(group))
+    dense = DENSE_FORCED.get(exchange)
+    dg = gd.DistGraph.from_global(graph, make_partition(graph, part_kind, parts), group=group,
+                                  exchange="overlap" if dense is not None else exchange, device=device_of(group),
+                                  dense_halo=dense)
     return graph, dg
 
 
@@ -314,3 +320,34 @@ def dist_bad_partition(group):
         except ValueError as error:
             errors.append(str(error))
     return errors
+
+
+def dist_receive_adjoint(group):
+    """``<receive(x), y>`` and ``<x, d receive^T y>`` summed over the ranks, on a plan forced
+    dense (all-gather, reduce-scatter) and on one forced not (gather, scatter)."""
+    from gsparse.distributed import exchange
+
+    sums = []
+    for name in ("overlap-allgather", "overlap-halo"):
+        _, dg = share(group, "square", "scattered", name)
+        gen = torch.Generator().manual_seed(dg.rank)
+        x = torch.randn(dg.num_src, 2, generator=gen, dtype=torch.float64).to(dg.device).requires_grad_()
+        got = exchange.receive(dg.plan, x)
+        y = torch.randn(got.shape, generator=gen, dtype=torch.float64).to(dg.device)
+        got.backward(y)
+        sums.append(torch.stack([(got.detach() * y).sum(), (x.detach() * x.grad).sum()]))
+    total = torch.stack(sums)
+    torch.distributed.all_reduce(total, group=group)
+    return total.tolist()
+
+
+def dist_density(group):
+    """``plan.dense`` as decided for a complete graph (every remote node in every halo) and
+    for a ring (each row reads its neighbour: halos of one node)."""
+    n = 16
+    src, dst = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    complete = gsparse.Graph.from_edge_index(torch.stack([src.flatten(), dst.flatten()]), num_nodes=n)
+    ring = gsparse.Graph.from_edge_index(torch.stack([(torch.arange(n) + 1) % n, torch.arange(n)]), num_nodes=n)
+    parts = torch.distributed.get_world_size(group)
+    return [gd.DistGraph.from_global(g, make_partition(g, "even", parts), group=group,
+                                     device=device_of(group)).plan.dense for g in (complete, ring)]

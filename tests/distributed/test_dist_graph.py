@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cases import dist_adjoint, dist_bad_partition, dist_from_local_edges, dist_structure, make_graph, make_partition
+from cases import (
+    dist_adjoint,
+    dist_bad_partition,
+    dist_density,
+    dist_from_local_edges,
+    dist_receive_adjoint,
+    dist_structure,
+    make_graph,
+    make_partition,
+)
 from torch.testing import assert_close
 
 from gsparse import distributed as gd
@@ -48,6 +57,17 @@ def test_shares_from_local_edges_match_shares_of_the_global_graph(pool):
 def test_the_scatter_is_the_adjoint_of_the_gather(pool):
     forward, backward = pool.run(dist_adjoint, 4)[0]
     assert forward == pytest.approx(backward, rel=1e-12) and forward != 0
+
+
+def test_what_the_boundary_reads_has_its_adjoint_as_backward(pool):
+    for (forward, backward), how in zip(pool.run(dist_receive_adjoint, 4)[0], ("all-gather", "halo")):
+        assert forward == pytest.approx(backward, rel=1e-12) and forward != 0, how
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_the_overlap_all_gathers_where_every_halo_is_nearly_every_remote_row(pool, world_size):
+    for complete, ring in pool.run(dist_density, world_size):
+        assert complete and not ring
 
 
 def test_partitions_that_do_not_fit_the_group_are_refused(pool):

@@ -39,7 +39,8 @@ LAYOUTS = [
     ("square", "empty"),  # the last rank owns no rows
     ("square", "locality"),
 ]
-EXCHANGES = ("overlap", "halo", "allgather")
+# "overlap-allgather" / "overlap-halo": the overlapped strategy with its exchange forced.
+EXCHANGES = ("overlap", "overlap-allgather", "overlap-halo", "halo", "allgather")
 # Every operator case on the two main layouts with the default strategy, which combines
 # partial results per reducer; one case per reducer or target pair elsewhere: the other
 # strategies run the single-process operator once on exchanged features.
@@ -48,7 +49,7 @@ RUNS = [(g, "range", x) for g in FULL for x in EXCHANGES] + [(g, p, "overlap") f
 
 
 def _full(graph_kind: str, exchange: str) -> bool:
-    return graph_kind in FULL and exchange == "overlap"
+    return graph_kind in FULL and exchange.startswith("overlap")
 
 
 def _np(t):

@@ -5,7 +5,8 @@ One job measures one world size ``W``, on the graph of ``--graph`` (a preset, or
 
 * **operator**: the GCN aggregation ``gspmm(copy_lhs, sum)`` at ``--hidden`` features,
   forward and forward+backward, with the overlapped exchange; the exchange alone (halo
-  gather, and its reverse scatter for the backward); the computation alone (inner and
+  gather, and its reverse scatter for the backward; all-gather and reduce-scatter where
+  the halos are dense, ``exchange.DENSE_HALO``); the computation alone (inner and
   boundary edges, the halo already there). The fraction of the exchange hidden behind
   computation is ``(exchange + compute - overlapped) / exchange``, clipped to [0, 1];
 * **layer**: ``gsparse.nn.GCNConv(F, hidden)`` forward+backward;
@@ -103,7 +104,7 @@ def _operator(dg, hidden: int, timer: _Timer, group: Any) -> dict[str, Any]:
         out[f"{strategy}_train_ms"] = timer(lambda: dist_gspmm(g, "copy_lhs", "sum", h).backward(grad))
         out[f"{strategy}_bytes"] = _bytes(g, group, lambda: dist_gspmm(g, "copy_lhs", "sum", h).backward(grad))
     (inner, _), (outer, _) = dg.inner, dg.boundary
-    halo = ex.gather(dg.plan, h.detach()).requires_grad_() if dg.plan.active else h.new_zeros((0, hidden))
+    halo = ex.receive(dg.plan, h.detach()).requires_grad_() if dg.plan.active else h.new_zeros((0, hidden))
     halo_grad = torch.randn_like(halo)
 
     def compute() -> torch.Tensor:
@@ -114,8 +115,8 @@ def _operator(dg, hidden: int, timer: _Timer, group: Any) -> dict[str, Any]:
     out["compute_train_ms"] = timer(lambda: compute().backward(grad))
     if dg.plan.active:
         with torch.no_grad():
-            out["exchange_forward_ms"] = timer(lambda: ex.gather(dg.plan, h))
-        out["exchange_train_ms"] = timer(lambda: ex.gather(dg.plan, h).backward(halo_grad))
+            out["exchange_forward_ms"] = timer(lambda: ex.receive(dg.plan, h))
+        out["exchange_train_ms"] = timer(lambda: ex.receive(dg.plan, h).backward(halo_grad))
         for phase in ("forward", "train"):
             out[f"hidden_{phase}"] = _hidden(out[f"exchange_{phase}_ms"], out[f"compute_{phase}_ms"],
                                              out[f"overlap_{phase}_ms"])
@@ -182,6 +183,8 @@ def run(args: argparse.Namespace, device: torch.device, group: Any, ddp_group: A
                                                  "warmup", "reps", "remote_fraction", "locality", "seed")},
         "world_size": world, "num_nodes": data.num_nodes, "num_edges": data.num_edges,
         "partition": report.to_dict(),
+        # What the overlapped strategy exchanges: the halo, or all rows where it is dense.
+        "overlap_exchange": ("all-gather" if data.graph.plan.dense else "halo") if data.graph.plan.active else "-",
     }
     doc["operator"] = _operator(data.graph, args.hidden, timer, group)
     progress(f"  operator: overlap {doc['operator']['overlap_train_ms']:.2f} ms, allgather "
@@ -219,9 +222,9 @@ def markdown(docs: list[dict[str, Any]]) -> str:
              f"{cfg['partition']} partition, F={cfg['features'] or 'default'}, hidden {cfg['hidden']}", "",
              f"| W | epoch ms | epoch allgather ms | x allgather | scaling vs W={docs[0]['world_size']} "
              f"| epoch MiB | allgather MiB | layer ms | layer allgather ms | aggregation fwd+bwd ms "
-             f"| exchange hidden fwd | fwd+bwd | edge cut | max halo | edge imbalance |",
+             f"| exchange hidden fwd | fwd+bwd | edge cut | max halo | edge imbalance | overlap exchanges |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-             "| ---: |"]
+             "| ---: | --- |"]
     for d in docs:
         ep, layer, op, part = d["epoch"], d["layer"], d["operator"], d["partition"]
         hidden = [("-" if op.get(f"hidden_{p}") is None else f"{100 * op[f'hidden_{p}']:.0f}%")
@@ -232,7 +235,8 @@ def markdown(docs: list[dict[str, Any]]) -> str:
             f"{_ratio(base, ep['overlap']['epoch_ms'])} | {_mib(ep['overlap']['bytes_per_epoch'])} | "
             f"{_mib(ep['allgather']['bytes_per_epoch'])} | {_ms(layer['overlap_ms'])} | "
             f"{_ms(layer['allgather_ms'])} | {_ms(op['overlap_train_ms'])} | {hidden[0]} | {hidden[1]} | "
-            f"{100 * part['cut_fraction']:.1f}% | {max(part['halo'])} | {part['edge_imbalance']:.3f} |")
+            f"{100 * part['cut_fraction']:.1f}% | {max(part['halo'])} | {part['edge_imbalance']:.3f} | "
+            f"{d.get('overlap_exchange', '-')} |")
     single = [d for d in docs if d["world_size"] == 1]
     if single:
         op, layer = single[0]["operator"], single[0]["layer"]

@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from ..derived import DerivedCache
 from ..graph import Graph
-from .exchange import CommStats, HaloPlan
+from .exchange import DENSE_HALO, CommStats, HaloPlan
 from .partition import Partition, PartitionReport
 
 __all__ = ["DistGraph", "DistSelfLoops", "EXCHANGES"]
@@ -96,6 +96,7 @@ class _EdgeSet:
     def __init__(self, local: Graph, num_src: int, num_halo: int) -> None:
         self.local, self.num_src, self.num_halo = local, num_src, num_halo
         self._gathered: Graph | None = None
+        self._boundary_gathered: tuple[Graph, torch.Tensor] | None = None
 
     @cached_property
     def inner(self) -> tuple[Graph, torch.Tensor]:
@@ -117,6 +118,16 @@ class _EdgeSet:
         merge[inner] = torch.arange(inner.numel(), device=device)
         merge[outer] = inner.numel() + torch.arange(outer.numel(), device=device)
         return merge
+
+    def boundary_gathered(self, halo_slot: torch.Tensor, num_slots: int) -> tuple[Graph, torch.Tensor]:
+        """:attr:`boundary` with halo node ``h`` at ``halo_slot[h]`` among ``num_slots``
+        sources (built on the first call)."""
+        if self._boundary_gathered is None:
+            graph, edges = self.boundary
+            col = halo_slot[graph.col.long()] if graph.num_edges else graph.col
+            relabelled = Graph.from_csr(graph.rowptr, col, num_slots, eid=graph.eid)
+            self._boundary_gathered = relabelled.with_index_dtype(graph.index_dtype), edges
+        return self._boundary_gathered
 
     def gathered(self, halo_slot: torch.Tensor, first_slot: int, num_slots: int) -> Graph:
         """The edges with my source ``i`` at ``first_slot + i`` and halo node ``h`` at
@@ -170,7 +181,8 @@ class DistGraph:
     own operators and ``gsparse.nn`` layers.
 
     ``exchange`` picks how the operators obtain the halo: ``"overlap"`` (default: start the
-    halo exchange, compute the inner edges, then the boundary edges once it arrived),
+    halo exchange, compute the inner edges, then the boundary edges once it arrived; where
+    the halos are nearly every remote row, the exchange is an all-gather, ``dense_halo``),
     ``"halo"`` (exchange, then one pass over all edges) or ``"allgather"`` (the naive
     baseline: all-gather every rank's source features, then one pass).
     """
@@ -199,7 +211,7 @@ class DistGraph:
                        src_partition: Partition | None = None, eid: torch.Tensor | None = None,
                        edge_ids: torch.Tensor | None = None, group: Any = None,
                        device: torch.device | str | None = None, exchange: str = "overlap",
-                       index_dtype: torch.dtype | None = None) -> DistGraph:
+                       index_dtype: torch.dtype | None = None, dense_halo: bool | None = None) -> DistGraph:
         """This rank's rows as a CSR with global source ids. Collective over ``group``.
 
         Args:
@@ -219,6 +231,10 @@ class DistGraph:
             exchange: ``"overlap"``, ``"halo"`` or ``"allgather"`` (see the class).
             index_dtype: ``torch.int32`` or ``torch.int64`` for the local CSR; the default
                 is int32 where counts fit.
+            dense_halo: whether the overlapped exchange all-gathers every rank's rows
+                rather than sending each peer the rows it reads; ``None`` (default):
+                where the largest halo holds at least ``exchange.DENSE_HALO`` of the
+                remote rows (sources drawn without locality).
         """
         group, rank, world = _group_info(group)
         src_partition = partition if src_partition is None else src_partition
@@ -254,13 +270,11 @@ class DistGraph:
             local = local.with_index_dtype(index_dtype)
         recv_counts = torch.bincount(remote_owner, minlength=world)
         plan = _exchange_plan(group, rank, world, src_partition, halo_nodes, recv_counts, src_nodes.numel(),
-                              device)
-        rows_max = torch.tensor([src_nodes.numel()], device=device)
-        dist.all_reduce(rows_max, dist.ReduceOp.MAX, group=group)
+                              device, dense_halo)
         edges = _EdgeSet(local, src_nodes.numel(), halo_nodes.numel())
         return cls(edges, plan, partition=partition, src_partition=src_partition, dst_nodes=dst_nodes,
                    src_nodes=src_nodes, halo_nodes=halo_nodes, halo_index=src_partition.local_index(halo_nodes),
-                   edge_ids=None if edge_ids is None else edge_ids.to(device), rows_max=int(rows_max),
+                   edge_ids=None if edge_ids is None else edge_ids.to(device), rows_max=plan.rows_max,
                    rank=rank, world_size=world, exchange=exchange, _internal=True)
 
     @classmethod
@@ -409,8 +423,21 @@ class DistGraph:
     @property
     def boundary(self) -> tuple[Graph, torch.Tensor]:
         """``(graph, edges)``, the edges into this rank's rows whose source is in the halo
-        (numbered ``0..num_halo-1``) and their local edge ids ``[E_boundary]``."""
-        return self._edges.boundary
+        and their local edge ids ``[E_boundary]``. Sources are numbered as the overlapped
+        exchange delivers them (``exchange.start_gather``): the halo ``0..num_halo-1``, or
+        with a dense plan every rank's rows, rank ``q``'s source ``i`` at
+        ``q * rows_max + i``."""
+        if not self.plan.dense:
+            return self._edges.boundary
+        return self._edges.boundary_gathered(self._halo_slot, self.world_size * self._rows_max)
+
+    @property
+    def _halo_slot(self) -> torch.Tensor:
+        """``[num_halo]`` each halo node's row in the all-gathered feature matrix."""
+        owners = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
+                                         torch.tensor(self.plan.recv_counts, device=self.device),
+                                         output_size=self.num_halo)
+        return owners * self._rows_max + self._halo_index
 
     @property
     def edge_merge(self) -> torch.Tensor:
@@ -422,11 +449,7 @@ class DistGraph:
         """This rank's edges with sources numbered as in the all-gathered feature matrix,
         where rank ``q``'s source ``i`` is row ``q * rows_max + i`` (for the ``"allgather"``
         baseline)."""
-        owners = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
-                                         torch.tensor(self.plan.recv_counts, device=self.device),
-                                         output_size=self.num_halo)
-        return self._edges.gathered(owners * self._rows_max + self._halo_index, self.rank * self._rows_max,
-                                    self.world_size * self._rows_max)
+        return self._edges.gathered(self._halo_slot, self.rank * self._rows_max, self.world_size * self._rows_max)
 
     @property
     def rows_max(self) -> int:
@@ -470,7 +493,8 @@ class DistGraph:
 
 
 def _exchange_plan(group: Any, rank: int, world: int, src_partition: Partition, halo_nodes: torch.Tensor,
-                   recv_counts: torch.Tensor, num_local: int, device: torch.device) -> HaloPlan:
+                   recv_counts: torch.Tensor, num_local: int, device: torch.device,
+                   dense_halo: bool | None) -> HaloPlan:
     """Tell each owner which of its nodes I read; learn which of mine each peer reads."""
     recv_counts = recv_counts.to(device)
     send_counts = torch.empty_like(recv_counts)
@@ -481,9 +505,14 @@ def _exchange_plan(group: Any, rank: int, world: int, src_partition: Partition, 
     if wanted.numel() and not bool((src_partition.owner(wanted) == rank).all()):
         raise ValueError(f"rank {rank} is asked for source nodes it does not own: the ranks were given "
                          f"different partitions")
-    active = torch.tensor([int(halo_nodes.numel() > 0)], device=device)
-    dist.all_reduce(active, dist.ReduceOp.MAX, group=group)
-    return HaloPlan(src_partition.local_index(wanted), send_list, recv_list, num_local, group, bool(active))
+    most = torch.tensor([halo_nodes.numel(), num_local], device=device)
+    dist.all_reduce(most, dist.ReduceOp.MAX, group=group)
+    largest_halo, rows_max = (int(v) for v in most.tolist())
+    # Dense: the largest halo is nearly every remote row (collective: the same everywhere).
+    if dense_halo is None:
+        dense_halo = world > 1 and largest_halo >= DENSE_HALO * (world - 1) * rows_max
+    return HaloPlan(src_partition.local_index(wanted), send_list, recv_list, num_local, group,
+                    largest_halo > 0, rows_max, bool(dense_halo))
 
 
 def _dist_self_loops(g: DistGraph) -> DistSelfLoops:

@@ -53,7 +53,7 @@ def _extended(g: DistGraph, x: torch.Tensor):
     if not g.plan.active:
         return g.local, x
     if g.exchange == "allgather":
-        return g.gathered, ex.allgather(g.plan, x, g.rows_max, g.world_size)
+        return g.gathered, ex.allgather(g.plan, x)
     return g.local, torch.cat([x, ex.gather(g.plan, x)])
 
 
