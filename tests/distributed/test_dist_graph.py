@@ -67,7 +67,8 @@ def test_what_the_boundary_reads_has_its_adjoint_as_backward(pool):
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_the_overlap_all_gathers_where_every_halo_is_nearly_every_remote_row(pool, world_size):
     for complete, ring in pool.run(dist_density, world_size):
-        assert complete and not ring
+        # Between 2 ranks the all-to-all is already a single send and receive.
+        assert complete == (world_size > 2) and not ring
 
 
 def test_partitions_that_do_not_fit_the_group_are_refused(pool):

@@ -233,8 +233,8 @@ class DistGraph:
                 is int32 where counts fit.
             dense_halo: whether the overlapped exchange all-gathers every rank's rows
                 rather than sending each peer the rows it reads; ``None`` (default):
-                where the largest halo holds at least ``exchange.DENSE_HALO`` of the
-                remote rows (sources drawn without locality).
+                with 3 or more ranks, where the largest halo holds at least
+                ``exchange.DENSE_HALO`` of the remote rows (sources drawn without locality).
         """
         group, rank, world = _group_info(group)
         src_partition = partition if src_partition is None else src_partition
@@ -510,7 +510,7 @@ def _exchange_plan(group: Any, rank: int, world: int, src_partition: Partition, 
     largest_halo, rows_max = (int(v) for v in most.tolist())
     # Dense: the largest halo is nearly every remote row (collective: the same everywhere).
     if dense_halo is None:
-        dense_halo = world > 1 and largest_halo >= DENSE_HALO * (world - 1) * rows_max
+        dense_halo = world > 2 and largest_halo >= DENSE_HALO * (world - 1) * rows_max
     return HaloPlan(src_partition.local_index(wanted), send_list, recv_list, num_local, group,
                     largest_halo > 0, rows_max, bool(dense_halo))
 
