@@ -46,8 +46,8 @@ class DistSelfLoops:
     """``DistGraph`` counterpart of ``gsparse.nn``'s self loops: ``graph`` has this rank's
     edges that are not self loops, then one loop per row, in CSR order; ``origin`` ``[E']``
     maps each of its edges to its id in the original rank-local edge order, or ``E + i``
-    for the loop added at row ``i`` (int32 where the ids fit); ``loop_edge`` ``[N]`` is the last original self loop
-    of each row (-1 for none)."""
+    for the loop added at row ``i`` (int32 where the ids fit); ``loop_edge`` ``[N]`` is the
+    last original self loop of each row (-1 for none)."""
 
     graph: DistGraph
     origin: torch.Tensor

@@ -11,8 +11,8 @@ needs (``send_index``, grouped by peer) and how many rows I receive from each ow
   summed into them (``index_add`` at ``send_index``).
 
 Where the halos are nearly every remote row of 3 or more ranks (``plan.dense``: sources
-drawn without locality), the overlapped exchange of :func:`start_gather` all-gathers every rank's rows
-instead, and its adjoint is a reduce-scatter: the same bytes within
+drawn without locality), the overlapped exchange of :func:`start_gather` all-gathers
+every rank's rows instead, and its adjoint is a reduce-scatter: the same bytes within
 :data:`DENSE_HALO`, in one collective, without gathering rows into a send buffer or
 adding received rows at scattered positions.
 
