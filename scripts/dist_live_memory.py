@@ -85,6 +85,7 @@ def main():
     p.add_argument("--graph", default="papers100m-like@0.002")
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--recompute-first", action="store_true", help="GCN(recompute_first=True)")
     args = p.parse_args()
     device, group = T.init("auto")
     rank = dist.get_rank()
@@ -94,7 +95,7 @@ def main():
         data = T.load(args.graph, group=group, device=device)
         built = mode.current
         torch.manual_seed(0)
-        model = T.GCN(data.x.shape[1], args.hidden, data.num_classes).to(device)
+        model = T.GCN(data.x.shape[1], args.hidden, data.num_classes, recompute_first=args.recompute_first).to(device)
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None, process_group=dist.group.WORLD)
         opt = torch.optim.Adam(ddp.parameters(), lr=0.01)
         load_peak = mode.peak

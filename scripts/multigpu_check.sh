@@ -11,6 +11,7 @@
 #           read sources anywhere, the others in their rank's range: a partitioned graph);
 #   papers  full-batch training of a 2-layer GCN (hidden 256) on papers100m-like@SCALE
 #           (default 1.0) over every GPU; at half that scale if it runs out of memory.
+#           TRAIN_ARGS adds flags to its command (e.g. TRAIN_ARGS=--recompute-first).
 # Writes OUT/topology.txt, OUT/dist-tests.log, OUT/bench.tgz (the bench's JSON and
 # Markdown per series) and OUT/papers-SCALE.json; the rest goes to stdout.
 set -u
@@ -52,7 +53,7 @@ for step in $steps; do
         for s in "$scale" "$(python3 -c "print($scale / 2)")"; do
             echo "== papers100m-like@$s on $gpus GPUs"
             if timeout 240 torchrun --nproc-per-node "$gpus" -m gsparse.distributed.train \
-                --graph "papers100m-like@$s" --hidden 256 --epochs 5 --warmup 1 --json "$out/papers-$s.json" \
+                --graph "papers100m-like@$s" --hidden 256 --epochs 5 --warmup 1 --json "$out/papers-$s.json" ${TRAIN_ARGS:-} \
                 2>&1 | grep -v "^W1\|OMP_NUM_THREADS\|^\*\*\*"; then
                 [ -s "$out/papers-$s.json" ] && break
             fi

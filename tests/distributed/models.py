@@ -105,19 +105,20 @@ def global_data(graph: gsparse.Graph):
     return x, y, train_mask
 
 
-def model():
+def model(recompute_first: bool = False):
     torch.manual_seed(21)
-    return dist_train.GCN(IN, 8, CLASSES, dropout=0.0)
+    return dist_train.GCN(IN, 8, CLASSES, dropout=0.0, recompute_first=recompute_first)
 
 
-def dist_training(group, part_kind: str):
+def dist_training(group, part_kind: str, recompute_first: bool = False):
     """Losses of ``EPOCHS`` full-graph epochs with DDP (``gsparse.distributed.train.train``)."""
     graph, dg = share(group, "square", part_kind)
     x, y, train_mask = global_data(graph)
     data = dist_train.Data("square", dg, rows_of(x, dg.src_nodes), rows_of(y, dg.dst_nodes),
                            rows_of(train_mask, dg.dst_nodes), CLASSES, int(train_mask.sum()), graph.num_dst,
                            graph.num_edges)
-    result = dist_train.train(model().to(dg.device), data, epochs=EPOCHS, warmup=0, lr=LR, group=group)
+    result = dist_train.train(model(recompute_first).to(dg.device), data, epochs=EPOCHS, warmup=0, lr=LR,
+                              group=group)
     return result["losses"]
 
 

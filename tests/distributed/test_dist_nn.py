@@ -65,6 +65,14 @@ def test_ddp_training_follows_single_process_training(pool, world_size):
     assert want[-1] < want[0]  # it trains
 
 
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_training_with_the_first_layer_recomputed_follows_single_process_training(pool, world_size):
+    want = single_training()  # the exchange runs again in the backward, in step on every rank
+    for rank, losses in enumerate(pool.run(dist_training, world_size, "range", True)):
+        assert_close(torch.tensor(losses), torch.tensor(want), rtol=1e-5, atol=1e-5,
+                     msg=lambda m: f"rank {rank} losses {losses} vs single process {want}: {m}")
+
+
 def test_training_script_runs_on_its_own_data(pool):
     ranks = pool.run(dist_train_load, 2, "papers100m-like@0.00002")
     report, result = ranks[0]

@@ -38,7 +38,8 @@ def test_fused_relu_dropout_is_relu_then_dropout_with_the_same_mask(p):
 
 
 def _saved_bytes_by_shape(model, x, graph) -> dict[tuple[int, ...], int]:
-    """Bytes of the distinct storages autograd saves during a forward, by tensor shape."""
+    """Bytes of the distinct storages autograd saves during a forward, by tensor shape; the
+    input features, alive anyway, left out."""
     seen: dict[int, tuple[tuple[int, ...], int]] = {}
 
     def pack(t):
@@ -48,6 +49,7 @@ def _saved_bytes_by_shape(model, x, graph) -> dict[tuple[int, ...], int]:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         model(x, graph)
+    seen.pop(x.untyped_storage().data_ptr(), None)
     by_shape: dict[tuple[int, ...], int] = {}
     for shape, nbytes in seen.values():
         by_shape[shape] = by_shape.get(shape, 0) + nbytes
@@ -64,6 +66,37 @@ def test_the_training_model_keeps_one_hidden_tensor_for_the_backward():
     assert saved[(500, 64)] == 500 * 64 * 4
     model.eval()
     assert_close(model(x, g), model.conv2(F.relu(model.conv1(x, g)), g))
+
+
+def test_recomputing_the_first_layer_keeps_its_propagation_out_of_the_saved_tensors():
+    g = gsparse.Graph.from_edge_index(torch.randint(0, 500, (2, 4000)), num_nodes=500)
+    x = torch.randn(500, 12)
+    saved = {}
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        model = dist_train.GCN(12, 64, 5, recompute_first=recompute).train()
+        saved[recompute] = _saved_bytes_by_shape(model, x, g)
+    assert saved[False].get((500, 12)) == 500 * 12 * 4  # the first layer's propagated input
+    assert (500, 12) not in saved[True]
+    assert saved[True][(500, 64)] == saved[False][(500, 64)]
+
+
+def test_recomputing_the_first_layer_trains_the_same():
+    g = gsparse.Graph.from_edge_index(torch.randint(0, 300, (2, 3000)), num_nodes=300)
+    x, y = torch.randn(300, 12), torch.randint(0, 5, (300,))
+    losses = {}
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        model = dist_train.GCN(12, 32, 5, recompute_first=recompute).train()
+        opt = torch.optim.Adam(model.parameters(), lr=0.05)
+        losses[recompute] = []
+        for _ in range(4):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x, g), y)
+            loss.backward()
+            opt.step()
+            losses[recompute].append(loss.item())
+    assert losses[True] == losses[False] and losses[True][-1] < losses[True][0]
 
 
 def test_dropout_outside_its_range_is_refused():

@@ -35,6 +35,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.checkpoint import checkpoint
 
 from .. import nn as gsparse_nn
 from .dist_graph import EXCHANGES, DistGraph
@@ -73,18 +74,30 @@ class _ReLUDropout(torch.autograd.Function):
 
 class GCN(nn.Module):
     """``conv2(dropout(relu(conv1(x))))`` with :class:`gsparse.nn.GCNConv` layers (the ReLU
-    and the dropout fused in training, see :class:`_ReLUDropout`)."""
+    and the dropout fused in training, see :class:`_ReLUDropout`).
 
-    def __init__(self, in_channels: int, hidden: int, out_channels: int, dropout: float = 0.5) -> None:
+    ``recompute_first``: the first layer keeps nothing for the backward and runs again
+    there (``torch.utils.checkpoint``), its halo exchange included. That frees its
+    propagated features, which its linear map would keep (4 bytes per input feature and
+    row, alive at the epoch's peak), for one more forward of the first layer per epoch.
+    Every rank recomputes at the same point of the backward, so the exchange stays in step.
+    """
+
+    def __init__(self, in_channels: int, hidden: int, out_channels: int, dropout: float = 0.5,
+                 recompute_first: bool = False) -> None:
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         self.conv1 = gsparse_nn.GCNConv(in_channels, hidden)
         self.conv2 = gsparse_nn.GCNConv(hidden, out_channels)
         self.dropout = dropout
+        self.recompute_first = recompute_first
 
     def forward(self, x: torch.Tensor, graph: Any) -> torch.Tensor:
-        h = self.conv1(x, graph)
+        if self.recompute_first and self.training and torch.is_grad_enabled():
+            h = checkpoint(self.conv1, x, graph, use_reentrant=False)
+        else:
+            h = self.conv1(x, graph)
         if self.training and self.dropout > 0:
             h = _ReLUDropout.apply(h, self.dropout)
         else:
@@ -297,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--locality", type=float, default=0.0,
                         help="presets: the fraction of each row's sources drawn from its own block of "
                              f"1/{LOCALITY_BLOCKS} of the nodes (default 0: uniform, as in the bench)")
+    parser.add_argument("--recompute-first", action="store_true",
+                        help="recompute the first layer in the backward instead of keeping its propagated "
+                             "features (4 bytes per input feature and row less at the peak, one more "
+                             "first-layer forward per epoch)")
     parser.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the summary to this file (rank 0)")
@@ -315,9 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.perf_counter() - begin:.1f} s")
     say(report.markdown())
     torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
-    model = GCN(data.x.shape[1], args.hidden, data.num_classes).to(device)
+    model = GCN(data.x.shape[1], args.hidden, data.num_classes, recompute_first=args.recompute_first).to(device)
     result = train(model, data, epochs=args.epochs, lr=args.lr, warmup=args.warmup, log=say)
-    summary = {"graph": args.graph, "locality": args.locality, "world_size": world, "backend": dist.get_backend(), "exchange": args.exchange,
+    summary = {"graph": args.graph, "locality": args.locality, "world_size": world, "backend": dist.get_backend(),
+               "exchange": args.exchange, "recompute_first": args.recompute_first,
                "hidden": args.hidden, "num_nodes": data.num_nodes, "num_edges": data.num_edges,
                "partition": report.to_dict(), **result}
     say(f"epoch {result['epoch_ms']:.1f} ms (median of {args.epochs}); peak memory per rank "
