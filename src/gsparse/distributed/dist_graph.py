@@ -71,12 +71,18 @@ def _csr_positions(rowptr: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.arange(total, device=rowptr.device) + offsets
 
 
+def _csr_rows(local: Graph) -> torch.Tensor:
+    """``[E]`` int64 row of each CSR position, built for the caller alone (``Graph.csr_dst``
+    would stay cached with the graph)."""
+    return torch.repeat_interleave(torch.arange(local.num_dst, device=local.device), local.in_degrees().long(),
+                                   output_size=local.num_edges)
+
+
 def _subgraph(local: Graph, keep: torch.Tensor, col: torch.Tensor, num_src: int) -> tuple[Graph, torch.Tensor]:
     """The CSR positions ``keep`` (a mask) of ``local`` as a Graph over all its rows with
     sources ``col`` (``[kept]``), and ``[kept_edges]`` the local edge ids of its edges in its
     own edge order (increasing: the subgraph keeps the local edge order)."""
-    rows = torch.repeat_interleave(torch.arange(local.num_dst, device=keep.device), local.in_degrees().long(),
-                                   output_size=local.num_edges)[keep]
+    rows = _csr_rows(local)[keep]
     rowptr = torch.zeros(local.num_dst + 1, dtype=torch.int64, device=keep.device)
     torch.cumsum(torch.bincount(rows, minlength=local.num_dst), 0, out=rowptr[1:])
     positions = torch.nonzero(keep).flatten()
@@ -149,9 +155,7 @@ class _EdgeSet:
         """
         local, n, num_edges = self.local, self.local.num_dst, self.local.num_edges
         device = local.device
-        src = local.col.long()
-        dst = torch.repeat_interleave(torch.arange(n, device=device), local.in_degrees().long(),
-                                      output_size=num_edges)
+        src, dst = local.col.long(), _csr_rows(local)
         ids = torch.arange(num_edges, device=device) if local.eid is None else local.eid.long()
         # Local source i is row i (same nodes, same order); halo sources are >= n: never loops.
         is_loop = src == dst
@@ -431,9 +435,10 @@ class DistGraph:
             return self._edges.boundary
         return self._edges.boundary_gathered(self._halo_slot, self.world_size * self._rows_max)
 
-    @property
+    @cached_property
     def _halo_slot(self) -> torch.Tensor:
-        """``[num_halo]`` each halo node's row in the all-gathered feature matrix."""
+        """``[num_halo]`` each halo node's row in the all-gathered feature matrix (kept: the
+        overlapped operators of a dense plan name it on every call)."""
         owners = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
                                          torch.tensor(self.plan.recv_counts, device=self.device),
                                          output_size=self.num_halo)
