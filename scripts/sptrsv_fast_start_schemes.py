@@ -1,48 +1,91 @@
-"""Every fast-start scheme (warps 8/16/32, 1-32 rows a ticket, lane or warp rows, by level or
-not: 60) on each factor, k right-hand sides, against cuSPARSE and the analysed default; one
-CUDA-event median each. The design data of ``natural_schedule``'s rule.
+"""Fast-start schemes on each factor, k right-hand sides, against cuSPARSE, the analysed
+default and the fast start's rule; float64, each scheme's output checked against SciPy, then
+timed (CUDA events, the median of ``--repeats`` calls after the check's). The design data of
+``natural_schedule``'s rule.
 
     PYTHONPATH=src python scripts/sptrsv_fast_start_schemes.py cora,laplacian3d:500000 1,16 OUT.json
+    PYTHONPATH=src python scripts/sptrsv_fast_start_schemes.py SPECS 4,16 OUT.json --grid subwarps
+
+Grids: ``rows`` (the first rule's: warps 8/16/32, 1-32 rows a ticket, lane or warp rows, by
+level or not: 60 schemes) and ``subwarps`` (rows the subwarp shares: 32 warps, 1-8 rows a
+ticket, 1-8 subwarps, by level or not: 32 schemes).
 """
-import sys, itertools, json
-import numpy as np, torch
-from gsparse.bench import sptrsv as B, cusparse_triangular
+import argparse
+import itertools
+import json
+
+import numpy as np
+import scipy.sparse.linalg as sl
+import torch
+
+from gsparse.bench import cusparse_triangular
+from gsparse.bench import sptrsv as B
 from gsparse.kernels.sptrsv import FactorPlans
 from gsparse.kernels.sptrsv.schedule import NaturalOrderSchedule
 from gsparse.target import Target
 from gsparse.tune.measure import time_calls
-dev = torch.device("cuda"); target = Target.of(dev)
-B._warm_up(dev, None)
-specs = sys.argv[1].split(","); ks = [int(k) for k in sys.argv[2].split(",")]
-out = []
-for spec in specs:
-    _, m = B.load_matrix(spec); n = m.shape[0]
-    crow = torch.from_numpy(m.indptr.astype(np.int64)).to(dev); col = torch.from_numpy(m.indices.astype(np.int64)).to(dev)
-    values = torch.from_numpy(m.data).to(dev)
-    import scipy.sparse.linalg as sl
-    for k in ks:
-        rhs = torch.randn((n, k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        b = (rhs[:, 0] if k == 1 else rhs).to(dev).contiguous()
-        ref = sl.spsolve_triangular(m.tocsr(), rhs.numpy(), lower=True)
-        plans = FactorPlans(crow, col, True)
-        task = plans.task(torch.float64, False, False, k)
-        res = {}
-        def t(fn):
-            fn(); torch.cuda.synchronize()
-            return time_calls(fn, [()], dev, budget_s=0.05).median_ms
-        sch = plans.chosen_schedule(task, target); ap = plans.build_plan(task, sch, target)
-        res["analysed " + str(sch)] = t(lambda: ap(values, b))
-        spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, False, k)
-        spsm.analyse(); spsm.load(b)
-        res["cusparse"] = t(lambda: (spsm.solve(), spsm.result(k == 1)))
-        for nw, rt, thr, lo in itertools.product((8, 16, 32), (1, 2, 4, 8, 32), (True, False), (False, True)):
-            s = NaturalOrderSchedule(warps_per_block=nw, rows_per_ticket=rt, rows_per_thread=thr, level_order=lo)
-            p = plans.build_plan(task, s, target)
-            x = p(values, b)
-            err = float((x.double().cpu().reshape(ref.shape) - torch.from_numpy(ref)).abs().max() / max(abs(ref).max(), 1e-300))
-            ms = t(lambda: p(values, b)) if err < 1e-8 else float("nan")
-            res[str(s)] = ms
-        best = sorted(((v, kk) for kk, v in res.items() if kk.startswith("natural") and v == v))[:6]
-        print(f"{spec} k={k}: cusparse {res['cusparse']:.4f}, analysed {[v for kk, v in res.items() if kk.startswith('analysed')][0]:.4f}; best natural: " + ", ".join(f"{kk} {v:.4f}" for v, kk in best), flush=True)
-        out.append({"matrix": spec, "k": k, "ms": res})
-json.dump(out, open(sys.argv[3], "w"), indent=1)
+
+GRIDS = {
+    "rows": [NaturalOrderSchedule(warps_per_block=nw, rows_per_ticket=rt, rows_per_thread=thr, level_order=lo)
+             for nw, rt, thr, lo in itertools.product((8, 16, 32), (1, 2, 4, 8, 32), (True, False), (False, True))],
+    "subwarps": [NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=rt, rows_per_thread=False, level_order=lo,
+                                      subwarps=ng)
+                 for ng, rt, lo in itertools.product((1, 2, 4, 8), (1, 2, 4, 8), (False, True))],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("specs", help="factors, comma-separated (gsparse.bench.sptrsv.load_matrix specs)")
+    parser.add_argument("ks", help="numbers of right-hand sides, comma-separated")
+    parser.add_argument("out", help="JSON file of every measurement")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="rows")
+    parser.add_argument("--repeats", type=int, default=25)
+    args = parser.parse_args()
+    dev = torch.device("cuda")
+    target = Target.of(dev)
+    B._warm_up(dev, None)
+
+    def timed(fn) -> float:
+        fn()
+        torch.cuda.synchronize()
+        return time_calls(fn, [()], dev, warmup=0, min_repeats=args.repeats, max_repeats=args.repeats).median_ms
+
+    out = []
+    for spec in args.specs.split(","):
+        _, m = B.load_matrix(spec)
+        n = m.shape[0]
+        crow = torch.from_numpy(m.indptr.astype(np.int64)).to(dev)
+        col = torch.from_numpy(m.indices.astype(np.int64)).to(dev)
+        values = torch.from_numpy(m.data).to(dev)
+        for k in (int(k) for k in args.ks.split(",")):
+            rhs = torch.randn((n, k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+            b = (rhs[:, 0] if k == 1 else rhs).to(dev).contiguous()
+            ref = torch.from_numpy(sl.spsolve_triangular(m.tocsr(), rhs.numpy(), lower=True))
+            plans = FactorPlans(crow, col, True)
+            task = plans.task(torch.float64, False, False, k)
+            res = {}
+            rule = plans.natural_schedule(task, target)
+            analysed = plans.chosen_schedule(task, target)
+            plan = plans.build_plan(task, analysed, target)
+            res["analysed " + str(analysed)] = timed(lambda: plan(values, b))
+            spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, False, k)
+            spsm.analyse()
+            spsm.load(b)
+            res["cusparse"] = timed(lambda: (spsm.solve(), spsm.result(k == 1)))
+            for schedule in dict.fromkeys([*GRIDS[args.grid], rule]):
+                plan = plans.build_plan(task, schedule, target)
+                x = plan(values, b)
+                err = float((x.double().cpu().reshape(ref.shape) - ref).abs().max() / max(ref.abs().max(), 1e-300))
+                res[str(schedule)] = timed(lambda: plan(values, b)) if err < 1e-8 else float("nan")
+            natural = sorted((ms, name) for name, ms in res.items() if name.startswith("natural") and ms == ms)
+            print(f"{spec} k={k}: cusparse {res['cusparse']:.4f}, analysed {res['analysed ' + str(analysed)]:.4f}, "
+                  f"rule {rule} {res[str(rule)]:.4f}; best: "
+                  + ", ".join(f"{name} {ms:.4f}" for ms, name in natural[:5]), flush=True)
+            out.append({"matrix": spec, "k": k, "rule": str(rule), "ms": res})
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -33,15 +33,13 @@ from .kernels.sptrsv.natural import entry_rows
 __all__ = ["sptrsv", "solve_now"]
 
 
-def solve_now(crow: Tensor, col: Tensor, values: Tensor, b: Tensor, lower: bool, unit_diagonal: bool,
-              transpose: bool) -> Tensor:
-    """The op's implementation, callable without the dispatcher (a new tensor)."""
-    if b.device.type == "cpu":
-        return cpu_triangular.solve(crow, col, values.contiguous(), b.contiguous(), lower,
-                                    unit_diagonal, transpose)
-    pattern = Pattern.find(crow, col, lower)
-    if b.device.type == "cuda":
+def solve_now(pattern: Pattern, values: Tensor, b: Tensor, unit_diagonal: bool, transpose: bool) -> Tensor:
+    """The op's implementation on ``pattern``, callable without the dispatcher (a new tensor)."""
+    if b.is_cuda:
         return pattern.device_plans.solve(values, b, unit_diagonal, transpose)
+    if b.device.type == "cpu":
+        return cpu_triangular.solve(pattern.crow, pattern.col, values.contiguous(), b.contiguous(), pattern.lower,
+                                    unit_diagonal, transpose)
     # Devices without generated kernels: the level-set solve in PyTorch ops.
     plan = pattern.levelset_plan(transpose)
     return levelset_solve(plan, values, b.contiguous(), unit_diagonal)
@@ -51,7 +49,7 @@ def solve_now(crow: Tensor, col: Tensor, values: Tensor, b: Tensor, lower: bool,
 def sptrsv(crow: Tensor, col: Tensor, values: Tensor, b: Tensor, lower: bool, unit_diagonal: bool,
            transpose: bool) -> Tensor:
     """``x`` of ``b``'s shape (``[n]`` or ``[n, k]``) with ``op(A) x = b``."""
-    return solve_now(crow, col, values, b, lower, unit_diagonal, transpose)
+    return solve_now(Pattern.find(crow, col, lower), values, b, unit_diagonal, transpose)
 
 
 @sptrsv.register_fake

@@ -166,14 +166,14 @@ class TriangularSolver:
         p = self._pattern
         values = self._current_canonical()
         if direct_call_ok(values, b):
-            return _sptrsv_ops.solve_now(p.crow, p.col, values, b, p.lower, self._unit_diagonal, transpose)
+            return _sptrsv_ops.solve_now(p, values, b, self._unit_diagonal, transpose)
         return _sptrsv_ops.sptrsv(p.crow, p.col, values, b, p.lower, self._unit_diagonal, transpose)
 
     def _check_rhs(self, b: Any) -> None:
         if not isinstance(b, torch.Tensor):
             raise TypeError(f"b must be a torch.Tensor, got {type(b).__name__}")
-        check_values("b", b)
         if b.dtype != self.dtype:
+            check_values("b", b)  # says why an unsupported dtype is
             raise TypeError(f"b has dtype {b.dtype} but the factor's values are {self.dtype}")
         if b.device != self.device:
             raise ValueError(f"b is on {b.device} but the factor is on {self.device}")

@@ -417,3 +417,37 @@ def test_a_thread_waits_for_no_row_it_solved_itself():
     np.testing.assert_allclose(x.numpy(), expected, rtol=1e-11, atol=1e-11)
     flags = plan.solve_plan.row_flag
     assert flags.sum() < matrix.shape[0] // 8  # only rows a later group depends on
+
+
+def test_a_repeated_solve_resolves_nothing_again_until_its_choice_may_change(monkeypatch):
+    """A small factor's solve costs the host as much as the GPU: the second solve of the same
+    task neither makes a task nor asks for a scheme, and whatever decides the scheme (a forced
+    one, the analysis switch, an analysed direction, forgotten choices) makes it ask again."""
+    matrix = family_factor("road")
+    plans, loader = _factor_plans(matrix, True)
+    plans.analyse = None  # the fast start where it serves: an analysis changes the choice
+    values, b = torch.from_numpy(matrix.data), _rhs(matrix.shape[0], 4, torch.float64)
+    asked = []
+    real = FactorPlans.solve_schedule
+    monkeypatch.setattr(FactorPlans, "solve_schedule", lambda self, task, target: asked.append(task) or
+                        real(self, task, target))
+
+    def solved_with() -> object:
+        plans.solve(values, b, False, False)
+        return plans._resolved[(torch.float64, False, False, 4, -1)]
+
+    natural = solved_with()
+    assert solved_with() is natural and len(asked) == 1
+    plans.analysis(False)  # an analysed direction runs its analysed scheme from now on
+    analysed = solved_with()
+    assert len(asked) == 2 and isinstance(analysed, plan_module.SptrsvPlan)
+    forced = dataclasses.replace(SPACE[0])
+    plans.schedule = forced
+    assert solved_with().schedule == forced and len(asked) == 3
+    plans.schedule = None
+    plans.forget_choices()
+    solved_with()
+    solved_with()
+    assert len(asked) == 4
+    plans.solve(values, b[:, 0].contiguous(), False, False)  # another task: asked once more
+    assert len(asked) == 5

@@ -105,6 +105,11 @@ class FactorPlans:
     """
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, lower: bool, stats: PatternStats | None = None) -> None:
+        # The plan each (dtype, unit diagonal, transpose, right-hand sides, device) solved with
+        # last: a small factor's solve takes tens of microseconds on the GPU, about what
+        # resolving its task, scheme and plan again takes on the host. Emptied whenever what
+        # decides them changes (:meth:`__setattr__`, :meth:`analysis`, :meth:`forget_choices`).
+        self._resolved: dict[tuple[torch.dtype, bool, bool, int, int], SptrsvPlan | NaturalPlan] = {}
         self._crow, self._col, self._lower, self._stats = crow, col, lower, stats
         self._transposed_stats: PatternStats | None = None
         self.schedule: Scheme | None = None
@@ -121,6 +126,13 @@ class FactorPlans:
         self.recorded: Callable[[FactorPlans, SptrsvTask, Target], SptrsvSchedule | None] | None = None
         self._records: dict[tuple[SptrsvTask, Target], SptrsvSchedule | None] = {}
         self.signature: str | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Every public attribute (schedule, analyse, loader, target, index_dtype, selectors,
+        # recorded) takes part in choosing a solve's plan.
+        if not name.startswith("_"):
+            self._resolved.clear()
+        object.__setattr__(self, name, value)
 
     @property
     def selectors(self) -> SelectorSet | None:
@@ -160,6 +172,7 @@ class FactorPlans:
         :meth:`dag_levels`."""
         if transpose not in self._analyses:
             self._analyses[transpose] = analyse_on_device(self.device_system(transpose), self.dag_levels())
+            self._resolved.clear()  # an analysed direction solves with its analysed scheme
         return self._analyses[transpose]
 
     def dag_levels(self) -> DagLevels:
@@ -220,6 +233,7 @@ class FactorPlans:
         a new best); plans already built are kept."""
         self._chosen.clear()
         self._records.clear()
+        self._resolved.clear()
 
     def _recorded(self, task: SptrsvTask, target: Target) -> SptrsvSchedule | None:
         """:attr:`recorded`'s answer, asked once per task and target (a solve asks at every
@@ -279,11 +293,17 @@ class FactorPlans:
         if b.numel() == 0:
             return allocate(tuple(b.shape), b.dtype, b.device)
         b = b.contiguous()
-        task = self.task(values.dtype, unit_diagonal, transpose, 1 if b.dim() == 1 else b.shape[1])
-        target = self.target or Target.of(b.device)
-        if schedule is None:
-            schedule = self.solve_schedule(task, target)
-        key = (task, schedule)
-        if key not in self._plans:
-            self._plans[key] = self.build_plan(task, schedule, target)
-        return self._plans[key](values.contiguous(), b)
+        num_rhs = 1 if b.dim() == 1 else b.shape[1]
+        resolved_key = (values.dtype, unit_diagonal, transpose, num_rhs, b.get_device())
+        plan = self._resolved.get(resolved_key) if schedule is None else None
+        if plan is None:
+            task = self.task(values.dtype, unit_diagonal, transpose, num_rhs)
+            target = self.target or Target.of(b.device)
+            chosen = self.solve_schedule(task, target) if schedule is None else schedule
+            key = (task, chosen)
+            if key not in self._plans:
+                self._plans[key] = self.build_plan(task, chosen, target)
+            plan = self._plans[key]
+            if schedule is None:
+                self._resolved[resolved_key] = plan
+        return plan(values.contiguous(), b)

@@ -221,15 +221,18 @@ def execute_natural(schedule: NaturalOrderSchedule, num_warps: int, crow: np.nda
     """Solve ``T x = b`` as the fast start's kernel (``natural.cuh``) would, in rounds.
 
     Positions are rows top down (``lower``) or bottom up, or with ``level_order`` the rows
-    by level, a level's rows by index (:func:`.natural.level_order`). Each round, every free warp takes
-    the next ticket (in warp order; tickets in increasing order), then every row that may
-    run does: a warp sharing its rows runs its ticket's next row, a lane solving rows of
-    its own its next one; a row may run once every dependency is final (its values are
-    polled until they are). A round in which nothing runs while rows remain is a deadlock.
+    by level, a level's rows by index (:func:`.natural.level_order`). Each round, every free
+    subwarp takes the next ticket (in subwarp order; tickets in increasing order), then every
+    row that may run does: a subwarp sharing its rows runs its ticket's next row, a lane
+    solving rows of its own its next one; a row may run once every dependency is final (its
+    values are polled until they are). A round in which nothing runs while rows remain is a
+    deadlock.
 
     Args:
-        schedule: the fast start's scheme (rows per ticket, rows per thread or shared).
-        num_warps: warps of the grid that take tickets (blocks x ``warps_per_block``).
+        schedule: the fast start's scheme (rows per ticket, rows per thread or shared,
+            subwarps).
+        num_warps: warps of the grid (blocks x ``warps_per_block``); each is
+            ``schedule.subwarps`` subwarps that take tickets.
         crow, col, values: the CSR of ``T``; b: ``[n]`` or ``[n, k]``.
         lower: ``T`` is lower triangular (else upper); unit_diagonal: take ones.
 
@@ -258,9 +261,10 @@ def execute_natural(schedule: NaturalOrderSchedule, num_warps: int, crow: np.nda
     rhs = (b[:, None] if vector else b)[order]
     x = np.zeros_like(rhs)
     done = np.zeros(n, dtype=bool)
-    rows, lanes = schedule.rows_per_ticket, 32 if schedule.rows_per_thread else 1
+    rows = schedule.rows_per_ticket
+    lanes = 32 // schedule.subwarps if schedule.rows_per_thread else 1
     tickets = -(-n // rows)
-    held = np.full(num_warps, -1, dtype=np.int64)  # each warp's ticket, -1: none
+    held = np.full(num_warps * schedule.subwarps, -1, dtype=np.int64)  # each subwarp's ticket, -1: none
     next_ticket = 0
     while not done.all():
         free = np.flatnonzero(held < 0)[:max(tickets - next_ticket, 0)]

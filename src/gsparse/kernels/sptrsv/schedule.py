@@ -138,7 +138,7 @@ class NaturalOrderSchedule(Schedule):
     """The fast start's scheme: rows solved in the system's natural dependency order, with no
     analysis (no levels, no row groups, no node groups; see ``gsparse.kernels.sptrsv.natural``).
 
-    The warps of a persistent grid take *tickets* from one counter, in order; ticket ``t``
+    The subwarps of a persistent grid take *tickets* from one counter, in order; ticket ``t``
     is the ``rows_per_ticket`` consecutive positions from ``t x rows_per_ticket`` (positions
     are rows top down for a lower system, bottom up for an upper one). Every row waits on
     its dependencies by value (as ``ready_by_value``: ``x`` starts as the sentinel).
@@ -147,12 +147,17 @@ class NaturalOrderSchedule(Schedule):
         warps_per_block: warps per block of the grid (one block per SM); the grid's warps
             times ``rows_per_ticket`` is how far ahead of the slowest unsolved row the solve
             may run.
-        rows_per_ticket: consecutive positions a warp takes at once (a power of two 1..32);
-            more rows per ticket take fewer atomics on the one counter.
-        rows_per_thread: each lane of the warp solves rows of the ticket on its own (lane
-            ``i`` the ``i``-th, ``i + 32``-th, ...), waiting on its neighbours' values; else
-            the warp shares each row (its lanes split the entries and right-hand sides) and
-            solves the ticket's rows one after another.
+        rows_per_ticket: consecutive positions a subwarp takes at once (a power of two
+            1..32); more rows per ticket take fewer atomics on the one counter.
+        rows_per_thread: each lane of the subwarp solves rows of the ticket on its own (lane
+            ``i`` the ``i``-th, ``i + w``-th, ... of a ``w``-lane subwarp), waiting on its
+            neighbours' values; else the subwarp shares each row (its lanes split the entries
+            and right-hand sides) and solves the ticket's rows one after another.
+        subwarps: each warp is this many subwarps of ``32 / subwarps`` lanes, each taking
+            tickets of its own (a power of two 1..32). With several right-hand sides a row
+            the whole warp shares keeps half its lanes or more on the columns, one entry at a
+            time; a narrower subwarp walks its row with fewer lanes and the warp has that
+            many rows in flight.
         level_order: tickets hand out rows by level instead of by index: the levels are
             computed first on the device, by a kernel that walks the rows in natural order
             as the solve does (``levels.cuh``), and sorted there. Rows of one level are then
@@ -173,11 +178,12 @@ class NaturalOrderSchedule(Schedule):
     rows_per_thread: bool = True
     level_order: bool = False
     one_block: bool = False
+    subwarps: int = 1
 
     def problems(self) -> list[str]:
         """Why this schedule can never run (empty when it is valid)."""
         found = []
-        for name in ("warps_per_block", "rows_per_ticket"):
+        for name in ("warps_per_block", "rows_per_ticket", "subwarps"):
             value = getattr(self, name)
             if isinstance(value, bool) or value not in POWERS_OF_TWO:
                 found.append(f"{name} must be one of {POWERS_OF_TWO}, got {value!r}")
@@ -188,7 +194,8 @@ class NaturalOrderSchedule(Schedule):
 
     def __str__(self) -> str:
         rows = "thread" if self.rows_per_thread else "warp"
-        return (f"natural.nw{self.warps_per_block}.t{self.rows_per_ticket}.{rows}"
+        subwarps = f".ng{self.subwarps}" if self.subwarps > 1 else ""
+        return (f"natural.nw{self.warps_per_block}{subwarps}.t{self.rows_per_ticket}.{rows}"
                 f"{'.levels' if self.level_order else ''}{'.block' if self.one_block else ''}")
 
 

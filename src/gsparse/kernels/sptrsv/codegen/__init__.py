@@ -223,11 +223,11 @@ def _program(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> Program:
 
 
 def natural_variant(schedule: NaturalOrderSchedule) -> CodeVariant:
-    """The code variant of ``solve.cuh`` that the fast start's kernel runs: one subwarp of 32
-    lanes, a row per lane or shared rows, values as signals (in one block, polled in its
+    """The code variant of ``solve.cuh`` that the fast start's kernel runs: the scheme's
+    subwarps, a row per lane or shared rows, values as signals (in one block, polled in its
     shared memory), no staging or flags (neither exists without a plan), positions mapped
     to rows through ``order`` in level order."""
-    return CodeVariant(warps_per_block=schedule.warps_per_block, subwarps=1,
+    return CodeVariant(warps_per_block=schedule.warps_per_block, subwarps=schedule.subwarps,
                        shared_rows=not schedule.rows_per_thread, per_thread_rows=schedule.rows_per_thread,
                        stage=False, eliminate=False, early_division=True, ready_by_value=True,
                        reorder=schedule.level_order, x_in_shared=schedule.one_block)
