@@ -144,7 +144,7 @@ def test_the_oracle_matches_scipy(family, lower, unit, transpose, k, dtype):
     b = _rhs(matrix.shape[0], k)
     want = _reference(matrix, lower, unit, transpose, b)
     # Any number of warps is a valid run of a grid's kernel; one block has warps_per_block.
-    warps_run = (1, 7, 300, 2, 5, 64, 32, 16, 5, 3, 11, 4, 3, 33, 9, 128, 4, 17, 6, 40)
+    warps_run = (1, 7, 300, 2, 5, 64, 32, 16, 5, 3, 11, 4, 3, 33, 9, 128, 4, 17, 6, 40, 5, 12, 2, 70)
     for schedule, warps in zip(SCHEMES, warps_run, strict=True):
         x = execute_natural(schedule, warps, system.indptr, system.indices, system.data.astype(dtype),
                             b.astype(dtype), lower != transpose, unit)
@@ -377,18 +377,44 @@ def test_the_rule_goes_by_level_where_natural_order_chains_rows():
     assert not _rule(PatternStats(1000, 3000, 3, 399), 1).level_order
 
 
-def test_only_lane_rows_by_level_ask_for_the_level_count():
+def test_the_level_count_is_asked_only_where_it_decides():
+    """Lane rows by level size their tickets by it; shared rows of several right-hand sides
+    ask whether the levels are wide, unless the factor has too few rows for that or hubs."""
     asked = []
 
     def count():
         asked.append(1)
         return 1_000
 
-    for stats, k in ((COMMUNITY, 1), (POWER_LAW, 1), (MESH, 16), (CORA, 16)):
+    for stats, k in ((COMMUNITY, 1), (POWER_LAW, 1), (POWER_LAW, 16), (CORA, 16)):
         natural_schedule(stats, _task(k), H100, count)
     assert asked == []
     natural_schedule(MESH, _task(1), H100, count)
-    assert asked == [1]
+    natural_schedule(COMMUNITY, _task(16), H100, count)
+    assert asked == [1, 1]
+
+
+def test_rows_of_several_right_hand_sides_go_a_row_a_subwarp_on_wide_levels():
+    """2 subwarps from half a row a level per resident warp (32 x 132 on an H100), and from
+    1.5 as many as leave 8 lanes or a lane per right-hand side (at most 4); natural order or by
+    level as the rows' locality says; never for hubs or one right-hand side."""
+    resident = 32 * H100.sms
+
+    def subwarps(stats, k, rows_per_level_per_warp):
+        picked = _rule(stats, k, round(stats.rows / (rows_per_level_per_warp * resident)))
+        assert picked.rows_per_ticket == 1 and not picked.rows_per_thread
+        return picked.subwarps, picked.level_order
+
+    assert subwarps(COMMUNITY, 16, 0.4) == (1, False)
+    assert subwarps(COMMUNITY, 16, 0.6) == (2, False)
+    assert subwarps(COMMUNITY, 16, 2.6) == (2, False)  # 16 lanes: one per right-hand side
+    assert subwarps(COMMUNITY, 4, 0.6) == (2, False)
+    assert subwarps(COMMUNITY, 4, 2.6) == (4, False)  # 8 lanes
+    assert subwarps(COMMUNITY, 2, 2.6) == (4, False)
+    assert subwarps(COMMUNITY, 64, 2.6) == (1, False)
+    assert subwarps(MESH, 16, 0.6) == (2, True)
+    assert subwarps(POWER_LAW, 16, 2.6) == (1, False)  # hubs
+    assert _rule(COMMUNITY, 1, 10).subwarps == 1
 
 
 def test_lane_rows_by_level_keep_four_levels_in_flight():

@@ -54,8 +54,11 @@ check records the error instead of a time. GPU times are CUDA-event medians afte
 (:func:`gsparse.tune.measure.time_calls`) of calls issued back to back, as a loop of solves
 issues them: where a call's host side is slower than its kernels (small factors), the
 host's time is in them. A solve that is cheap on the GPU is also timed with the host's
-enqueueing hidden behind a device wait (``device_ms``: its kernels alone; a table of its
-own in ``sptrsv.md``, the solver's default against cuSPARSE). Throughput follows AG-SpTRSV:
+enqueueing hidden behind a device wait (``device_ms``: its kernels alone), and as a loop
+of calls between two events (``loop_ms``, the median of :data:`LOOP_ROUNDS` loops: the
+per-call events of ``median_ms`` add their own recording, some microseconds of the host's,
+to a call whose host side is the longer); both in a table of their own in ``sptrsv.md``,
+the solver's default against cuSPARSE. Throughput follows AG-SpTRSV:
 GFLOP/s = ``(2 nnz + n) k / t``. ``total_20_ms`` is preprocessing plus 20 solves.
 ``--implementations`` runs a subset (gsparse, fast_start and cuSPARSE alone take a fraction
 of the time of the CPU and level-set baselines).
@@ -113,9 +116,10 @@ SOLVES = 20  # total_20_ms: preprocessing plus this many solves
 # is likewise the median of its repeats).
 PREPARATIONS = 5
 IMPLEMENTATIONS = ("gsparse", "fast_start", "cusparse", "cusparse_per_call", "levelset", "scipy")
-# Solves shorter than this are also timed with the host hidden (``device_ms``): a longer one
-# keeps the GPU busy while the host enqueues the next.
+# Solves shorter than this are also timed with the host hidden (``device_ms``) and in loops
+# (``loop_ms``): a longer one keeps the GPU busy while the host enqueues the next.
 _DEVICE_ALONE_MS = 1.0
+LOOP_ROUNDS = 5
 _DEFAULT_MATRICES = "laplacian2d:1000000,laplacian3d:1000000,banded:1000000,power_law:1000000,rmat:1000000,road:1000000"
 
 
@@ -166,9 +170,26 @@ def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: to
         if cheap and device.type == "cuda" and timing.median_ms < _DEVICE_ALONE_MS:
             record["device_ms"] = time_calls(lambda: solve(), [()], device, budget_s=budget_s / 2,
                                              hide_host=True).median_ms
+            record["loop_ms"] = _loop_ms(solve, device, max(10, int(budget_s / 2 / LOOP_ROUNDS / (timing.median_ms
+                                                                                                  / 1e3))))
         return record
     except Exception as exc:  # noqa: BLE001 - a failing implementation is data in the record
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _loop_ms(solve: Callable[[], torch.Tensor], device: torch.device, calls: int) -> float:
+    """Milliseconds per call of ``calls`` calls of ``solve`` issued back to back between two
+    CUDA events: the median of :data:`LOOP_ROUNDS` such loops."""
+    rounds = []
+    for _ in range(LOOP_ROUNDS):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(calls):
+            solve()
+        end.record()
+        end.synchronize()
+        rounds.append(begin.elapsed_time(end) / calls)
+    return statistics.median(rounds)
 
 
 def _host_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
@@ -440,20 +461,24 @@ def _matrix_label(record: dict[str, Any]) -> str:
 
 
 def _device_alone(records: list[dict[str, Any]]) -> list[str]:
-    """The table of the solves timed with the host hidden (``device_ms``): the solver's
-    default against cuSPARSE, where both have it; no lines when none has."""
+    """The table of the small solves timed in loops (``loop_ms``) and with the host hidden
+    (``device_ms``): the solver's default against cuSPARSE, where both have them; no lines
+    when none has."""
     rows = []
     for r in records:
         ours, cus = r["results"].get(r.get("default"), {}), r["results"]["cusparse"]
         if "device_ms" in ours and "device_ms" in cus:
-            rows.append(f"| {_matrix_label(r)} | {r['k']} | {r['dtype']} | "
-                        f"{_DEFAULT_NAMES[r['default']]} | {ours['device_ms']:.3f} | {cus['device_ms']:.3f} | "
+            loop = (f"{ours['loop_ms']:.3f} | {cus['loop_ms']:.3f} | {_ratio(cus, ours, 'loop_ms')}"
+                    if "loop_ms" in ours and "loop_ms" in cus else "- | - | -")
+            rows.append(f"| {_matrix_label(r)} | {r['k']} | {r['dtype']} | {_DEFAULT_NAMES[r['default']]} | "
+                        f"{loop} | {ours['device_ms']:.3f} | {cus['device_ms']:.3f} | "
                         f"{_ratio(cus, ours, 'device_ms')} |")
     if not rows:
         return []
-    return ["", "## Device time alone (the host's enqueueing hidden)", "",
-            "| matrix | k | dtype | solver's default | default ms | cuSPARSE ms | cuSPARSE / default |",
-            "|---|---|---|---|---|---|---|", *rows]
+    return ["", "## Small solves: back to back, and the device time alone (the host's enqueueing hidden)", "",
+            "| matrix | k | dtype | solver's default | loop: default ms | loop: cuSPARSE ms | cuSPARSE / default "
+            "| device: default ms | device: cuSPARSE ms | cuSPARSE / default |",
+            "|---|---|---|---|---|---|---|---|---|---|", *rows]
 
 
 def _environment(device: torch.device) -> dict[str, Any]:

@@ -139,8 +139,17 @@ WARP_SHARED_ROWS = NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, ro
 WARP_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False)
 WARP_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
                                              level_order=True)
+# A row a subwarp: the same with each warp 2 or 4 subwarps (see natural_schedule).
+SUBWARP_PER_ROW = tuple(NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
+                                             subwarps=ng, level_order=by_level)
+                        for by_level in (False, True) for ng in (2, 4))
 NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_ONE_BLOCK, *LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW,
-                   WARP_PER_ROW_BY_LEVEL)
+                   WARP_PER_ROW_BY_LEVEL, *SUBWARP_PER_ROW)
+# Rows a level per resident warp (target.sms x 32) from which rows that the warp would share
+# go a row a subwarp: 2 subwarps from this, and from _WIDE_ROWS_PER_WARP as many as leave a
+# subwarp 8 lanes or one per right-hand side (see natural_schedule).
+_SUBWARP_ROWS_PER_WARP = 0.5
+_WARP_LANES = 32
 
 
 def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
@@ -191,6 +200,22 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     - rows of a power-law graph (hubs of 1,024 entries after the split) by the warp, 8
       warps and 4 rows a ticket: 1.14x the best, against 3.7x for a lane per row.
 
+    - Rows of several right-hand sides that the warp would share go a row a subwarp where
+      the levels are wide: 2 subwarps from half a row a level per resident warp
+      (``rows / levels / (32 x target.sms)``, the levels kernel's count, asked only of
+      factors of 65,536 rows or more and no row over 128 entries: hubs want every lane), and from
+      1.5 (the analysed rule's wide levels) as many as leave a subwarp 8 lanes or one per
+      right-hand side, at most 4. A warp sharing a row keeps its lanes on the columns, one
+      or two entries at a time, and solves one row after another; with many independent
+      rows a level, narrower subwarps keep that many rows of a warp in flight. On an H200
+      (2026-11-28, ``scripts/sptrsv_fast_start_schemes.py --grid subwarps``, float64, 32
+      warps, 1-8 subwarps and rows a ticket, by level or not): a 500K-row community factor
+      (2.6 rows a level per warp) took 0.31 ms with 2 subwarps at 16 right-hand sides and
+      0.20 ms with 4 at 4, against 0.48 and 0.41 for the warp per row (cuSPARSE: 0.64 and
+      0.26); a 100K-row one (0.54) 0.086 against 0.100 ms at 16; on factors under 0.3
+      (PubMed, a 2M-row community factor, a 500K-row power-law one) subwarps were
+      5-40% slower.
+
     On 13 factors of 8 families held out from that design, every pick was at least 1.13x
     cuSPARSE (the rule it replaced: 0.01-0.06x on geometric, community and stencil
     factors), with 2 rows a ticket for every lane-by-level pick; that fixed choice then
@@ -207,4 +232,24 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
         return LANE_PER_ROW_BY_LEVEL[min(max(math.floor(math.log2(max(wanted, 1.0)) + 0.5), 0), 5)]
     if task.num_rhs == 1 and not by_level:
         return WARP_SHARED_ROWS
+    subwarps = _row_subwarps(stats, task, target, level_count)
+    if subwarps > 1:
+        return SUBWARP_PER_ROW[2 * by_level + subwarps // 4]
     return WARP_PER_ROW_BY_LEVEL if by_level else WARP_PER_ROW
+
+
+def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_count: Callable[[], int]) -> int:
+    """Subwarps per warp of the fast start's rows a row a (sub)warp, several right-hand sides:
+    1, 2 or 4 (see :func:`natural_schedule`)."""
+    resident = _ROW_WARPS * target.sms
+    if task.num_rhs == 1 or stats.longest_row > _THREAD_ROW_MAX or stats.rows < _SMALL_ROWS:
+        # Hubs want every lane of the warp. A small factor's levels would cost its preparation
+        # more than wide levels could save (under 65,536 rows, a factor is wide only with
+        # fewer than 31 levels on an H100).
+        return 1
+    wide = stats.rows / max(level_count(), 1) / resident
+    if wide < _SUBWARP_ROWS_PER_WARP:
+        return 1
+    widest = max(1, min(4, _WARP_LANES // max(8, 1 << (task.num_rhs - 1).bit_length())))
+    return widest if wide >= _WIDE_ROWS_PER_WARP else min(2, widest)
+
