@@ -95,12 +95,12 @@ def _stub_driver() -> Iterator[object]:
         return [ctypes.c_void_p(arg.data_ptr()) if isinstance(arg, torch.Tensor)
                 else real_to_ctypes([arg], 0)[0] for arg in args]
 
-    real_to_ctypes, real_stream = _driver.to_ctypes, _driver._current_stream_handle
-    _driver.to_ctypes, _driver._current_stream_handle = to_ctypes, lambda device_index: 0
+    real_to_ctypes, real_stream = _driver.to_ctypes, _driver.current_stream_handle
+    _driver.to_ctypes, _driver.current_stream_handle = to_ctypes, lambda device_index: 0
     try:
         yield Loader()
     finally:
-        _driver.to_ctypes, _driver._current_stream_handle = real_to_ctypes, real_stream
+        _driver.to_ctypes, _driver.current_stream_handle = real_to_ctypes, real_stream
 
 
 def cases(device: str) -> dict[str, Callable[[], object]]:

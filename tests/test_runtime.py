@@ -709,7 +709,7 @@ def _use_fake_driver(monkeypatch: pytest.MonkeyPatch, fake: FakeDriver) -> None:
     monkeypatch.setattr(_bindings, "driver", lambda: fake)
     monkeypatch.setattr(_driver, "_LOADED", _driver._LoadedModules())
     monkeypatch.setattr(torch.cuda, "init", lambda: None)
-    monkeypatch.setattr(_driver, "_current_stream_handle", lambda device: 77)
+    monkeypatch.setattr(_driver, "current_stream_handle", lambda device: 77)
 
 
 def test_launch_drives_the_cuda_driver_in_the_primary_context(

@@ -226,6 +226,30 @@ def test_the_fast_start_on_int64_indices_leaves_its_counter_zeroed_for_the_next_
     assert task.index_dtype == torch.int64 and plan._tickets.tolist() == [0, 0]
 
 
+def test_consecutive_fast_start_solves_take_x_filled_by_the_solve_before():
+    """A small system's solve runs on the x its previous launch filled with the sentinel, on
+    the same stream; on another stream it fills its own."""
+    matrix = family_factor("power_law", seed=5)
+    n = matrix.shape[0]
+    schedule = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False, subwarps=2)
+    solver = TriangularSolver(_arrays(matrix, torch.float64), schedule=schedule)
+    side = torch.cuda.Stream()
+    for i in range(6):
+        rhs = _rhs(n, 16, torch.float64, seed=i)
+        b = rhs.cuda()
+        if i == 3:
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                x = solver.solve(b)
+            torch.cuda.current_stream().wait_stream(side)
+        else:
+            x = solver.solve(b)
+        np.testing.assert_allclose(x.cpu().numpy(), _scipy(matrix, True, False, False, rhs), rtol=1e-10,
+                                   atol=1e-10)
+    (plan,) = solver._pattern.device_plans._plans.values()
+    assert plan._recycles and plan._next_x is not None
+
+
 def test_the_fast_start_replays_in_a_cuda_graph():
     matrix = family_factor("road")
     n = matrix.shape[0]

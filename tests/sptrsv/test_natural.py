@@ -33,6 +33,7 @@ from gsparse.kernels.sptrsv.codegen import (
 from gsparse.kernels.sptrsv.default import NATURAL_SCHEMES, natural_schedule, natural_serves
 from gsparse.kernels.sptrsv.executor import ScheduleError, execute_natural
 from gsparse.kernels.sptrsv.levelset import transposed_pattern
+from gsparse.kernels.sptrsv import natural
 from gsparse.kernels.sptrsv.natural import NaturalPlan, device_transpose
 from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
 from gsparse.kernels.sptrsv.stats import PatternStats
@@ -232,6 +233,46 @@ def test_a_fast_start_builds_no_analysis_and_its_launch_solves_the_system(monkey
     want = _reference(matrix, lower, unit, transpose, b.numpy())
     tolerance = 1e-12 if dtype == torch.float64 else 1e-4
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=tolerance, atol=tolerance)
+
+
+def test_a_small_systems_launch_fills_the_next_solves_x(monkeypatch):
+    """On a GPU each launch of a small system also fills the next solve's x with the sentinel
+    (the kernel's takers, once out of tickets), so that the next solve runs no fill of its
+    own: not across streams, which would not order the fill before its use, nor under CUDA
+    graph capture, whose replays each need their own fill (the plan keeps its x for later)."""
+    matrix = family_factor("power_law")
+    n = matrix.shape[0]
+    plans, loader = _plans(matrix, True)
+    plan = plans.build_plan(plans.task(torch.float64, False, False, 4),
+                            NaturalOrderSchedule(rows_per_ticket=4, rows_per_thread=False), H100)
+    assert not plan._recycles  # a factor on the CPU: no kernel fills anything
+    plan._recycles = True  # as on a GPU
+    stream = [5]
+    monkeypatch.setattr(natural, "current_stream_handle", lambda index: stream[0])
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    values, b = torch.from_numpy(matrix.data), torch.from_numpy(_rhs(n, 4))
+
+    def launched() -> dict:
+        x = plan(values, b)
+        named = _named(loader)
+        assert named["x"] is x
+        return named
+
+    def sentinel(x) -> bool:
+        return bool((x.view(torch.int64) == SENTINEL[torch.float64]).all())
+
+    first = launched()
+    assert sentinel(first["x"]) and first["next_x"] is not None and first["next_x"].shape == (n, 4)
+    second = launched()
+    assert second["x"] is first["next_x"] and second["next_x"] is not first["next_x"]
+    stream[0] = 6
+    third = launched()
+    assert third["x"] is not second["next_x"] and sentinel(third["x"])
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    captured = launched()
+    assert captured["next_x"] is None and sentinel(captured["x"]) and plan._next_x is third["next_x"]
+    source = loader.lookups[-1][0].source
+    assert "run_natural(sys, ticket, next_x)" in source
 
 
 def test_one_block_launches_a_block_that_keeps_x_in_shared_memory_and_fills_no_sentinel():

@@ -24,7 +24,7 @@ from ._arguments import Scalar, f32, f64, i32, i64
 from ._binary import Binary, Resources
 from ._cache import KernelCache, cache_key, default_cache_dir
 from ._compile import compile_cuda, device_arch
-from ._driver import OPERAND, Kernel, Module, PreparedLaunch, get_kernel, load
+from ._driver import OPERAND, Kernel, Module, PreparedLaunch, current_stream_handle, get_kernel, load
 from ._errors import CompileError, LaunchError
 from ._nvrtc import nvrtc_version, supported_archs
 
@@ -41,6 +41,7 @@ __all__ = [
     "Scalar",
     "cache_key",
     "compile_cuda",
+    "current_stream_handle",
     "default_cache_dir",
     "device_arch",
     "f32",

@@ -215,7 +215,7 @@ class PreparedLaunch:
         if len(operands) != self._operand_count:
             raise TypeError(f"the launch of '{self._kernel.name}' takes {self._operand_count} "
                             f"operands, got {len(operands)}")
-        stream_handle = _current_stream_handle(index) if stream is None else _stream_handle(stream, index)
+        stream_handle = current_stream_handle(index) if stream is None else _stream_handle(stream, index)
         success = self._success
         with self._lock:
             for (position, slot), operand in zip(self._slots, operands):
@@ -284,7 +284,7 @@ def _geometry_problem(grid: Dim3, block: Dim3, shared_bytes: int) -> str | None:
     return None
 
 
-def _current_stream_handle(device_index: int) -> int:
+def current_stream_handle(device_index: int) -> int:
     """PyTorch's current stream on the device, as a raw handle: without building a
     ``torch.cuda.Stream`` object, which would cost more than the rest of a launch."""
     return torch._C._cuda_getCurrentRawStream(device_index)
@@ -292,7 +292,7 @@ def _current_stream_handle(device_index: int) -> int:
 
 def _stream_handle(stream: torch.cuda.Stream | int | None, device_index: int) -> int:
     if stream is None:
-        return _current_stream_handle(device_index)
+        return current_stream_handle(device_index)
     if isinstance(stream, torch.cuda.Stream):
         if stream.device.index != device_index:
             raise ValueError(

@@ -15,6 +15,7 @@ import torch
 
 from ...target import Target
 from ..memory import allocate, filled_bits
+from ...runtime import current_stream_handle
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from .codegen import (LEVELS_KERNEL, LEVELS_WARPS, NATURAL_KERNEL, SENTINEL, levels_program, natural_program,
                       natural_variant, one_block_shared_bytes)
@@ -174,10 +175,21 @@ def level_order(system: DeviceSystem, index_dtype: torch.dtype, target: Target,
     return order, position, sorted_levels
 
 
+# Systems whose x is at most this many bytes get x from the previous solve's kernel, already
+# filled with the sentinel (NaturalPlan): their solves take tens of microseconds, of which a
+# fill kernel of its own, and the gap before the solve's, would be a tenth; a larger x's fill
+# is a smaller share, and the plan would hold a second x.
+RECYCLED_X_BYTES = 16 << 20
+
+
 class NaturalPlan:
     """The launch of the fast start for one task on one factor's system; call it with ``A``'s
     values (canonical order, ``[nnz]``) and ``b`` (``[n]`` or ``[n, k]``, contiguous) to get
     ``x``. One launch per solve, after filling ``x`` with the sentinel (in one block, no fill).
+    On a GPU, a system whose ``x`` fits :data:`RECYCLED_X_BYTES` has no fill either after its
+    first solve: each launch also fills the next solve's ``x``, which the plan keeps (not while
+    a CUDA graph is captured, whose replays each need their own fill, nor across a change of
+    stream, which would not order the fill before its use).
 
     Args:
         system: the system of the task's direction, on the device.
@@ -204,6 +216,10 @@ class NaturalPlan:
                              f"{task.num_rhs} {task.dtype} values need {shared_bytes} bytes, more than the "
                              f"{target.shared_bytes_per_block} of {target.name}")
         self._sentinel = None if schedule.one_block else SENTINEL[task.dtype]
+        self._recycles = (self._sentinel is not None and system.crow.is_cuda
+                          and system.n * task.num_rhs * task.dtype.itemsize <= RECYCLED_X_BYTES)
+        self._next_x: torch.Tensor | None = None  # the next solve's x, filled by the last launch
+        self._next_stream = 0  # the stream of that launch
         self._system = system
         self._system_values = system.system_values()
         device = system.crow.device
@@ -220,15 +236,28 @@ class NaturalPlan:
             NATURAL_KERNEL, device_index(device), 1 if schedule.one_block else target.sms,
             natural_variant(schedule).threads, shared_bytes=shared_bytes, loader=loader,
             crow=crow, col=col, order=order, position=position, n=self.n,
-            val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND).positional("val", "b", "x", "ticket")
+            val=OPERAND, b=OPERAND, x=OPERAND, ticket=OPERAND, next_x=OPERAND).positional(
+                "val", "b", "x", "ticket", "next_x")
 
     def __call__(self, values: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """``x`` of ``b``'s shape with ``T x = b``, ``T`` the system over ``values`` (with
         split rows, through the split system's right side and solution)."""
         b = self._system.spread(b)
+        shape = tuple(b.shape)
         if self.n == 0:
-            return allocate(tuple(b.shape), b.dtype, b.device)
-        x = (allocate(tuple(b.shape), b.dtype, b.device) if self._sentinel is None
-             else filled_bits(tuple(b.shape), b.dtype, b.device, self._sentinel))
-        self._launch(self._system_values(values), b, x, self._tickets)
+            return allocate(shape, b.dtype, b.device)
+        if self._sentinel is None:  # one block: x's signals live in its shared memory
+            x = allocate(shape, b.dtype, b.device)
+            self._launch(self._system_values(values), b, x, None, None)
+            return self._system.gather(x)
+        recycle = self._recycles and not torch.cuda.is_current_stream_capturing()
+        stream = current_stream_handle(b.device.index) if recycle else 0
+        if recycle and self._next_x is not None and stream == self._next_stream:
+            x = self._next_x
+        else:
+            x = filled_bits(shape, b.dtype, b.device, self._sentinel)
+        following = allocate(shape, b.dtype, b.device) if recycle else None
+        self._launch(self._system_values(values), b, x, self._tickets, following)
+        if recycle:
+            self._next_x, self._next_stream = following, stream
         return self._system.gather(x)

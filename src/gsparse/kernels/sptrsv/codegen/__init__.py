@@ -234,18 +234,19 @@ def natural_variant(schedule: NaturalOrderSchedule) -> CodeVariant:
 
 
 def natural_signature(algorithm: SptrsvAlgorithm) -> Signature:
-    """``sptrsv_natural(crow, col, val, order, position, b, x, ticket, n)``: the system's CSR,
-    the positions' rows and the rows' positions (level order; null in natural order), the
-    right-hand sides and solution (``x`` filled with the sentinel, except in one block, which
-    sets its shared copy), the ticket counter (two zeros, which the kernel leaves zero; one
-    block keeps its own in shared memory)."""
+    """``sptrsv_natural(crow, col, val, order, position, b, x, ticket, next_x, n)``: the
+    system's CSR, the positions' rows and the rows' positions (level order; null in natural
+    order), the right-hand sides and solution (``x`` filled with the sentinel, except in one
+    block, which sets its shared copy), the ticket counter (two zeros, which the kernel leaves
+    zero; one block keeps its own in shared memory), and the next solve's ``x``, which the
+    kernel fills with the sentinel (null: none; one block never reads it)."""
     scalar = SCALAR_TYPES[algorithm.dtype]
     index = "const I* __restrict__"
     return Signature(NATURAL_KERNEL, [
         (index, "crow"), (index, "col"), (f"const {scalar}* __restrict__", "val"),
         (index, "order"), (index, "position"),
         (f"const {scalar}* __restrict__", "b"), (f"{scalar}*", "x"),
-        ("unsigned long long*", "ticket"), (INDEX_TYPES[algorithm.index_dtype], "n"),
+        ("unsigned long long*", "ticket"), (f"{scalar}*", "next_x"), (INDEX_TYPES[algorithm.index_dtype], "n"),
     ])
 
 
@@ -264,7 +265,7 @@ def natural_program(algorithm: SptrsvAlgorithm, schedule: NaturalOrderSchedule) 
                 "    gs::sptrsv::run_natural_one_block(sys, block_shared);")
     else:
         body = ("    const gs::sptrsv::System sys{crow, col, val, order, position, nullptr, b, x, nullptr, 0u, n};\n"
-                "    gs::sptrsv::run_natural(sys, ticket);")
+                "    gs::sptrsv::run_natural(sys, ticket, next_x);")
     source = f"""// gsparse SpTRSV, natural order (fast start): {algorithm}
 // scheme: {schedule.to_json()}
 {PRELUDE}

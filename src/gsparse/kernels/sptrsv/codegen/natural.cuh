@@ -21,11 +21,15 @@
 // not started: a ticket is only ever held by a running subwarp.
 //
 // The tickets and their counter's reset are tickets.cuh's.
+//
+// next_x, where the plan passes one (small systems, NaturalPlan), is the next solve's x: each
+// taker, once no ticket is left, sets its share of it to SENTINEL, so that the next solve needs
+// no fill kernel of its own before it. Nothing reads next_x in this launch.
 
 namespace gs {
 namespace sptrsv {
 
-__device__ __forceinline__ void run_natural(const System& sys, unsigned long long* ticket) {
+__device__ __forceinline__ void run_natural(const System& sys, unsigned long long* ticket, T* next_x) {
     const int lane = threadIdx.x % W;
     const int sub = threadIdx.x % 32 / W;
     const unsigned mask = (FULL_MASK >> (32 - W)) << (sub * W);  // this subwarp's lanes
@@ -37,6 +41,13 @@ __device__ __forceinline__ void run_natural(const System& sys, unsigned long lon
         if constexpr (PER_THREAD_ROWS) per_thread_rows(sys, in, first, last, true, lane);
         else shared_rows(sys, in, first, last, true, lane, mask);
         __syncwarp(mask);  // the lanes that solved rows of their own join the next ticket's shuffle
+    }
+    if (next_x != nullptr) {
+        const long long takers = (long long)gridDim.x * NW * (32 / W);
+        const long long taker = ((long long)blockIdx.x * NW + threadIdx.x / 32) * (32 / W) + sub;
+        for (long long e = taker * W + lane; e < (long long)sys.n * K; e += takers * W) {
+            *reinterpret_cast<decltype(to_bits(T(0)))*>(next_x + e) = SENTINEL;
+        }
     }
 }
 
@@ -51,7 +62,7 @@ __device__ __forceinline__ void run_natural_one_block(System sys, unsigned char*
     for (long long e = threadIdx.x; e < (long long)sys.n * K; e += blockDim.x) store_shared_bits(xs + e, SENTINEL);
     __syncthreads();
     sys.xs = xs;
-    run_natural(sys, ticket);
+    run_natural(sys, ticket, nullptr);
 }
 
 }  // namespace sptrsv
