@@ -302,4 +302,7 @@ def test_the_device_preparation_reads_the_host_only_for_sizes(name, transpose):
         plans.build_plan(plans.task(torch.float64, False, transpose, 1), schedule, target)
 
     prepare()  # kernels compiled and loaded outside the count
-    assert _reads(prepare) <= READS[name]
+    # The fewer of two counts: under load from other processes on the GPU the allocator
+    # sometimes waits once more (seen with pytest -n 6 on an H200, never alone); a read of the
+    # preparation's own is in both.
+    assert min(_reads(prepare), _reads(prepare)) <= READS[name]
