@@ -11,13 +11,11 @@ level (:func:`level_order`); no copy of the pattern to the host.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from ...runtime import current_stream_handle
 from ...target import Target
-from ..memory import allocate, allocator, filled_bits
+from ..memory import allocate, filled_bits
 from ..source import OPERAND, RUNTIME_LOADER, KernelLoader, device_index
 from .codegen import (LEVELS_KERNEL, LEVELS_WARPS, NATURAL_KERNEL, SENTINEL, levels_program, natural_program,
                       natural_variant, one_block_shared_bytes)
@@ -222,7 +220,6 @@ class NaturalPlan:
                           and system.n * task.num_rhs * task.dtype.itemsize <= RECYCLED_X_BYTES)
         self._next_x: torch.Tensor | None = None  # the next solve's x, filled by the last launch
         self._next_stream = 0  # the stream of that launch
-        self._allocate_next: tuple[tuple[int, ...], Callable[[], torch.Tensor]] | None = None
         self._system = system
         self._system_values = system.system_values()
         device = system.crow.device
@@ -254,20 +251,13 @@ class NaturalPlan:
             self._launch(self._system_values(values), b, x, None, None)
             return self._system.gather(x)
         recycle = self._recycles and not torch.cuda.is_current_stream_capturing()
-        stream = current_stream_handle(b.get_device()) if recycle else 0
+        stream = current_stream_handle(b.device.index) if recycle else 0
         if recycle and self._next_x is not None and stream == self._next_stream:
             x = self._next_x
         else:
             x = filled_bits(shape, b.dtype, b.device, self._sentinel)
-        following = self._following(shape, b) if recycle else None
+        following = allocate(shape, b.dtype, b.device) if recycle else None
         self._launch(self._system_values(values), b, x, self._tickets, following)
         if recycle:
             self._next_x, self._next_stream = following, stream
         return self._system.gather(x)
-
-    def _following(self, shape: tuple[int, ...], b: torch.Tensor) -> torch.Tensor:
-        """New storage for the next solve's ``x`` (:func:`~..memory.allocator`'s, made once per
-        shape: a plan's calls allocate the same ``x`` every time)."""
-        if self._allocate_next is None or self._allocate_next[0] != shape:
-            self._allocate_next = (shape, allocator(shape, b.dtype, b.device))
-        return self._allocate_next[1]()
