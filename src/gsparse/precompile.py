@@ -65,7 +65,7 @@ from .kernels.softmax import codegen as softmax_codegen
 from .kernels.spmm import codegen as spmm_codegen
 from .kernels.sptrsv import checks as sptrsv_checks
 from .kernels.sptrsv.codegen import levels_program, natural_program
-from .kernels.sptrsv.default import NATURAL_SCHEMES, WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL
+from .kernels.sptrsv.default import NATURAL_SCHEMES, SUBWARP_PER_ROW, WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL
 from .kernels.sptrsv.task import SptrsvAlgorithm
 from .runtime._nvrtc import arch_number
 from .target import A100, H100, H200, Target
@@ -372,8 +372,10 @@ def sptrsv_programs(dtypes: Sequence[torch.dtype], rhs: Sequence[int]) -> dict[s
         checks = sptrsv_checks.checks_program(dtype)
         found[checks.source] = checks.context
         for k in rhs:
-            # natural_schedule gives a lane per row, and 4 rows a ticket, to one right-hand side only.
-            schemes = NATURAL_SCHEMES if k == 1 else (WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL)
+            # natural_schedule gives a lane per row, and 4 rows a ticket, to one right-hand side
+            # only, and rows a subwarp to several only.
+            schemes = (tuple(s for s in NATURAL_SCHEMES if s not in SUBWARP_PER_ROW) if k == 1
+                       else (WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL, *SUBWARP_PER_ROW))
             for lower in (True, False):
                 for unit in (False, True):
                     algorithm = SptrsvAlgorithm(dtype, torch.int32, lower, unit, k)
