@@ -268,9 +268,23 @@ def test_a_small_systems_launch_fills_the_next_solves_x(monkeypatch):
     stream[0] = 6
     third = launched()
     assert third["x"] is not second["next_x"] and sentinel(third["x"])
+    # A solve that starts while another is launching (another thread) fills its own x.
+    launch, inner = plan._launch, []
+
+    def interleaved(*operands):
+        if not inner:
+            inner.append(None)
+            inner[0] = plan(values, b)
+        launch(*operands)
+
+    plan._launch = interleaved
+    outer = plan(values, b)
+    plan._launch = launch
+    assert outer is third["next_x"] and inner[0] is not outer and sentinel(inner[0])
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    kept = plan._next_x
     captured = launched()
-    assert captured["next_x"] is None and sentinel(captured["x"]) and plan._next_x is third["next_x"]
+    assert captured["next_x"] is None and sentinel(captured["x"]) and plan._next_x is kept
     source = loader.lookups[-1][0].source
     assert "run_natural(sys, ticket, next_x)" in source
 

@@ -11,6 +11,8 @@ level (:func:`level_order`); no copy of the pattern to the host.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from ...runtime import current_stream_handle
@@ -220,6 +222,7 @@ class NaturalPlan:
                           and system.n * task.num_rhs * task.dtype.itemsize <= RECYCLED_X_BYTES)
         self._next_x: torch.Tensor | None = None  # the next solve's x, filled by the last launch
         self._next_stream = 0  # the stream of that launch
+        self._next_lock = threading.Lock()  # two solves from two threads never take the same x
         self._system = system
         self._system_values = system.system_values()
         device = system.crow.device
@@ -252,12 +255,17 @@ class NaturalPlan:
             return self._system.gather(x)
         recycle = self._recycles and not torch.cuda.is_current_stream_capturing()
         stream = current_stream_handle(b.device.index) if recycle else 0
-        if recycle and self._next_x is not None and stream == self._next_stream:
-            x = self._next_x
-        else:
+        x = None
+        if recycle:
+            with self._next_lock:  # taken by one solve only
+                if stream == self._next_stream:
+                    x = self._next_x
+                self._next_x = None
+        if x is None:
             x = filled_bits(shape, b.dtype, b.device, self._sentinel)
         following = allocate(shape, b.dtype, b.device) if recycle else None
         self._launch(self._system_values(values), b, x, self._tickets, following)
         if recycle:
-            self._next_x, self._next_stream = following, stream
+            with self._next_lock:
+                self._next_x, self._next_stream = following, stream
         return self._system.gather(x)
