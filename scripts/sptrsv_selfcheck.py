@@ -2,12 +2,13 @@
 
 Meant to run under compute-sanitizer (scripts/sanitize_sptrsv.sh): every code variant of
 the reduced space (its 12: warps, subwarps, row paths, with and without reordering), plus
-schemes with the code optimisations switched off, each also with ``ready_by_value``, is
-launched on the factors of :func:`gsparse.datasets.triangular.edge_cases` (a dense row, rows without off-diagonal
+schemes with the code optimisations switched off, each also with ``ready_by_value``, and the
+fast start's schemes (its rule's, and subwarps of other widths), is launched on the factors of :func:`gsparse.datasets.triangular.edge_cases` (a dense row, rows without off-diagonal
 entries, diagonal only, n = 1, a unit diagonal stored nowhere, no entries at all) and a
 small member of each family, in float32 and float64, with 1 and 16 right-hand sides,
 lower, upper and transposed, int32 and int64 indices; outputs start poisoned (NaN), so an
-element never written fails the check.
+element never written fails the check. Each solver solves twice, so that the second solve
+runs on the ``x`` its first launch prepared (the fast start on small systems).
 
     PYTHONPATH=src python scripts/sptrsv_selfcheck.py [--seed 0]
 
@@ -29,8 +30,13 @@ from gsparse import TriangularSolver
 from gsparse.datasets import triangular
 from gsparse.kernels.memory import poisoned
 from gsparse.kernels.sptrsv.codegen import CodeVariant
-from gsparse.kernels.sptrsv.schedule import SptrsvSchedule
+from gsparse.kernels.sptrsv.default import NATURAL_SCHEMES
+from gsparse.kernels.sptrsv.schedule import NaturalOrderSchedule, SptrsvSchedule
 from gsparse.kernels.sptrsv.space import reduced_space
+
+# Subwarps of widths the rule never picks, sharing rows and a row per lane.
+_OTHER_SUBWARPS = (NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=2, rows_per_thread=False, subwarps=8),
+                   NaturalOrderSchedule(warps_per_block=16, rows_per_ticket=8, subwarps=2, level_order=True))
 
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
 
@@ -42,9 +48,10 @@ def factors() -> dict[str, tuple[sp.csr_array, bool]]:
     return found
 
 
-def schedules(rng: random.Random) -> list[SptrsvSchedule]:
-    """One scheme per code variant of the reduced space (a random one of it), and two with
-    the collaborative read, sync elimination and early division switched off."""
+def schedules(rng: random.Random) -> list[SptrsvSchedule | NaturalOrderSchedule]:
+    """One scheme per code variant of the reduced space (a random one of it), two with the
+    collaborative read, sync elimination and early division switched off, each also with
+    ``ready_by_value``; and the fast start's schemes."""
     by_variant: dict[CodeVariant, list[SptrsvSchedule]] = {}
     for schedule in reduced_space():
         by_variant.setdefault(CodeVariant.of(schedule), []).append(schedule)
@@ -52,12 +59,13 @@ def schedules(rng: random.Random) -> list[SptrsvSchedule]:
     for schedule in rng.sample(picked, 2):
         picked.append(SptrsvSchedule(**{**schedule.knobs(), "collaborative_read": False,
                                         "sync_elimination": False, "early_division": False}))
-    return picked + [SptrsvSchedule(**{**s.knobs(), "ready_by_value": True}) for s in picked]
+    by_value = [SptrsvSchedule(**{**s.knobs(), "ready_by_value": True}) for s in picked]
+    return picked + by_value + list(NATURAL_SCHEMES) + list(_OTHER_SUBWARPS)
 
 
 def check(matrix: sp.csr_array, lower: bool, unit: bool, transpose: bool, k: int, dtype: torch.dtype,
-          index_dtype: torch.dtype, schedule: SptrsvSchedule) -> str | None:
-    """None when the GPU solve matches SciPy, else what went wrong."""
+          index_dtype: torch.dtype, schedule: SptrsvSchedule | NaturalOrderSchedule) -> str | None:
+    """None when both of a solver's two GPU solves match SciPy, else what went wrong."""
     csr = sp.csr_array(matrix if lower else matrix.T)
     csr.sort_indices()
     arrays = (torch.from_numpy(csr.indptr.astype(np.int64)).cuda(),
@@ -65,19 +73,22 @@ def check(matrix: sp.csr_array, lower: bool, unit: bool, transpose: bool, k: int
               torch.from_numpy(csr.data).to(device="cuda", dtype=dtype), csr.shape)
     solver = TriangularSolver(arrays, lower=lower, unit_diagonal=unit, schedule=schedule)
     solver._pattern.device_plans.index_dtype = index_dtype
-    gen = torch.Generator().manual_seed(k)
-    b = torch.randn((csr.shape[0], k), generator=gen, dtype=torch.float64)[:, 0 if k == 1 else slice(None)]
-    with poisoned():
-        x = solver.solve(b.to(device="cuda", dtype=dtype), transpose=transpose)
-    torch.cuda.synchronize()
     system, system_lower = (sp.csr_array(csr.T), not lower) if transpose else (csr, lower)
-    want = spsolve_triangular(sp.csr_array(system, dtype=np.float64), b.numpy(), lower=system_lower,
-                              unit_diagonal=unit)
-    got = x.double().cpu().numpy()
-    if not np.isfinite(got).all():
-        return f"{int((~np.isfinite(got)).sum())} elements of x never written"
-    error = np.abs(got - want).max(initial=0.0) / max(1.0, np.abs(want).max(initial=0.0))
-    return None if error <= TOLERANCE[dtype] else f"relative error {error:.2e}"
+    for solve in ("first", "second"):
+        gen = torch.Generator().manual_seed(k + (solve == "second"))
+        b = torch.randn((csr.shape[0], k), generator=gen, dtype=torch.float64)[:, 0 if k == 1 else slice(None)]
+        with poisoned():
+            x = solver.solve(b.to(device="cuda", dtype=dtype), transpose=transpose)
+        torch.cuda.synchronize()
+        want = spsolve_triangular(sp.csr_array(system, dtype=np.float64), b.numpy(), lower=system_lower,
+                                  unit_diagonal=unit)
+        got = x.double().cpu().numpy()
+        if not np.isfinite(got).all():
+            return f"{solve} solve: {int((~np.isfinite(got)).sum())} elements of x never written"
+        error = np.abs(got - want).max(initial=0.0) / max(1.0, np.abs(want).max(initial=0.0))
+        if not error <= TOLERANCE[dtype]:
+            return f"{solve} solve: relative error {error:.2e}"
+    return None
 
 
 def main() -> int:
