@@ -8,13 +8,16 @@ host bounds a loop of solves.
 """
 import statistics
 import sys
-import time
+from pathlib import Path
 
 import torch
 
-import gsparse
-from gsparse.bench import sptrsv as B
-from gsparse.tune.measure import time_calls
+sys.path.insert(0, str(Path(__file__).parent))
+from host_time import per_call_us  # noqa: E402
+
+import gsparse  # noqa: E402
+from gsparse.bench import sptrsv as B  # noqa: E402
+from gsparse.tune.measure import time_calls  # noqa: E402
 
 dev = torch.device("cuda")
 B._warm_up(dev, None)
@@ -29,16 +32,7 @@ for spec in ("cora", "citeseer", "pubmed_cites"):
             b = b[:, 0].contiguous()
         def solve():
             return solver.solve(b)
-        for _ in range(50):
-            solve()
-        rounds = []
-        for _ in range(5):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(1000):
-                solve()
-            torch.cuda.synchronize()
-            rounds.append((time.perf_counter() - start) * 1e3)
+        rounds = [per_call_us(solve, torch.cuda.synchronize, calls=1000) for _ in range(5)]
         events = time_calls(solve, [()], dev, budget_s=0.2).median_ms
         alone = time_calls(solve, [()], dev, budget_s=0.1, hide_host=True).median_ms
         print(f"{sys.argv[1]} {spec} k={k}: back-to-back {statistics.median(rounds):.1f} us/call "

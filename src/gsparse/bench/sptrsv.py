@@ -170,16 +170,17 @@ def _measure(solve: Callable[[], torch.Tensor], reference: np.ndarray, dtype: to
         if cheap and device.type == "cuda" and timing.median_ms < _DEVICE_ALONE_MS:
             record["device_ms"] = time_calls(lambda: solve(), [()], device, budget_s=budget_s / 2,
                                              hide_host=True).median_ms
-            record["loop_ms"] = _loop_ms(solve, device, max(10, int(budget_s / 2 / LOOP_ROUNDS / (timing.median_ms
-                                                                                                  / 1e3))))
+            record["loop_ms"] = _loop_ms(solve, budget_s / 2, timing.median_ms)
         return record
     except Exception as exc:  # noqa: BLE001 - a failing implementation is data in the record
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
 
 
-def _loop_ms(solve: Callable[[], torch.Tensor], device: torch.device, calls: int) -> float:
-    """Milliseconds per call of ``calls`` calls of ``solve`` issued back to back between two
-    CUDA events: the median of :data:`LOOP_ROUNDS` such loops."""
+def _loop_ms(solve: Callable[[], torch.Tensor], budget_s: float, call_ms: float) -> float:
+    """Milliseconds per call of ``solve`` issued back to back between two CUDA events: the
+    median of :data:`LOOP_ROUNDS` loops of at least 10 calls, as many as ``budget_s`` holds
+    at ``call_ms`` a call."""
+    calls = max(10, int(budget_s / LOOP_ROUNDS / (call_ms / 1e3)))
     rounds = []
     for _ in range(LOOP_ROUNDS):
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -447,7 +448,7 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"{_DEFAULT_NAMES.get(r.get('default'), '-')} |")
     if len(fast) > 5:
         lines += fast
-    lines += _device_alone(doc["records"])
+    lines += _small_solves(doc["records"])
     failures = [(r["matrix"], r["k"], r["dtype"], name, e["error"]) for r in doc["records"]
                 for name, e in r["results"].items() if e.get("status") in ("failed", "wrong")]
     if failures:
@@ -460,7 +461,7 @@ def _matrix_label(record: dict[str, Any]) -> str:
     return f"{record['matrix']}{'ᵀ' if record['transpose'] else ''}"
 
 
-def _device_alone(records: list[dict[str, Any]]) -> list[str]:
+def _small_solves(records: list[dict[str, Any]]) -> list[str]:
     """The table of the small solves timed in loops (``loop_ms``) and with the host hidden
     (``device_ms``): the solver's default against cuSPARSE, where both have them; no lines
     when none has."""

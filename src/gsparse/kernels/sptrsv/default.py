@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...target import Target
+from ..operands import pow2_at_least
 from .codegen import one_block_shared_bytes
 from .features import FEATURE_NAMES
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
@@ -157,7 +158,8 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     """The fast start's scheme, from what is known without any analysis (the system's
     :class:`~.stats.PatternStats`), the task and the target; ``level_count()`` gives the
     system's number of levels (the levels kernel's, read back once), asked only by lane rows
-    by level.
+    by level and, on factors large enough to have wide levels, by rows of several right-hand
+    sides.
 
     - Who walks a row. With one right-hand side and rows of at most 128 entries, a lane per
       row, so that 32 rows of a warp go at once; with longer rows (hubs), or several
@@ -185,21 +187,6 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       fast start's rule"): within 1.07x of the best of 1-32 rows a ticket on all eleven,
       where 2 rows a ticket everywhere took up to 1.49x (a 500K-row geometric mesh, 4,772
       levels: 2.76 ms against 4.11).
-
-    Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
-    Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
-    factors; docs/performance.md "The fast start's rule"):
-
-    - one right-hand side: a lane per row in natural order, 32 rows a ticket over 32 warps,
-      took 1.03-1.76x the best scheme's time on the graphs; by level, 2 rows a ticket, 1.00x
-      on laplacian3d (1.68x in natural order) and 1.24x on road;
-    - 16 right-hand sides: the warp per row, a row a ticket over 32 warps, took 1.00-1.47x
-      the best in natural order on the graphs and 1.00x by level on laplacian3d and road
-      (12.4x and 1.35x in natural order). The scheme it replaced (8 warps, 4 rows a ticket)
-      took 1.7-6.8x, and 400x on laplacian3d;
-    - rows of a power-law graph (hubs of 1,024 entries after the split) by the warp, 8
-      warps and 4 rows a ticket: 1.14x the best, against 3.7x for a lane per row.
-
     - Rows of several right-hand sides that the warp would share go a row a subwarp where
       the levels are wide: 2 subwarps from half a row a level per resident warp
       (``rows / levels / (32 x target.sms)``, the levels kernel's count, asked only of
@@ -214,7 +201,25 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       0.20 ms with 4 at 4, against 0.48 and 0.41 for the warp per row (cuSPARSE: 0.64 and
       0.26); a 100K-row one (0.54) 0.086 against 0.100 ms at 16; on factors under 0.3
       (PubMed, a 2M-row community factor, a 500K-row power-law one) subwarps were
-      5-40% slower.
+      5-62% slower. Held out from that design (community factors of other sizes and seeds,
+      500K-row laplacian3d, road, R-MAT and geometric factors), the rule kept the warp
+      wherever the warp was best, and where it split the warp the split was 1.6-2.7x
+      faster, within 1.11x of the best subwarps but on the widest factor (6.1 rows a level
+      per warp, 2.7 entries a row: 1.36-1.50x).
+
+    Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
+    Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
+    factors; docs/performance.md "The fast start's rule"):
+
+    - one right-hand side: a lane per row in natural order, 32 rows a ticket over 32 warps,
+      took 1.03-1.76x the best scheme's time on the graphs; by level, 2 rows a ticket, 1.00x
+      on laplacian3d (1.68x in natural order) and 1.24x on road;
+    - 16 right-hand sides: the warp per row, a row a ticket over 32 warps, took 1.00-1.47x
+      the best in natural order on the graphs and 1.00x by level on laplacian3d and road
+      (12.4x and 1.35x in natural order). The scheme it replaced (8 warps, 4 rows a ticket)
+      took 1.7-6.8x, and 400x on laplacian3d;
+    - rows of a power-law graph (hubs of 1,024 entries after the split) by the warp, 8
+      warps and 4 rows a ticket: 1.14x the best, against 3.7x for a lane per row.
 
     On 13 factors of 8 families held out from that design, every pick was at least 1.13x
     cuSPARSE (the rule it replaced: 0.01-0.06x on geometric, community and stencil
@@ -241,15 +246,13 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
 def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_count: Callable[[], int]) -> int:
     """Subwarps per warp of the fast start's rows a row a (sub)warp, several right-hand sides:
     1, 2 or 4 (see :func:`natural_schedule`)."""
-    resident = _ROW_WARPS * target.sms
     if task.num_rhs == 1 or stats.longest_row > _THREAD_ROW_MAX or stats.rows < _SMALL_ROWS:
         # Hubs want every lane of the warp. A small factor's levels would cost its preparation
         # more than wide levels could save (under 65,536 rows, a factor is wide only with
         # fewer than 31 levels on an H100).
         return 1
-    wide = stats.rows / max(level_count(), 1) / resident
+    wide = stats.rows / max(level_count(), 1) / (_ROW_WARPS * target.sms)
     if wide < _SUBWARP_ROWS_PER_WARP:
         return 1
-    widest = max(1, min(4, _WARP_LANES // max(8, 1 << (task.num_rhs - 1).bit_length())))
+    widest = max(1, min(4, _WARP_LANES // max(8, pow2_at_least(task.num_rhs))))
     return widest if wide >= _WIDE_ROWS_PER_WARP else min(2, widest)
-
