@@ -10,9 +10,10 @@ lower, upper and transposed, int32 and int64 indices; outputs start poisoned (Na
 element never written fails the check. Each solver solves twice, so that the second solve
 runs on the ``x`` its first launch prepared (the fast start on small systems).
 
-    PYTHONPATH=src python scripts/sptrsv_selfcheck.py [--seed 0]
+    PYTHONPATH=src python scripts/sptrsv_selfcheck.py [--seed 0] [--shard I/N]
 
-Prints one line per failure and closes with "N passed, M failed"; exits 1 on a failure.
+Prints one line per failure and closes with "N passed, M failed"; exits 1 on a failure. With
+``--shard I/N`` it runs every N-th check of the same list, from the I-th.
 """
 
 from __future__ import annotations
@@ -91,26 +92,48 @@ def check(matrix: sp.csr_array, lower: bool, unit: bool, transpose: bool, k: int
     return None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
-    passed = failed = 0
+def cases(seed: int) -> list[tuple]:
+    """Every check of the run, ``(name, matrix, lower, unit, transpose, k, dtype, index_dtype,
+    schedule)``, drawn from ``seed`` (the same list in every shard)."""
+    rng = random.Random(seed)
+    drawn = []
     for name, (matrix, unit) in factors().items():
         for schedule in schedules(rng):
             lower, transpose = rng.random() < 0.5, rng.random() < 0.5
             for k, dtype, index_dtype in ((1, torch.float64, torch.int32), (16, torch.float32, torch.int64),
                                           (rng.choice([1, 3, 16]), rng.choice([torch.float32, torch.float64]),
                                            rng.choice([torch.int32, torch.int64]))):
-                problem = check(matrix, lower, unit, transpose, k, dtype, index_dtype, schedule)
-                if problem is None:
-                    passed += 1
-                    continue
-                failed += 1
-                print(f"FAIL {name} lower={lower} unit={unit} transpose={transpose} k={k} {dtype} "
-                      f"{index_dtype} {schedule}: {problem}", flush=True)
-    print(f"{passed} passed, {failed} failed")
+                drawn.append((name, matrix, lower, unit, transpose, k, dtype, index_dtype, schedule))
+    return drawn
+
+
+def _shard(text: str) -> tuple[int, int]:
+    part, _, count = text.partition("/")
+    if not (part.isdigit() and count.isdigit() and 0 <= int(part) < int(count)):
+        raise argparse.ArgumentTypeError(f"expected I/N with 0 <= I < N, got {text!r}")
+    return int(part), int(count)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="I/N",
+                        help="run every N-th check from the I-th (scripts/sanitize_sptrsv.sh runs shards side by side)")
+    args = parser.parse_args()
+    part, count = args.shard
+    mine = cases(args.seed)[part::count]
+    passed = failed = 0
+    for done, (name, matrix, lower, unit, transpose, k, dtype, index_dtype, schedule) in enumerate(mine, 1):
+        problem = check(matrix, lower, unit, transpose, k, dtype, index_dtype, schedule)
+        if problem is None:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {name} lower={lower} unit={unit} transpose={transpose} k={k} {dtype} "
+                  f"{index_dtype} {schedule}: {problem}", flush=True)
+        if done % 100 == 0:
+            print(f"shard {part}/{count}: {done} of {len(mine)} checked", file=sys.stderr, flush=True)
+    print(f"{passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
 
 

@@ -107,7 +107,6 @@ class CuSparseSpSM:
         """Solve for the loaded right-hand sides into :meth:`result`."""
         if self._descr is None:
             raise RuntimeError("CuSparseSpSM.solve before analyse()")
-        self.c.fill(0)
         self._lib.spSM_solve(*self._args(self._descr), self._buffer.data.ptr)
 
     def result(self, vector: bool) -> torch.Tensor:

@@ -18,7 +18,7 @@ __device__ __forceinline__ bool take_ticket(unsigned long long* ticket, unsigned
                                             unsigned long long& t) {
     const int lane = threadIdx.x % 32;
     const int leader = lane - lane % WIDTH;
-    const unsigned lanes = WIDTH == 32 ? 0xffffffffu : ((1u << WIDTH) - 1u) << leader;
+    const unsigned lanes = (0xffffffffu >> (32 - WIDTH)) << leader;  // the taker's lanes
     t = 0;
     if (lane == leader) t = atomicAdd(ticket, 1ull);
     t = __shfl_sync(lanes, t, leader);
