@@ -29,6 +29,8 @@ from gsparse.kernels.sptrsv.codegen import (
     levels_program,
     natural_program,
     program,
+    shared_row_batches,
+    shared_row_layout,
 )
 from gsparse.kernels.sptrsv.default import NATURAL_SCHEMES, natural_schedule, natural_serves
 from gsparse.kernels.sptrsv.executor import ScheduleError, execute_natural
@@ -145,7 +147,7 @@ def test_the_oracle_matches_scipy(family, lower, unit, transpose, k, dtype):
     b = _rhs(matrix.shape[0], k)
     want = _reference(matrix, lower, unit, transpose, b)
     # Any number of warps is a valid run of a grid's kernel; one block has warps_per_block.
-    warps_run = (1, 7, 300, 2, 5, 64, 32, 16, 5, 3, 11, 4, 3, 33, 9, 128, 4, 17, 6, 40, 5, 12, 2, 70)
+    warps_run = (1, 7, 300, 2, 5, 64, 32, 16, 5, 3, 11, 4, 3, 33, 9, 128, 4, 17, 6, 40, 5, 12, 2, 70, 3, 21)
     for schedule, warps in zip(SCHEMES, warps_run, strict=True):
         x = execute_natural(schedule, warps, system.indptr, system.indices, system.data.astype(dtype),
                             b.astype(dtype), lower != transpose, unit)
@@ -395,6 +397,7 @@ MESH = PatternStats(500_000, 1_500_000, 3, 500_000)  # laplacian2d: half its ent
 ROAD = PatternStats(499_849, 1_195_099, 4, 347_625)
 POWER_LAW = PatternStats(500_000, 3_124_782, 27_135, 0)  # hubs, no locality
 COMMUNITY = PatternStats(500_000, 4_208_362, 33, 0)  # rows of 8, no locality
+SHORT_ROWS = PatternStats(1_000_000, 2_670_000, 13, 0)  # a 1M-row community factor's rows of 2.7
 CORA = PatternStats(2_708, 7_986, 91, 421)
 
 
@@ -451,8 +454,9 @@ def test_the_level_count_is_asked_only_where_it_decides():
 
 def test_rows_of_several_right_hand_sides_go_a_row_a_subwarp_on_wide_levels():
     """2 subwarps from half a row a level per resident warp (32 x 132 on an H100), and from
-    1.5 as many as leave 8 lanes or a lane per right-hand side (at most 4); natural order or by
-    level as the rows' locality says; never for hubs or one right-hand side."""
+    1.5 as many as leave 8 lanes or a lane per right-hand side (at most 4), then narrower
+    while a lane reads its row in one batch (at most 8); natural order or by level as the
+    rows' locality says; never for hubs or one right-hand side."""
     resident = 32 * H100.sms
 
     def subwarps(stats, k, rows_per_level_per_warp):
@@ -465,11 +469,39 @@ def test_rows_of_several_right_hand_sides_go_a_row_a_subwarp_on_wide_levels():
     assert subwarps(COMMUNITY, 16, 2.6) == (2, False)  # 16 lanes: one per right-hand side
     assert subwarps(COMMUNITY, 4, 0.6) == (2, False)
     assert subwarps(COMMUNITY, 4, 2.6) == (4, False)  # 8 lanes
-    assert subwarps(COMMUNITY, 2, 2.6) == (4, False)
+    # 4 lanes, 2 of them on the entries: a lane reads 4 of a row's 7.4 in one batch
+    assert subwarps(COMMUNITY, 2, 2.6) == (8, False)
     assert subwarps(COMMUNITY, 64, 2.6) == (1, False)
+    # Rows of 2.7 entries: at 16 right-hand sides 8 lanes of 2 columns each read a row's
+    # values in one batch of 4, at 4 a lane per right-hand side; not on narrower levels.
+    assert subwarps(SHORT_ROWS, 16, 6.1) == (4, False)
+    assert subwarps(SHORT_ROWS, 4, 6.1) == (8, False)
+    assert subwarps(SHORT_ROWS, 4, 1.0) == (2, False)
+    # int64 indices check every value as it comes: no batch, no narrower subwarps
+    assert natural_schedule(SHORT_ROWS, dataclasses.replace(_task(4), index_dtype=torch.int64), H100,
+                            lambda: round(SHORT_ROWS.rows / (6.1 * resident))).subwarps == 4
     assert subwarps(MESH, 16, 0.6) == (2, True)
     assert subwarps(POWER_LAW, 16, 2.6) == (1, False)  # hubs
     assert _rule(COMMUNITY, 1, 10).subwarps == 1
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 16, 24])
+@pytest.mark.parametrize("width", [4, 8, 16, 32])
+def test_the_rule_reads_a_shared_row_as_the_kernel_walks_it(width, k):
+    """The layout the subwarp rule counts a row's reads by is the kernel's own (CL, CPL, and
+    READ_BATCH through tile_entries)."""
+    algorithm = SptrsvAlgorithm(torch.float64, torch.int32, True, False, k)
+    source = natural_program(algorithm, NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1,
+                                                             rows_per_thread=False, subwarps=32 // width)).source
+    constant = {line.split()[2]: int(line.split()[4].rstrip(";")) for line in source.splitlines()
+                if line.startswith("constexpr int ")}
+    assert shared_row_layout(algorithm, width) == (constant["CL"], constant["CPL"])
+    passes = -(-k // (constant["CL"] * constant["CPL"]))
+    per_batch = max(constant["READ_BATCH"] // constant["CPL"], 1)
+    entry_lanes = width // constant["CL"]
+    for entries in (0, 1, 2.7, 7.4, 40):
+        lane_entries = -(-int(np.ceil(entries)) // entry_lanes) if entries else 0
+        assert shared_row_batches(algorithm, width, entries) == passes * max(-(-lane_entries // per_batch), 1)
 
 
 def test_lane_rows_by_level_keep_four_levels_in_flight():

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...target import Target
 from ..operands import pow2_at_least
-from .codegen import one_block_shared_bytes
+from .codegen import one_block_shared_bytes, shared_row_batches
 from .features import FEATURE_NAMES
 from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .selector import SelectorSet
@@ -140,10 +140,11 @@ WARP_SHARED_ROWS = NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=4, ro
 WARP_PER_ROW = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False)
 WARP_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
                                              level_order=True)
-# A row a subwarp: the same with each warp 2 or 4 subwarps (see natural_schedule).
+# A row a subwarp: the same with each warp 2, 4 or 8 subwarps (see natural_schedule).
+_MOST_SUBWARPS = 8
 SUBWARP_PER_ROW = tuple(NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
                                              subwarps=ng, level_order=by_level)
-                        for by_level in (False, True) for ng in (2, 4))
+                        for by_level in (False, True) for ng in (2, 4, 8))
 NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_ONE_BLOCK, *LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW,
                    WARP_PER_ROW_BY_LEVEL, *SUBWARP_PER_ROW)
 # Rows a level per resident warp (target.sms x 32) from which rows that the warp would share
@@ -192,7 +193,9 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       (``rows / levels / (32 x target.sms)``, the levels kernel's count, asked only of
       factors of 65,536 rows or more and no row over 128 entries: hubs want every lane), and from
       1.5 (the analysed rule's wide levels) as many as leave a subwarp 8 lanes or one per
-      right-hand side, at most 4. A warp sharing a row keeps its lanes on the columns, one
+      right-hand side, at most 4; then narrower, up to 8 subwarps, while a lane still reads
+      its row's values in one batch (:func:`.codegen.shared_row_batches` of the mean row: short
+      rows cost a narrower subwarp no longer). A warp sharing a row keeps its lanes on the columns, one
       or two entries at a time, and solves one row after another; with many independent
       rows a level, narrower subwarps keep that many rows of a warp in flight. On an H200
       (2026-11-28, ``scripts/sptrsv_fast_start_schemes.py --grid subwarps``, float64, 32
@@ -205,7 +208,14 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       500K-row laplacian3d, road, R-MAT and geometric factors), the rule kept the warp
       wherever the warp was best, and where it split the warp the split was 1.6-2.7x
       faster, within 1.11x of the best subwarps but on the widest factor (6.1 rows a level
-      per warp, 2.7 entries a row: 1.36-1.50x).
+      per warp, 2.7 entries a row: 1.36-1.50x). The one-batch step was designed on that
+      factor (4 subwarps at 16 right-hand sides, 8 at 4: its best) and held out on four
+      factors of short rows and wide levels (shuffled 500K, geometric and community 1M,
+      community 3M; H200, ``--grid widths``): it never picked slower than the rule before
+      and was 1.11-1.60x faster in the 6 of 8 cells it changed, the best of 1-8 subwarps in
+      4 of them; at 16 right-hand sides on levels of 15-34 rows per warp (geometric 1M,
+      community 3M) it kept 2 subwarps where 4 or 8 were 1.49-1.55x faster (two batches a
+      row pay there).
 
     Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
     Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
@@ -239,13 +249,13 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
         return WARP_SHARED_ROWS
     subwarps = _row_subwarps(stats, task, target, level_count)
     if subwarps > 1:
-        return SUBWARP_PER_ROW[2 * by_level + subwarps // 4]
+        return SUBWARP_PER_ROW[3 * by_level + subwarps.bit_length() - 2]
     return WARP_PER_ROW_BY_LEVEL if by_level else WARP_PER_ROW
 
 
 def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_count: Callable[[], int]) -> int:
     """Subwarps per warp of the fast start's rows a row a (sub)warp, several right-hand sides:
-    1, 2 or 4 (see :func:`natural_schedule`)."""
+    1, 2, 4 or 8 (see :func:`natural_schedule`)."""
     if task.num_rhs == 1 or stats.longest_row > _THREAD_ROW_MAX or stats.rows < _SMALL_ROWS:
         # Hubs want every lane of the warp. A small factor's levels would cost its preparation
         # more than wide levels could save (under 65,536 rows, a factor is wide only with
@@ -255,4 +265,12 @@ def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_c
     if wide < _SUBWARP_ROWS_PER_WARP:
         return 1
     widest = max(1, min(4, _WARP_LANES // max(8, pow2_at_least(task.num_rhs))))
-    return widest if wide >= _WIDE_ROWS_PER_WARP else min(2, widest)
+    if wide < _WIDE_ROWS_PER_WARP:
+        return min(2, widest)
+    # Narrower still while a lane reads its row in one batch: rows that short cost a
+    # narrower subwarp no longer, and the warp keeps more of them in flight.
+    entries = max(stats.mean_row - 1, 0.0)
+    while (widest < _MOST_SUBWARPS
+           and shared_row_batches(task.algorithm, _WARP_LANES // (2 * widest), entries) <= 1):
+        widest *= 2
+    return widest

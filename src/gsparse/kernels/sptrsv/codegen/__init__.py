@@ -38,7 +38,8 @@ from ..schedule import NaturalOrderSchedule, SptrsvSchedule
 from ..task import SptrsvAlgorithm
 
 __all__ = ["KERNEL", "NATURAL_KERNEL", "LEVELS_KERNEL", "LEVELS_WARPS", "STAGE_MIN", "SENTINEL", "CodeVariant",
-           "generate", "program", "signature", "natural_program", "levels_program", "one_block_shared_bytes"]
+           "generate", "program", "signature", "natural_program", "levels_program", "one_block_shared_bytes",
+           "shared_row_layout", "shared_row_batches"]
 
 KERNEL = "sptrsv"
 NATURAL_KERNEL = "sptrsv_natural"
@@ -143,13 +144,32 @@ def signature(algorithm: SptrsvAlgorithm) -> Signature:
     ])
 
 
+def shared_row_layout(algorithm: SptrsvAlgorithm, width: int) -> tuple[int, int]:
+    """``(column lanes, columns per lane per pass)`` of a row that ``width`` lanes share
+    (``solve.cuh``'s CL and CPL): a lane per right-hand side up to the width, each lane
+    keeping up to 16 bytes of columns; the other ``width / column lanes`` lanes split the
+    row's entries."""
+    column_lanes = min(width, pow2_at_least(algorithm.num_rhs))
+    return column_lanes, min(_SHARED_COLUMN_BYTES // algorithm.dtype.itemsize, -(-algorithm.num_rhs // column_lanes))
+
+
+def shared_row_batches(algorithm: SptrsvAlgorithm, width: int, entries: float) -> int:
+    """Batches of loads of ``x`` (:data:`_READ_BATCH` values a batch, checked together) a
+    lane issues for a shared row of ``entries`` off-diagonal entries, over every pass of
+    the row's right-hand sides: the rounds trips of the row's critical path."""
+    column_lanes, columns = shared_row_layout(algorithm, width)
+    passes = -(-algorithm.num_rhs // (column_lanes * columns))
+    per_batch = max(_READ_BATCH[algorithm.index_dtype] // columns, 1)  # solve.cuh's tile_entries
+    entries_per_lane = math.ceil(entries / (width // column_lanes))
+    return passes * max(math.ceil(entries_per_lane / per_batch), 1)
+
+
 def _constants(algorithm: SptrsvAlgorithm, variant: CodeVariant) -> str:
     k = algorithm.num_rhs
     bits = "unsigned long long" if algorithm.dtype.itemsize == 8 else "unsigned"
     width = variant.subwarp_width
-    column_lanes = min(width, pow2_at_least(k))
+    column_lanes, shared_columns = shared_row_layout(algorithm, width)
     size = algorithm.dtype.itemsize
-    shared_columns = min(_SHARED_COLUMN_BYTES // size, -(-k // column_lanes))
     thread_columns = min(_THREAD_COLUMN_BYTES // size, k)
     long_lanes = min(width, pow2_at_least(-(-k // thread_columns)))
     long_columns = min(thread_columns, -(-k // long_lanes))
