@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 import time
 
-import numpy as np
 import torch
 
 from gsparse.bench import cusparse_triangular
@@ -49,9 +48,7 @@ def main(specs: list[str]) -> int:
     for spec in specs:
         _, matrix = bench.load_matrix(spec)
         n = matrix.shape[0]
-        crow = torch.from_numpy(matrix.indptr.astype(np.int64)).to(device)
-        col = torch.from_numpy(matrix.indices.astype(np.int64)).to(device)
-        values = torch.from_numpy(matrix.data).to(device)
+        crow, col, values = bench.device_csr(matrix, device)
         for k in (1, 16):
             rhs = torch.randn((n, k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
             b = (rhs[:, 0] if k == 1 else rhs).to(device).contiguous()

@@ -5,15 +5,14 @@ after each unless noted), and the check kernel's device time (CUDA events).
     PYTHONPATH=src python3 scripts/sptrsv_checks_time.py
 """
 import statistics, time
-import numpy as np, torch
+import torch
 from gsparse.bench import sptrsv as B
 from gsparse.kernels.sptrsv import checks
 from gsparse.kernels.source import device_index
 dev = torch.device("cuda")
 B._warm_up(dev, None)
 _, m = B.load_matrix("cora"); n = m.shape[0]
-crow = torch.from_numpy(m.indptr.astype(np.int64)).to(dev); col = torch.from_numpy(m.indices.astype(np.int64)).to(dev)
-values = torch.from_numpy(m.data).to(dev)
+crow, col, values = B.device_csr(m, dev)
 def med(fn, sync=True, reps=200):
     ts = []
     for _ in range(20): fn()

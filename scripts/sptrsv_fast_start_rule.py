@@ -5,7 +5,7 @@ statistics the rule read. The held-out check of ``natural_schedule``.
     PYTHONPATH=src python scripts/sptrsv_fast_start_rule.py geometric:500000,cora OUT.json
 """
 import sys, json, statistics
-import numpy as np, torch
+import torch
 from gsparse import TriangularSolver
 from gsparse.bench import sptrsv as B, cusparse_triangular
 from gsparse.kernels.sptrsv import FactorPlans
@@ -28,8 +28,7 @@ def t(fn):
     return statistics.median(time_calls(fn, [()], dev, budget_s=0.03).median_ms for _ in range(3))
 for spec in sys.argv[1].split(","):
     _, m = B.load_matrix(spec); n = m.shape[0]
-    crow = torch.from_numpy(m.indptr.astype(np.int64)).to(dev); col = torch.from_numpy(m.indices.astype(np.int64)).to(dev)
-    values = torch.from_numpy(m.data).to(dev)
+    crow, col, values = B.device_csr(m, dev)
     solver = TriangularSolver((crow, col, values, (n, n)))
     plans = solver._pattern.device_plans
     st = plans.stats(False)

@@ -15,7 +15,6 @@ import argparse
 import itertools
 import json
 
-import numpy as np
 import scipy.sparse.linalg as sl
 import torch
 
@@ -59,9 +58,7 @@ def main() -> None:
     for spec in args.specs.split(","):
         _, m = B.load_matrix(spec)
         n = m.shape[0]
-        crow = torch.from_numpy(m.indptr.astype(np.int64)).to(dev)
-        col = torch.from_numpy(m.indices.astype(np.int64)).to(dev)
-        values = torch.from_numpy(m.data).to(dev)
+        crow, col, values = B.device_csr(m, dev)
         for k in (int(k) for k in args.ks.split(",")):
             rhs = torch.randn((n, k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
             b = (rhs[:, 0] if k == 1 else rhs).to(dev).contiguous()

@@ -19,8 +19,7 @@ warps = target.sms * 32
 out = []
 for spec in sys.argv[1].split(","):
     _, m = B.load_matrix(spec); n = m.shape[0]
-    crow = torch.from_numpy(m.indptr.astype(np.int64)).to(dev); col = torch.from_numpy(m.indices.astype(np.int64)).to(dev)
-    values = torch.from_numpy(m.data).to(dev)
+    crow, col, values = B.device_csr(m, dev)
     plans = FactorPlans(crow, col, True)
     task = plans.task(torch.float64, False, False, 1)
     levels = int(device_levels(plans.device_system(False), torch.int32, target).max()) + 1

@@ -48,9 +48,7 @@ def main() -> None:
         _, m = B.load_matrix(spec)
         m = m.tocsr()
         n = m.shape[0]
-        crow = torch.from_numpy(m.indptr.astype(np.int64)).to(dev)
-        col = torch.from_numpy(m.indices.astype(np.int64)).to(dev)
-        values = torch.from_numpy(m.data).to(dev)
+        crow, col, values = B.device_csr(m, dev)
         stats = pattern_stats(crow, col)
         below = sp.tril(m, -1).tocsr()
         depth = int(levels(below.indptr, below.indices).max(initial=-1)) + 1

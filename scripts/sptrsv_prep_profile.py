@@ -21,7 +21,6 @@ import statistics
 import time
 from collections import Counter
 
-import numpy as np
 import torch
 
 from gsparse import TriangularSolver
@@ -46,9 +45,7 @@ def main() -> None:
     for name in args.factors.split(","):
         _, m = bench.load_matrix(name)
         n = m.shape[0]
-        crow = torch.from_numpy(m.indptr.astype(np.int64)).to(device)
-        col = torch.from_numpy(m.indices.astype(np.int64)).to(device)
-        values = torch.from_numpy(m.data).to(device)
+        crow, col, values = bench.device_csr(m, device)
         for k in map(int, args.rhs.split(",")):
             def prepare(sync: bool) -> dict[str, float]:
                 times = {}

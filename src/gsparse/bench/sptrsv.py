@@ -109,7 +109,7 @@ from ..target import Target
 from ..tune.measure import time_calls
 from . import cusparse_triangular
 
-__all__ = ["FORMAT", "gflops", "load_matrix", "bench_matrix", "markdown", "main"]
+__all__ = ["FORMAT", "gflops", "load_matrix", "device_csr", "bench_matrix", "markdown", "main"]
 
 FORMAT = "gsparse-bench-sptrsv/1"
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4}
@@ -146,6 +146,15 @@ def load_matrix(spec: str) -> tuple[str, Any]:
     rows = int(rest[0]) if rest else 1_000_000
     seed = int(rest[1]) if len(rest) > 1 else 0
     return f"{family}:{rows}", triangular.generate(family, rows, seed)
+
+
+def device_csr(matrix: Any, device: torch.device | str,
+               dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(crow, col, values)`` of a SciPy CSR factor on ``device``: int64 indices, values in
+    ``dtype`` (default: the matrix's)."""
+    return (torch.from_numpy(matrix.indptr.astype(np.int64)).to(device),
+            torch.from_numpy(matrix.indices.astype(np.int64)).to(device),
+            torch.from_numpy(matrix.data).to(device=device, dtype=dtype))
 
 
 def _error(x: torch.Tensor, reference: np.ndarray) -> float:
@@ -328,9 +337,7 @@ def bench_matrix(name: str, matrix: Any, k: int, dtype: torch.dtype, transpose: 
     gen = torch.Generator().manual_seed(0)
     b_cpu = torch.randn((n, k), generator=gen, dtype=torch.float64)[:, 0 if k == 1 else slice(None)].to(dtype)
     reference = spsolve_triangular(system, b_cpu.double().numpy(), lower=not transpose)
-    crow = torch.from_numpy(matrix.indptr.astype(np.int64)).to(device)
-    col = torch.from_numpy(matrix.indices.astype(np.int64)).to(device)
-    values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
+    crow, col, values = device_csr(matrix, device, dtype)
     b = b_cpu.to(device).contiguous()
     results: dict[str, Any] = {impl: {"status": "skipped", "error": "not asked for"} for impl in IMPLEMENTATIONS}
 

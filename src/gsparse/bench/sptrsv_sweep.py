@@ -93,7 +93,7 @@ from ..kernels.sptrsv.space import reduced_space, selection_space
 from ..target import Target
 from ..tune.measure import time_calls
 from . import cusparse_triangular
-from .sptrsv import TOLERANCE, _error, _host_ms
+from .sptrsv import TOLERANCE, _error, _host_ms, device_csr
 
 __all__ = ["FORMAT", "sample_schemes", "scheme_set", "parse_rows", "parse_seeds", "matrix_specs", "sweep_matrix",
            "gpu_prepare", "FamilyPruning", "summary", "main"]
@@ -298,9 +298,7 @@ def sweep_matrix(name: str, matrix: Any, ks: Sequence[int], dtype: torch.dtype, 
     n, nnz = matrix.shape[0], matrix.nnz
     parts = name.split(":")
     family, seed = parts[0], int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
-    crow = torch.from_numpy(matrix.indptr.astype(np.int64)).to(device)
-    col = torch.from_numpy(matrix.indices.astype(np.int64)).to(device)
-    values = torch.from_numpy(matrix.data).to(device=device, dtype=dtype)
+    crow, col, values = device_csr(matrix, device, dtype)
     plans = FactorPlans(crow, col, True)
     analysis, analysis_ms = _host_ms(lambda: plans.analysis(False), device)
     features = analysis.features
