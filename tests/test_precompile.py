@@ -101,9 +101,9 @@ def test_a_real_graph_also_gets_the_cost_models_pick(tmp_path):
 def test_the_triangular_solvers_fast_start_and_checks_are_counted_per_dtype_and_rhs():
     found = precompile.sptrsv_programs([torch.float32, torch.float64, torch.bfloat16], [1, 16])
     # per solver dtype: the checks, then lower/upper x unit or not x (k = 1: the rule's eleven schemes,
-    # six of them lane rows by level; 16: its two of a warp per row and four of a row a subwarp);
+    # six of them lane rows by level; 16: its two of a warp per row and six of a row a subwarp);
     # and the levels kernel, lower and upper, for either dtype
-    assert len(found) == 2 * (1 + 2 * 2 * 11 + 2 * 2 * 6) + 2
+    assert len(found) == 2 * (1 + 2 * 2 * 11 + 2 * 2 * 8) + 2
     assert precompile.sptrsv_programs([torch.bfloat16], [1]) == {}
     with pytest.raises(ValueError, match="sptrsv_rhs must hold positive numbers of right-hand sides"):
         precompile.precompile([], sptrsv_rhs=(0,), dry_run=True)
