@@ -4,10 +4,8 @@ leave-one-family-out pass and the shipped set."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +14,8 @@ from gsparse.bench import sptrsv_selector as report
 from gsparse.kernels.sptrsv.features import FEATURE_NAMES
 from gsparse.kernels.sptrsv.selector import load_selectors
 from gsparse.kernels.sptrsv.space import selection_space
+
+from .scripts import load_script
 
 SPACE = selection_space()
 CHAINED, INDEPENDENT = SPACE[2], SPACE[40]  # the two schemes that win in the synthetic sweep
@@ -145,11 +145,7 @@ def test_the_shipped_set_has_a_selector_per_k_for_the_measured_gpu(tmp_path):
 
 
 def _script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "sptrsv_selector_report.py"
-    spec = importlib.util.spec_from_file_location("sptrsv_selector_report", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sptrsv_selector_report")
 
 
 def test_the_report_script_prints_the_bar_the_tables_and_ships_the_set(tmp_path, capsys):

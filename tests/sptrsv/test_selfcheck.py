@@ -5,8 +5,6 @@ the list reaches every code variant, the fast start's schemes and the edge-case 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -16,14 +14,12 @@ from gsparse.kernels.sptrsv.default import NATURAL_SCHEMES
 from gsparse.kernels.sptrsv.schedule import NaturalOrderSchedule
 from gsparse.kernels.sptrsv.space import reduced_space
 
+from .scripts import load_script
+
 
 @pytest.fixture(scope="module")
 def selfcheck():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "sptrsv_selfcheck.py"
-    spec = importlib.util.spec_from_file_location("sptrsv_selfcheck", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sptrsv_selfcheck")
 
 
 def _key(case):
