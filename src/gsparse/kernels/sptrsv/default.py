@@ -11,6 +11,7 @@ The evidence is the H100 sweep of 12 families of 2026-11-28 (:func:`default_sche
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -142,9 +143,8 @@ WARP_PER_ROW_BY_LEVEL = NaturalOrderSchedule(warps_per_block=32, rows_per_ticket
                                              level_order=True)
 # A row a subwarp: the same with each warp 2, 4 or 8 subwarps (see natural_schedule).
 _MOST_SUBWARPS = 8
-SUBWARP_PER_ROW = tuple(NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False,
-                                             subwarps=ng, level_order=by_level)
-                        for by_level in (False, True) for ng in (2, 4, 8))
+SUBWARP_PER_ROW = tuple(dataclasses.replace(warp, subwarps=1 << i) for warp in (WARP_PER_ROW, WARP_PER_ROW_BY_LEVEL)
+                        for i in range(1, _MOST_SUBWARPS.bit_length()))
 NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_ONE_BLOCK, *LANE_PER_ROW_BY_LEVEL, WARP_SHARED_ROWS, WARP_PER_ROW,
                    WARP_PER_ROW_BY_LEVEL, *SUBWARP_PER_ROW)
 # Rows a level per resident warp (target.sms x 32) from which rows that the warp would share
@@ -247,10 +247,9 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
         return LANE_PER_ROW_BY_LEVEL[min(max(math.floor(math.log2(max(wanted, 1.0)) + 0.5), 0), 5)]
     if task.num_rhs == 1 and not by_level:
         return WARP_SHARED_ROWS
+    warp = WARP_PER_ROW_BY_LEVEL if by_level else WARP_PER_ROW
     subwarps = _row_subwarps(stats, task, target, level_count)
-    if subwarps > 1:
-        return SUBWARP_PER_ROW[3 * by_level + subwarps.bit_length() - 2]
-    return WARP_PER_ROW_BY_LEVEL if by_level else WARP_PER_ROW
+    return dataclasses.replace(warp, subwarps=subwarps) if subwarps > 1 else warp
 
 
 def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_count: Callable[[], int]) -> int:
@@ -264,13 +263,14 @@ def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_c
     wide = stats.rows / max(level_count(), 1) / (_ROW_WARPS * target.sms)
     if wide < _SUBWARP_ROWS_PER_WARP:
         return 1
-    widest = max(1, min(4, _WARP_LANES // max(8, pow2_at_least(task.num_rhs))))
+    # As many as leave a subwarp 8 lanes or a lane per right-hand side, at most 4.
+    subwarps = max(1, min(4, _WARP_LANES // max(8, pow2_at_least(task.num_rhs))))
     if wide < _WIDE_ROWS_PER_WARP:
-        return min(2, widest)
+        return min(2, subwarps)
     # Narrower still while a lane reads its row in one batch: rows that short cost a
     # narrower subwarp no longer, and the warp keeps more of them in flight.
     entries = max(stats.mean_row - 1, 0.0)
-    while (widest < _MOST_SUBWARPS
-           and shared_row_batches(task.algorithm, _WARP_LANES // (2 * widest), entries) <= 1):
-        widest *= 2
-    return widest
+    while (subwarps < _MOST_SUBWARPS
+           and shared_row_batches(task.algorithm, _WARP_LANES // (2 * subwarps), entries) <= 1):
+        subwarps *= 2
+    return subwarps

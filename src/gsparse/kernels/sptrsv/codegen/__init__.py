@@ -156,7 +156,7 @@ def shared_row_layout(algorithm: SptrsvAlgorithm, width: int) -> tuple[int, int]
 def shared_row_batches(algorithm: SptrsvAlgorithm, width: int, entries: float) -> int:
     """Batches of loads of ``x`` (:data:`_READ_BATCH` values a batch, checked together) a
     lane issues for a shared row of ``entries`` off-diagonal entries, over every pass of
-    the row's right-hand sides: the rounds trips of the row's critical path."""
+    the row's right-hand sides: the round trips of the row's critical path."""
     column_lanes, columns = shared_row_layout(algorithm, width)
     passes = -(-algorithm.num_rhs // (column_lanes * columns))
     per_batch = max(_READ_BATCH[algorithm.index_dtype] // columns, 1)  # solve.cuh's tile_entries
