@@ -8,8 +8,9 @@ timed (CUDA events, the median of ``--repeats`` calls after the check's). The de
 
 Grids: ``rows`` (the first rule's: warps 8/16/32, 1-32 rows a ticket, lane or warp rows, by
 level or not: 60 schemes) and ``subwarps`` (rows the subwarp shares: 32 warps, 1-8 rows a
-ticket, 1-8 subwarps, by level or not: 32 schemes), and ``widths`` (the subwarps alone: 1-8, a
-row a ticket, by level or not: 8 schemes).
+ticket, 1-8 subwarps, by level or not: 32 schemes), ``widths`` (the subwarps alone: 1-8, a
+row a ticket, by level or not: 8 schemes) and ``tickets`` (1-8 subwarps, 1-2 rows a ticket per subwarp, by
+level or not: 16 schemes).
 """
 import argparse
 import itertools
@@ -34,6 +35,9 @@ GRIDS = {
     "widths": [NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False, level_order=lo,
                                     subwarps=ng)
                for ng, lo in itertools.product((1, 2, 4, 8), (False, True))],
+    "tickets": [NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=rt, rows_per_thread=False, level_order=lo,
+                                     subwarps=ng)
+                for ng, rt, lo in itertools.product((1, 2, 4, 8), (1, 2), (False, True))],
 }
 
 

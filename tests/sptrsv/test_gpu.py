@@ -146,7 +146,7 @@ NATURAL = [NaturalOrderSchedule(), NaturalOrderSchedule(rows_per_ticket=4, rows_
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=1, rows_per_thread=False, one_block=True),
            NaturalOrderSchedule(warps_per_block=16, rows_per_ticket=4, level_order=True, one_block=True),
            NaturalOrderSchedule(warps_per_block=1, rows_per_ticket=2, rows_per_thread=False, one_block=True),
-           # subwarps taking tickets of their own: shared rows, lane rows, by level, in one block
+           # subwarps: rows shared under the warp's tickets (by level, in one block); lane rows under their own
            NaturalOrderSchedule(warps_per_block=32, rows_per_ticket=2, rows_per_thread=False, subwarps=4),
            NaturalOrderSchedule(warps_per_block=8, rows_per_ticket=1, rows_per_thread=False, subwarps=8,
                                 level_order=True),

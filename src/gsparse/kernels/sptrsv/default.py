@@ -149,8 +149,8 @@ NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_ONE_BLOCK, *LANE_PER_ROW_BY_LEVEL,
                    WARP_PER_ROW_BY_LEVEL, *SUBWARP_PER_ROW)
 # Rows a level per resident warp (target.sms x 32) from which rows that the warp would share
 # go a row a subwarp: 2 subwarps from this, and from _WIDE_ROWS_PER_WARP as many as leave a
-# subwarp 8 lanes or one per right-hand side (see natural_schedule).
-_SUBWARP_ROWS_PER_WARP = 0.5
+# subwarp 8 lanes, or half a lane per right-hand side (see natural_schedule).
+_SUBWARP_ROWS_PER_WARP = 0.2
 _WARP_LANES = 32
 
 
@@ -189,33 +189,31 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       where 2 rows a ticket everywhere took up to 1.49x (a 500K-row geometric mesh, 4,772
       levels: 2.76 ms against 4.11).
     - Rows of several right-hand sides that the warp would share go a row a subwarp where
-      the levels are wide: 2 subwarps from half a row a level per resident warp
+      the levels are wide enough: 2 subwarps from a fifth of a row a level per resident warp
       (``rows / levels / (32 x target.sms)``, the levels kernel's count, asked only of
-      factors of 65,536 rows or more and no row over 128 entries: hubs want every lane), and from
-      1.5 (the analysed rule's wide levels) as many as leave a subwarp 8 lanes or one per
-      right-hand side, at most 4; then narrower, up to 8 subwarps, while a lane still reads
-      its row's values in one batch (:func:`.codegen.shared_row_batches` of the mean row: short
-      rows cost a narrower subwarp no longer). A warp sharing a row keeps its lanes on the columns, one
-      or two entries at a time, and solves one row after another; with many independent
-      rows a level, narrower subwarps keep that many rows of a warp in flight. On an H200
-      (2026-11-28, ``scripts/sptrsv_fast_start_schemes.py --grid subwarps``, float64, 32
-      warps, 1-8 subwarps and rows a ticket, by level or not): a 500K-row community factor
-      (2.6 rows a level per warp) took 0.31 ms with 2 subwarps at 16 right-hand sides and
-      0.20 ms with 4 at 4, against 0.48 and 0.41 for the warp per row (cuSPARSE: 0.64 and
-      0.26); a 100K-row one (0.54) 0.086 against 0.100 ms at 16; on factors under 0.3
-      (PubMed, a 2M-row community factor, a 500K-row power-law one) subwarps were
-      5-62% slower. Held out from that design (community factors of other sizes and seeds,
-      500K-row laplacian3d, road, R-MAT and geometric factors), the rule kept the warp
-      wherever the warp was best, and where it split the warp the split was 1.6-2.7x
-      faster, within 1.11x of the best subwarps but on the widest factor (6.1 rows a level
-      per warp, 2.7 entries a row: 1.36-1.50x). The one-batch step was designed on that
-      factor (4 subwarps at 16 right-hand sides, 8 at 4: its best) and held out on four
-      factors of short rows and wide levels (shuffled 500K, geometric and community 1M,
-      community 3M; H200, ``--grid widths``): it never picked slower than the rule before
-      and was 1.11-1.60x faster in the 6 of 8 cells it changed, the best of 1-8 subwarps in
-      4 of them; at 16 right-hand sides on levels of 15-34 rows per warp (geometric 1M,
-      community 3M) it kept 2 subwarps where 4 or 8 were 1.49-1.55x faster (two batches a
-      row pay there).
+      factors of 65,536 rows or more and no row over 128 entries: hubs want every lane), and
+      from 1.5 (the analysed rule's wide levels) as many as leave a subwarp 8 lanes, or half
+      a lane per right-hand side, at most 4; then narrower, up to 8 subwarps, while a lane
+      still reads its row's values in one batch (:func:`.codegen.shared_row_batches` of the
+      mean row: short rows cost a narrower subwarp no longer). The warp takes a ticket of a
+      row per subwarp and its subwarps solve the rows side by side (``natural.cuh``); a
+      whole warp sharing a row keeps its lanes on the columns, one or two entries at a time.
+      Designed on an H200 (2026-11-28, ``scripts/sptrsv_fast_start_schemes.py --grid
+      tickets``, float64, 1-8 subwarps, 1-2 rows a subwarp a ticket, by level or not; 12
+      factors at 4 and 16 right-hand sides, ``docs/results/sptrsv/
+      h200-2026-11-28-warp-tickets-design.json``): at 16 right-hand sides on levels of 2.5-6
+      rows per warp 4 subwarps were the best width (1.08-1.58x faster than 2), and on
+      levels of a fifth to half a row per warp (a 2M-row community factor, 500K-row
+      laplacian3d) 2 subwarps were 1.21-1.43x faster than the warp. Two rows a subwarp a
+      ticket were faster still on some wide factors and 3-127x slower on others (a
+      subwarp's second row waits while the warp's other subwarps idle at the ticket), so
+      the rule keeps one. Held out (11 factors of 5 families, community factors of 0.7-4M
+      rows, laplacian3d of 1-4M, tree, road, stencil, shuffled; ``--grid widths``,
+      ``...-warp-tickets-held-out.json``): the pick was the best width in 14 of 22 cells
+      and within 1.18x in 19; the 4 subwarps at 16 right-hand sides were the best on the
+      three wide factors of long rows, where the rule before kept 2 (1.25-1.34x slower). It
+      misses at 4 right-hand sides on levels of 0.6-1.2 rows per warp of short rows
+      (laplacian3d 1M and 2M, a tree: 8 subwarps 1.26-1.47x faster than its 2).
 
     Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
     Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
@@ -263,8 +261,8 @@ def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_c
     wide = stats.rows / max(level_count(), 1) / (_ROW_WARPS * target.sms)
     if wide < _SUBWARP_ROWS_PER_WARP:
         return 1
-    # As many as leave a subwarp 8 lanes or a lane per right-hand side, at most 4.
-    subwarps = max(1, min(4, _WARP_LANES // max(8, pow2_at_least(task.num_rhs))))
+    # As many as leave a subwarp 8 lanes, or half a lane per right-hand side, at most 4.
+    subwarps = max(1, min(4, _WARP_LANES // max(8, pow2_at_least(task.num_rhs) // 2)))
     if wide < _WIDE_ROWS_PER_WARP:
         return min(2, subwarps)
     # Narrower still while a lane reads its row in one batch: rows that short cost a

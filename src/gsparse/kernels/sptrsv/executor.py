@@ -222,17 +222,17 @@ def execute_natural(schedule: NaturalOrderSchedule, num_warps: int, crow: np.nda
 
     Positions are rows top down (``lower``) or bottom up, or with ``level_order`` the rows
     by level, a level's rows by index (:func:`.natural.level_order`). Each round, every free
-    subwarp takes the next ticket (in subwarp order; tickets in increasing order), then every
-    row that may run does: a subwarp sharing its rows runs its ticket's next row, a lane
-    solving rows of its own its next one; a row may run once every dependency is final (its
-    values are polled until they are). A round in which nothing runs while rows remain is a
-    deadlock.
+    taker takes the next ticket (in taker order; tickets in increasing order), then every
+    row that may run does: each subwarp of a warp that shares its rows runs its next
+    position of the warp's ticket, each lane solving rows of its own its next one of its
+    subwarp's ticket; a row may run once every dependency is final (its values are polled
+    until they are). A round in which nothing runs while rows remain is a deadlock.
 
     Args:
         schedule: the fast start's scheme (rows per ticket, rows per thread or shared,
             subwarps).
-        num_warps: warps of the grid (blocks x ``warps_per_block``); each is
-            ``schedule.subwarps`` subwarps that take tickets.
+        num_warps: warps of the grid (blocks x ``warps_per_block``); each takes tickets
+            (rows shared) or is ``schedule.subwarps`` subwarps that do (rows per thread).
         crow, col, values: the CSR of ``T``; b: ``[n]`` or ``[n, k]``.
         lower: ``T`` is lower triangular (else upper); unit_diagonal: take ones.
 
@@ -261,17 +261,19 @@ def execute_natural(schedule: NaturalOrderSchedule, num_warps: int, crow: np.nda
     rhs = (b[:, None] if vector else b)[order]
     x = np.zeros_like(rhs)
     done = np.zeros(n, dtype=bool)
-    rows = schedule.rows_per_ticket
-    lanes = 32 // schedule.subwarps if schedule.rows_per_thread else 1
+    if schedule.rows_per_thread:  # each subwarp takes tickets; its lanes solve the positions
+        takers, rows, lanes = num_warps * schedule.subwarps, schedule.rows_per_ticket, 32 // schedule.subwarps
+    else:  # the warp takes tickets; its subwarps solve the positions
+        takers, rows, lanes = num_warps, schedule.rows_per_ticket * schedule.subwarps, schedule.subwarps
     tickets = -(-n // rows)
-    held = np.full(num_warps * schedule.subwarps, -1, dtype=np.int64)  # each subwarp's ticket, -1: none
+    held = np.full(takers, -1, dtype=np.int64)  # each taker's ticket, -1: none
     next_ticket = 0
     while not done.all():
         free = np.flatnonzero(held < 0)[:max(tickets - next_ticket, 0)]
         held[free] = np.arange(next_ticket, next_ticket + len(free))
         next_ticket += len(free)
-        # Each runner's next row: a ticket's positions go to its lanes round robin (one lane
-        # when the warp shares its rows), and each lane solves its own in order.
+        # Each runner's next row: a ticket's positions go to its runners round robin (lanes,
+        # or the subwarps that share rows), and each runner solves its own in order.
         first = held[held >= 0][:, None] * rows
         position = first + np.arange(rows)[None, :]
         pending = (position < n) & ~done[np.minimum(position, n - 1)]

@@ -138,8 +138,8 @@ class NaturalOrderSchedule(Schedule):
     """The fast start's scheme: rows solved in the system's natural dependency order, with no
     analysis (no levels, no row groups, no node groups; see ``gsparse.kernels.sptrsv.natural``).
 
-    The subwarps of a persistent grid take *tickets* from one counter, in order; ticket ``t``
-    is the ``rows_per_ticket`` consecutive positions from ``t x rows_per_ticket`` (positions
+    The warps of a persistent grid (or their subwarps, where a lane solves rows on its own)
+    take *tickets* from one counter, in order; a ticket is consecutive positions (positions
     are rows top down for a lower system, bottom up for an upper one). Every row waits on
     its dependencies by value (as ``ready_by_value``: ``x`` starts as the sentinel).
 
@@ -147,17 +147,18 @@ class NaturalOrderSchedule(Schedule):
         warps_per_block: warps per block of the grid (one block per SM); the grid's warps
             times ``rows_per_ticket`` is how far ahead of the slowest unsolved row the solve
             may run.
-        rows_per_ticket: consecutive positions a subwarp takes at once (a power of two
-            1..32); more rows per ticket take fewer atomics on the one counter.
-        rows_per_thread: each lane of the subwarp solves rows of the ticket on its own (lane
-            ``i`` the ``i``-th, ``i + w``-th, ... of a ``w``-lane subwarp), waiting on its
-            neighbours' values; else the subwarp shares each row (its lanes split the entries
-            and right-hand sides) and solves the ticket's rows one after another.
-        subwarps: each warp is this many subwarps of ``32 / subwarps`` lanes, each taking
-            tickets of its own (a power of two 1..32). With several right-hand sides a row
-            the whole warp shares keeps half its lanes or more on the columns, one entry at a
-            time; a narrower subwarp walks its row with fewer lanes and the warp has that
-            many rows in flight.
+        rows_per_ticket: positions a ticket holds per subwarp (a power of two 1..32); more
+            rows per ticket take fewer atomics on the one counter.
+        rows_per_thread: each subwarp takes tickets of its own and each of its lanes solves
+            rows of the ticket on its own (lane ``i`` the ``i``-th, ``i + w``-th, ... of a
+            ``w``-lane subwarp), waiting on its neighbours' values; else the warp takes the
+            tickets and its subwarps share rows (a subwarp's lanes split a row's entries and
+            right-hand sides): subwarp ``i`` solves the ticket's ``i``-th, ``(i + subwarps)``-th,
+            ... positions, one after another.
+        subwarps: each warp is this many subwarps of ``32 / subwarps`` lanes (a power of two
+            1..32). With several right-hand sides a row the whole warp shares keeps half its
+            lanes or more on the columns, one entry at a time; a narrower subwarp walks its
+            row with fewer lanes and the warp has that many rows in flight.
         level_order: tickets hand out rows by level instead of by index: the levels are
             computed first on the device, by a kernel that walks the rows in natural order
             as the solve does (``levels.cuh``), and sorted there. Rows of one level are then
