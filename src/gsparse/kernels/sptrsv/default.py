@@ -211,9 +211,12 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       rows, laplacian3d of 1-4M, tree, road, stencil, shuffled; ``--grid widths``,
       ``...-warp-tickets-held-out.json``): the pick was the best width in 14 of 22 cells
       and within 1.18x in 19; the 4 subwarps at 16 right-hand sides were the best on the
-      three wide factors of long rows, where the rule before kept 2 (1.25-1.34x slower). It
-      misses at 4 right-hand sides on levels of 0.6-1.2 rows per warp of short rows
-      (laplacian3d 1M and 2M, a tree: 8 subwarps 1.26-1.47x faster than its 2).
+      three wide factors of long rows, where the rule before kept 2 (1.25-1.34x slower). A
+      second held-out set (8 factors, ``...-warp-tickets-held-out-2.json``): the best width
+      in 9 of 16 cells, within 1.10x in 13. It misses at 4 right-hand sides on levels of
+      0.2-1.2 rows per warp of short rows (laplacian2d 4M, laplacian3d 1M and 2M, trees: 8
+      subwarps 1.26-1.54x faster than its 2); the one-batch step extended to those levels
+      fitted the first set and failed on the second.
 
     Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
     Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
