@@ -7,10 +7,10 @@ timed (CUDA events, the median of ``--repeats`` calls after the check's). The de
     PYTHONPATH=src python scripts/sptrsv_fast_start_schemes.py SPECS 4,16 OUT.json --grid subwarps
 
 Grids: ``rows`` (the first rule's: warps 8/16/32, 1-32 rows a ticket, lane or warp rows, by
-level or not: 60 schemes) and ``subwarps`` (rows the subwarp shares: 32 warps, 1-8 rows a
+level or not: 60 schemes), ``subwarps`` (rows the subwarp shares: 32 warps, 1-8 rows a
 ticket, 1-8 subwarps, by level or not: 32 schemes), ``widths`` (the subwarps alone: 1-8, a
-row a ticket, by level or not: 8 schemes) and ``tickets`` (1-8 subwarps, 1-2 rows a ticket per subwarp, by
-level or not: 16 schemes).
+row a ticket, by level or not: 8 schemes) and ``tickets`` (1-8 subwarps, 1-2 rows a subwarp
+a ticket, by level or not: 16 schemes).
 """
 import argparse
 import itertools

@@ -614,8 +614,8 @@ def test_the_subwarp_rule_is_near_the_best_width_on_the_recorded_factors():
             facts = factor["stats"]
             stats = PatternStats(facts["rows"], facts["entries"], facts["longest_row"], facts["near_entries"])
             pick = natural_schedule(stats, _task(factor["k"]), h200, lambda: facts["levels"])
-            widths = {name: ms for name, ms in factor["ms"].items()
-                      if name.startswith("natural.nw32") and ".t1." in name and ms == ms}
+            widths = {scheme: ms for scheme, ms in factor["ms"].items()
+                      if scheme.startswith("natural.nw32") and ".t1." in scheme and ms == ms}
             ratios.append(factor["ms"][str(pick)] / min(widths.values()))
             if factor["matrix"] in ("community:2000000:8", "community:4000000:3", "laplacian3d:4000000") \
                     and factor["k"] == 16:
