@@ -144,9 +144,9 @@ class NaturalOrderSchedule(Schedule):
     its dependencies by value (as ``ready_by_value``: ``x`` starts as the sentinel).
 
     Attributes:
-        warps_per_block: warps per block of the grid (one block per SM); the grid's warps
-            times ``rows_per_ticket`` is how far ahead of the slowest unsolved row the solve
-            may run.
+        warps_per_block: warps per block of the grid (one block per SM); the grid's tickets
+            in flight times their positions is how far ahead of the slowest unsolved row the
+            solve may run.
         rows_per_ticket: positions a ticket holds per subwarp (a power of two 1..32); more
             rows per ticket take fewer atomics on the one counter.
         rows_per_thread: each subwarp takes tickets of its own and each of its lanes solves
