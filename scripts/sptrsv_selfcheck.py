@@ -3,7 +3,8 @@
 Meant to run under compute-sanitizer (scripts/sanitize_sptrsv.sh): every code variant of
 the reduced space (its 12: warps, subwarps, row paths, with and without reordering), plus
 schemes with the code optimisations switched off, each also with ``ready_by_value``, and the
-fast start's schemes (its rule's, and subwarps of other widths), is launched on the factors of :func:`gsparse.datasets.triangular.edge_cases` (a dense row, rows without off-diagonal
+fast start's schemes (its rule's, and subwarps of other widths), is launched on the factors
+of :func:`gsparse.datasets.triangular.edge_cases` (a dense row, rows without off-diagonal
 entries, diagonal only, n = 1, a unit diagonal stored nowhere, no entries at all) and a
 small member of each family, in float32 and float64, with 1 and 16 right-hand sides,
 lower, upper and transposed, int32 and int64 indices; outputs start poisoned (NaN), so an
