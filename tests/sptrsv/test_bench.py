@@ -21,7 +21,8 @@ def test_gflops_counts_two_flops_per_entry_and_one_per_row_and_rhs():
 
 def test_matrix_specs_name_a_family_size_and_seed():
     name, matrix = bench.load_matrix("road:400:3")
-    assert name == "road:400" and matrix.shape == triangular.generate("road", 400, 3).shape
+    assert name == "road:400:3" and matrix.shape == triangular.generate("road", 400, 3).shape
+    assert bench.load_matrix("road:400")[0] == "road:400"
     with pytest.raises(ValueError, match="family must be one of"):
         bench.load_matrix("nope:100")
 

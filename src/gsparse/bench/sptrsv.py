@@ -131,7 +131,8 @@ def gflops(n: int, nnz: int, k: int, ms: float) -> float:
 
 
 def load_matrix(spec: str) -> tuple[str, Any]:
-    """``(name, lower factor)`` for ``FAMILY[:ROWS[:SEED]]`` (a family of
+    """``(name, lower factor)`` for ``FAMILY[:ROWS[:SEED]]`` (named ``FAMILY:ROWS``, and
+    ``:SEED`` where one is given; a family of
     :data:`gsparse.datasets.triangular.FAMILIES`, 1M rows and seed 0 by default), the name
     of a real graph shipped with gsparse (:data:`gsparse.datasets.real.REAL_GRAPHS`: the
     lower triangle of its symmetrised adjacency, as a factor) or a ``.npz`` file of a square
@@ -145,7 +146,9 @@ def load_matrix(spec: str) -> tuple[str, Any]:
     family, *rest = spec.split(":")
     rows = int(rest[0]) if rest else 1_000_000
     seed = int(rest[1]) if len(rest) > 1 else 0
-    return f"{family}:{rows}", triangular.generate(family, rows, seed)
+    # The seed stays in the name when given: factors of one family and size differ by it.
+    name = f"{family}:{rows}:{seed}" if len(rest) > 1 else f"{family}:{rows}"
+    return name, triangular.generate(family, rows, seed)
 
 
 def device_csr(matrix: Any, device: torch.device | str,

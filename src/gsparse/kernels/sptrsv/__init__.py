@@ -75,8 +75,9 @@ class FactorPlans:
     the direction has been analysed already (the benchmark or the sweep did it); the fast
     start, which needs no analysis at all (its preparation is a few device ops and one
     kernel), when it is False; and when it is None, the
-    fast start wherever it solved as fast as the analysed scheme on the H100
-    (:func:`.default.natural_serves`: all but short rows with several right-hand sides).
+    fast start wherever it solved as fast as the analysed scheme on the H100 and the H200
+    (:func:`.default.natural_serves`: all but short rows near the diagonal with several
+    right-hand sides).
     :class:`~gsparse.TriangularSolver` takes it as its ``analysis`` argument.
 
     New values for the same pattern reuse all of it: values are an operand of each solve.

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from ...target import Target
 from ..operands import pow2_at_least
@@ -98,20 +99,35 @@ def analysed_schedule(features: np.ndarray, task: SptrsvTask, target: Target,
 def natural_serves(stats: PatternStats, task: SptrsvTask) -> bool:
     """Whether the fast start is the better choice for ``task`` on a system of these
     statistics without knowing how many solves follow: everywhere but large factors of
-    short rows with several right-hand sides.
+    short rows near the diagonal with several right-hand sides.
 
     - One right-hand side: the fast start solved every factor of the benchmark at least as
       fast as the analysed hand rule (H100, 2026-11-27, docs/performance.md "Fast start"),
       after ~2 ms of preparation against 5-20 ms.
-    - Several right-hand sides on short rows (meshes, roads, bands: under 4 entries a row):
-      the analysed solve is 3-17% faster than the fast start's best at 500K rows (laplacian3d,
-      road), which pays for its preparation after 80-100 solves. Below
-      :data:`_SMALL_ROWS` rows, the analysed preparation's floor (about 4 ms of small device
-      operations, whatever the size) is hundreds of solves of a factor that small.
+    - Several right-hand sides on short rows near the diagonal (meshes, roads, bands numbered
+      along their grid: under 4 entries a row, a fifth of them or more within
+      :data:`.stats.NEAR` rows of the diagonal, where the fast start goes by level): the
+      analysed solve is 3-17% faster than the fast start's best at 500K rows (laplacian3d,
+      road), which pays for its preparation after 80-100 solves. Below :data:`_SMALL_ROWS`
+      rows, the analysed preparation's floor (about 4 ms of small device operations,
+      whatever the size) is hundreds of solves of a factor that small.
+    - Several right-hand sides on short rows away from the diagonal (numbered without
+      locality: shuffled meshes, trees, sparse community, power-law and R-MAT graphs): the
+      fast start in natural order needs no levels, and its rows a subwarp keep more rows in
+      flight than the analysed scheme. On an H200 (2026-11-28, float64, 4 and 16
+      right-hand sides, ``scripts/sptrsv_fast_start_schemes.py --grid widths``) its pick
+      was 1.01-2.10x faster than the analysed solve on all 16 cells of the 8 such factors
+      of the subwarp rule's records; held out from that, on 11 fresh factors of 7 kinds
+      (``docs/results/sptrsv/h200-2026-11-28-natural-serves-held-out.json``: R-MAT and
+      power law with hubs, trees, community, shuffled, and bands of entries 33-64 and
+      40-400 rows off the diagonal, built to break this), 1.12-1.99x faster on 17 of 22
+      cells, 0.99-1.02x on the two bands' four, and 0.90x on a 1.5M-row tree at 4 (the
+      subwarp rule's miss there: its best width was 0.99x).
     - Long rows with several right-hand sides: the fast start is as fast or faster (power law
       500K at 16 right-hand sides: 2.06 ms against 4.90 ms analysed).
     """
-    return task.num_rhs == 1 or stats.mean_row >= _SHORT_ROW_NNZ or stats.rows < _SMALL_ROWS
+    return (task.num_rhs == 1 or stats.mean_row >= _SHORT_ROW_NNZ or stats.rows < _SMALL_ROWS
+            or stats.near_share < _LEVELS_NEAR_SHARE)
 
 
 # Rows averaging fewer entries than this are short (meshes, roads, bands).
@@ -152,6 +168,10 @@ NATURAL_SCHEMES = (LANE_PER_ROW, LANE_PER_ROW_ONE_BLOCK, *LANE_PER_ROW_BY_LEVEL,
 # subwarp 8 lanes, or half a lane per right-hand side (see natural_schedule).
 _SUBWARP_ROWS_PER_WARP = 0.2
 _WARP_LANES = 32
+# From this many rows a level per resident warp, short rows go 8 subwarps a warp: a row for
+# every subwarp (see natural_schedule); measured up to _MEASURED_RHS right-hand sides.
+_ALL_SUBWARPS_ROWS_PER_WARP = 8
+_MEASURED_RHS = 16
 
 
 def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
@@ -189,34 +209,45 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       where 2 rows a ticket everywhere took up to 1.49x (a 500K-row geometric mesh, 4,772
       levels: 2.76 ms against 4.11).
     - Rows of several right-hand sides that the warp would share go a row a subwarp where
-      the levels are wide enough: 2 subwarps from a fifth of a row a level per resident warp
-      (``rows / levels / (32 x target.sms)``, the levels kernel's count, asked only of
-      factors of 65,536 rows or more and no row over 128 entries: hubs want every lane), and
-      from 1.5 (the analysed rule's wide levels) as many as leave a subwarp 8 lanes, or half
-      a lane per right-hand side, at most 4; then narrower, up to 8 subwarps, while a lane
-      still reads its row's values in one batch (:func:`.codegen.shared_row_batches` of the
-      mean row: short rows cost a narrower subwarp no longer). The warp takes a ticket of a
-      row per subwarp and its subwarps solve the rows side by side (``natural.cuh``); a
-      whole warp sharing a row keeps its lanes on the columns, one or two entries at a time.
-      Designed on an H200 (2026-11-28, ``scripts/sptrsv_fast_start_schemes.py --grid
-      tickets``, float64, 1-8 subwarps, 1-2 rows a subwarp a ticket, by level or not; 12
-      factors at 4 and 16 right-hand sides, ``docs/results/sptrsv/
-      h200-2026-11-28-warp-tickets-design.json``): at 16 right-hand sides on levels of 2.5-6
-      rows per warp 4 subwarps were the best width (1.08-1.58x faster than 2), and on
-      levels of a fifth to half a row per warp (a 2M-row community factor, 500K-row
-      laplacian3d) 2 subwarps were 1.21-1.43x faster than the warp. Two rows a subwarp a
-      ticket were faster still on some wide factors and 3-127x slower on others (a
-      subwarp's second row waits while the warp's other subwarps idle at the ticket), so
-      the rule keeps one. Held out (11 factors of 5 families, community factors of 0.7-4M
-      rows, laplacian3d of 1-4M, tree, road, stencil, shuffled; ``--grid widths``,
-      ``...-warp-tickets-held-out.json``): the pick was the best width in 14 of 22 cells
-      and within 1.18x in 19; the 4 subwarps at 16 right-hand sides were the best on the
-      three wide factors of long rows, where the rule before kept 2 (1.25-1.34x slower). A
-      second held-out set (8 factors, ``...-warp-tickets-held-out-2.json``): the best width
-      in 9 of 16 cells, within 1.10x in 13. It misses at 4 right-hand sides on levels of
-      0.2-1.2 rows per warp of short rows (laplacian2d 4M, laplacian3d 1M and 2M, trees: 8
-      subwarps 1.26-1.54x faster than its 2); the one-batch step extended to those levels
-      fitted the first set and failed on the second.
+      the levels are wide enough (``rows / levels / (32 x target.sms)`` rows a level per
+      resident warp, the levels kernel's count, asked only of factors of 65,536 rows or more
+      and no row over 128 entries: hubs want every lane):
+
+      - from a fifth of a row: 2 subwarps; for short rows (under 4 entries), a lane per
+        right-hand side where 8 subwarps or fewer give it (3-8 right-hand sides) and a lane
+        reads its row in one batch;
+      - from 1.5 (the analysed rule's wide levels): as many as leave a subwarp 8 lanes, or
+        half a lane per right-hand side, at most 4; then narrower, up to 8 subwarps, while
+        a lane still reads its row's values in one batch (:func:`.codegen.shared_row_batches`
+        of the mean row: short rows cost a narrower subwarp no longer);
+      - from 8, short rows: 8 subwarps (up to 16 right-hand sides, 32-bit indices: as
+        measured), a row of the level for every subwarp.
+
+      The warp takes a ticket of a row per subwarp and its subwarps solve the rows side by
+      side (``natural.cuh``); a whole warp sharing a row keeps its lanes on the columns, one
+      or two entries at a time. Designed on an H200 (2026-11-28,
+      ``scripts/sptrsv_fast_start_schemes.py --grid tickets``, float64, 1-8 subwarps, 1-2
+      rows a subwarp a ticket, by level or not; 12 factors at 4 and 16 right-hand sides,
+      ``docs/results/sptrsv/h200-2026-11-28-warp-tickets-design.json``): at 16 right-hand
+      sides on levels of 2.5-6 rows per warp 4 subwarps were the best width (1.08-1.58x
+      faster than 2), and on levels of a fifth to half a row per warp (a 2M-row community
+      factor, 500K-row laplacian3d) 2 subwarps were 1.21-1.43x faster than the warp. Two
+      rows a subwarp a ticket were faster still on some wide factors and 3-127x slower on
+      others (a subwarp's second row waits while the warp's other subwarps idle at the
+      ticket), so the rule keeps one. Held out twice (11 and 8 factors: community factors of
+      0.6-4M rows, laplacian2d and laplacian3d of 1-4M, trees, road, stencil, shuffled;
+      ``--grid widths``, ``...-warp-tickets-held-out.json`` and ``-held-out-2.json``), the
+      pick then was the best width in 23 of 38 cells; it missed at 4
+      right-hand sides on levels of 0.2-1.2 rows per warp of short rows (8 subwarps
+      1.26-1.54x faster than its 2). The lane per right-hand side there, and 8 subwarps from
+      8 rows a warp, were set down before a third held-out set of 15 fresh factors at 2, 4,
+      8 and 16 right-hand sides (``...-subwarps-held-out-3.json``): all 8 mid-wide short-row
+      factors at 8 right-hand sides went fastest on 4 subwarps (the rule before took up to
+      1.54x), at 4 the change gained on all 8, and the 8 subwarps on very wide short rows
+      were the best in all 7 cells they changed (up to 1.52x); at 2 right-hand sides 8
+      subwarps lost on 7 of 8 mid-wide factors (up to 1.77x the best), so there the rule
+      keeps 2.
+      Over the five records' 144 cells the pick is within 1.10x of the best width in 132.
 
     Measured on the H100 (2026-11-28, float64; every fast-start scheme, 60 of them, on
     Cora, CiteSeer, PubMed and 500K-row laplacian3d, road, power-law and community
@@ -264,13 +295,28 @@ def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_c
     wide = stats.rows / max(level_count(), 1) / (_ROW_WARPS * target.sms)
     if wide < _SUBWARP_ROWS_PER_WARP:
         return 1
+    short = stats.mean_row < _SHORT_ROW_NNZ
+    entries = max(stats.mean_row - 1, 0.0)
+    if (short and wide >= _ALL_SUBWARPS_ROWS_PER_WARP and task.num_rhs <= _MEASURED_RHS
+            and task.index_dtype == torch.int32):
+        # Every subwarp of every warp has a row of the level: short rows cost a narrow
+        # subwarp little, and the most rows go at once (measured with 32-bit indices, whose
+        # loads go in batches).
+        return _MOST_SUBWARPS
     # As many as leave a subwarp 8 lanes, or half a lane per right-hand side, at most 4.
     subwarps = max(1, min(4, _WARP_LANES // max(8, pow2_at_least(task.num_rhs) // 2)))
     if wide < _WIDE_ROWS_PER_WARP:
+        column_subwarps = _WARP_LANES // pow2_at_least(task.num_rhs)  # a lane per right-hand side
+        if (short and 2 <= column_subwarps <= _MOST_SUBWARPS
+                and shared_row_batches(task.algorithm, _WARP_LANES // column_subwarps, entries) <= 1):
+            # A lane per right-hand side, none splitting a row's entries, so no sum across
+            # lanes on a short row's critical path (our reading: at 2 right-hand sides that
+            # would take 16 subwarps, and 8, whose lanes still split entries, were slower
+            # than 2), and each lane reads its row in one batch.
+            return column_subwarps
         return min(2, subwarps)
     # Narrower still while a lane reads its row in one batch: rows that short cost a
     # narrower subwarp no longer, and the warp keeps more of them in flight.
-    entries = max(stats.mean_row - 1, 0.0)
     while (subwarps < _MOST_SUBWARPS
            and shared_row_batches(task.algorithm, _WARP_LANES // (2 * subwarps), entries) <= 1):
         subwarps *= 2
