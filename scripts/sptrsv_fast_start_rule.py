@@ -51,9 +51,9 @@ for spec in sys.argv[1].split(","):
         res["cusparse"] = t(lambda: (spsm.solve(), spsm.result(k == 1)))
         best = min(v for kk, v in res.items() if kk.startswith("natural"))
         serves = natural_serves(st, task)
-        print(f"{spec} k={k} near={st.near_share:.2f} longest={st.longest_row} mean={st.mean_row:.1f} default={'fast' if serves else 'analysed'} | "
+        print(f"{spec} k={k} near rows={st.near_row_share:.2f} longest={st.longest_row} mean={st.mean_row:.1f} default={'fast' if serves else 'analysed'} | "
               f"new {new} {res[str(new)]:.4f} ({res[str(new)]/best:.2f} of best, {res['cusparse']/res[str(new)]:.2f}x cuSPARSE) | "
               f"old {old} {res[str(old)]:.4f} ({res['cusparse']/res[str(old)]:.2f}x) | analysed {res['analysed']:.4f} | cusparse {res['cusparse']:.4f} | "
               + " ".join(f"{kk.replace('natural.','')} {v/best:.2f}" for kk, v in res.items() if kk.startswith('natural')), flush=True)
-        out.append({"matrix": spec, "k": k, "stats": [st.rows, st.entries, st.longest_row, st.near_entries], "new": str(new), "old": str(old), "ms": res})
+        out.append({"matrix": spec, "k": k, "stats": [st.rows, st.entries, st.longest_row, st.near_rows], "new": str(new), "old": str(old), "ms": res})
 json.dump(out, open(sys.argv[2], "w"), indent=1)

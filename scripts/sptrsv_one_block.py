@@ -93,7 +93,7 @@ def main() -> None:
             print(f"{spec} n={n} levels={depth} k={k}: cusparse {ms['cusparse']:.4f}, rule {list(ms.values())[1]}, "
                   f"best block {best}", flush=True)
             out.append({"matrix": spec, "n": n, "nnz": int(m.nnz), "levels": depth, "k": k,
-                        "stats": {"longest_row": stats.longest_row, "near_share": stats.near_share,
+                        "stats": {"longest_row": stats.longest_row, "near_row_share": stats.near_row_share,
                                   "mean_row": stats.mean_row}, "ms": ms})
     with open(sys.argv[3], "w") as f:
         json.dump(out, f, indent=1)

@@ -17,7 +17,7 @@ from scipy.sparse import csr_array
 from gsparse import TriangularSolver
 from gsparse._triangular import read_factor
 from gsparse.kernels.sptrsv import checks
-from gsparse.kernels.sptrsv.stats import NEAR, PatternStats, pattern_stats
+from gsparse.kernels.sptrsv.stats import NEAR, PatternStats, near_rows, pattern_stats
 from gsparse.runtime import compile_cuda
 from gsparse.testing import device_waits
 
@@ -155,12 +155,12 @@ def _model(crow, col, val, n, nnz, lower, report):
         if begin < 0 or end < begin or end > nnz:
             continue
         slots[longest] = max(slots[longest], end - begin)
-        diagonal = False
+        diagonal = near_row = False
         for e in range(begin, end):
             c = col[e]
             if not 0 <= c < n:
                 continue
-            slots[near] += 0 < abs(c - r) <= NEAR
+            near_row = near_row or 0 < abs(c - r) <= NEAR
             if e + 1 < end and col[e + 1] <= c:
                 record(3, r)
             if (c > r) if lower else (c < r):
@@ -171,6 +171,7 @@ def _model(crow, col, val, n, nnz, lower, report):
                     record(6, r)
         if not diagonal:
             record(5, r)
+        slots[near] += near_row
     report.copy_(torch.tensor(slots))
 
 
@@ -289,24 +290,26 @@ def _banded_and_random(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_check_kernels_statistics_are_the_patterns(cuda_path, seed):
-    """The report's longest row and near entries (the model of the kernel's folds) equal
+    """The report's longest row and near rows (the model of the kernel's folds) equal
     pattern_stats' and a count by hand."""
     crow, col = _banded_and_random(300, seed)
     values = np.random.default_rng(seed).uniform(1, 2, col.size)
     pattern, _ = read_factor((torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(values), (300, 300)),
                              lower=True)
     rows = np.repeat(np.arange(300), np.diff(crow))
-    near = int(((np.abs(rows - col) > 0) & (np.abs(rows - col) <= NEAR)).sum())
+    near = np.unique(rows[(np.abs(rows - col) > 0) & (np.abs(rows - col) <= NEAR)]).size
     want = PatternStats(300, col.size, int(np.diff(crow).max()), near)
     assert pattern.stats == want == pattern_stats(torch.from_numpy(crow), torch.from_numpy(col))
-    assert 0 < want.near_share < 1 and want.longest_row > 40  # the factor has both kinds
+    assert 0 < want.near_row_share < 1 and want.longest_row > 40  # the factor has both kinds
+    near_columns = np.unique(col[(np.abs(rows - col) > 0) & (np.abs(rows - col) <= NEAR)]).size
+    assert int(near_rows(torch.from_numpy(crow), torch.from_numpy(col), transpose=True)) == near_columns
 
 
 def test_the_statistics_of_empty_and_diagonal_patterns():
     empty = pattern_stats(torch.zeros(1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64))
-    assert empty == PatternStats(0, 0, 0, 0) and empty.mean_row == 0 and empty.near_share == 0
+    assert empty == PatternStats(0, 0, 0, 0) and empty.mean_row == 0 and empty.near_row_share == 0
     diagonal = pattern_stats(torch.arange(6), torch.arange(5))
-    assert diagonal == PatternStats(5, 5, 1, 0) and diagonal.near_share == 0
+    assert diagonal == PatternStats(5, 5, 1, 0) and diagonal.near_row_share == 0
 
 
 def test_a_factor_checked_off_the_gpu_carries_no_statistics():

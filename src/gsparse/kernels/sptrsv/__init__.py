@@ -40,7 +40,7 @@ from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .scheduling import SolvePlan
 from .selector import SelectorSet, default_selectors
 from .split import size_bound
-from .stats import PatternStats, pattern_stats
+from .stats import PatternStats, near_rows, pattern_stats
 from .task import SptrsvTask, index_dtype_for
 
 __all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "analysed_schedule",
@@ -202,7 +202,10 @@ class FactorPlans:
         if not transpose:
             return self._stats
         if self._transposed_stats is None:
-            self._transposed_stats = self._stats.transposed(self.device_system(True).longest_row)
+            # A^T's near rows are A's near columns: one more read-back, on the first
+            # transposed solve only.
+            near = int(near_rows(self._crow, self._col, transpose=True))
+            self._transposed_stats = self._stats.transposed(self.device_system(True).longest_row, near)
         return self._transposed_stats
 
     def _index_dtype(self) -> torch.dtype:

@@ -66,10 +66,10 @@ class FactorReport:
         """The report of the kernel's slots (NONE: no violation), the statistics' last."""
         found = [None if s == NONE else s for s in slots[:RULES]]
         ends, decrease, out_of_range, unsorted, wrong_side, no_diagonal, bad_diagonal = found
-        longest_row, near_entries = slots[RULES:]
+        longest_row, near_rows = slots[RULES:]
         return cls(None if ends is None else True, decrease, out_of_range, unsorted,
                    None if wrong_side is None else divmod(wrong_side, max(n, 1)), no_diagonal, bad_diagonal,
-                   PatternStats(n, nnz, longest_row, near_entries))
+                   PatternStats(n, nnz, longest_row, near_rows))
 
 
 RULES = len(FactorReport.__dataclass_fields__) - 1  # the slots of the rules; then the statistics'

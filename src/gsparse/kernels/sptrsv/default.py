@@ -105,7 +105,7 @@ def natural_serves(stats: PatternStats, task: SptrsvTask) -> bool:
       fast as the analysed hand rule (H100, 2026-11-27, docs/performance.md "Fast start"),
       after ~2 ms of preparation against 5-20 ms.
     - Several right-hand sides on short rows near the diagonal (meshes, roads, bands numbered
-      along their grid: under 4 entries a row, a fifth of them or more within
+      along their grid: under 4 entries a row, half the rows or more with an entry within
       :data:`.stats.NEAR` rows of the diagonal, where the fast start goes by level): the
       analysed solve is 3-17% faster than the fast start's best at 500K rows (laplacian3d,
       road), which pays for its preparation after 80-100 solves. Below :data:`_SMALL_ROWS`
@@ -127,7 +127,7 @@ def natural_serves(stats: PatternStats, task: SptrsvTask) -> bool:
       500K at 16 right-hand sides: 2.06 ms against 4.90 ms analysed).
     """
     return (task.num_rhs == 1 or stats.mean_row >= _SHORT_ROW_NNZ or stats.rows < _SMALL_ROWS
-            or stats.near_share < _LEVELS_NEAR_SHARE)
+            or stats.near_row_share < _LEVELS_NEAR_ROWS)
 
 
 # Rows averaging fewer entries than this are short (meshes, roads, bands).
@@ -136,8 +136,10 @@ _SHORT_ROW_NNZ = 4
 _SMALL_ROWS = 1 << 16
 # The longest row a lane of the fast start walks alone (else the warp shares each row).
 _THREAD_ROW_MAX = 128
-# From this share of near entries (stats.NEAR) the fast start goes by level.
-_LEVELS_NEAR_SHARE = 0.2
+# From this share of rows with a near entry (stats.NEAR) the fast start goes by level.
+_LEVELS_NEAR_ROWS = 0.5
+# Under this many rows a level per resident warp, one right-hand side goes by level too.
+_DEEP_ROWS_PER_WARP = 0.15
 
 # Lane rows by level keep about this many levels' rows in flight (see natural_schedule).
 _LEVELS_IN_FLIGHT = 4
@@ -185,9 +187,22 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     - Who walks a row. With one right-hand side and rows of at most 128 entries, a lane per
       row, so that 32 rows of a warp go at once; with longer rows (hubs), or several
       right-hand sides, whose columns the lanes share, the warp shares each row.
-    - In which order. By level where at least 20% of the entries are near the diagonal
+    - In which order. By level where at least half the rows have an entry near the diagonal
       (:mod:`.stats`: a mesh or road numbered along its grid, whose consecutive rows chain);
-      else in natural order, which needs no levels.
+      else in natural order, which needs no levels. On the recorded factors (H100 and H200,
+      2026-11-28: 7 factors of every fast-start scheme and the five subwarp records, about
+      170 cells of both orders) rows near the diagonal were 0.66-1.00 of the rows where the
+      levels were as fast or faster (up to 51x), and 0-0.27 where natural order was as fast
+      or faster but for a chain of rows 33 apart; 20% of the entries, the rule's first
+      statistic, sent a 1M-row 27-point stencil (one near entry in 13, but on 99% of its
+      rows) to natural order, 0.23-0.41x cuSPARSE (docs/performance.md, "Rows near the
+      diagonal"). With one right-hand side on a factor of 65,536 rows or more, also by level
+      where the levels hold under 0.15 rows per resident warp (the level count, read back
+      once): natural order hands a warp rows of many levels at once. On an H200 natural
+      order took 1.8-5.2x the levels' time on 12 such factors of few near rows (trees,
+      community, the bands of arrow factors; 0.01-0.13 rows a warp) and lost to cuSPARSE on
+      four (0.64-0.78x); it was as fast or faster from 0.19 to 12.5 rows a warp, but on
+      factors with hubs (1.13-1.5x slower there).
     - Where. Lane rows in natural order on at most 8,192 rows run in one block
       (``one_block``), which keeps ``x`` in its shared memory, where rows poll their
       dependencies (where ``x`` fits in the target's shared memory per block: 64 KiB at
@@ -269,7 +284,7 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     missed on laplacian3d at 4M rows (levels of 8,200 rows: 0.97x cuSPARSE, where the 8 rows
     a ticket of the rule above took 1.64 ms, 1.21x).
     """
-    by_level = stats.near_share >= _LEVELS_NEAR_SHARE
+    by_level = stats.near_row_share >= _LEVELS_NEAR_ROWS or (task.num_rhs == 1 and _deep(stats, target, level_count))
     if task.num_rhs == 1 and stats.longest_row <= _THREAD_ROW_MAX:
         if not by_level:
             fits = one_block_shared_bytes(task.algorithm, stats.rows) <= target.shared_bytes_per_block
@@ -282,6 +297,16 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
     warp = WARP_PER_ROW_BY_LEVEL if by_level else WARP_PER_ROW
     subwarps = _row_subwarps(stats, task, target, level_count)
     return dataclasses.replace(warp, subwarps=subwarps) if subwarps > 1 else warp
+
+
+def _deep(stats: PatternStats, target: Target, level_count: Callable[[], int]) -> bool:
+    """Whether a factor of 65,536 rows or more has levels so narrow (under
+    :data:`_DEEP_ROWS_PER_WARP` rows a level per resident warp) that one right-hand side
+    goes faster by level whatever its near rows: natural order hands a warp rows of many
+    levels at once, and its lanes wait on the deepest (see :func:`natural_schedule`)."""
+    if stats.rows < _SMALL_ROWS:
+        return False  # the level count would cost a small factor more than it saves
+    return stats.rows / max(level_count(), 1) / (_ROW_WARPS * target.sms) < _DEEP_ROWS_PER_WARP
 
 
 def _row_subwarps(stats: PatternStats, task: SptrsvTask, target: Target, level_count: Callable[[], int]) -> int:

@@ -10,8 +10,8 @@
 //
 // The same pass measures two statistics of the pattern, which the fast start's rule reads
 // (gsparse.kernels.sptrsv.default.natural_schedule) without a second read-back: the entries
-// of the longest row and the off-diagonal entries within NEAR of the diagonal. Their slots
-// start at 0; each warp folds its rows' values in registers and adds them once.
+// of the longest row and the rows with an off-diagonal entry within NEAR of the diagonal.
+// Their slots start at 0; each warp folds its rows' values in registers and adds them once.
 //
 // No read is out of bounds, whatever the indices hold: crow is read at 0..n, col and val at
 // positions in [0, nnz) only. A row's entries are read only when its offsets lie in
@@ -37,7 +37,7 @@ enum Slot {
     NO_DIAGONAL,   // the first row without a diagonal entry
     BAD_DIAGONAL,  // the first row whose diagonal value is zero or not finite (val given)
     LONGEST_ROW,   // statistic: the most entries of a row (atomicMax; starts at 0)
-    NEAR_ENTRIES,  // statistic: entries with 0 < |col - row| <= NEAR (atomicAdd; starts at 0)
+    NEAR_ROWS,     // statistic: rows with an entry at 0 < |col - row| <= NEAR (atomicAdd; starts at 0)
 };
 
 template <typename T>
@@ -58,16 +58,16 @@ __device__ void check_factor(const long long* __restrict__ crow, const long long
     // A warp per row: long rows are read coalesced, and the warp votes on its diagonal.
     const int lane = threadIdx.x % WARP;
     const long long width = n > 1 ? n : 1;
-    long long longest = 0, near = 0;  // this lane's share of the statistics
+    long long longest = 0, near_rows = 0;  // the statistics (near_rows: lane 0's count)
     for (long long r = thread / WARP; r < n; r += threads / WARP) {
         const long long begin = crow[r], end = crow[r + 1];
         if (begin < 0 || end < begin || end > nnz) continue;  // the same for the whole warp
         longest = end - begin > longest ? end - begin : longest;
-        bool diagonal = false;
+        bool diagonal = false, near = false;
         for (long long e = begin + lane; e < end; e += WARP) {
             const long long c = col[e];
             if (c < 0 || c >= n) continue;
-            if (c != r && (c > r ? c - r : r - c) <= NEAR) ++near;
+            if (c != r && (c > r ? c - r : r - c) <= NEAR) near = true;
             if (e + 1 < end && col[e + 1] <= c) atomicMin(&report[UNSORTED], r);
             if (lower ? c > r : c < r) atomicMin(&report[WRONG_SIDE], r * width + c);
             if (c == r) {
@@ -78,11 +78,11 @@ __device__ void check_factor(const long long* __restrict__ crow, const long long
             }
         }
         if (!__any_sync(0xffffffffu, diagonal) && lane == 0) atomicMin(&report[NO_DIAGONAL], r);
+        if (__any_sync(0xffffffffu, near) && lane == 0) ++near_rows;
     }
-    for (int offset = WARP / 2; offset > 0; offset /= 2) near += __shfl_xor_sync(0xffffffffu, near, offset);
     if (lane == 0) {
         if (longest > 0) atomicMax(&report[LONGEST_ROW], longest);
-        if (near > 0) atomicAdd((unsigned long long*)&report[NEAR_ENTRIES], (unsigned long long)near);
+        if (near_rows > 0) atomicAdd((unsigned long long*)&report[NEAR_ROWS], (unsigned long long)near_rows);
     }
 }
 
