@@ -201,7 +201,7 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       once): natural order hands a warp rows of many levels at once. On an H200 natural
       order took 1.8-5.2x the levels' time on 12 such factors of few near rows (trees,
       community, the bands of arrow factors; 0.01-0.13 rows a warp) and lost to cuSPARSE on
-      four (0.64-0.78x); it was as fast or faster from 0.19 to 12.5 rows a warp, but on
+      five (0.64-0.89x); it was as fast or faster from 0.19 to 12.5 rows a warp, but on
       factors with hubs (1.13-1.5x slower there).
     - Where. Lane rows in natural order on at most 8,192 rows run in one block
       (``one_block``), which keeps ``x`` in its shared memory, where rows poll their
