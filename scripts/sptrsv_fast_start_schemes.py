@@ -15,6 +15,7 @@ a ticket, by level or not: 16 schemes).
 import argparse
 import itertools
 import json
+from collections.abc import Callable, Iterator
 
 import scipy.sparse.linalg as sl
 import torch
@@ -41,32 +42,53 @@ GRIDS = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cell_parser(description: str, repeats: int) -> argparse.ArgumentParser:
+    """The arguments of a script that times schemes per (factor, right-hand sides) cell."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("specs", help="factors, comma-separated (gsparse.bench.sptrsv.load_matrix specs)")
     parser.add_argument("ks", help="numbers of right-hand sides, comma-separated")
     parser.add_argument("out", help="JSON file of every measurement")
+    parser.add_argument("--repeats", type=int, default=repeats)
+    return parser
+
+
+def median_ms(device: torch.device, repeats: int) -> Callable[[Callable[[], object]], float]:
+    """A timer: one call, then the CUDA-event median of ``repeats`` calls."""
+    def timed(fn) -> float:
+        fn()
+        torch.cuda.synchronize()
+        return time_calls(fn, [()], device, warmup=0, min_repeats=repeats, max_repeats=repeats).median_ms
+    return timed
+
+
+def factors(specs: str, ks: str, device: torch.device) -> Iterator[tuple]:
+    """``(spec, name, matrix, (crow, col, values), cells)`` for every factor of ``specs``,
+    ``cells`` a generator of ``(k, b, reference)`` for every number of right-hand sides:
+    ``b`` a seeded random right side on ``device``, ``reference`` SciPy's solution (float64,
+    CPU)."""
+    def cells(m) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        for k in (int(k) for k in ks.split(",")):
+            rhs = torch.randn((m.shape[0], k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+            b = (rhs[:, 0] if k == 1 else rhs).to(device).contiguous()
+            yield k, b, torch.from_numpy(sl.spsolve_triangular(m.tocsr(), rhs.numpy(), lower=True))
+
+    for spec in specs.split(","):
+        name, m = B.load_matrix(spec)
+        yield spec, name, m, B.device_csr(m, device), cells(m)
+
+
+def main() -> None:
+    parser = cell_parser(__doc__.splitlines()[0], repeats=25)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="rows")
-    parser.add_argument("--repeats", type=int, default=25)
     args = parser.parse_args()
     dev = torch.device("cuda")
     target = Target.of(dev)
     B._warm_up(dev, None)
-
-    def timed(fn) -> float:
-        fn()
-        torch.cuda.synchronize()
-        return time_calls(fn, [()], dev, warmup=0, min_repeats=args.repeats, max_repeats=args.repeats).median_ms
-
+    timed = median_ms(dev, args.repeats)
     out = []
-    for spec in args.specs.split(","):
-        _, m = B.load_matrix(spec)
+    for spec, _, m, (crow, col, values), cells in factors(args.specs, args.ks, dev):
         n = m.shape[0]
-        crow, col, values = B.device_csr(m, dev)
-        for k in (int(k) for k in args.ks.split(",")):
-            rhs = torch.randn((n, k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-            b = (rhs[:, 0] if k == 1 else rhs).to(dev).contiguous()
-            ref = torch.from_numpy(sl.spsolve_triangular(m.tocsr(), rhs.numpy(), lower=True))
+        for k, b, ref in cells:
             plans = FactorPlans(crow, col, True)
             task = plans.task(torch.float64, False, False, k)
             res = {}

@@ -1,51 +1,35 @@
-"""The fast start in natural order against the fast start by level, on each factor, at k
-right-hand sides, with the rule's statistic of rows near the diagonal: its picks with the
-order forced each way, the analysed default and cuSPARSE; float64, each output checked
-against SciPy, then timed (CUDA events, the median of ``--repeats`` calls after the
-check's). The held-out check of ``natural_schedule``'s order.
+"""The fast start's order held out: natural order against levels on factors at k sides.
+
+For each factor and number of right-hand sides: the rule's picks with the order forced each
+way, the analysed default and cuSPARSE, with the rule's statistic of rows near the
+diagonal; float64, each output checked against SciPy, then timed (CUDA events, the median of
+``--repeats`` calls after the check's). The held-out check of ``natural_schedule``'s order.
 
     PYTHONPATH=src python scripts/sptrsv_order_check.py stencil:500000:71,arrow:500000:51 1,4,16 OUT.json
 """
-import argparse
 import dataclasses
 import json
 
-import scipy.sparse.linalg as sl
 import torch
+from sptrsv_fast_start_schemes import cell_parser, factors, median_ms  # the same cells, the same timer
 
 from gsparse.bench import cusparse_triangular
 from gsparse.bench import sptrsv as B
 from gsparse.kernels.sptrsv import FactorPlans
 from gsparse.kernels.sptrsv.default import natural_schedule, natural_serves
 from gsparse.target import Target
-from gsparse.tune.measure import time_calls
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("specs", help="factors, comma-separated (gsparse.bench.sptrsv.load_matrix specs)")
-    parser.add_argument("ks", help="numbers of right-hand sides, comma-separated")
-    parser.add_argument("out", help="JSON file of every measurement")
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
+    args = cell_parser(__doc__.splitlines()[0], repeats=15).parse_args()
     dev = torch.device("cuda")
     target = Target.of(dev)
     B._warm_up(dev, None)
-
-    def timed(fn) -> float:
-        fn()
-        torch.cuda.synchronize()
-        return time_calls(fn, [()], dev, warmup=0, min_repeats=args.repeats, max_repeats=args.repeats).median_ms
-
+    timed = median_ms(dev, args.repeats)
     out = []
-    for spec in args.specs.split(","):
-        name, m = B.load_matrix(spec)
+    for spec, name, m, (crow, col, values), cells in factors(args.specs, args.ks, dev):
         n = m.shape[0]
-        crow, col, values = B.device_csr(m, dev)
-        for k in (int(k) for k in args.ks.split(",")):
-            rhs = torch.randn((n, k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-            b = (rhs[:, 0] if k == 1 else rhs).to(dev).contiguous()
-            ref = torch.from_numpy(sl.spsolve_triangular(m.tocsr(), rhs.numpy(), lower=True))
+        for k, b, ref in cells:
             plans = FactorPlans(crow, col, True)
             task = plans.task(torch.float64, False, False, k)
             stats = plans.stats(False)
@@ -67,13 +51,12 @@ def main() -> None:
             spsm.load(b)
             res["cusparse"] = timed(lambda: (spsm.solve(), spsm.result(k == 1)))
             rule = "levels" if natural_schedule(stats, task, target, levels).level_order else "natural"
-            record = {"matrix": spec, "k": k, "near_row_share": stats.near_row_share, "mean_row": stats.mean_row,
-                      "rule": rule, "default": "fast start" if natural_serves(stats, task) else "analysed",
-                      "schemes": {order: str(s) for order, s in picks.items()}, "ms": res}
             print(f"{name} k={k}: near rows {stats.near_row_share:.2f}, rule {rule}; natural {res['natural']:.4f}, "
                   f"levels {res['levels']:.4f}, analysed {res['analysed']:.4f}, cusparse {res['cusparse']:.4f}",
                   flush=True)
-            out.append(record)
+            out.append({"matrix": spec, "k": k, "near_row_share": stats.near_row_share, "mean_row": stats.mean_row,
+                        "rule": rule, "default": "fast start" if natural_serves(stats, task) else "analysed",
+                        "schemes": {order: str(s) for order, s in picks.items()}, "ms": res})
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
 
