@@ -193,7 +193,8 @@ def natural_schedule(stats: PatternStats, task: SptrsvTask, target: Target,
       2026-11-28: 7 factors of every fast-start scheme and the five subwarp records, about
       170 cells of both orders) rows near the diagonal were 0.66-1.00 of the rows where the
       levels were as fast or faster (up to 51x), and 0-0.27 where natural order was as fast
-      or faster but for a chain of rows 33 apart; 20% of the entries, the rule's first
+      or within 1.07x, but for a chain of rows 33 apart (1.18-1.53x) and a community factor
+      at 16 right-hand sides (1.21x); 20% of the entries, the rule's first
       statistic, sent a 1M-row 27-point stencil (one near entry in 13, but on 99% of its
       rows) to natural order, 0.23-0.41x cuSPARSE (docs/performance.md, "Rows near the
       diagonal"). With one right-hand side on a factor of 65,536 rows or more, also by level
