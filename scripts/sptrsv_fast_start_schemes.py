@@ -17,6 +17,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import scipy.sparse.linalg as sl
 import torch
 
@@ -65,16 +66,32 @@ def factors(specs: str, ks: str, device: torch.device) -> Iterator[tuple]:
     """``(spec, name, matrix, (crow, col, values), cells)`` for every factor of ``specs``,
     ``cells`` a generator of ``(k, b, reference)`` for every number of right-hand sides:
     ``b`` a seeded random right side on ``device``, ``reference`` SciPy's solution (float64,
-    CPU)."""
-    def cells(m) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    NumPy)."""
+    def cells(m) -> Iterator[tuple[int, torch.Tensor, np.ndarray]]:
         for k in (int(k) for k in ks.split(",")):
             rhs = torch.randn((m.shape[0], k), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
             b = (rhs[:, 0] if k == 1 else rhs).to(device).contiguous()
-            yield k, b, torch.from_numpy(sl.spsolve_triangular(m.tocsr(), rhs.numpy(), lower=True))
+            yield k, b, sl.spsolve_triangular(m.tocsr(), rhs.numpy(), lower=True)
 
     for spec in specs.split(","):
         name, m = B.load_matrix(spec)
         yield spec, name, m, B.device_csr(m, device), cells(m)
+
+
+def checked_ms(timed: Callable[[Callable[[], object]], float], plan: Callable, values: torch.Tensor,
+               b: torch.Tensor, reference: np.ndarray) -> float:
+    """``plan``'s time on ``b``, or NaN where its solution is not SciPy's (a relative error of
+    1e-8 or more, :func:`gsparse.bench.sptrsv._error`'s)."""
+    return timed(lambda: plan(values, b)) if B._error(plan(values, b), reference) < 1e-8 else float("nan")
+
+
+def cusparse_ms(timed: Callable[[Callable[[], object]], float], csr: tuple, n: int, k: int, b: torch.Tensor) -> float:
+    """cuSPARSE SpSM's solve time on ``b`` (lower, non-unit; its analysis done first, not timed)."""
+    crow, col, values = csr
+    spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, False, k)
+    spsm.analyse()
+    spsm.load(b)
+    return timed(lambda: (spsm.solve(), spsm.result(k == 1)))
 
 
 def main() -> None:
@@ -86,8 +103,8 @@ def main() -> None:
     B._warm_up(dev, None)
     timed = median_ms(dev, args.repeats)
     out = []
-    for spec, _, m, (crow, col, values), cells in factors(args.specs, args.ks, dev):
-        n = m.shape[0]
+    for spec, _, m, csr, cells in factors(args.specs, args.ks, dev):
+        crow, col, values = csr
         for k, b, ref in cells:
             plans = FactorPlans(crow, col, True)
             task = plans.task(torch.float64, False, False, k)
@@ -96,15 +113,9 @@ def main() -> None:
             analysed = plans.chosen_schedule(task, target)
             plan = plans.build_plan(task, analysed, target)
             res["analysed " + str(analysed)] = timed(lambda: plan(values, b))
-            spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, False, k)
-            spsm.analyse()
-            spsm.load(b)
-            res["cusparse"] = timed(lambda: (spsm.solve(), spsm.result(k == 1)))
+            res["cusparse"] = cusparse_ms(timed, csr, m.shape[0], k, b)
             for schedule in dict.fromkeys([*GRIDS[args.grid], rule]):
-                plan = plans.build_plan(task, schedule, target)
-                x = plan(values, b)
-                err = float((x.double().cpu().reshape(ref.shape) - ref).abs().max() / max(ref.abs().max(), 1e-300))
-                res[str(schedule)] = timed(lambda: plan(values, b)) if err < 1e-8 else float("nan")
+                res[str(schedule)] = checked_ms(timed, plans.build_plan(task, schedule, target), values, b, ref)
             natural = sorted((ms, name) for name, ms in res.items() if name.startswith("natural") and ms == ms)
             print(f"{spec} k={k}: cusparse {res['cusparse']:.4f}, analysed {res['analysed ' + str(analysed)]:.4f}, "
                   f"rule {rule} {res[str(rule)]:.4f}; best: "

@@ -11,9 +11,9 @@ import dataclasses
 import json
 
 import torch
-from sptrsv_fast_start_schemes import cell_parser, factors, median_ms  # the same cells, the same timer
+from sptrsv_fast_start_schemes import (  # the same cells, checks and timers
+    cell_parser, checked_ms, cusparse_ms, factors, median_ms)
 
-from gsparse.bench import cusparse_triangular
 from gsparse.bench import sptrsv as B
 from gsparse.kernels.sptrsv import FactorPlans
 from gsparse.kernels.sptrsv.default import natural_schedule, natural_serves
@@ -27,8 +27,8 @@ def main() -> None:
     B._warm_up(dev, None)
     timed = median_ms(dev, args.repeats)
     out = []
-    for spec, name, m, (crow, col, values), cells in factors(args.specs, args.ks, dev):
-        n = m.shape[0]
+    for spec, name, m, csr, cells in factors(args.specs, args.ks, dev):
+        crow, col, values = csr
         for k, b, ref in cells:
             plans = FactorPlans(crow, col, True)
             task = plans.task(torch.float64, False, False, k)
@@ -36,20 +36,13 @@ def main() -> None:
             levels = lambda: plans.device_system(False).level_count(task.index_dtype, target, plans.loader)  # noqa: E731
             picks = {"natural": natural_schedule(dataclasses.replace(stats, near_rows=0), task, target, levels),
                      "levels": natural_schedule(dataclasses.replace(stats, near_rows=stats.rows), task, target, levels)}
-            res = {}
-            for order, schedule in picks.items():
-                plan = plans.build_plan(task, schedule, target)
-                x = plan(values, b)
-                err = float((x.double().cpu().reshape(ref.shape) - ref).abs().max() / max(ref.abs().max(), 1e-300))
-                res[order] = timed(lambda: plan(values, b)) if err < 1e-8 else float("nan")
+            res = {order: checked_ms(timed, plans.build_plan(task, schedule, target), values, b, ref)
+                   for order, schedule in picks.items()}
             fresh = FactorPlans(crow, col, True)  # its own analysis, as a new solver's
             scheme = fresh.chosen_schedule(task, target)
             analysed = fresh.build_plan(task, scheme, target)
             res["analysed"] = timed(lambda: analysed(values, b))
-            spsm = cusparse_triangular.CuSparseSpSM(crow.int(), col.int(), values, n, True, False, False, k)
-            spsm.analyse()
-            spsm.load(b)
-            res["cusparse"] = timed(lambda: (spsm.solve(), spsm.result(k == 1)))
+            res["cusparse"] = cusparse_ms(timed, csr, m.shape[0], k, b)
             rule = "levels" if natural_schedule(stats, task, target, levels).level_order else "natural"
             print(f"{name} k={k}: near rows {stats.near_row_share:.2f}, rule {rule}; natural {res['natural']:.4f}, "
                   f"levels {res['levels']:.4f}, analysed {res['analysed']:.4f}, cusparse {res['cusparse']:.4f}",
