@@ -303,6 +303,8 @@ def test_the_check_kernels_statistics_are_the_patterns(cuda_path, seed):
     assert 0 < want.near_row_share < 1 and want.longest_row > 40  # the factor has both kinds
     near_columns = np.unique(col[(np.abs(rows - col) > 0) & (np.abs(rows - col) <= NEAR)]).size
     assert int(near_rows(torch.from_numpy(crow), torch.from_numpy(col), transpose=True)) == near_columns
+    transposed = PatternStats(300, col.size, int(np.bincount(col).max()), near_columns)
+    assert pattern_stats(torch.from_numpy(crow), torch.from_numpy(col), transpose=True) == transposed
 
 
 def test_the_statistics_of_empty_and_diagonal_patterns():

@@ -441,6 +441,27 @@ def test_a_transposed_systems_near_rows_are_the_factors_near_columns():
     assert plans.stats(False).near_rows == 32 and plans.stats(True).near_rows == 1
 
 
+def test_a_direction_reads_its_statistics_back_once(monkeypatch):
+    """A^T's statistics (near rows and longest row, A's column 0 of n entries) come in one
+    read-back, and its system takes its longest row from them instead of reading it again."""
+    n = 100
+    rows = [[0]] + [sorted({0, i - 1, i}) for i in range(1, n)]
+    crow = torch.tensor(np.r_[0, np.cumsum([len(r) for r in rows])], dtype=torch.int64)
+    col = torch.tensor(np.concatenate(rows), dtype=torch.int64)
+    given = []
+    system = natural.DeviceSystem
+
+    def recording(*args, **kwargs):
+        given.append(args[4:] or tuple(kwargs.values()))
+        return system(*args, **kwargs)
+
+    monkeypatch.setattr("gsparse.kernels.sptrsv.DeviceSystem", recording)
+    plans = FactorPlans(crow, col, True)
+    assert (plans.stats(False).longest_row, plans.stats(True).longest_row) == (3, n)
+    assert plans.device_system(True).longest_row == n and plans.device_system(False).longest_row == 3
+    assert given == [(n,), (3,)]
+
+
 def test_the_rule_goes_by_level_where_natural_order_chains_rows():
     for k in (1, 16):
         assert _rule(MESH, k).level_order and _rule(ROAD, k).level_order

@@ -40,7 +40,7 @@ from .schedule import NaturalOrderSchedule, SptrsvSchedule
 from .scheduling import SolvePlan
 from .selector import SelectorSet, default_selectors
 from .split import size_bound
-from .stats import PatternStats, near_rows, pattern_stats
+from .stats import PatternStats, pattern_stats
 from .task import SptrsvTask, index_dtype_for
 
 __all__ = ["FactorPlans", "NaturalOrderSchedule", "SptrsvPlan", "SptrsvSchedule", "SptrsvTask", "analysed_schedule",
@@ -111,8 +111,9 @@ class FactorPlans:
         # resolving its task, scheme and plan again takes on the host. Emptied whenever what
         # decides them changes (:meth:`__setattr__`, :meth:`analysis`, :meth:`forget_choices`).
         self._resolved: dict[tuple[torch.dtype, bool, bool, int, int], SptrsvPlan | NaturalPlan] = {}
-        self._crow, self._col, self._lower, self._stats = crow, col, lower, stats
-        self._transposed_stats: PatternStats | None = None
+        self._crow, self._col, self._lower = crow, col, lower
+        # By direction (True: A^T's): A's from the checks where they ran, else measured once.
+        self._stats: dict[bool, PatternStats] = {} if stats is None else {False: stats}
         self.schedule: Scheme | None = None
         self.analyse: bool | None = None
         self.loader: KernelLoader = RUNTIME_LOADER
@@ -188,25 +189,18 @@ class FactorPlans:
         """The system of ``A x = b`` (``A^T x = b`` with ``transpose``) on the factor's device,
         built once, with no host analysis."""
         if transpose not in self._systems:
-            # A's longest row is the checks' (A^T's is read back by the system itself).
-            longest_row = self._stats.longest_row if self._stats is not None and not transpose else None
-            self._systems[transpose] = DeviceSystem(self._crow, self._col, self._lower, transpose, longest_row)
+            self._systems[transpose] = DeviceSystem(self._crow, self._col, self._lower, transpose,
+                                                    self.stats(transpose).longest_row)
         return self._systems[transpose]
 
     def stats(self, transpose: bool) -> PatternStats:
         """The pattern statistics of the system of ``A x = b`` (``A^T x = b`` with
         ``transpose``), its longest row before any split: the checks' where they measured
-        ``A``'s, else measured once (:func:`.stats.pattern_stats`)."""
-        if self._stats is None:
-            self._stats = pattern_stats(self._crow, self._col)
-        if not transpose:
-            return self._stats
-        if self._transposed_stats is None:
-            # A^T's near rows are A's near columns: one more read-back, on the first
-            # transposed solve only.
-            near = int(near_rows(self._crow, self._col, transpose=True))
-            self._transposed_stats = self._stats.transposed(self.device_system(True).longest_row, near)
-        return self._transposed_stats
+        ``A``'s, else measured once per direction, in one read-back
+        (:func:`.stats.pattern_stats`)."""
+        if transpose not in self._stats:
+            self._stats[transpose] = pattern_stats(self._crow, self._col, transpose)
+        return self._stats[transpose]
 
     def _index_dtype(self) -> torch.dtype:
         """int32 unless the factor's systems, their long rows split (:mod:`.split`), need int64."""

@@ -56,7 +56,7 @@ class DeviceSystem:
     more than :data:`.split.SPLIT_ABOVE` entries split into partial rows (``split``, None
     when none is: :mod:`.split`), ``value_index`` then indexes ``A``'s values followed by
     :data:`.split.CONSTANTS`. ``longest_row`` is the most entries of a row of ``T`` before
-    any split: given (the factor checks measured ``A``'s), or read back here, once.
+    any split: given (a factor's statistics, ``FactorPlans.stats``), or read back here, once.
 
     Args:
         crow, col: ``A``'s canonical CSR.

@@ -61,11 +61,6 @@ class PatternStats:
         """The share of the rows that have a near entry (0 for an empty pattern)."""
         return self.near_rows / self.rows if self.rows else 0.0
 
-    def transposed(self, longest_row: int, near_rows: int) -> PatternStats:
-        """The statistics of the transposed pattern, whose longest row is ``longest_row`` and
-        near rows ``near_rows``."""
-        return PatternStats(self.rows, self.entries, longest_row, near_rows)
-
 
 def near_rows(crow: torch.Tensor, col: torch.Tensor, transpose: bool = False) -> torch.Tensor:
     """The rows of the valid CSR ``(crow, col)`` (int64) with an off-diagonal entry within
@@ -80,11 +75,15 @@ def near_rows(crow: torch.Tensor, col: torch.Tensor, transpose: bool = False) ->
     return torch.zeros(n + 1, dtype=torch.int8, device=crow.device).scatter_(0, marked, 1)[:n].sum()
 
 
-def pattern_stats(crow: torch.Tensor, col: torch.Tensor) -> PatternStats:
-    """The statistics of the valid CSR ``(crow, col)`` (int64), with PyTorch operations on its
-    device: one read-back."""
+def pattern_stats(crow: torch.Tensor, col: torch.Tensor, transpose: bool = False) -> PatternStats:
+    """The statistics of the valid CSR ``(crow, col)`` (int64), with ``transpose`` of its
+    transpose, with PyTorch operations on its device: one read-back."""
     n, nnz = crow.numel() - 1, col.numel()
     if n == 0 or nnz == 0:
         return PatternStats(n, nnz, 0, 0)
-    longest, near = torch.stack([crow.diff().max(), near_rows(crow, col)]).tolist()
+    if transpose:  # the longest column; a scatter, since bincount would read its size back
+        lengths = torch.zeros(n, dtype=torch.int64, device=col.device).index_add_(0, col, torch.ones_like(col))
+    else:
+        lengths = crow.diff()
+    longest, near = torch.stack([lengths.max(), near_rows(crow, col, transpose)]).tolist()
     return PatternStats(n, nnz, longest, near)

@@ -1,0 +1,145 @@
+"""Where ``Graph.from_block``'s time goes on a sampled block, on a GPU.
+
+Run from the repository root on a GPU machine::
+
+    PYTHONPATH=src python3 scripts/block_build_profile.py [--edges 141000] [--cprofile]
+
+The block is ``scripts/minibatch_check.py``'s (14,100 destinations with 10 sources each out
+of 160,000, int64 as a sampler hands it over), sorted by destination and shuffled. For the
+build and for each of its steps alone, on the same tensors, three figures in microseconds
+per call:
+
+- ``wall``: many calls between two synchronisations (what ``minibatch_check.py`` reports:
+  the larger of the host's and the device's time);
+- ``host``: the host time of one call, nothing waited for inside it (the median; the queue
+  is drained every 20 calls, outside the timed spans);
+- ``device``: the kernels' time per call, from the profiler.
+
+``--cprofile`` adds the Python functions of the shuffled build with checks by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from gsparse import Graph
+from gsparse import _block_checks as block_checks
+from gsparse import _graph_build as build
+from gsparse._graph_build import offsets
+
+
+def sampled_block(shuffle: bool, edges: int, fanout: int = 10, num_src: int = 160_000):
+    num_dst = edges // fanout
+    gen = torch.Generator().manual_seed(1)
+    dst = torch.arange(num_dst).repeat_interleave(fanout)
+    src = torch.randint(0, num_src, (dst.numel(),), generator=gen)
+    ei = torch.stack([src, dst])
+    if shuffle:
+        ei = ei[:, torch.randperm(ei.shape[1], generator=gen)]
+    return ei.cuda(), num_src, num_dst, fanout
+
+
+def wall_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -> float:
+    for _ in range(20):
+        fn()
+    times = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        begin = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - begin) / calls * 1e6)
+    return statistics.median(times)
+
+
+def host_us(fn: Callable[[], object], calls: int = 400) -> float:
+    times = []
+    for index in range(calls):
+        begin = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - begin)
+        if index % 20 == 19:
+            torch.cuda.synchronize()
+    return statistics.median(times) * 1e6
+
+
+def device_us(fn: Callable[[], object], calls: int = 50) -> tuple[float, list[tuple[str, float]]]:
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            kernels[event.name] = kernels.get(event.name, 0.0) + event.device_time / calls
+    total = sum(kernels.values())
+    return total, sorted(kernels.items(), key=lambda item: -item[1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--edges", type=int, default=141_000)
+    parser.add_argument("--cprofile", action="store_true")
+    args = parser.parse_args()
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    for shuffle in (False, True):
+        ei, ns, nd, fanout = sampled_block(shuffle, args.edges)
+        idx = ei.to(torch.int32).contiguous()
+        src, dst = idx[0], idx[1]
+        sorted_dst, order = torch.sort(dst, stable=True)
+        csr, _, csr_dst = build.block_from_edge_index(ei, ns, nd, not shuffle, fanout, False)
+        label = "shuffled" if shuffle else "sorted"
+        steps: dict[str, Callable[[], object]] = {
+            "from_block, checks": lambda: Graph.from_block(
+                ei, num_src=ns, num_dst=nd, dst_sorted=not shuffle, max_degree=fanout),
+            "from_block, no checks": lambda: Graph.from_block(
+                ei, num_src=ns, num_dst=nd, dst_sorted=not shuffle, check=False),
+            "to int32": lambda: ei.to(torch.int32).contiguous(),
+            "check kernel": lambda: block_checks.check_edges(
+                ei, sorted_dst, ns, nd, not shuffle, fanout),
+            "offsets": lambda: offsets(sorted_dst, nd),
+            "CSR parts, no checks": lambda: build.block_from_edge_index(
+                ei, ns, nd, not shuffle, fanout, False),
+            "Graph of the parts": lambda: Graph._made(csr, sync_free=True, max_degree=fanout,
+                                                      csr_dst=csr_dst),
+        }
+        if shuffle:
+            steps.update({
+                "sort int32 keys": lambda: torch.sort(dst, stable=True),
+                "sort int64 keys": lambda: torch.sort(ei[1], stable=True),
+                "sort int16 keys": lambda: torch.sort(dst.to(torch.int16), stable=True),
+                "argsort int32 keys": lambda: torch.argsort(dst, stable=True),
+                "index_select": lambda: src.index_select(0, order),
+                "order to int32": lambda: order.to(torch.int32),
+            })
+        for name, fn in steps.items():
+            device, kernels = device_us(fn)
+            print(f"{label:9s} {name:24s} wall {wall_us(fn):8.1f}  host {host_us(fn):8.1f}  "
+                  f"device {device:8.1f}  kernels {len(kernels)}")
+            if name.startswith("from_block") or name.startswith("sort"):
+                for kernel, us in kernels:
+                    print(f"{'':12s}{us:8.2f} us  {kernel[:110]}")
+        if shuffle and args.cprofile:
+            run = steps["from_block, checks"]
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(200):
+                run()
+            profiler.disable()
+            torch.cuda.synchronize()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
