@@ -5,15 +5,20 @@ Run from the repository root on a GPU machine::
     PYTHONPATH=src python3 scripts/block_build_profile.py [--edges 141000] [--cprofile]
 
 The block is ``scripts/minibatch_check.py``'s (14,100 destinations with 10 sources each out
-of 160,000, int64 as a sampler hands it over), sorted by destination and shuffled. For the
-build and for each of its steps alone, on the same tensors, three figures in microseconds
-per call:
+of 160,000, int64 as a sampler hands it over), sorted by destination and shuffled; built
+with its bound (``max_degree``, the fanout: a shuffled block is then bucketed), without it
+(sorted), and without checks. For the build and for each of its steps alone, on the same
+tensors, three figures in microseconds per call:
 
 - ``wall``: many calls between two synchronisations (what ``minibatch_check.py`` reports:
   the larger of the host's and the device's time);
 - ``host``: the host time of one call, nothing waited for inside it (the median; the queue
   is drained every 20 calls, outside the timed spans);
 - ``device``: the kernels' time per call, from the profiler.
+
+The four builds a training step would make (sorted with the bound, shuffled with it:
+bucketed, shuffled without it: sorted, and unchecked) come first, interleaved over
+``--rounds`` rounds, since a GPU machine's host speed drifts within a run.
 
 ``--cprofile`` adds the Python functions of the shuffled build with checks by own time.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import pstats
 import statistics
 import time
@@ -86,12 +92,38 @@ def device_us(fn: Callable[[], object], calls: int = 50) -> tuple[float, list[tu
     return total, sorted(kernels.items(), key=lambda item: -item[1])
 
 
+def compare_builds(edges: int, rounds: int) -> None:
+    """The builds a step would make, interleaved round by round (a GPU machine's host speed
+    drifts within a run): wall and host microseconds per call, median [lowest, highest] of
+    the rounds."""
+    sorted_block, shuffled_block = sampled_block(False, edges), sampled_block(True, edges)
+    builds = {
+        "sorted, bound": (sorted_block, dict(dst_sorted=True, max_degree=sorted_block[3])),
+        "shuffled, bound (bucketed)": (shuffled_block, dict(max_degree=shuffled_block[3])),
+        "shuffled, no bound (sorted)": (shuffled_block, {}),
+        "shuffled, no bound, no checks": (shuffled_block, dict(check=False)),
+    }
+    walls: dict[str, list[float]] = {name: [] for name in builds}
+    hosts: dict[str, list[float]] = {name: [] for name in builds}
+    for _ in range(rounds):
+        for name, ((ei, ns, nd, _), options) in builds.items():
+            fn = functools.partial(Graph.from_block, ei, num_src=ns, num_dst=nd, **options)
+            walls[name].append(wall_us(fn, calls=200, rounds=1))
+            hosts[name].append(host_us(fn, calls=200))
+    for name in builds:
+        w, h = sorted(walls[name]), sorted(hosts[name])
+        print(f"build {name:30s} wall {statistics.median(w):7.1f} [{w[0]:.1f}, {w[-1]:.1f}]  "
+              f"host {statistics.median(h):7.1f} [{h[0]:.1f}, {h[-1]:.1f}]")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--edges", type=int, default=141_000)
+    parser.add_argument("--rounds", type=int, default=7, help="of the interleaved builds")
     parser.add_argument("--cprofile", action="store_true")
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    compare_builds(args.edges, args.rounds)
     for shuffle in (False, True):
         ei, ns, nd, fanout = sampled_block(shuffle, args.edges)
         idx = ei.to(torch.int32).contiguous()
@@ -102,6 +134,8 @@ def main() -> int:
         steps: dict[str, Callable[[], object]] = {
             "from_block, checks": lambda: Graph.from_block(
                 ei, num_src=ns, num_dst=nd, dst_sorted=not shuffle, max_degree=fanout),
+            "from_block, no bound": lambda: Graph.from_block(
+                ei, num_src=ns, num_dst=nd, dst_sorted=not shuffle),
             "from_block, no checks": lambda: Graph.from_block(
                 ei, num_src=ns, num_dst=nd, dst_sorted=not shuffle, check=False),
             "to int32": lambda: ei.to(torch.int32).contiguous(),
@@ -115,6 +149,7 @@ def main() -> int:
         }
         if shuffle:
             steps.update({
+                "bucket_edges": lambda: block_checks.bucket_edges(ei, ns, nd, fanout, torch.int32),
                 "sort int32 keys": lambda: torch.sort(dst, stable=True),
                 "sort int64 keys": lambda: torch.sort(ei[1], stable=True),
                 "sort int16 keys": lambda: torch.sort(dst.to(torch.int16), stable=True),

@@ -17,8 +17,8 @@ from gsparse.runtime import compile_cuda
 
 from kernels.support import needs_nvrtc
 
-_KERNELS = [f"check_edges_{k}_{s}" for k in ("i32", "i64") for s in ("i32", "i64")] + [
-    "check_csr_i32", "check_csr_i64"]
+_KERNELS = [f"{kernel}_{k}_{s}" for kernel in ("check_edges", "count_edges", "order_rows")
+            for k in ("i32", "i64") for s in ("i32", "i64")] + ["check_csr_i32", "check_csr_i64"]
 
 
 @needs_nvrtc
@@ -82,18 +82,57 @@ def _ops(build) -> list[str]:
 @pytest.mark.parametrize("dst_sorted", [True, False])
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
 def test_a_gpu_block_is_checked_in_one_launch_and_no_other_operation(gpu_path, dst_sorted, dtype):
+    """Sorted, or sorted by the block where its bound is too loose to bucket its edges."""
     ei = torch.tensor([[0, 4, 2, 1, 3], [0, 0, 1, 2, 2]], dtype=dtype)
+    bound = 2 if dst_sorted else block_checks.BUCKET_MAX_DEGREE + 1
     build = lambda check: Graph.from_block(ei, num_src=5, num_dst=3, dst_sorted=dst_sorted,  # noqa: E731
-                                           max_degree=2, check=check)
+                                           max_degree=bound, check=check)
     assert _ops(lambda: build(True)) == _ops(lambda: build(False))
     gpu_path.launches.clear()
     build(True)
     [(name, grid, block, args)] = gpu_path.launches
     assert name == f"check_edges_{block_checks._SUFFIX[dtype]}_i32" and (grid, block) == (1, 256)
     assert args[0] is ei and args[3] is not None and args[3].dtype == torch.int32
-    assert [_value(a) for a in args[1:3] + args[4:]] == [ei.stride(0), ei.stride(1), 5, 5, 3, 2,
+    assert [_value(a) for a in args[1:3] + args[4:]] == [ei.stride(0), ei.stride(1), 5, 5, 3, bound,
                                                       int(dst_sorted)]
     assert torch.equal(args[3].long(), torch.tensor([0, 0, 1, 2, 2]))  # the rows, sorted
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_a_shuffled_gpu_block_of_bounded_rows_is_bucketed_in_two_launches(gpu_path, dtype):
+    """Counted and filed (checks included, whatever ``check`` says), then ordered by row:
+    no sort, and the edge list is read in place, transposed or not."""
+    ei = torch.tensor([[0, 4, 2, 1, 3], [2, 0, 1, 0, 2]], dtype=dtype).t().contiguous().t()
+    build = lambda check: Graph.from_block(ei, num_src=5, num_dst=3, max_degree=2, check=check)  # noqa: E731
+    ops = _ops(lambda: build(True))
+    assert ops == _ops(lambda: build(False)) and "sort" not in ops
+    gpu_path.launches.clear()
+    g = build(True)
+    (count, count_grid, _, count_args), (order, order_grid, _, order_args) = gpu_path.launches
+    suffix = block_checks._SUFFIX[dtype]
+    assert (count, order) == (f"count_edges_{suffix}_i32", f"order_rows_{suffix}_i32")
+    assert (count_grid, order_grid) == (1, 1)  # 5 edges; 3 rows of a warp each
+    assert count_args[0] is ei and order_args[0] is ei
+    assert [_value(a) for a in count_args[1:3] + count_args[5:]] == [1, 2, 5, 5, 3, 2]
+    counts, table = count_args[3], count_args[4]
+    assert counts.data_ptr() == g.rowptr[1:].data_ptr() and table.shape == (6,)  # summed in place
+    assert order_args[2] is table and order_args[3] is g.rowptr
+    assert order_args[4] is g.col and order_args[5] is g.eid and order_args[6] is g.csr_dst
+    assert (_value(order_args[1]), _value(order_args[7]), _value(order_args[8])) == (2, 3, 2)
+    assert g.col.dtype == g.eid.dtype == g.rowptr.dtype == torch.int32 and g.rowptr.shape == (4,)
+    # one allocation, each array at a multiple of 256 bytes from its start (as aligned as
+    # an allocation of its own on a GPU)
+    assert g.col.storage_offset() == 0 and g.col.untyped_storage().data_ptr() == g.eid.untyped_storage().data_ptr()
+    assert (g.eid.data_ptr() - g.col.data_ptr()) % 256 == (g.csr_dst.data_ptr() - g.col.data_ptr()) % 256 == 0
+
+
+def test_only_bounded_blocks_of_rows_not_too_sparse_are_bucketed():
+    assert block_checks.buckets(1_000, 100, 10) and block_checks.buckets(30_000, 100, block_checks.BUCKET_MAX_DEGREE)
+    assert not block_checks.buckets(1_000, 100, None)  # no bound: sorted
+    assert not block_checks.buckets(1_000, 100, block_checks.BUCKET_MAX_DEGREE + 1)  # long rows: sorted
+    assert not block_checks.buckets(0, 100, 10)
+    many_rows = 10**6  # a loose bound on sparse rows: a table of 1000 slots per edge
+    assert not block_checks.buckets(10_000, many_rows, 10) and block_checks.buckets(10**6, many_rows, 4)
 
 
 def test_a_gpu_blocks_checks_read_a_transposed_edge_list_in_place(gpu_path):
@@ -143,6 +182,11 @@ _CASES = {  # name: (construction, what the kernel prints)
                                    "num_dst=2, dst_sorted=True, max_degree=2)", "more than max_degree = 2"),
     "unsorted row over max_degree": ("Graph.from_block(torch.tensor([[0, 1, 2], [1, 0, 1]]), num_src=3, "
                                      "num_dst=2, max_degree=1)", "destination 1 has more than"),
+    "bucketed: source out of range": ("Graph.from_block(torch.tensor([[0, 5], [1, 0]]), num_src=3, "
+                                      "num_dst=2, max_degree=2)", "edge_index[0, 1] = 5 is out of range"),
+    "bucketed: destination out of range, unchecked": (
+        "Graph.from_block(torch.tensor([[0, 1], [1, 4]], dtype=torch.int32), num_src=3, num_dst=2, "
+        "max_degree=2, check=False)", "edge_index[1, 1] = 4"),  # the counting checks anyway
     "rowptr not from 0": ("Graph.from_block_csr(torch.tensor([1, 2]), torch.tensor([0, 1]), num_src=3)",
                           "rowptr must run from 0"),
     "rowptr decreasing": ("Graph.from_block_csr(torch.tensor([0, 2, 1, 3]), torch.tensor([0, 1, 0]), "
@@ -174,8 +218,19 @@ def test_a_bad_block_on_a_gpu_is_a_device_side_assertion(case):
     assert printed in run.stdout and "device-side assert" in run.stderr, run.stdout + run.stderr
 
 
+def _same_block(got: Graph, want: Graph) -> None:
+    assert got.index_dtype == want.index_dtype
+    assert torch.equal(got.rowptr.cpu(), want.rowptr) and torch.equal(got.col.cpu(), want.col)
+    assert torch.equal(got.csr_dst.cpu(), want.csr_dst)
+    identity = torch.arange(want.num_edges, dtype=want.index_dtype)
+    got_eid = identity if got.eid is None else got.eid.cpu()
+    assert torch.equal(got_eid, identity if want.eid is None else want.eid)
+
+
 @pytest.mark.gpu
 def test_good_blocks_on_a_gpu_pass_their_checks_and_equal_the_cpus():
+    """Sorted, shuffled (bucketed under a tight or loose bound, sorted under none) and
+    transposed edge lists, with empty rows and rows of exactly the bound."""
     gen = torch.Generator().manual_seed(0)
     for seed in range(20):
         num_src, num_dst, edges = 1 + 37 * seed, 1 + 11 * seed, 1_000 * seed
@@ -183,16 +238,36 @@ def test_good_blocks_on_a_gpu_pass_their_checks_and_equal_the_cpus():
                           torch.randint(0, num_dst, (edges,), generator=gen)])
         degree = int(torch.bincount(ei[1], minlength=num_dst).max()) if edges else 0
         by_dst = ei[:, torch.argsort(ei[1], stable=True)]
-        for edge_index, dst_sorted in ((ei, False), (by_dst, True), (by_dst.t().contiguous().t(), True)):
+        cases = [(ei, False, degree), (ei, False, degree + 3), (ei, False, None),
+                 (ei.t().contiguous().t(), False, degree), (by_dst, True, degree),
+                 (by_dst.t().contiguous().t(), True, degree)]
+        for edge_index, dst_sorted, bound in cases:
             for dtype in (torch.int32, torch.int64):
                 e = edge_index.to(dtype)
+                if bound == 0:
+                    bound = None
                 want = Graph.from_block(e, num_src=num_src, num_dst=num_dst, dst_sorted=dst_sorted,
-                                        max_degree=degree)
+                                        max_degree=bound)
                 got = Graph.from_block(e.cuda(), num_src=num_src, num_dst=num_dst,
-                                       dst_sorted=dst_sorted, max_degree=degree)
-                assert torch.equal(got.rowptr.cpu(), want.rowptr) and torch.equal(got.col.cpu(), want.col)
+                                       dst_sorted=dst_sorted, max_degree=bound)
+                _same_block(got, want)
         csr = Graph.from_edge_index(ei, num_src=num_src, num_dst=num_dst)
         eid = None if csr.eid is None else csr.eid.cuda()
         Graph.from_block_csr(csr.rowptr.cuda(), csr.col.long().cuda(), num_src=num_src, eid=eid,
                              max_degree=degree)
     torch.cuda.synchronize()  # no assertion fired
+
+
+@pytest.mark.gpu
+def test_a_bucketed_block_of_int64_indices_equals_the_cpus():
+    """More than 2**31 sources make the block's indices int64: the bucketing's int64 kernels."""
+    gen = torch.Generator().manual_seed(3)
+    num_src, num_dst = 2**31 + 5, 300
+    ei = torch.stack([torch.randint(0, num_src, (5_000,), generator=gen),
+                      torch.randint(0, num_dst, (5_000,), generator=gen)])
+    ei[0, -1] = num_src - 1
+    degree = int(torch.bincount(ei[1], minlength=num_dst).max())
+    want = Graph.from_block(ei, num_src=num_src, num_dst=num_dst, max_degree=degree)
+    got = Graph.from_block(ei.cuda(), num_src=num_src, num_dst=num_dst, max_degree=degree)
+    assert got.index_dtype == torch.int64
+    _same_block(got, want)

@@ -236,6 +236,10 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
     max_degree = None if max_degree is None else check_count("max_degree", max_degree)
     num_edges = edge_index.shape[1]
     idx = index_dtype_for(num_edges, num_src, num_dst)
+    if not dst_sorted and block_checks.on_gpu(edge_index) and block_checks.buckets(num_edges, num_dst,
+                                                                                    max_degree):
+        rowptr, col, eid, rows = block_checks.bucket_edges(edge_index, num_src, num_dst, max_degree, idx)
+        return Csr(rowptr, col, eid, num_src), max_degree, rows
     # .to() returns a tensor of the right dtype as it is (a transposed [E, 2] view stays
     # strided): the rows must be contiguous, they become the CSR's col and the checks' input.
     indices = edge_index.to(idx).contiguous()

@@ -255,9 +255,13 @@ class Graph:
                 non-decreasing), as PyG's and DGL's neighbour samplers produce them: the CSR
                 is then read off without a sort, and edge ids are CSR positions.
             max_degree: an upper bound on every destination's number of edges, when the
-                caller knows one (a sampler's fanout); the schedule rules use it.
+                caller knows one (a sampler's fanout); the schedule rules use it. On a GPU
+                it also spares edges in any order their sort: up to 1,024 (on rows that fill
+                a fair share of it), they are filed by destination in two launches, each row
+                then put back in edge order.
             check: validate the indices (below). ``False`` trusts the caller: an index out
-                of range then makes the kernels read out of bounds.
+                of range then makes the kernels read out of bounds. (Edges filed by
+                destination are checked anyway, by the launch that counts them.)
 
         Validation: on the CPU, indices out of range, unsorted destinations under
         ``dst_sorted`` and rows longer than ``max_degree`` raise ValueError at once. On a GPU

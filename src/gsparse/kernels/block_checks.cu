@@ -93,5 +93,72 @@ __device__ void check_csr(const I* __restrict__ rowptr, const I* __restrict__ co
     }
 }
 
+// A block whose edges come in any order and whose rows hold at most max_degree edges (a
+// sampler's fanout) is bucketed by destination without a sort, in two launches with a
+// cumulative sum between them (gsparse._block_checks.bucket_edges):
+//
+// 1. count_edges checks every edge as check_edges does, counts each destination's edges
+//    (counts, zeroed: rowptr[1:], which the sum then turns into offsets) and files edge i in
+//    its row's slot of a [num_dst, max_degree] table in the order the atomics hand out,
+//    which is arbitrary: a row past max_degree stops with an assertion before it writes out
+//    of its slots.
+// 2. order_rows puts each row back in edge order, as a stable sort would: one warp a row,
+//    each filed edge's place is the number of the row's edges with a smaller id (rows are
+//    short: at most max_degree comparisons an edge). It writes the CSR position's edge id,
+//    source (from the user's edge list, in the index type) and row.
+__device__ inline long long count_one(int* count) { return atomicAdd(count, 1); }
+__device__ inline long long count_one(long long* count)
+{
+    return (long long)atomicAdd((unsigned long long*)count, 1ull);
+}
+
+template <typename K, typename I>
+__device__ void count_edges(const K* __restrict__ edges, long long row_stride, long long stride,
+                            I* __restrict__ counts, I* __restrict__ table, long long num_edges,
+                            long long num_src, long long num_dst, long long max_degree)
+{
+    const K* src = edges;
+    const K* dst = edges + row_stride;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < num_edges; i += step) {
+        const long long u = src[i * stride], v = dst[i * stride];
+        BLOCK_CHECK(0 <= u && u < num_src,
+                    "from_block: edge_index[0, %lld] = %lld is out of range [0, num_src = %lld)\n",
+                    i, u, num_src);
+        BLOCK_CHECK(0 <= v && v < num_dst,
+                    "from_block: edge_index[1, %lld] = %lld is out of range [0, num_dst = %lld)\n",
+                    i, v, num_dst);
+        const long long slot = count_one(counts + v);
+        BLOCK_CHECK(slot < max_degree,
+                    "from_block: destination %lld has more than max_degree = %lld edges\n",
+                    v, max_degree);
+        table[v * max_degree + slot] = (I)i;
+    }
+}
+
+template <typename K, typename I>
+__device__ void order_rows(const K* __restrict__ edges, long long stride, const I* __restrict__ table,
+                           const I* __restrict__ rowptr, I* __restrict__ col, I* __restrict__ eid,
+                           I* __restrict__ rows, long long num_dst, long long max_degree)
+{
+    const int lane = threadIdx.x % 32;
+    const long long warps = (long long)gridDim.x * (blockDim.x / 32);
+    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < num_dst; r += warps) {
+        const I* filed = table + r * max_degree;
+        const long long start = rowptr[r];
+        const long long length = min((long long)rowptr[r + 1] - start, max_degree);
+        for (long long j = lane; j < length; j += 32) {
+            const I id = filed[j];
+            long long place = 0;
+            for (long long k = 0; k < length; ++k) {
+                place += filed[k] < id;
+            }
+            eid[start + place] = id;
+            col[start + place] = (I)edges[(long long)id * stride];
+            rows[start + place] = (I)r;
+        }
+    }
+}
+
 // The entry points, one per index-type pair, are declared by gsparse._block_checks from
 // their Signature, which also binds each launch's arguments by name.
