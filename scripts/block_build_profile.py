@@ -30,8 +30,10 @@ import cProfile
 import functools
 import pstats
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -41,30 +43,13 @@ from gsparse import _block_checks as block_checks
 from gsparse import _graph_build as build
 from gsparse._graph_build import offsets
 
-
-def sampled_block(shuffle: bool, edges: int, fanout: int = 10, num_src: int = 160_000):
-    num_dst = edges // fanout
-    gen = torch.Generator().manual_seed(1)
-    dst = torch.arange(num_dst).repeat_interleave(fanout)
-    src = torch.randint(0, num_src, (dst.numel(),), generator=gen)
-    ei = torch.stack([src, dst])
-    if shuffle:
-        ei = ei[:, torch.randperm(ei.shape[1], generator=gen)]
-    return ei.cuda(), num_src, num_dst, fanout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from minibatch_check import per_call_us as wall_us, sampled_block  # noqa: E402  the same block and timer
 
 
-def wall_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -> float:
-    for _ in range(20):
-        fn()
-    times = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        begin = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - begin) / calls * 1e6)
-    return statistics.median(times)
+def _block(shuffle: bool, edges: int):
+    """``minibatch_check.py``'s block of ``edges`` edges, 10 a destination."""
+    return sampled_block(shuffle, num_dst=edges // 10)
 
 
 def host_us(fn: Callable[[], object], calls: int = 400) -> float:
@@ -96,7 +81,7 @@ def compare_builds(edges: int, rounds: int) -> None:
     """The builds a step would make, interleaved round by round (a GPU machine's host speed
     drifts within a run): wall and host microseconds per call, median [lowest, highest] of
     the rounds."""
-    sorted_block, shuffled_block = sampled_block(False, edges), sampled_block(True, edges)
+    sorted_block, shuffled_block = _block(False, edges), _block(True, edges)
     builds = {
         "sorted, bound": (sorted_block, dict(dst_sorted=True, max_degree=sorted_block[3])),
         "shuffled, bound (bucketed)": (shuffled_block, dict(max_degree=shuffled_block[3])),
@@ -125,7 +110,7 @@ def main() -> int:
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     compare_builds(args.edges, args.rounds)
     for shuffle in (False, True):
-        ei, ns, nd, fanout = sampled_block(shuffle, args.edges)
+        ei, ns, nd, fanout = _block(shuffle, args.edges)
         idx = ei.to(torch.int32).contiguous()
         src, dst = idx[0], idx[1]
         sorted_dst, order = torch.sort(dst, stable=True)
@@ -159,7 +144,7 @@ def main() -> int:
             })
         for name, fn in steps.items():
             device, kernels = device_us(fn)
-            print(f"{label:9s} {name:24s} wall {wall_us(fn):8.1f}  host {host_us(fn):8.1f}  "
+            print(f"{label:9s} {name:24s} wall {wall_us(fn, calls=200):8.1f}  host {host_us(fn):8.1f}  "
                   f"device {device:8.1f}  kernels {len(kernels)}")
             if name.startswith("from_block") or name.startswith("sort"):
                 for kernel, us in kernels:

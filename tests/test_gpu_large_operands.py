@@ -70,13 +70,18 @@ def _close(got: torch.Tensor, want: torch.Tensor, scale: torch.Tensor) -> None:
     assert error < 1e-5, error
 
 
-def test_a_source_operand_past_2_31_elements():
-    g = _graph(num_dst=65_536, num_src=ROWS, degree=8, seed=0)
-    x = torch.randn(ROWS, F, device="cuda")
+def _wide_sources(num_src: int, features: int, seed: int):
+    """65,536 rows of 8 edges over ``num_src`` sources of ``features`` (past 2**31 elements),
+    sampled rows, and their sums and sums of magnitudes in float64."""
+    g = _graph(num_dst=65_536, num_src=num_src, degree=8, seed=seed)
+    x = torch.randn(num_src, features, device="cuda")
     assert x.numel() > LIMIT
-    rows = _sample(g.num_dst, 1)
-    want = _row_sums(g, rows, lambda p, u: x[u])
-    scale = _row_sums(g, rows, lambda p, u: x[u].abs())
+    rows = _sample(g.num_dst, seed + 1)
+    return g, x, rows, _row_sums(g, rows, lambda p, u: x[u]), _row_sums(g, rows, lambda p, u: x[u].abs())
+
+
+def test_a_source_operand_past_2_31_elements():
+    g, x, rows, want, scale = _wide_sources(ROWS, F, seed=0)
     _close(gsparse.gspmm(g, "copy_lhs", "sum", x)[rows], want, scale)
     got_max = gsparse.gspmm(g, "copy_lhs", "max", x)[rows]
     starts = g.rowptr[rows].long()
@@ -149,12 +154,7 @@ def _per_skeleton(space, k: int) -> list:
 @pytest.mark.parametrize("features, num_src", [(F, ROWS), (4, 2**29 + 5)])
 def test_every_g_spmm_skeleton_reads_a_source_operand_past_2_31_elements(features, num_src):
     """4 features: the column- and output-tiled skeletons, which only narrow rows take."""
-    g = _graph(num_dst=65_536, num_src=num_src, degree=8, seed=7)
-    x = torch.randn(num_src, features, device="cuda")
-    assert x.numel() > LIMIT
-    rows = _sample(g.num_dst, 8)
-    want = _row_sums(g, rows, lambda p, u: x[u])
-    scale = _row_sums(g, rows, lambda p, u: x[u].abs())
+    g, x, rows, want, scale = _wide_sources(num_src, features, seed=7)
     task = spmm_kernels.task_for(g, "copy_lhs", "sum", x, None, (features,))
     schedules = _per_skeleton(spmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 4)
     assert len({type(s) for s in schedules}) >= 2

@@ -21,6 +21,18 @@ extern "C" __device__ void __assertfail(const char* message, const char* file, u
         }                                                                             \
     } while (0)
 
+// Edge i (u -> v) of a block's edge list has both ends in range.
+__device__ inline void check_edge_range(long long i, long long u, long long v, long long num_src,
+                                        long long num_dst)
+{
+    BLOCK_CHECK(0 <= u && u < num_src,
+                "from_block: edge_index[0, %lld] = %lld is out of range [0, num_src = %lld)\n",
+                i, u, num_src);
+    BLOCK_CHECK(0 <= v && v < num_dst,
+                "from_block: edge_index[1, %lld] = %lld is out of range [0, num_dst = %lld)\n",
+                i, v, num_dst);
+}
+
 // Edge i of a [2, E] edge list: edges[i * stride] -> edges[row_stride + i * stride], the
 // tensor's strides as they are (a transposed [E, 2] view is read in place).
 // `sorted` holds the destinations in order (the CSR's row of each position) when a
@@ -36,12 +48,7 @@ __device__ void check_edges(const K* __restrict__ edges, long long row_stride, l
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < num_edges; i += step) {
         const long long u = src[i * stride], v = dst[i * stride];
-        BLOCK_CHECK(0 <= u && u < num_src,
-                    "from_block: edge_index[0, %lld] = %lld is out of range [0, num_src = %lld)\n",
-                    i, u, num_src);
-        BLOCK_CHECK(0 <= v && v < num_dst,
-                    "from_block: edge_index[1, %lld] = %lld is out of range [0, num_dst = %lld)\n",
-                    i, v, num_dst);
+        check_edge_range(i, u, v, num_src, num_dst);
         if (dst_sorted && i > 0) {
             const long long before = dst[(i - 1) * stride];
             BLOCK_CHECK(before <= v,
@@ -122,12 +129,7 @@ __device__ void count_edges(const K* __restrict__ edges, long long row_stride, l
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < num_edges; i += step) {
         const long long u = src[i * stride], v = dst[i * stride];
-        BLOCK_CHECK(0 <= u && u < num_src,
-                    "from_block: edge_index[0, %lld] = %lld is out of range [0, num_src = %lld)\n",
-                    i, u, num_src);
-        BLOCK_CHECK(0 <= v && v < num_dst,
-                    "from_block: edge_index[1, %lld] = %lld is out of range [0, num_dst = %lld)\n",
-                    i, v, num_dst);
+        check_edge_range(i, u, v, num_src, num_dst);
         const long long slot = count_one(counts + v);
         BLOCK_CHECK(slot < max_degree,
                     "from_block: destination %lld has more than max_degree = %lld edges\n",
