@@ -124,14 +124,15 @@ def main() -> int:
             "from_block, no checks": lambda: Graph.from_block(
                 ei, num_src=ns, num_dst=nd, dst_sorted=not shuffle, check=False),
             "to int32": lambda: ei.to(torch.int32).contiguous(),
-            "check kernel": lambda: block_checks.check_edges(
-                ei, sorted_dst, ns, nd, not shuffle, fanout),
+            "check kernel": lambda: block_checks.check_edges(ei, sorted_dst, ns, nd, fanout),
             "offsets": lambda: offsets(sorted_dst, nd),
             "CSR parts, no checks": lambda: build.block_from_edge_index(
                 ei, ns, nd, not shuffle, fanout, False),
             "Graph of the parts": lambda: Graph._made(csr, sync_free=True, max_degree=fanout,
                                                       csr_dst=csr_dst),
         }
+        if not shuffle:
+            steps["sorted_edges"] = lambda: block_checks.sorted_edges(ei, ns, nd, fanout, torch.int32)
         if shuffle:
             steps.update({
                 "bucket_edges": lambda: block_checks.bucket_edges(ei, ns, nd, fanout, torch.int32),

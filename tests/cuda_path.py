@@ -48,18 +48,42 @@ def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[Recordin
         target.Target.of = previous_of
 
 
+def _block_kernel_model(name: str, args: list) -> None:
+    """What a block kernel of :mod:`gsparse._block_checks` writes (the checks aside), with
+    PyTorch operations, unseen by the torch-function modes that count a step's calls."""
+    with torch._C.DisableTorchFunction():
+        edges = args[0]
+        if name.startswith("sorted_edges"):
+            rowptr, col, rows = args[3:6]
+            col.copy_(edges[0])
+            rows.copy_(edges[1])
+            bounds = torch.arange(rowptr.numel(), dtype=edges.dtype)
+            rowptr.copy_(torch.searchsorted(edges[1].contiguous(), bounds))
+        elif name.startswith("count_edges"):
+            counts = args[3]
+            counts.add_(torch.bincount(edges[1], minlength=counts.numel()).to(counts.dtype))
+        elif name.startswith("order_rows"):
+            col, eid, rows = args[4:7]
+            order = torch.argsort(edges[1], stable=True)
+            eid.copy_(order)
+            col.copy_(edges[0][order])
+            rows.copy_(edges[1][order])
+
+
 @contextlib.contextmanager
 def block_checks_on_gpu() -> Iterator[list[str]]:
-    """Blocks (``Graph.from_block``) checked as on a GPU, in one launch of a check kernel
-    each, whose name is appended to the list yielded instead of running."""
+    """Blocks (``Graph.from_block``) built and checked as on a GPU, in one launch of a block
+    kernel each (two for a bucketed one), whose name is appended to the list yielded; what
+    the kernel writes is made on the CPU (:func:`_block_kernel_model`)."""
     launched: list[str] = []
 
     class _Kernel:
         def __init__(self, name: str) -> None:
             self.name = name
 
-        def launch(self, *args, **kwargs) -> None:
+        def launch(self, grid, block, args) -> None:
             launched.append(self.name)
+            _block_kernel_model(self.name, args)
 
     previous = _block_checks.on_gpu, _block_checks.KERNELS
     _block_checks.on_gpu = lambda tensor: True

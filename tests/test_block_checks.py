@@ -17,7 +17,7 @@ from gsparse.runtime import compile_cuda
 
 from kernels.support import needs_nvrtc
 
-_KERNELS = [f"{kernel}_{k}_{s}" for kernel in ("check_edges", "count_edges", "order_rows")
+_KERNELS = [f"{kernel}_{k}_{s}" for kernel in ("check_edges", "sorted_edges", "count_edges", "order_rows")
             for k in ("i32", "i64") for s in ("i32", "i64")] + ["check_csr_i32", "check_csr_i64"]
 
 
@@ -79,22 +79,39 @@ def _ops(build) -> list[str]:
     return mode.ops
 
 
-@pytest.mark.parametrize("dst_sorted", [True, False])
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
-def test_a_gpu_block_is_checked_in_one_launch_and_no_other_operation(gpu_path, dst_sorted, dtype):
-    """Sorted, or sorted by the block where its bound is too loose to bucket its edges."""
-    ei = torch.tensor([[0, 4, 2, 1, 3], [0, 0, 1, 2, 2]], dtype=dtype)
-    bound = 2 if dst_sorted else block_checks.BUCKET_MAX_DEGREE + 1
-    build = lambda check: Graph.from_block(ei, num_src=5, num_dst=3, dst_sorted=dst_sorted,  # noqa: E731
-                                           max_degree=bound, check=check)
-    assert _ops(lambda: build(True)) == _ops(lambda: build(False))
+def test_a_sorted_gpu_block_is_read_off_and_checked_in_one_launch_and_no_other_operation(gpu_path, dtype):
+    """The CSR's arrays are one allocation, filled by the launch, which reads the edge list
+    in place; unchecked, PyTorch converts and searches instead (cheaper than a launch)."""
+    ei = torch.tensor([[0, 4, 2, 1, 3], [0, 0, 1, 2, 2]], dtype=dtype).t().contiguous().t()
+    build = lambda check: Graph.from_block(ei, num_src=5, num_dst=3, dst_sorted=True,  # noqa: E731
+                                           max_degree=2, check=check)
+    made = [op for op in _ops(lambda: build(True)) if op not in ("__getitem__", "view", "unbind")]
+    assert made == ["empty"]
     gpu_path.launches.clear()
-    build(True)
+    g = build(True)
     [(name, grid, block, args)] = gpu_path.launches
-    assert name == f"check_edges_{block_checks._SUFFIX[dtype]}_i32" and (grid, block) == (1, 256)
-    assert args[0] is ei and args[3] is not None and args[3].dtype == torch.int32
-    assert [_value(a) for a in args[1:3] + args[4:]] == [ei.stride(0), ei.stride(1), 5, 5, 3, bound,
-                                                      int(dst_sorted)]
+    assert name == f"sorted_edges_{block_checks._SUFFIX[dtype]}_i32" and (grid, block) == (1, 256)
+    assert args[0] is ei and args[3] is g.rowptr and args[4] is g.col and args[5] is g.csr_dst
+    assert [_value(a) for a in args[1:3] + args[6:]] == [1, 2, 5, 5, 3, 2]
+    assert g.eid is None and g.rowptr.shape == (4,) and g.col.shape == g.csr_dst.shape == (5,)
+    assert g.col.untyped_storage().data_ptr() == g.rowptr.untyped_storage().data_ptr()
+    gpu_path.launches.clear()
+    unchecked = build(False)
+    assert not gpu_path.launches and "searchsorted" in _ops(lambda: build(False))
+    assert torch.equal(unchecked.rowptr, torch.tensor([0, 2, 3, 5], dtype=torch.int32))
+
+
+def test_a_gpu_block_sorted_by_the_block_is_checked_in_one_launch(gpu_path):
+    """Shuffled, under a bound too loose to bucket its edges: sorted, then checked against
+    its sorted destinations."""
+    ei = torch.tensor([[0, 4, 2, 1, 3], [2, 0, 1, 0, 2]])
+    bound = block_checks.BUCKET_MAX_DEGREE + 1
+    Graph.from_block(ei, num_src=5, num_dst=3, max_degree=bound)
+    [(name, grid, block, args)] = gpu_path.launches
+    assert name == "check_edges_i64_i32" and (grid, block) == (1, 256)
+    assert args[0] is ei and args[3].dtype == torch.int32
+    assert [_value(a) for a in args[1:3] + args[4:]] == [ei.stride(0), ei.stride(1), 5, 5, 3, bound]
     assert torch.equal(args[3].long(), torch.tensor([0, 0, 1, 2, 2]))  # the rows, sorted
 
 
@@ -136,8 +153,8 @@ def test_only_bounded_blocks_of_rows_not_too_sparse_are_bucketed():
 
 
 def test_a_gpu_blocks_checks_read_a_transposed_edge_list_in_place(gpu_path):
-    ei = torch.tensor([[0, 0], [1, 0], [2, 1]]).t()
-    Graph.from_block(ei, num_src=3, num_dst=2, dst_sorted=True)
+    ei = torch.tensor([[0, 0], [2, 1], [1, 0]]).t()
+    Graph.from_block(ei, num_src=3, num_dst=2)
     [(name, _, _, args)] = gpu_path.launches
     assert name == "check_edges_i64_i64" and args[0] is ei and args[3] is None  # no max_degree
     assert (_value(args[1]), _value(args[2]), _value(args[7])) == (1, 2, -1)
@@ -248,9 +265,10 @@ def test_good_blocks_on_a_gpu_pass_their_checks_and_equal_the_cpus():
                     bound = None
                 want = Graph.from_block(e, num_src=num_src, num_dst=num_dst, dst_sorted=dst_sorted,
                                         max_degree=bound)
-                got = Graph.from_block(e.cuda(), num_src=num_src, num_dst=num_dst,
-                                       dst_sorted=dst_sorted, max_degree=bound)
-                _same_block(got, want)
+                for check in (True, False):
+                    got = Graph.from_block(e.cuda(), num_src=num_src, num_dst=num_dst,
+                                           dst_sorted=dst_sorted, max_degree=bound, check=check)
+                    _same_block(got, want)
         csr = Graph.from_edge_index(ei, num_src=num_src, num_dst=num_dst)
         eid = None if csr.eid is None else csr.eid.cuda()
         Graph.from_block_csr(csr.rowptr.cuda(), csr.col.long().cuda(), num_src=num_src, eid=eid,

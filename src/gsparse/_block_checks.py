@@ -1,5 +1,6 @@
-"""The checks of sampled blocks on a GPU: one launch each, no host wait; and the bucketing
-of a shuffled block of bounded rows, whose checks come with it.
+"""Sampled blocks on a GPU, checked without a host wait: a block sorted by destination is
+read off and checked in one launch, a shuffled block of bounded rows bucketed in two (its
+checks included), and any other checked in one launch after its sort.
 
 ``Graph.from_block`` and ``Graph.from_block_csr`` validate on the device so that a training
 step never waits for a verdict. Done with PyTorch operations, that is about ten small
@@ -43,7 +44,19 @@ def _edges_signature(edges: torch.dtype, sorted_dst: torch.dtype) -> Signature:
         (f"const {_C_TYPE[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
         ("long long", "stride"), (f"const {_C_TYPE[sorted_dst]}* __restrict__", "sorted"),
         ("long long", "num_edges"), ("long long", "num_src"), ("long long", "num_dst"),
-        ("long long", "max_degree"), ("int", "dst_sorted")))
+        ("long long", "max_degree")))
+
+
+@functools.cache
+def _sorted_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
+    from .kernels.source import Signature
+
+    pointer = f"{_C_TYPE[index]}* __restrict__"
+    return Signature(f"sorted_edges_{_SUFFIX[edges]}_{_SUFFIX[index]}", (
+        (f"const {_C_TYPE[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
+        ("long long", "stride"), (pointer, "rowptr"), (pointer, "col"), (pointer, "rows"),
+        ("long long", "num_edges"), ("long long", "num_src"), ("long long", "num_dst"),
+        ("long long", "max_degree")))
 
 
 @functools.cache
@@ -87,6 +100,7 @@ def source() -> str:
     body = importlib.resources.files("gsparse.kernels").joinpath("block_checks.cu").read_text()
     entries = [_entry(_edges_signature(k, s), "check_edges") for k in _C_TYPE for s in _C_TYPE]
     entries += [_entry(_csr_signature(i), "check_csr") for i in _C_TYPE]
+    entries += [_entry(_sorted_signature(k, i), "sorted_edges") for k in _C_TYPE for i in _C_TYPE]
     entries += [_entry(_count_signature(k, i), "count_edges") for k in _C_TYPE for i in _C_TYPE]
     entries += [_entry(_order_signature(k, i), "order_rows") for k in _C_TYPE for i in _C_TYPE]
     return body + "\n" + "\n\n".join(entries) + "\n"
@@ -126,11 +140,11 @@ def _launch(signature: Signature, device: torch.device, positions: int, values: 
 
 
 def check_edges(edge_index: torch.Tensor, sorted_dst: torch.Tensor | None, num_src: int,
-                num_dst: int, dst_sorted: bool, max_degree: int | None) -> None:
-    """Assert on the device that ``edge_index`` (``[2, E]``, as the user gave it) has
-    sources in ``[0, num_src)``, destinations in ``[0, num_dst)``, destinations in order
-    when ``dst_sorted``, and, when ``max_degree`` is given, that no destination appears
-    more than ``max_degree`` times in ``sorted_dst`` (the destinations sorted)."""
+                num_dst: int, max_degree: int | None) -> None:
+    """Assert on the device that ``edge_index`` (``[2, E]`` in any order, as the user gave
+    it) has sources in ``[0, num_src)``, destinations in ``[0, num_dst)`` and, when
+    ``max_degree`` is given, that no destination appears more than ``max_degree`` times in
+    ``sorted_dst`` (the destinations sorted)."""
     sorted_dst = None if max_degree is None else sorted_dst
     if sorted_dst is not None and not sorted_dst.is_contiguous():
         raise ValueError("the sorted destinations must be contiguous: the kernel reads them densely")
@@ -140,8 +154,28 @@ def check_edges(edge_index: torch.Tensor, sorted_dst: torch.Tensor | None, num_s
     num_edges = edge_index.shape[1]
     _launch(signature, edge_index.device, num_edges, dict(
         edges=edge_index, row_stride=row_stride, stride=stride, sorted=sorted_dst, num_edges=num_edges,
-        num_src=num_src, num_dst=num_dst, max_degree=-1 if max_degree is None else max_degree,
-        dst_sorted=int(dst_sorted)))
+        num_src=num_src, num_dst=num_dst, max_degree=-1 if max_degree is None else max_degree))
+
+
+def sorted_edges(edge_index: torch.Tensor, num_src: int, num_dst: int, max_degree: int | None,
+                 index: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The CSR of a block from its ``[2, E]`` edge list sorted by destination (``rowptr``,
+    ``col`` and each position's row, in ``index``), read off in one launch that asserts the
+    checks of :func:`check_edges`, the order of the destinations and rows of at most
+    ``max_degree`` edges. (Unchecked, PyTorch's conversion and search cost the host less
+    than a launch of this module's.)"""
+    device, num_edges = edge_index.device, edge_index.shape[1]
+    row_stride, stride = edge_index.stride()
+    # One allocation for the three arrays (each at a multiple of 256 bytes), as in bucket_edges.
+    padded = -(-num_edges // 64) * 64
+    buffer = torch.empty(2 * padded + num_dst + 1, dtype=index, device=device)
+    col, rows = buffer[:2 * padded].view(2, padded)[:, :num_edges]
+    rowptr = buffer[2 * padded:]
+    _launch(_sorted_signature(edge_index.dtype, index), device, max(num_edges, num_dst + 1), dict(
+        edges=edge_index, row_stride=row_stride, stride=stride, rowptr=rowptr, col=col, rows=rows,
+        num_edges=num_edges, num_src=num_src, num_dst=num_dst,
+        max_degree=-1 if max_degree is None else max_degree))
+    return rowptr, col, rows
 
 
 def check_csr(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None, num_src: int,

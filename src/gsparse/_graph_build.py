@@ -3,9 +3,9 @@
 Every function here returns :class:`Csr`, the parts a :class:`~gsparse.graph.Graph` is made
 of, after checking its inputs once: the host-side constructors raise at once and name the
 bad index; the block constructors check on the device so that the host never waits: on a
-GPU in one launch of a check kernel (:mod:`._block_checks`), elsewhere with PyTorch
-operations (raising at once on the CPU). The graph's public constructors document the
-arguments.
+GPU in the launches that build the block, or in one launch of a check kernel after a sort
+(:mod:`._block_checks`), elsewhere with PyTorch operations (raising at once on the CPU).
+The graph's public constructors document the arguments.
 """
 
 from __future__ import annotations
@@ -236,10 +236,13 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
     max_degree = None if max_degree is None else check_count("max_degree", max_degree)
     num_edges = edge_index.shape[1]
     idx = index_dtype_for(num_edges, num_src, num_dst)
-    if not dst_sorted and block_checks.on_gpu(edge_index) and block_checks.buckets(num_edges, num_dst,
-                                                                                    max_degree):
-        rowptr, col, eid, rows = block_checks.bucket_edges(edge_index, num_src, num_dst, max_degree, idx)
-        return Csr(rowptr, col, eid, num_src), max_degree, rows
+    if block_checks.on_gpu(edge_index):
+        if dst_sorted and check and num_edges > 0:
+            rowptr, col, rows = block_checks.sorted_edges(edge_index, num_src, num_dst, max_degree, idx)
+            return Csr(rowptr, col, None, num_src), max_degree, rows
+        if not dst_sorted and block_checks.buckets(num_edges, num_dst, max_degree):
+            rowptr, col, eid, rows = block_checks.bucket_edges(edge_index, num_src, num_dst, max_degree, idx)
+            return Csr(rowptr, col, eid, num_src), max_degree, rows
     # .to() returns a tensor of the right dtype as it is (a transposed [E, 2] view stays
     # strided): the rows must be contiguous, they become the CSR's col and the checks' input.
     indices = edge_index.to(idx).contiguous()
@@ -253,7 +256,7 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
     check = check and num_edges > 0
     on_gpu = check and block_checks.on_gpu(edge_index)
     if on_gpu:  # one launch, before any kernel reads the block
-        block_checks.check_edges(edge_index, sorted_dst, num_src, num_dst, dst_sorted, max_degree)
+        block_checks.check_edges(edge_index, sorted_dst, num_src, num_dst, max_degree)
     elif check:
         low, high = torch.aminmax(edge_index, dim=1)
         ok = (low.min() >= 0) & (high[0] < num_src) & (high[1] < num_dst)

@@ -33,32 +33,79 @@ __device__ inline void check_edge_range(long long i, long long u, long long v, l
                 i, v, num_dst);
 }
 
+// A row has more than max_degree edges exactly when some position i of the destinations in
+// order has sorted[i - max_degree] == sorted[i].
+#define CHECK_DEGREE(before, v, max_degree)                                                     \
+    BLOCK_CHECK((before) != (v), "from_block: destination %lld has more than max_degree = %lld " \
+                "edges\n", (long long)(v), (long long)(max_degree))
+
 // Edge i of a [2, E] edge list: edges[i * stride] -> edges[row_stride + i * stride], the
-// tensor's strides as they are (a transposed [E, 2] view is read in place).
-// `sorted` holds the destinations in order (the CSR's row of each position) when a
-// max_degree is to be checked: a row has more than max_degree edges exactly when some
-// position i has sorted[i - max_degree] == sorted[i].
+// tensor's strides as they are (a transposed [E, 2] view is read in place). The edges come
+// in any order; `sorted` holds their destinations sorted (the CSR's row of each position)
+// when a max_degree is to be checked.
 template <typename K, typename S>
 __device__ void check_edges(const K* __restrict__ edges, long long row_stride, long long stride,
                             const S* __restrict__ sorted, long long num_edges, long long num_src,
-                            long long num_dst, long long max_degree, int dst_sorted)
+                            long long num_dst, long long max_degree)
 {
     const K* src = edges;
     const K* dst = edges + row_stride;
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < num_edges; i += step) {
-        const long long u = src[i * stride], v = dst[i * stride];
-        check_edge_range(i, u, v, num_src, num_dst);
-        if (dst_sorted && i > 0) {
+        check_edge_range(i, src[i * stride], dst[i * stride], num_src, num_dst);
+        if (sorted != nullptr && i >= max_degree) {
+            CHECK_DEGREE(sorted[i - max_degree], sorted[i], max_degree);
+        }
+    }
+}
+
+// A block whose edges arrive sorted by destination, as a sampler emits them: its CSR read off
+// in one pass and checked as check_edges checks, with the order. rowptr[r] is the first
+// position whose destination is r or more (a binary search, which stays in [0, E] whatever
+// the input), col and rows are each position's source and destination in the index type.
+template <typename K, typename I>
+__device__ void sorted_edges(const K* __restrict__ edges, long long row_stride, long long stride,
+                             I* __restrict__ rowptr, I* __restrict__ col, I* __restrict__ rows,
+                             long long num_edges, long long num_src, long long num_dst,
+                             long long max_degree)
+{
+    const K* src = edges;
+    const K* dst = edges + row_stride;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    // The checks first, in a loop of their own: around the assertions' calls ptxas keeps
+    // fewer values alive (the write loop's would spill on sm_80).
+    for (long long i = first; i < num_edges; i += step) {
+        const long long v = dst[i * stride];
+        check_edge_range(i, src[i * stride], v, num_src, num_dst);
+        if (i > 0) {
             const long long before = dst[(i - 1) * stride];
             BLOCK_CHECK(before <= v,
-                        "from_block: destinations out of order (dst_sorted=True): edge_index[1, %lld] "
-                        "= %lld > edge_index[1, %lld] = %lld\n", i - 1, before, i, v);
+                        "from_block: destinations out of order (dst_sorted=True): "
+                        "edge_index[1, %lld] = %lld > edge_index[1, %lld] = %lld\n",
+                        i - 1, before, i, v);
         }
-        if (sorted != nullptr && i >= max_degree) {
-            BLOCK_CHECK(sorted[i - max_degree] != sorted[i],
-                        "from_block: destination %lld has more than max_degree = %lld edges\n",
-                        (long long)sorted[i], max_degree);
+        if (max_degree >= 0 && i >= max_degree) {
+            CHECK_DEGREE((long long)dst[(i - max_degree) * stride], v, max_degree);
+        }
+    }
+    const long long positions = max(num_edges, num_dst + 1);
+    for (long long i = first; i < positions; i += step) {
+        if (i < num_edges) {
+            col[i] = (I)src[i * stride];
+            rows[i] = (I)dst[i * stride];
+        }
+        if (i <= num_dst) {
+            long long low = 0, high = num_edges;
+            while (low < high) {
+                const long long middle = low + (high - low) / 2;
+                if (dst[middle * stride] < i) {
+                    low = middle + 1;
+                } else {
+                    high = middle;
+                }
+            }
+            rowptr[i] = (I)low;
         }
     }
 }
