@@ -277,15 +277,20 @@ def test_good_blocks_on_a_gpu_pass_their_checks_and_equal_the_cpus():
 
 
 @pytest.mark.gpu
-def test_a_bucketed_block_of_int64_indices_equals_the_cpus():
-    """More than 2**31 sources make the block's indices int64: the bucketing's int64 kernels."""
+def test_blocks_of_int64_indices_equal_the_cpus():
+    """More than 2**31 sources make a block's indices int64: the int64 kernels of a bucketed
+    block and of a sorted one read off."""
     gen = torch.Generator().manual_seed(3)
     num_src, num_dst = 2**31 + 5, 300
     ei = torch.stack([torch.randint(0, num_src, (5_000,), generator=gen),
                       torch.randint(0, num_dst, (5_000,), generator=gen)])
     ei[0, -1] = num_src - 1
     degree = int(torch.bincount(ei[1], minlength=num_dst).max())
-    want = Graph.from_block(ei, num_src=num_src, num_dst=num_dst, max_degree=degree)
-    got = Graph.from_block(ei.cuda(), num_src=num_src, num_dst=num_dst, max_degree=degree)
-    assert got.index_dtype == torch.int64
-    _same_block(got, want)
+    by_dst = ei[:, torch.argsort(ei[1], stable=True)]
+    for edge_index, dst_sorted in ((ei, False), (by_dst, True)):
+        want = Graph.from_block(edge_index, num_src=num_src, num_dst=num_dst, dst_sorted=dst_sorted,
+                                max_degree=degree)
+        got = Graph.from_block(edge_index.cuda(), num_src=num_src, num_dst=num_dst, dst_sorted=dst_sorted,
+                               max_degree=degree)
+        assert got.index_dtype == torch.int64
+        _same_block(got, want)
