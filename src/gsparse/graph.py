@@ -267,9 +267,9 @@ class Graph:
         ``dst_sorted`` and rows longer than ``max_degree`` raise ValueError at once. On a GPU
         the same conditions are checked by the device, in the launch that reads a sorted
         block off (or files a shuffled one, or checks it after its sort), ordered on the
-        stream before any kernel reads the graph, so that the host never waits: a violation is a device-side assertion (the kernel prints the bad index),
-        reported at the next synchronisation, and the CUDA context cannot be used
-        afterwards. That is the price of a step that never waits. To find the culprit
+        stream before any kernel reads the graph, so that the host never waits: a violation
+        is a device-side assertion (the kernel prints the bad index), reported at the next
+        synchronisation, and the CUDA context cannot be used afterwards. That is the price of a step that never waits. To find the culprit
         without losing the context, build the same block with :meth:`from_edge_index`,
         whose errors name the bad index.
         """
