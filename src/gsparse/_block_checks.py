@@ -166,16 +166,22 @@ def sorted_edges(edge_index: torch.Tensor, num_src: int, num_dst: int, max_degre
     than a launch of this module's.)"""
     device, num_edges = edge_index.device, edge_index.shape[1]
     row_stride, stride = edge_index.stride()
-    # One allocation for the three arrays (each at a multiple of 256 bytes), as in bucket_edges.
-    padded = -(-num_edges // 64) * 64
-    buffer = torch.empty(2 * padded + num_dst + 1, dtype=index, device=device)
-    col, rows = buffer[:2 * padded].view(2, padded)[:, :num_edges]
-    rowptr = buffer[2 * padded:]
+    (col, rows), rowptr = _edge_arrays(2, num_edges, num_dst + 1, index, device)
     _launch(_sorted_signature(edge_index.dtype, index), device, max(num_edges, num_dst + 1), dict(
         edges=edge_index, row_stride=row_stride, stride=stride, rowptr=rowptr, col=col, rows=rows,
         num_edges=num_edges, num_src=num_src, num_dst=num_dst,
         max_degree=-1 if max_degree is None else max_degree))
     return rowptr, col, rows
+
+
+def _edge_arrays(count: int, num_edges: int, tail: int, index: torch.dtype,
+                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` arrays of ``num_edges`` indices (a ``[count, num_edges]`` view) and one of
+    ``tail``, in one allocation: each host operation costs a GPU machine 10-20 µs, more than
+    a block's kernels. Each array starts at a multiple of 256 bytes, as aligned as its own."""
+    padded = -(-num_edges // 64) * 64
+    buffer = torch.empty(count * padded + tail, dtype=index, device=device)
+    return buffer[:count * padded].view(count, padded)[:, :num_edges], buffer[count * padded:]
 
 
 def check_csr(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None, num_src: int,
@@ -215,18 +221,13 @@ def bucket_edges(edge_index: torch.Tensor, num_src: int, num_dst: int, max_degre
     rows of at most ``max_degree`` edges asserted. See :func:`buckets` for where it serves."""
     device, num_edges = edge_index.device, edge_index.shape[1]
     row_stride, stride = edge_index.stride()
-    # Each host operation costs 10-20 µs on a GPU machine, more than the kernels: the counts
-    # are rowptr[1:] (summed in place into the offsets), and one allocation holds the table
-    # and the three outputs (each at a multiple of 256 bytes: as aligned as their own).
+    # The counts are rowptr[1:], summed in place into the offsets.
     rowptr = torch.zeros(num_dst + 1, dtype=index, device=device)
-    padded = -(-num_edges // 64) * 64
-    buffer = torch.empty(3 * padded + num_dst * max_degree, dtype=index, device=device)
-    table = buffer[3 * padded:]
+    (col, eid, rows), table = _edge_arrays(3, num_edges, num_dst * max_degree, index, device)
     _launch(_count_signature(edge_index.dtype, index), device, num_edges, dict(
         edges=edge_index, row_stride=row_stride, stride=stride, counts=rowptr[1:], table=table,
         num_edges=num_edges, num_src=num_src, num_dst=num_dst, max_degree=max_degree))
     rowptr[1:].cumsum_(0)
-    col, eid, rows = buffer[:3 * padded].view(3, padded)[:, :num_edges]
     _launch(_order_signature(edge_index.dtype, index), device, 32 * num_dst, dict(
         edges=edge_index, stride=stride, table=table, rowptr=rowptr, col=col, eid=eid, rows=rows,
         num_dst=num_dst, max_degree=max_degree))

@@ -33,11 +33,10 @@ __device__ inline void check_edge_range(long long i, long long u, long long v, l
                 i, v, num_dst);
 }
 
-// A row has more than max_degree edges exactly when some position i of the destinations in
-// order has sorted[i - max_degree] == sorted[i].
-#define CHECK_DEGREE(before, v, max_degree)                                                     \
-    BLOCK_CHECK((before) != (v), "from_block: destination %lld has more than max_degree = %lld " \
-                "edges\n", (long long)(v), (long long)(max_degree))
+// Destination v has at most max_degree edges (`fits`, as each caller can tell).
+#define CHECK_DEGREE(fits, v, max_degree)                                                        \
+    BLOCK_CHECK(fits, "from_block: destination %lld has more than max_degree = %lld edges\n",    \
+                (long long)(v), (long long)(max_degree))
 
 // Edge i of a [2, E] edge list: edges[i * stride] -> edges[row_stride + i * stride], the
 // tensor's strides as they are (a transposed [E, 2] view is read in place). The edges come
@@ -53,8 +52,10 @@ __device__ void check_edges(const K* __restrict__ edges, long long row_stride, l
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < num_edges; i += step) {
         check_edge_range(i, src[i * stride], dst[i * stride], num_src, num_dst);
+        // A row has more than max_degree edges exactly when some position i of the
+        // destinations in order has sorted[i - max_degree] == sorted[i].
         if (sorted != nullptr && i >= max_degree) {
-            CHECK_DEGREE(sorted[i - max_degree], sorted[i], max_degree);
+            CHECK_DEGREE(sorted[i - max_degree] != sorted[i], sorted[i], max_degree);
         }
     }
 }
@@ -86,7 +87,7 @@ __device__ void sorted_edges(const K* __restrict__ edges, long long row_stride, 
                         i - 1, before, i, v);
         }
         if (max_degree >= 0 && i >= max_degree) {
-            CHECK_DEGREE((long long)dst[(i - max_degree) * stride], v, max_degree);
+            CHECK_DEGREE(dst[(i - max_degree) * stride] != v, v, max_degree);
         }
     }
     const long long positions = max(num_edges, num_dst + 1);
@@ -178,9 +179,7 @@ __device__ void count_edges(const K* __restrict__ edges, long long row_stride, l
         const long long u = src[i * stride], v = dst[i * stride];
         check_edge_range(i, u, v, num_src, num_dst);
         const long long slot = count_one(counts + v);
-        BLOCK_CHECK(slot < max_degree,
-                    "from_block: destination %lld has more than max_degree = %lld edges\n",
-                    v, max_degree);
+        CHECK_DEGREE(slot < max_degree, v, max_degree);
         table[v * max_degree + slot] = (I)i;
     }
 }
