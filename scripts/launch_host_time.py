@@ -4,9 +4,9 @@ Run from the repository root on a GPU machine::
 
     PYTHONPATH=src python3 scripts/launch_host_time.py
 
-A sampled block's build launches the block kernels once each (``gsparse._block_checks``):
-their arguments are bound by name, converted to C values, the launch is prepared and
-called. Each step is timed alone here, in host microseconds per call (the median over
+A sampled block's build launches the block kernels (``gsparse._block_checks``) through
+launches prepared once with every parameter a slot; a one-off launch binds its arguments
+by name, converts them, prepares the launch and calls it. Each step is timed alone here, in host microseconds per call (the median over
 calls; the queue is drained every 20 calls, outside the timed spans), on a block small
 enough that the device never holds the host back, next to what the CUDA driver call
 costs alone (through cuda-bindings and through ctypes) and a few PyTorch operations for
@@ -23,6 +23,7 @@ from collections.abc import Callable
 import torch
 
 from gsparse import _block_checks as block_checks
+from gsparse import runtime
 from gsparse.runtime import _bindings
 
 
@@ -59,17 +60,22 @@ def main() -> None:
     values = dict(edges=edge_index, row_stride=row_stride, stride=stride, rowptr=rowptr, col=col,
                   rows=rows_out, num_edges=num_edges, num_src=num_src, num_dst=num_dst,
                   max_degree=fanout)
-    kernel = block_checks.KERNELS(signature.name, 0)
+    blocks = -(-num_edges // block_checks.BLOCK)
     rows["torch.empty of the outputs"] = host_us(
         lambda: torch.empty(2 * num_edges + num_dst + 1, dtype=index, device="cuda"))
-    rows["signature.arguments (bind by name)"] = host_us(lambda: signature.arguments(values))
+    rows["its views (split_with_sizes)"] = host_us(
+        lambda: buffer.split_with_sizes((num_edges, num_edges, num_dst + 1)))
+    block_launch = block_checks.KERNELS(signature, 0)
+    rows["block launch: slots filled, grid given"] = host_us(
+        lambda: block_launch(*signature.ordered(values), grid=blocks))
+    rows["signature.arguments (bind by name, convert)"] = host_us(lambda: signature.arguments(values))
     args = signature.arguments(values)
-    blocks = -(-num_edges // block_checks.BLOCK)
+    kernel = runtime.get_kernel(block_checks.source(), signature.name, device=0)
     rows["kernel.prepare (convert, check geometry)"] = host_us(
         lambda: kernel.prepare(blocks, block_checks.BLOCK, args))
     prepared = kernel.prepare(blocks, block_checks.BLOCK, args)
     rows["prepared launch, called"] = host_us(prepared)
-    rows["kernel.launch (prepare and call)"] = host_us(
+    rows["kernel.launch (one-off: prepare and call)"] = host_us(
         lambda: kernel.launch(blocks, block_checks.BLOCK, args))
 
     driver = _bindings.driver()

@@ -77,17 +77,16 @@ def block_checks_on_gpu() -> Iterator[list[str]]:
     the kernel writes is made on the CPU (:func:`_block_kernel_model`)."""
     launched: list[str] = []
 
-    class _Kernel:
-        def __init__(self, name: str) -> None:
-            self.name = name
+    def prepared(signature, device_index: int):
+        def launch(*args, grid) -> None:
+            launched.append(signature.name)
+            _block_kernel_model(signature.name, list(args))
 
-        def launch(self, grid, block, args) -> None:
-            launched.append(self.name)
-            _block_kernel_model(self.name, args)
+        return launch
 
     previous = _block_checks.on_gpu, _block_checks.KERNELS
     _block_checks.on_gpu = lambda tensor: True
-    _block_checks.KERNELS = lambda name, device_index: _Kernel(name)
+    _block_checks.KERNELS = prepared
     try:
         yield launched
     finally:

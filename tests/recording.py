@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gsparse.runtime import OPERAND, Scalar
+from gsparse.runtime import OPERAND, Scalar, ScalarOperand
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,11 @@ class _RecordingKernel:
         self._loader.prepared.append(self._name)
         template = list(args)
 
-        def launch(*operands):
+        def launch(*operands, grid=grid):
             filled = iter(operands)
-            values = [next(filled) if arg is OPERAND else arg for arg in template]
+            values = [next(filled) if arg is OPERAND else
+                      Scalar(arg.c_type, next(filled)) if isinstance(arg, ScalarOperand) else arg
+                      for arg in template]
             assert next(filled, None) is None, "more operands than slots"
             record = Launch(
                 grid, block, shared_bytes,

@@ -272,10 +272,10 @@ def test_cache_round_trip_without_nvrtc(cache: KernelCache) -> None:
 
 
 def test_scalar_wrappers_carry_their_c_type() -> None:
-    assert i32(-5).as_ctypes().value == -5
-    assert i64(2**40).as_ctypes().value == 2**40
-    assert f32(0.1).as_ctypes().value == pytest.approx(0.1, rel=1e-7)
-    assert f64(0.1).as_ctypes().value == 0.1
+    assert i32(-5) == runtime.Scalar("int32_t", -5)
+    assert i64(2**40) == runtime.Scalar("int64_t", 2**40)
+    assert f32(1) == runtime.Scalar("float", 1.0)
+    assert f64(0.1) == runtime.Scalar("double", 0.1)
     assert i32(np.int64(7)) == i32(7)
 
 
@@ -756,7 +756,7 @@ def test_prepared_launch_fills_its_operand_slots_on_each_call(
     # Stand-in pointers: (tensor id, position), as no CUDA tensor exists here.
     pointers = {}
     monkeypatch.setattr(_driver, "operand_pointer",
-                        lambda arg, position, index: None if arg is None else pointers[id(arg)])
+                        lambda arg, position, index: 0 if arg is None else pointers[id(arg)])
     binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="ef" * 32)
     kernel = runtime.load(binary, 0).function("k")
 
@@ -773,6 +773,33 @@ def test_prepared_launch_fills_its_operand_slots_on_each_call(
         launch(a, b)
     with pytest.raises(LaunchError, match=r"'k' \[ctx\]: grid.x is 0"):
         kernel.prepare(0, 64, [runtime.OPERAND], context="ctx")
+
+
+def test_prepared_launch_fills_scalar_slots_and_takes_a_grid_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A kernel of grid-stride loops is prepared once and launched on inputs of any size:
+    its sizes are scalar slots and each call may bring its own grid, checked like any."""
+    fake = FakeDriver()
+    fake.current_context = 100
+    _use_fake_driver(monkeypatch, fake)
+    binary = Binary(cubin=b"cubin", arch="sm_90", log="", resources={}, key="e1" * 32)
+    kernel = runtime.load(binary, 0).function("k")
+    launch = kernel.prepare(4, 64, [None, runtime.ScalarOperand("int32_t"), runtime.ScalarOperand("double")],
+                            context="ctx")
+    fake.calls.clear()
+    launch(9, 0.5)
+    launch(-2**31, 3, grid=(7, 2))
+    assert [(call[2], call[6]) for call in fake.calls] == [
+        ((4, 1, 1), (None, 9, 0.5)), ((7, 2, 1), (None, -2**31, 3.0))]
+    with pytest.raises(ValueError, match=r"argument 1 is a int32_t operand slot; got 2147483648"):
+        launch(2**31, 1.0)
+    with pytest.raises(TypeError, match=r"argument 1 is a int32_t operand slot; got 1.5"):
+        launch(1.5, 1.0)
+    with pytest.raises(LaunchError, match=r"'k' \[ctx\]: grid.x is 0"):
+        launch(1, 1.0, grid=0)
+    with pytest.raises(ValueError, match="a scalar operand's C type is one of"):
+        runtime.ScalarOperand("short")
 
 
 def test_a_prepared_launch_checks_the_current_context_on_every_call(
@@ -831,7 +858,7 @@ def test_a_prepared_launch_costs_a_bounded_number_of_host_steps(
 def test_operand_slots_take_tensors_on_the_kernels_device_or_none() -> None:
     from gsparse.runtime._arguments import operand_pointer
 
-    assert operand_pointer(None, 3, 0) is None
+    assert operand_pointer(None, 3, 0) == 0
     with pytest.raises(ValueError, match="argument 3 is a tensor on cpu"):
         operand_pointer(torch.zeros(2), 3, 0)
     with pytest.raises(TypeError, match="argument 4 is an operand slot"):

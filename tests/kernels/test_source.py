@@ -75,7 +75,6 @@ def test_arguments_are_bound_by_name_and_converted_to_the_declared_types() -> No
      r"pointer parameter 'x' \(const float\* __restrict__\) takes a tensor, None or OPERAND, got int"),
     ({"x": None, "out": None, "n": None, "alpha": 1}, TypeError,
      r"scalar parameter 'n' \(long long\) takes a number, got None"),
-    ({"x": None, "out": None, "n": OPERAND, "alpha": 1}, TypeError, "scalar parameter 'n'"),
     ({"x": None, "out": None, "n": torch.ones(1), "alpha": 1}, TypeError, "scalar parameter 'n'"),
     ({"x": None, "out": None, "n": 1.5, "alpha": 1}, TypeError, "integer"),  # never truncated
     ({"x": None, "out": None, "n": 2**63, "alpha": 1}, ValueError, "int64_t argument must be in"),
@@ -117,6 +116,22 @@ def test_prepare_binds_by_name_and_each_call_fills_in_the_operands() -> None:
     assert first.c_types == {"n": "int64_t", "alpha": "float"}
     assert (first.grid, first.block, first.shared_bytes) == ((4,), 256, 64)
     assert second.args["x"] is c and second.args["out"] is None
+
+
+def test_a_scalar_operand_is_filled_in_by_each_call() -> None:
+    """Sizes as operands: a launch prepared once serves inputs of any size (with a grid per
+    call)."""
+    program, loader = _program(), RecordingLoader()
+    assert SCALE.arguments({"x": OPERAND, "out": None, "n": OPERAND, "alpha": 1})[2] == \
+        runtime.ScalarOperand("int64_t")
+    launch = program.prepare("scale", 0, 1, 256, loader=loader, x=OPERAND, out=None, n=OPERAND,
+                             alpha=0.5)
+    assert launch.operands == ("x", "n")
+    x = torch.ones(3)
+    launch(x=x, n=3)
+    [record] = loader.launches["scale"]
+    assert record.args == {"x": x, "out": None, "n": 3, "alpha": 0.5}
+    assert record.c_types == {"n": "int64_t", "alpha": "float"}
 
 
 def test_a_launch_takes_exactly_its_operands() -> None:

@@ -5,8 +5,8 @@ A kernel's parameters are declared once, as a :class:`Signature`: it prints the 
 parameter list into the source and binds launch arguments by name, so a generator and its
 launcher cannot disagree on their order. Scalars are converted to the C type the signature
 declares (a Python int for a ``long long`` parameter becomes an int64), tensors are passed
-as pointers, None as a null pointer, and :data:`OPERAND` marks an argument each call of a
-prepared launch fills in::
+as pointers, None as a null pointer, and :data:`OPERAND` marks an argument (a pointer or a
+scalar) each call of a prepared launch fills in::
 
     SCALE = Signature("scale", [("const float* __restrict__", "x"), ("float* __restrict__", "out"),
                                 ("long long", "n")])
@@ -130,6 +130,7 @@ _SCALARS = {"int": runtime.i32, "long long": runtime.i64, "float": runtime.f32, 
 _RECENT_SCALARS = {c_type: functools.lru_cache(maxsize=1024, typed=True)(convert)
                    for c_type, convert in _SCALARS.items()}
 _SCALAR_C_TYPES = {"int": "int32_t", "long long": "int64_t", "float": "float", "double": "double"}
+_SCALAR_OPERANDS = {exact: runtime.ScalarOperand(exact) for exact in _SCALAR_C_TYPES.values()}
 _WRAP = 100  # columns of a printed parameter list
 
 
@@ -139,7 +140,7 @@ class Signature:
 
     Pointer parameters (a ``*`` in their type) take tensors, None or :data:`OPERAND`;
     scalar parameters take Python numbers (or :class:`~gsparse.runtime.Scalar` of their
-    exact C type), converted to the declared type.
+    exact C type), converted to the declared type, or :data:`OPERAND` (a number each call).
     """
 
     name: str
@@ -187,13 +188,18 @@ class Signature:
         Raises TypeError naming any parameter missing from ``values``, any name the
         signature does not declare, and a scalar given to a pointer or the reverse.
         """
+        return [self.argument(index, value) for index, value in enumerate(self.ordered(values))]
+
+    def ordered(self, values: Mapping[str, Any]) -> list[Any]:
+        """``values`` in parameter order, as they are (for a launch whose parameters are all
+        :data:`OPERAND`); TypeError naming any parameter missing or not declared."""
         if values.keys() != self._declared:
             if missing := [pname for _, pname in self.params if pname not in values]:
                 raise TypeError(f"kernel {self.name!r}: no value for {missing}")
             unknown = sorted(set(values) - self._declared)
             raise TypeError(f"kernel {self.name!r} has no parameters {unknown}; it takes "
                             f"{[pname for _, pname in self.params]}")
-        return [self.argument(index, values[pname]) for index, (_, pname) in enumerate(self.params)]
+        return [values[pname] for _, pname in self.params]
 
     def argument(self, index: int, value: Any) -> Any:
         """``value`` as the launch argument of parameter ``index``; TypeError or ValueError
@@ -230,7 +236,9 @@ def _argument(kernel: str, c_type: str, name: str, value: Any, scalar: tuple | N
             raise TypeError(f"kernel {kernel!r}: parameter {name!r} is a {c_type}, got a "
                             f"{value.c_type} scalar")
         return value
-    if value is OPERAND or value is None or isinstance(value, _Tensor):
+    if value is OPERAND:
+        return _SCALAR_OPERANDS[exact]
+    if value is None or isinstance(value, _Tensor):
         raise TypeError(f"kernel {kernel!r}: scalar parameter {name!r} ({c_type}) takes a number, "
                         f"got {value!r}")
     try:
@@ -359,7 +367,7 @@ class LaunchTemplate:
             {**fixed, **{pname: None if "*" in signature.params[where[pname]][0] else 0
                          for pname in self.graph}})
         self.operands = tuple(pname for (_, pname), arg in zip(signature.params, self._args, strict=True)
-                              if arg is OPERAND)
+                              if arg is OPERAND or type(arg) is runtime.ScalarOperand)
 
     def prepare(self, device_index: int, grid: tuple[int, ...] | int, block: int, *values: Any,
                 shared_bytes: int = 0, loader: KernelLoader = RUNTIME_LOADER) -> Launch:

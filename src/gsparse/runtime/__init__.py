@@ -12,6 +12,12 @@ converting the other arguments and checking the geometry again::
     scale = kernel.prepare(grid, block, [OPERAND, OPERAND, i32(n), f32(alpha)])
     scale(x, out)
 
+A :class:`ScalarOperand` slot takes a number per call, and ``grid=`` another grid, for a
+kernel launched on inputs of any size::
+
+    scale = kernel.prepare(1, block, [OPERAND, OPERAND, ScalarOperand("int32_t"), f32(alpha)])
+    scale(x, out, len(x), grid=(len(x) + block - 1) // block)
+
 Compiling needs only NVRTC (``pip install 'gsparse[cuda]'``), not a GPU: pass ``arch=``
 to :func:`compile_cuda` to build for ``sm_80`` / ``sm_90`` anywhere and read the resource
 report. The bindings are imported on first use, so importing this module never fails.
@@ -20,7 +26,7 @@ Compiled programs are cached on disk in :func:`default_cache_dir` (``$GSPARSE_CA
 else ``$XDG_CACHE_HOME/gsparse`` or ``~/.cache/gsparse``).
 """
 
-from ._arguments import Scalar, f32, f64, i32, i64
+from ._arguments import Scalar, ScalarOperand, f32, f64, i32, i64
 from ._binary import Binary, Resources
 from ._cache import KernelCache, cache_key, default_cache_dir
 from ._compile import compile_cuda, device_arch
@@ -39,6 +45,7 @@ __all__ = [
     "PreparedLaunch",
     "Resources",
     "Scalar",
+    "ScalarOperand",
     "cache_key",
     "compile_cuda",
     "current_stream_handle",

@@ -8,35 +8,31 @@ scalars (``np.int32(5)``), whose dtype says it.
 
 from __future__ import annotations
 
-import ctypes
 import numbers
 import operator
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import SupportsIndex
 
 import numpy as np
 import torch
 
-_C_TYPES: dict[str, type[ctypes._SimpleCData]] = {
-    "int32_t": ctypes.c_int32,
-    "int64_t": ctypes.c_int64,
-    "float": ctypes.c_float,
-    "double": ctypes.c_double,
-}
-
-_NUMPY_C_TYPES: dict[np.dtype, type[ctypes._SimpleCData]] = {
-    np.dtype(np.bool_): ctypes.c_bool,
-    np.dtype(np.int8): ctypes.c_int8,
-    np.dtype(np.int16): ctypes.c_int16,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint8): ctypes.c_uint8,
-    np.dtype(np.uint16): ctypes.c_uint16,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.uint64): ctypes.c_uint64,
-    np.dtype(np.float32): ctypes.c_float,
-    np.dtype(np.float64): ctypes.c_double,
+# How each kind of argument is stored: a struct format character. A launch keeps every
+# parameter in an 8-byte word of its own (see _driver.PreparedLaunch), so that one
+# struct.pack_into writes them all and refilling one is an item assignment.
+POINTER = "Q"
+_SCALAR_FORMATS: dict[str, str] = {"int32_t": "i", "int64_t": "q", "float": "f", "double": "d"}
+_NUMPY_FORMATS: dict[np.dtype, str] = {
+    np.dtype(np.bool_): "?",
+    np.dtype(np.int8): "b",
+    np.dtype(np.int16): "h",
+    np.dtype(np.int32): "i",
+    np.dtype(np.int64): "q",
+    np.dtype(np.uint8): "B",
+    np.dtype(np.uint16): "H",
+    np.dtype(np.uint32): "I",
+    np.dtype(np.uint64): "Q",
+    np.dtype(np.float32): "f",
+    np.dtype(np.float64): "d",
 }
 
 
@@ -47,8 +43,23 @@ class Scalar:
     c_type: str
     value: int | float
 
-    def as_ctypes(self) -> ctypes._SimpleCData:
-        return _C_TYPES[self.c_type](self.value)
+
+@dataclass(frozen=True)
+class ScalarOperand:
+    """Marks a by-value parameter of :meth:`~gsparse.runtime.Kernel.prepare` that each call
+    of the launch fills in, as :data:`~gsparse.runtime.OPERAND` marks a pointer: a plain
+    number of the C type ``c_type`` (``int32_t``, ``int64_t``, ``float`` or ``double``)."""
+
+    c_type: str
+
+    def __post_init__(self) -> None:
+        if self.c_type not in _SCALAR_FORMATS:
+            raise ValueError(f"a scalar operand's C type is one of {sorted(_SCALAR_FORMATS)}, "
+                             f"got {self.c_type!r}")
+
+    @property
+    def format(self) -> str:
+        return _SCALAR_FORMATS[self.c_type]
 
 
 _INTEGER_RANGES = {32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}
@@ -96,54 +107,33 @@ def f64(value: float) -> Scalar:
 KernelArgument = torch.Tensor | Scalar | np.generic | None
 
 
-def to_ctypes(args: Sequence[KernelArgument], device_index: int) -> list[ctypes._SimpleCData]:
-    """The C value of each argument, in order, for a kernel loaded on ``cuda:<device_index>``.
+def to_value(arg: KernelArgument, position: int, device_index: int) -> tuple[str, int | float]:
+    """How argument ``position`` of a kernel loaded on ``cuda:<device_index>`` is stored: its
+    struct format character (:data:`POINTER` for tensors and None) and its value.
 
     Tensors are passed as their data pointer and must live on that device; None is a null
     pointer (for an optional operand). Raises TypeError for an argument of no explicit C
     type, ValueError for a tensor elsewhere, each naming the argument's position.
     """
-    return [_to_ctypes(arg, position, device_index) for position, arg in enumerate(args)]
-
-
-def operand_pointer(arg: torch.Tensor | None, position: int, device_index: int) -> int | None:
-    """The data pointer of a tensor argument on ``cuda:<device_index>`` (None: null).
-
-    Raises ValueError for a tensor elsewhere and TypeError for anything but a tensor or
-    None, naming the argument's position.
-    """
-    if arg is None:
-        return None
-    # get_device() is -1 off CUDA, and device_index is never negative.
-    if type(arg) is torch.Tensor and arg.get_device() == device_index:
-        return arg.data_ptr()
-    if not isinstance(arg, torch.Tensor):
-        raise TypeError(f"argument {position} is an operand slot: it takes a CUDA tensor or "
-                        f"None, got {type(arg).__name__}")
-    return _to_ctypes(arg, position, device_index).value
-
-
-def _to_ctypes(arg: KernelArgument, position: int, device_index: int) -> ctypes._SimpleCData:
-    # The common kinds first, by exact type: this runs for every argument of every one-off
-    # launch (prepared launches convert theirs once).
+    # The common kinds first, by exact type: this runs for every argument a launch prepares.
     kind = type(arg)
-    if kind is torch.Tensor and arg.is_cuda and arg.get_device() == device_index:
-        return ctypes.c_void_p(arg.data_ptr())
+    if kind is torch.Tensor and arg.get_device() == device_index:  # -1 off CUDA
+        return POINTER, arg.data_ptr()
     if kind is Scalar:
-        return _C_TYPES[arg.c_type](arg.value)
+        return _SCALAR_FORMATS[arg.c_type], arg.value
+    if arg is None:
+        return POINTER, 0
     if isinstance(arg, torch.Tensor):
         if arg.device.type != "cuda" or arg.device.index != device_index:
             raise ValueError(
                 f"argument {position} is a tensor on {arg.device}, but the kernel is loaded "
                 f"on cuda:{device_index}"
             )
-        return ctypes.c_void_p(arg.data_ptr())
+        return POINTER, arg.data_ptr()
     if isinstance(arg, Scalar):
-        return arg.as_ctypes()
-    if arg is None:
-        return ctypes.c_void_p(None)
-    if isinstance(arg, np.generic) and arg.dtype in _NUMPY_C_TYPES:
-        return _NUMPY_C_TYPES[arg.dtype](arg.item())
+        return _SCALAR_FORMATS[arg.c_type], arg.value
+    if isinstance(arg, np.generic) and arg.dtype in _NUMPY_FORMATS:
+        return _NUMPY_FORMATS[arg.dtype], arg.item()
     if isinstance(arg, (bool, int)):
         raise TypeError(
             f"argument {position} is a bare Python {type(arg).__name__} ({arg!r}), whose C "
@@ -158,3 +148,17 @@ def _to_ctypes(arg: KernelArgument, position: int, device_index: int) -> ctypes.
         f"argument {position} has type {type(arg).__name__}; expected a CUDA tensor, None "
         f"(null pointer), i32/i64/f32/f64(...) or a NumPy scalar of a fixed-width type"
     )
+
+
+def operand_pointer(arg: torch.Tensor | None, position: int, device_index: int) -> int:
+    """The data pointer of a tensor argument on ``cuda:<device_index>`` (None: 0, null).
+
+    Raises ValueError for a tensor elsewhere and TypeError for anything but a tensor or
+    None, naming the argument's position.
+    """
+    if arg is None:
+        return 0
+    if not isinstance(arg, torch.Tensor):
+        raise TypeError(f"argument {position} is an operand slot: it takes a CUDA tensor or "
+                        f"None, got {type(arg).__name__}")
+    return to_value(arg, position, device_index)[1]

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import functools
 import operator
+import struct
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from . import _bindings
-from ._arguments import KernelArgument, operand_pointer, to_ctypes
+from ._arguments import POINTER, KernelArgument, ScalarOperand, operand_pointer, to_value
 from ._binary import Binary
 from ._cache import cache_key
 from ._compile import compile_cuda, device_arch
@@ -135,8 +136,9 @@ class Kernel:
         context: str = "",
     ) -> PreparedLaunch:
         """A launch of this kernel whose geometry is checked and whose arguments are
-        converted now; calling it fills in the :data:`OPERAND` slots of ``args`` (tensors
-        or None, in order) and launches. See :meth:`launch` for the arguments.
+        converted now; calling it fills in the slots of ``args`` in order (:data:`OPERAND`:
+        a tensor or None; :class:`ScalarOperand`: a number) and launches. See :meth:`launch`
+        for the arguments.
 
         For launches repeated with new tensors, where converting every argument would cost
         more than the rest of the call. The prepared launch keeps the tensors of ``args``
@@ -148,13 +150,28 @@ class Kernel:
         problem = _geometry_problem(grid3, block3, shared_bytes)
         if problem:
             raise _launch_error(self.name, context, grid3, block3, shared_bytes, problem)
-        values = to_ctypes([None if arg is OPERAND else arg for arg in args], self.device.index)
+        device_index = self.device.index
+        formats, values, slots, tensors = [], [], [], []
+        for position, arg in enumerate(args):
+            if arg is OPERAND:
+                formats.append(POINTER)
+                values.append(0)
+                slots.append((position, None))
+            elif type(arg) is ScalarOperand:
+                formats.append(arg.format)
+                values.append(0)
+                slots.append((position, arg.c_type))
+            else:
+                form, value = to_value(arg, position, device_index)
+                formats.append(form)
+                values.append(value)
+                if isinstance(arg, torch.Tensor):
+                    tensors.append(arg)
         if shared_bytes > self._dynamic_shared_limit:
             with _current(self._context):
                 self._raise_shared_limit(shared_bytes, context, grid3, block3)
-        slots = [position for position, arg in enumerate(args) if arg is OPERAND]
-        tensors = [arg for arg in args if isinstance(arg, torch.Tensor)]
-        return PreparedLaunch(self, grid3, block3, shared_bytes, values, slots, tensors, context)
+        return PreparedLaunch(self, grid3, block3, shared_bytes, tuple(formats), values, slots,
+                              tensors, context)
 
     def _raise_shared_limit(self, shared_bytes: int, context: str, grid: Dim3, block: Dim3) -> None:
         """Let the kernel use ``shared_bytes`` of dynamic shared memory (its context current)."""
@@ -182,23 +199,34 @@ OPERAND: Any = _Operand()
 
 class PreparedLaunch:
     """A launch of one kernel with fixed geometry and arguments but for its operand slots;
-    made by :meth:`Kernel.prepare`. Call it with the operands (CUDA tensors on the kernel's
-    device, or None) in slot order, and optionally ``stream=``. Safe to call from several
-    threads: a lock covers filling the slots and the launch."""
+    made by :meth:`Kernel.prepare`. Call it with the operands in slot order (CUDA tensors on
+    the kernel's device or None for :data:`OPERAND`, numbers for a :class:`ScalarOperand`),
+    optionally ``stream=`` and ``grid=`` (another grid for this call: a kernel of grid-stride
+    loops launched on inputs of any size). Safe to call from several threads: a lock covers
+    filling the slots and the launch."""
 
     def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3, shared_bytes: int,
-                 values: list[ctypes._SimpleCData], slots: list[int],
-                 tensors: list[torch.Tensor], context: str) -> None:
+                 formats: tuple[str, ...], values: list[int | float],
+                 slots: list[tuple[int, str | None]], tensors: list[torch.Tensor],
+                 context: str) -> None:
         self._kernel = kernel
-        self._geometry = (*grid, *block, shared_bytes)
+        self._block, self._shared_bytes = block, shared_bytes
         self._context = context
-        self._values = values  # kernelParams points into these
-        self._slots = [(position, values[position]) for position in slots]
+        # One buffer holds kernelParams (a void*[] of each parameter's address) and then the
+        # parameters, each in an 8-byte word: one pack writes all of them.
+        count = len(formats)
+        storage = self._storage = (ctypes.c_uint64 * max(2 * count, 1))()
+        self._params_address = base = ctypes.addressof(storage)
+        _layout(formats).pack_into(storage, 0, *range(base + 8 * count, base + 16 * count, 8),
+                                   *values)
+        words = memoryview(storage).cast("B")
+        views = {form: words.cast(form) for form in {formats[position] for position, _ in slots}}
+        # Each slot as (a view of the words in its format, its item there, position, C type
+        # of a scalar or None for a pointer).
+        self._slots = [(views[formats[position]], (count + position) * 8 // views[formats[position]].itemsize,
+                        position, c_type) for position, c_type in slots]
         self._operand_count = len(slots)
         self._tensors = tensors  # alive as long as their pointers are in use
-        # kernelParams is a void*[] whose entries point at each argument's value.
-        self._params = (ctypes.c_void_p * len(values))(*map(ctypes.addressof, values))
-        self._params_address = ctypes.addressof(self._params)
         self._lock = threading.Lock()
         # Looked up once: this is the per-call path, where each lookup is a visible share.
         self._device_index = kernel.device.index
@@ -207,41 +235,71 @@ class PreparedLaunch:
         self._launch = driver.cuLaunchKernel
         self._success = driver.CUresult.CUDA_SUCCESS
         self._context_handle = int(kernel._context)
-        self._function_and_geometry = (kernel._function, *self._geometry)
+        self._function_and_geometry = (kernel._function, *grid, *block, shared_bytes)
 
-    def __call__(self, *operands: torch.Tensor | None,
-                 stream: torch.cuda.Stream | int | None = None) -> None:
+    def __call__(self, *operands: torch.Tensor | int | float | None,
+                 stream: torch.cuda.Stream | int | None = None,
+                 grid: tuple[int, ...] | int | None = None) -> None:
         index = self._device_index
         if len(operands) != self._operand_count:
             raise TypeError(f"the launch of '{self._kernel.name}' takes {self._operand_count} "
                             f"operands, got {len(operands)}")
         stream_handle = current_stream_handle(index) if stream is None else _stream_handle(stream, index)
+        launch_geometry = self._function_and_geometry if grid is None else self._regrid(grid)
         success = self._success
         with self._lock:
-            for (position, slot), operand in zip(self._slots, operands):
+            for (view, item, position, c_type), operand in zip(self._slots, operands):
+                if c_type is not None:
+                    _fill_scalar(view, item, operand, position, c_type)
                 # operand_pointer's common cases inline: a tensor on the kernel's device
                 # (get_device() is -1 off CUDA, index never negative), or None.
-                if type(operand) is _Tensor and operand.get_device() == index:
-                    slot.value = operand.data_ptr()
+                elif type(operand) is _Tensor and operand.get_device() == index:
+                    view[item] = operand.data_ptr()
                 elif operand is None:
-                    slot.value = None
+                    view[item] = 0
                 else:
-                    slot.value = operand_pointer(operand, position, index)
+                    view[item] = operand_pointer(operand, position, index)
             # Ours is the current context unless some library pushed another on this thread:
             # one driver call tells, and _make_current (which raises on failure) pushes.
             status, current = self._get_current()
             pushed = (status != success or int(current) != self._context_handle) and \
                 _make_current(self._kernel._context)
             try:
-                (status,) = self._launch(*self._function_and_geometry, stream_handle,
-                                         self._params_address, 0)
+                (status,) = self._launch(*launch_geometry, stream_handle, self._params_address, 0)
             finally:
                 if pushed:
                     self._driver.cuCtxPopCurrent()
         if status != success:
-            kernel, geometry = self._kernel, self._geometry
-            raise _launch_error(kernel.name, self._context, geometry[:3], geometry[3:6],
-                                geometry[6], f"the driver returned {_describe(status)}")
+            _, *geometry = launch_geometry
+            raise _launch_error(self._kernel.name, self._context, tuple(geometry[:3]),
+                                tuple(geometry[3:6]), geometry[6],
+                                f"the driver returned {_describe(status)}")
+
+    def _regrid(self, grid: tuple[int, ...] | int) -> tuple:
+        """The launch's function and geometry with ``grid`` (checked) in place of its own."""
+        grid3 = _dim3(grid if isinstance(grid, int) else tuple(grid))
+        problem = _geometry_problem(grid3, self._block, self._shared_bytes)
+        if problem:
+            raise _launch_error(self._kernel.name, self._context, grid3, self._block,
+                                self._shared_bytes, problem)
+        return (self._kernel._function, *grid3, *self._block, self._shared_bytes)
+
+
+def _fill_scalar(view: memoryview, item: int, value: int | float, position: int, c_type: str) -> None:
+    """Store ``value`` in a scalar slot (its range and type checked by the view)."""
+    try:
+        view[item] = value
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"argument {position} is a {c_type} operand slot; got {value!r} "
+                          f"({error})") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(formats: tuple[str, ...]) -> struct.Struct:
+    """A launch's storage for parameters of these formats: the address of each, then each
+    value in an 8-byte word (native byte order, as the GPU reads it)."""
+    words = "".join(form + "x" * (8 - struct.calcsize("=" + form)) for form in formats)
+    return struct.Struct("=" + "Q" * len(formats) + words)
 
 
 _Tensor = torch.Tensor
