@@ -167,8 +167,7 @@ def sorted_edges(edge_index: torch.Tensor, num_src: int, num_dst: int, max_degre
     """The CSR of a block from its ``[2, E]`` edge list sorted by destination (``rowptr``,
     ``col`` and each position's row, in ``index``), read off in one launch that asserts the
     checks of :func:`check_edges`, the order of the destinations and rows of at most
-    ``max_degree`` edges. (Unchecked, PyTorch's conversion and search cost the host less
-    than a launch of this module's.)"""
+    ``max_degree`` edges."""
     device, num_edges = edge_index.device, edge_index.shape[1]
     row_stride, stride = edge_index.stride()
     (col, rows), rowptr = _edge_arrays(2, num_edges, num_dst + 1, index, device)

@@ -237,7 +237,9 @@ def block_from_edge_index(edge_index: Any, num_src: Any, num_dst: Any, dst_sorte
     num_edges = edge_index.shape[1]
     idx = index_dtype_for(num_edges, num_src, num_dst)
     if block_checks.on_gpu(edge_index):
-        if dst_sorted and check and num_edges > 0:
+        # Both launches check as they build, at no cost the host would notice: with or
+        # without `check`.
+        if dst_sorted and num_edges > 0:
             rowptr, col, rows = block_checks.sorted_edges(edge_index, num_src, num_dst, max_degree, idx)
             return Csr(rowptr, col, None, num_src), max_degree, rows
         if not dst_sorted and block_checks.buckets(num_edges, num_dst, max_degree):

@@ -260,8 +260,9 @@ class Graph:
                 a fair share of it), they are filed by destination in two launches, each row
                 then put back in edge order.
             check: validate the indices (below). ``False`` trusts the caller: an index out
-                of range then makes the kernels read out of bounds. (Edges filed by
-                destination are checked anyway, by the launch that counts them.)
+                of range then makes the kernels read out of bounds. (On a GPU, a block
+                sorted by destination or filed by it is checked anyway, by the launch that
+                builds it.)
 
         Validation: on the CPU, indices out of range, unsorted destinations under
         ``dst_sorted`` and rows longer than ``max_degree`` raise ValueError at once. On a GPU
@@ -269,7 +270,8 @@ class Graph:
         block off (or files a shuffled one, or checks it after its sort), ordered on the
         stream before any kernel reads the graph, so that the host never waits: a violation
         is a device-side assertion (the kernel prints the bad index), reported at the next
-        synchronisation, and the CUDA context cannot be used afterwards. That is the price of a step that never waits. To find the culprit
+        synchronisation, and the CUDA context cannot be used afterwards. That is the price
+        of a step that never waits. To find the culprit
         without losing the context, build the same block with :meth:`from_edge_index`,
         whose errors name the bad index.
         """
