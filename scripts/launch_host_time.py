@@ -6,19 +6,19 @@ Run from the repository root on a GPU machine::
 
 A sampled block's build launches the block kernels (``gsparse._block_checks``) through
 launches prepared once with every parameter a slot; a one-off launch binds its arguments
-by name, converts them, prepares the launch and calls it. Each step is timed alone here, in host microseconds per call (the median over
-calls; the queue is drained every 20 calls, outside the timed spans), on a block small
-enough that the device never holds the host back, next to what the CUDA driver call
-costs alone (through cuda-bindings and through ctypes) and a few PyTorch operations for
-scale. Output lines are ``name: value``.
+by name, converts them, prepares the launch and calls it. Each step is timed alone here,
+in host microseconds per call (the median over calls; the queue is drained every 20
+calls, outside the timed spans), on a block small enough that the device never holds the
+host back, next to what the CUDA driver call costs alone (through cuda-bindings and
+through ctypes) and a few PyTorch operations for scale. Output lines are ``name: value``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import statistics
-import time
-from collections.abc import Callable
+import functools
+import sys
+from pathlib import Path
 
 import torch
 
@@ -26,19 +26,11 @@ from gsparse import _block_checks as block_checks
 from gsparse import runtime
 from gsparse.runtime import _bindings
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from block_build_profile import host_us as _host_us  # noqa: E402  the same timer
 
-def host_us(fn: Callable[[], object], calls: int = 2_000) -> float:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for index in range(calls):
-        begin = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - begin)
-        if index % 20 == 19:
-            torch.cuda.synchronize()
-    return statistics.median(times) * 1e6
+# The median of many calls: a first call's costs (the kernels' loading) drown in it.
+host_us = functools.partial(_host_us, calls=2_000)
 
 
 def main() -> None:
