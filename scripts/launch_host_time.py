@@ -78,12 +78,10 @@ def main() -> None:
     rows["cuCtxGetCurrent (cuda-bindings)"] = host_us(driver.cuCtxGetCurrent)
     rows["cuLaunchKernel (cuda-bindings)"] = host_us(
         lambda: driver.cuLaunchKernel(function, *geometry, stream, params, 0))
-    # What the bindings convert per call: the stream and extra given as objects instead.
+    # What the bindings convert per call: the stream or the function given in another form.
     stream_object = driver.CUstream(stream)
     rows["cuLaunchKernel (cuda-bindings, a CUstream object)"] = host_us(
         lambda: driver.cuLaunchKernel(function, *geometry, stream_object, params, 0))
-    rows["cuLaunchKernel (cuda-bindings, extra None)"] = host_us(
-        lambda: driver.cuLaunchKernel(function, *geometry, stream, params, None))
     function_int = int(function)
     rows["cuLaunchKernel (cuda-bindings, the function as an int)"] = host_us(
         lambda: driver.cuLaunchKernel(function_int, *geometry, stream, params, 0))
