@@ -80,7 +80,7 @@ def test_the_sampler_gives_local_blocks_sorted_by_destination():
 
 
 def test_minibatch_cells_run_on_the_cpu(tmp_path):
-    code = training.main(["--device", "cpu", "--workloads", "--models", "sage", "gcn", "--minibatch",
+    code = training.main(["--device", "cpu", "--workloads", "none", "--models", "sage", "gcn", "--minibatch",
                           "--minibatch-workload", "arxiv-like@0.002", "--minibatch-steps", "2",
                           "--minibatch-warmup", "0", "--batch-size", "8", "--fanouts", "4,3",
                           "--out", str(tmp_path)])
@@ -94,3 +94,14 @@ def test_minibatch_cells_run_on_the_cpu(tmp_path):
         # cached=True) fails on the second
         assert all("error" not in cell[f"pyg/{fmt}"] for fmt in ("edge_index", "adj_t")), cell
     assert "## Mini-batch training" in (tmp_path / "training.md").read_text()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--workloads", "none"], "nothing to run"),
+    (["--workloads"], "nothing to run"),
+    (["--workloads", "none", "cora", "--minibatch"], "give it alone"),
+])
+def test_the_workloads_that_run_nothing_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        training.main(["--device", "cpu", *argv])
+    assert message in capsys.readouterr().err

@@ -424,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gsparse.bench.training", description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", nargs="*", default=["reddit-like", "reddit-like@0.1", "cora", "citeseer"],
                         help="presets (NAME or NAME@SCALE) and real graphs of the full-batch cells "
-                             "(default: reddit-like reddit-like@0.1 cora citeseer; none: no full-batch cells)")
+                             "(default: reddit-like reddit-like@0.1 cora citeseer; 'none', or the option "
+                             "alone: no full-batch cells)")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--scale", type=float, default=1.0, help="node-count scale of presets")
@@ -444,6 +445,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fanouts", default=",".join(map(str, MINIBATCH_FANOUTS)),
                         help="neighbours sampled per node, from the seeds outwards (default: 25,10)")
     args = parser.parse_args(argv)
+    if "none" in args.workloads:
+        if args.workloads != ["none"]:
+            parser.error(f"--workloads none means no full-batch cells: give it alone, got {args.workloads}")
+        args.workloads = []
+    if not args.workloads and not args.minibatch:
+        parser.error("nothing to run: no full-batch workloads and no --minibatch")
     if args.epochs < 1 or args.warmup < 0 or args.accuracy_epochs < 0 or args.accuracy_seeds < 1:
         parser.error("--epochs and --accuracy-seeds must be >= 1, --warmup and --accuracy-epochs >= 0")
     try:
