@@ -9,7 +9,9 @@ for PyG (edge_index), from the same blocks. It prints, per step: the wall time, 
 busy time (the sum of kernel durations in a torch-profiler trace), the kernel groups that
 take it, and, for gsparse, the host functions that take the most cumulative time (cProfile).
 The GPU busy time is the floor a faster host path could reach; the gap between it and the
-wall time is host time the GPU waits for.
+wall time is host time the GPU waits for. ``--captured`` traces gsparse's step replayed
+from a CUDA graph as well, as the benchmark runs it (its blocks copied into static buffers
+first).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from gsparse.bench.minibatch import (
     MINIBATCH_WORKLOAD,
     BlockModel,
     NeighborSampler,
+    _captured_run,
     _minibatch_step,
     block_graphs,
     pyg_block_graphs,
@@ -116,12 +119,60 @@ def _seeds(w, gen) -> torch.Tensor:
     return w.train_idx[torch.randperm(w.train_idx.numel(), generator=gen)[:MINIBATCH_SEEDS].to(w.x.device)]
 
 
+def _trace(label: str, steps_fn, steps: int, walls: list[float]) -> None:
+    """Print the wall time, the GPU's busy time and its kernel groups over ``steps`` steps
+    that ``steps_fn`` runs, from a torch-profiler trace (kernels replayed from a CUDA graph
+    included)."""
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        steps_fn()
+        torch.cuda.synchronize()
+    kernels: dict[str, float] = {}
+    groups: dict[str, float] = {}
+    runtime: dict[str, float] = {}
+    launches = 0
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CPU and event.name.startswith(("cuda", "cu")):
+            runtime[event.name] = runtime.get(event.name, 0.0) + event.cpu_time_total
+        # A user annotation (``Optimizer.step#Adam.step``) spans the GPU timeline from
+        # its first kernel to its last, idle gaps included: it is no kernel.
+        if (event.device_type == torch.autograd.DeviceType.CUDA and event.device_time > 0
+                and not event.is_user_annotation):
+            kernels[event.name] = kernels.get(event.name, 0.0) + event.device_time
+            groups[_group(event.name)] = groups.get(_group(event.name), 0.0) + event.device_time
+            launches += 1
+    busy = sum(kernels.values()) / steps / 1e3
+    print(f"\n== {label}: wall {statistics.median(walls):.2f} ms per step "
+          f"(range {min(walls):.2f}-{max(walls):.2f}), GPU busy {busy:.2f} ms, "
+          f"{launches / steps:.0f} kernels per step")
+    for group, us in sorted(groups.items(), key=lambda kv: -kv[1]):
+        print(f"   {group:14s} {us / steps / 1e3:7.3f} ms")
+    for kernel, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"     {us / steps:8.1f} us  {kernel[:110]}")
+    for call, us in sorted(runtime.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"   runtime {call:32s} {us / steps:8.1f} us per step")
+
+
+def _captured(kind: str, w, sampler, gen, warmup: int, steps: int) -> None:
+    """The benchmark's captured gsparse step (``_captured_run``: blocks copied into static
+    buffers, the step replayed from a CUDA graph), traced like the eager ones."""
+    bipartite = kind == "sage"
+    ours, _ = _model_pair(kind, w, 0, one_graph=False)
+    _, run = _captured_run(BlockModel(ours, bipartite), w, MINIBATCH_SEEDS, max(MINIBATCH_FANOUTS), bipartite)
+    replays = [run(sampler.sample(_seeds(w, gen))) for _ in range(warmup + steps)]
+    for replay in replays[:warmup]:
+        replay()
+    walls = [_timed(replay) for replay in replays[warmup:]]
+    _trace(f"{kind} / gsparse captured", lambda: [replay() for replay in replays[warmup:]], steps, walls)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["gcn", "gat", "sage"])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--no-trace", action="store_true", help="only the step times in three orders")
+    parser.add_argument("--captured", action="store_true",
+                        help="also trace gsparse's step replayed from a CUDA graph, as the benchmark runs it")
     args = parser.parse_args()
     device = torch.device("cuda")
     w = load_workload(MINIBATCH_WORKLOAD, device)
@@ -139,7 +190,8 @@ def main() -> None:
         for name, (model, graphs) in runs.items():
             feeds = [graphs(b) for b in block_list]
 
-            def step(i: int, model=model, opt=opts[name], feeds=feeds, blocks=block_list) -> None:                _minibatch_step(model, opt, w.x, w.y, blocks[i], feeds[i])
+            def step(i: int, model=model, opt=opts[name], feeds=feeds, blocks=block_list) -> None:
+                _minibatch_step(model, opt, w.x, w.y, blocks[i], feeds[i])
 
             for i in range(args.warmup):
                 step(i)
@@ -150,34 +202,8 @@ def main() -> None:
                 step(i)
                 torch.cuda.synchronize()
                 walls.append((time.perf_counter() - begin) * 1e3)
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                for i in range(args.warmup, args.warmup + args.steps):
-                    step(i)
-                torch.cuda.synchronize()
-            kernels: dict[str, float] = {}
-            groups: dict[str, float] = {}
-            runtime: dict[str, float] = {}
-            launches = 0
-            for event in prof.events():
-                if event.device_type == torch.autograd.DeviceType.CPU and event.name.startswith(("cuda", "cu")):
-                    runtime[event.name] = runtime.get(event.name, 0.0) + event.cpu_time_total
-                # A user annotation (``Optimizer.step#Adam.step``) spans the GPU timeline from
-                # its first kernel to its last, idle gaps included: it is no kernel.
-                if (event.device_type == torch.autograd.DeviceType.CUDA and event.device_time > 0
-                        and not event.is_user_annotation):
-                    kernels[event.name] = kernels.get(event.name, 0.0) + event.device_time
-                    groups[_group(event.name)] = groups.get(_group(event.name), 0.0) + event.device_time
-                    launches += 1
-            busy = sum(kernels.values()) / args.steps / 1e3
-            print(f"\n== {kind} / {name}: wall {statistics.median(walls):.2f} ms per step "
-                  f"(range {min(walls):.2f}-{max(walls):.2f}), GPU busy {busy:.2f} ms, "
-                  f"{launches / args.steps:.0f} kernels per step")
-            for group, us in sorted(groups.items(), key=lambda kv: -kv[1]):
-                print(f"   {group:14s} {us / args.steps / 1e3:7.3f} ms")
-            for kernel, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:12]:
-                print(f"     {us / args.steps:8.1f} us  {kernel[:110]}")
-            for call, us in sorted(runtime.items(), key=lambda kv: -kv[1])[:8]:
-                print(f"   runtime {call:32s} {us / args.steps:8.1f} us per step")
+            _trace(f"{kind} / {name}", lambda: [step(i) for i in range(args.warmup, args.warmup + args.steps)],
+                   args.steps, walls)
             if name == "gsparse":
                 profiler = cProfile.Profile()
                 profiler.enable()
@@ -191,6 +217,9 @@ def main() -> None:
             del feeds
         del runs, opts
         torch.cuda.empty_cache()
+        if args.captured:
+            _captured(kind, w, sampler, gen, args.warmup, args.steps)
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
