@@ -170,7 +170,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["gcn", "gat", "sage"])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--no-trace", action="store_true", help="only the step times in three orders")
+    parser.add_argument("--no-trace", action="store_true", help="no trace of the eager steps: their times in three orders only")
     parser.add_argument("--captured", action="store_true",
                         help="also trace gsparse's step replayed from a CUDA graph, as the benchmark runs it")
     args = parser.parse_args()
@@ -183,6 +183,9 @@ def main() -> None:
         opts = {name: _optimizer(model) for name, (model, _) in runs.items()}
         print(f"\n== {kind}: step times by order")
         _orders(runs, opts, w, sampler, gen, args.steps)
+        if args.captured:
+            _captured(kind, w, sampler, gen, args.warmup, args.steps)
+            torch.cuda.empty_cache()
         if args.no_trace:
             continue
         block_list = [sampler.sample(_seeds(w, gen)) for _ in range(args.warmup + args.steps)]
@@ -217,9 +220,6 @@ def main() -> None:
             del feeds
         del runs, opts
         torch.cuda.empty_cache()
-        if args.captured:
-            _captured(kind, w, sampler, gen, args.warmup, args.steps)
-            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
