@@ -223,8 +223,10 @@ class PreparedLaunch:
         views = {form: words.cast(form) for form in {formats[position] for position, _ in slots}}
         # Each slot as (a view of the words in its format, its item there, position, C type
         # of a scalar or None for a pointer).
-        self._slots = [(views[formats[position]], (count + position) * 8 // views[formats[position]].itemsize,
-                        position, c_type) for position, c_type in slots]
+        self._slots = []
+        for position, c_type in slots:
+            view = views[formats[position]]
+            self._slots.append((view, (count + position) * 8 // view.itemsize, position, c_type))
         self._operand_count = len(slots)
         self._tensors = tensors  # alive as long as their pointers are in use
         self._lock = threading.Lock()
