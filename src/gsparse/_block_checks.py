@@ -180,9 +180,9 @@ def sorted_edges(edge_index: torch.Tensor, num_src: int, num_dst: int, max_degre
 
 def _edge_arrays(count: int, num_edges: int, tail: int, index: torch.dtype,
                  device: torch.device) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-    """``count`` arrays of ``num_edges`` indices and one of
-    ``tail``, in one allocation: each host operation costs a GPU machine 10-20 µs, more than
-    a block's kernels. Each array starts at a multiple of 256 bytes, as aligned as its own."""
+    """``count`` arrays of ``num_edges`` indices and one of ``tail``, in one allocation:
+    each host operation costs a GPU machine 10-20 µs, more than a block's kernels. Each
+    array starts at a multiple of 256 bytes, as aligned as its own."""
     padded = -(-num_edges // 64) * 64
     # One split makes every view: cheaper than slicing each.
     parts = torch.empty(count * padded + tail, dtype=index, device=device).split_with_sizes(

@@ -271,9 +271,8 @@ class Graph:
         stream before any kernel reads the graph, so that the host never waits: a violation
         is a device-side assertion (the kernel prints the bad index), reported at the next
         synchronisation, and the CUDA context cannot be used afterwards. That is the price
-        of a step that never waits. To find the culprit
-        without losing the context, build the same block with :meth:`from_edge_index`,
-        whose errors name the bad index.
+        of a step that never waits. To find the culprit without losing the context, build
+        the same block with :meth:`from_edge_index`, whose errors name the bad index.
         """
         csr, max_degree, csr_dst = build.block_from_edge_index(edge_index, num_src, num_dst,
                                                                dst_sorted, max_degree, check)

@@ -43,9 +43,9 @@ class StaticBlocks:
     from level ``l`` to level ``l + 1``, sorted by destination, as neighbour samplers emit
     them. Capacities start at the first batch's sizes plus ``margin`` (each level's rounded
     up to a multiple of 8 nodes) and grow (by the same margin over the batch that needed
-    it) when a batch does not fit; :attr:`version` counts
-    the growths, each of which reallocates the buffers, so that a captured step must be
-    captured again (:class:`CapturedStep` does it).
+    it) when a batch does not fit; :attr:`version` counts the growths, each of which
+    reallocates the buffers, so that a captured step must be captured again
+    (:class:`CapturedStep` does it).
 
     Args:
         max_degree: the most edges any destination has in any layer (the largest fanout);
