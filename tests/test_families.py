@@ -11,7 +11,7 @@ import torch
 
 from gsparse import Graph
 from gsparse.datasets import (FAMILIES, ORDERINGS, STENCILS, Choice, LogNormal, PowerLaw, Range, Regular,
-                              banded_graph, block_model_graph, community_graph, corpus, describe_structure, hub_graph,
+                              banded_graph, block_model_graph, citation_graph, community_graph, corpus, describe_structure, hub_graph,
                               lattice_edge_count, lattice_graph, node_order, random_graph, relabel, reorder,
                               popular_graph, rmat_graph, road_graph, sample_blocks, small_world_graph)
 from gsparse.datasets.orderings import _components, _undirected
@@ -166,6 +166,27 @@ def test_popular_sources_feed_most_rows_and_zero_popularity_is_uniform():
     assert float(flat.std() / flat.mean()) < 0.2  # Poisson(32): cov about 0.18
     with pytest.raises(ValueError, match="popularity"):
         popular_graph(10, Regular(2), -1.0)
+
+
+def test_citations_go_to_earlier_papers_recent_ones_or_the_already_cited():
+    recent = citation_graph(20_000, LogNormal(8, 0.5), 0.0, 50, seed=3)
+    row, col = recent.csr_dst.long(), recent.col.long()
+    assert int(recent.rowptr[1]) == 0  # paper 0 has no earlier paper to cite
+    assert bool(((row - col >= 1) & (row - col <= 50)).all())  # only the 50 papers before
+    assert abs(recent.num_edges / 20_000 - 8) < 0.1
+    cited = citation_graph(20_000, LogNormal(8, 0.5), 1.0, 50, seed=3)
+    row, col = cited.csr_dst.long(), cited.col.long()
+    assert bool((col < row).all()) and not bool(((row - col) <= 50).all())
+    # The cited get cited: a hundred papers (0.5%) hold a tenth of all citations; by
+    # recency alone every paper is cited about 8 times.
+    held = torch.sort(cited.out_degrees().double(), descending=True).values
+    assert float(held[:100].sum()) > 0.1 * cited.num_edges
+    assert float(recent.out_degrees().double()[100:-100].std()) < 4
+    for bad, match in (({"num_nodes": 1}, "num_nodes"), ({"preferential": 1.5}, "preferential"),
+                       ({"window": 0}, "window")):
+        arguments = {"num_nodes": 100, "degree": LogNormal(4, 0.5), "preferential": 0.5, "window": 10, **bad}
+        with pytest.raises(ValueError, match=match):
+            citation_graph(**arguments)
 
 
 def test_rmat_is_skewed_with_graph500_parameters_and_flat_with_equal_quadrants():
@@ -449,8 +470,8 @@ def test_corpus_is_deterministic_and_spreads_sizes_log_uniformly():
         assert _same(graph, rebuilt)
 
 
-def test_the_corpus_yields_the_point_cloud_molecule_and_small_world_families():
-    new = ["knn", "molecules", "small_world"]
+def test_the_corpus_yields_the_point_cloud_molecule_small_world_and_citation_families():
+    new = ["knn", "molecules", "small_world", "citation"]
     drawn = [(name, g) for name, _, g in corpus(new, 1, seed=0, min_edges=1_000, max_edges=3_000)]
     assert [name for name, _ in drawn] == new and all(g.num_edges >= 500 for _, g in drawn)
 

@@ -22,8 +22,8 @@ import torch
 from ..graph import Graph
 from ._edges import check_int
 from .batched import MIN_GRAPH_NODES, small_graph_batch
-from .families import (Regular, banded_graph, block_model_graph, community_graph, hub_graph, popular_graph,
-                       random_graph)
+from .families import (Regular, banded_graph, block_model_graph, citation_graph, community_graph, hub_graph,
+                       popular_graph, random_graph)
 from .geometric import EXACT_POINTS, knn_graph, point_cloud
 from .lattices import lattice_edge_count, lattice_graph, road_graph, small_world_graph
 from .orderings import ORDERINGS, reorder
@@ -276,6 +276,14 @@ def _sampled(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.devi
     return block
 
 
+def _citation(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    n, mean = _nodes(num_edges, p["mean_degree"])
+    # Paper i cites at most i papers: the first rows fall short of the law, about
+    # mean^2 / 2 edges in all, so the rows' mean is raised by that much.
+    mean = min(mean * (1 + mean / (2 * n)), (n - 1) / 2)
+    return citation_graph(n, LogNormal(mean, p["cov"]), p["preferential"], p["window"], seed=seed, device=device)
+
+
 def _knn(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
     def graph(n: int, k: int) -> Graph:
         clusters = p["clusters"] if p["points"] == "clustered" else 0
@@ -368,6 +376,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("molecules", "block-diagonal batch of small sparse graphs (trees plus rings), as a molecule loader",
            {"mean_nodes": Range(8, 300, log=True), "size_cov": Range(0.1, 1.2),
             "mean_degree": Range(1.5, 6, log=True), "self_loops": Choice((False, True))}, _molecules),
+    Family("citation", "papers in arrival order citing earlier ones, by citations held (Price's model) or recency",
+           {"mean_degree": Range(2, 64, log=True), "cov": Range(0.2, 1.5), "preferential": Range(0.0, 1.0),
+            "window": Range(16, 1_000_000, log=True, integer=True)}, _citation),
     Family("small_world", "Watts-Strogatz ring lattice with a share of its edges rewired to uniform nodes",
            {"ring_neighbours": Range(1, 32, log=True, integer=True), "rewire": Range(0.001, 0.5, log=True)},
            _small_world),

@@ -1,5 +1,5 @@
 """Random graph families: degree laws, bipartite shapes, communities, block models, hubs,
-banded matrices and popular sources.
+banded matrices, popular sources and citations.
 
 Every family is a function of explicit parameters and a ``seed``, built with vectorised
 torch on ``device`` (CPU or CUDA; the graph is a function of the arguments and the device
@@ -27,7 +27,7 @@ from ._edges import (check_fraction, check_int, check_seed, generator, graph_fro
 from .synthetic import LogNormal, PowerLaw, _check_real, _fit_total, _midpoint_quantiles, _round_to_total
 
 __all__ = ["Regular", "DegreeLaw", "random_graph", "community_graph", "block_model_graph", "hub_graph",
-           "banded_graph", "popular_graph"]
+           "banded_graph", "popular_graph", "citation_graph"]
 
 
 @dataclass(frozen=True)
@@ -351,3 +351,69 @@ def popular_graph(
     rank = torch.clamp(torch.searchsorted(cdf, draws), max=num_src - 1)
     col = torch.randperm(num_src, generator=gen, device=device)[rank]
     return graph_from_rows(lengths, rows_of(lengths, num_edges), col, num_src)
+
+
+# Preferential draws see the citation counts as of the start of their round: the ids are
+# cut into this many rounds of equal size, one vectorised step each.
+CITATION_ROUNDS = 32
+
+
+def citation_graph(
+    num_nodes: int,
+    degree: DegreeLaw,
+    preferential: float,
+    window: int,
+    *,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> Graph:
+    """Papers in arrival order, each citing earlier ones: row ``i``'s sources are ids below ``i``.
+
+    Reference lists (row lengths) follow ``degree``, each capped at the papers before it
+    (so paper 0 cites none). A share ``preferential`` of the citations goes to earlier
+    papers in proportion to the citations they already hold plus one (Price's model: the
+    cited get cited more), the rest uniformly to the ``window`` papers just before the
+    citing one (a field's recent work). So old papers become hubs of long columns while
+    rows stay as the law says, and in natural order the graph is strictly lower
+    triangular. Preferential draws see the counts as of the start of their round of
+    ``num_nodes / CITATION_ROUNDS`` papers (the first round's draw uniformly from the
+    papers before them), so that the graph builds in :data:`CITATION_ROUNDS` steps.
+
+    Args:
+        num_nodes: papers, ``>= 2``.
+        degree: reference-list law; ``degree.mean < num_nodes``.
+        preferential: share of citations drawn by citations held, in ``[0, 1]``.
+        window: how many of the papers just before a paper its other citations come
+            from, ``>= 1``.
+        seed: random seed.
+        device: where the graph is built.
+    """
+    num_nodes = check_int("num_nodes", num_nodes, 2)
+    preferential = check_fraction("preferential", preferential)
+    window = check_int("window", window, 1)
+    device = torch.device(device)
+    gen = generator(check_seed(seed), device)
+    ids = torch.arange(num_nodes, device=device)
+    lengths = torch.minimum(_row_lengths(degree, num_nodes, num_nodes - 1, gen, device), ids)
+    num_edges = int(lengths.sum())
+    row = rows_of(lengths, num_edges)
+    rowptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
+    torch.cumsum(lengths, 0, out=rowptr[1:])
+    # Recent work: uniform over [row - window, row), within the papers that exist.
+    first = torch.clamp(row - window, min=0)
+    col = first + uniform_below(row - first, gen)
+    chosen = torch.rand(num_edges, generator=gen, device=device) < preferential
+    cited = torch.zeros(num_nodes, dtype=torch.float64, device=device)
+    starts = [round(k * num_nodes / CITATION_ROUNDS) for k in range(CITATION_ROUNDS + 1)]
+    for start, end in zip(starts, starts[1:]):
+        lo, hi = int(rowptr[start]), int(rowptr[end])
+        if start > 0 and hi > lo:
+            picks = lo + torch.nonzero(chosen[lo:hi]).view(-1)
+            cdf = torch.cumsum(cited[:start] + 1, 0)
+            draws = torch.rand(len(picks), generator=gen, device=device, dtype=torch.float64) * cdf[-1]
+            col[picks] = torch.clamp(torch.searchsorted(cdf, draws, right=True), max=start - 1)
+        elif hi > lo:  # the first round: no counts yet, any earlier paper
+            picks = lo + torch.nonzero(chosen[lo:hi]).view(-1)
+            col[picks] = uniform_below(row[picks], gen)
+        cited += torch.bincount(col[lo:hi], minlength=num_nodes).to(torch.float64)
+    return graph_from_rows(lengths, row, col, num_nodes)
