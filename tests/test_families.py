@@ -11,7 +11,7 @@ import torch
 
 from gsparse import Graph
 from gsparse.datasets import (FAMILIES, ORDERINGS, STENCILS, Choice, LogNormal, PowerLaw, Range, Regular,
-                              banded_graph, block_model_graph, citation_graph, community_graph, corpus, describe_structure, hub_graph,
+                              banded_graph, block_model_graph, citation_graph, clique_graph, community_graph, corpus, describe_structure, hub_graph,
                               lattice_edge_count, lattice_graph, node_order, random_graph, relabel, reorder,
                               popular_graph, rmat_graph, road_graph, sample_blocks, small_world_graph)
 from gsparse.datasets.orderings import _components, _undirected
@@ -187,6 +187,26 @@ def test_citations_go_to_earlier_papers_recent_ones_or_the_already_cited():
         arguments = {"num_nodes": 100, "degree": LogNormal(4, 0.5), "preferential": 0.5, "window": 10, **bad}
         with pytest.raises(ValueError, match=match):
             citation_graph(**arguments)
+
+
+def test_cliques_join_every_pair_of_a_group_once_both_ways():
+    g = clique_graph(3_000, torch.full((400,), 6), local_share=1.0, window=40, seed=2)
+    dst, src = g.csr_dst.long(), g.col.long()
+    assert torch.equal(_edge_keys(g), torch.sort(src * 3_000 + dst).values)  # symmetric
+    assert bool((src != dst).all()) and bool((torch.unique(dst * 3_000 + src).numel() == g.num_edges))
+    gap = (dst - src).abs()
+    assert bool((torch.minimum(gap, 3_000 - gap) < 40).all())  # local groups stay in their window
+    assert 0.8 * 400 * 30 <= g.num_edges <= 400 * 30  # at most s (s - 1) a group
+    one = clique_graph(10, torch.tensor([4]), seed=1)
+    assert one.num_edges == 12 and int((one.in_degrees() > 0).sum()) == 4  # one group: a 4-clique
+    popular = clique_graph(5_000, torch.full((2_000,), 5), popularity=1.2, seed=3).out_degrees().double()
+    assert float(torch.sort(popular, descending=True).values[:50].sum()) > 0.2 * float(popular.sum())
+    for bad, match in (({"group_sizes": torch.tensor([1, 3])}, "group_sizes must lie in"),
+                       ({"group_sizes": torch.tensor([2.0])}, "integer tensor"),
+                       ({"popularity": -1.0}, "popularity"), ({"local_share": 2.0}, "local_share"),
+                       ({"window": 1}, "window")):
+        with pytest.raises(ValueError, match=match):
+            clique_graph(**{"num_nodes": 100, "group_sizes": torch.tensor([3, 4]), **bad})
 
 
 def test_rmat_is_skewed_with_graph500_parameters_and_flat_with_equal_quadrants():
@@ -470,8 +490,8 @@ def test_corpus_is_deterministic_and_spreads_sizes_log_uniformly():
         assert _same(graph, rebuilt)
 
 
-def test_the_corpus_yields_the_point_cloud_molecule_small_world_and_citation_families():
-    new = ["knn", "molecules", "small_world", "citation"]
+def test_the_corpus_yields_the_families_added_after_the_first_thirteen():
+    new = ["knn", "molecules", "small_world", "citation", "cliques"]
     drawn = [(name, g) for name, _, g in corpus(new, 1, seed=0, min_edges=1_000, max_edges=3_000)]
     assert [name for name, _ in drawn] == new and all(g.num_edges >= 500 for _, g in drawn)
 

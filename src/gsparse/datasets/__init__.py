@@ -26,8 +26,8 @@ The benchmark suite and the tuner both draw their graphs from here.
 
 from .batched import small_graph_batch
 from .corpus import FAMILIES, Choice, Family, Range, corpus
-from .families import (DegreeLaw, Regular, banded_graph, block_model_graph, citation_graph, community_graph,
-                       hub_graph, popular_graph, random_graph)
+from .families import (DegreeLaw, Regular, banded_graph, block_model_graph, citation_graph, clique_graph,
+                       community_graph, hub_graph, popular_graph, random_graph)
 from .geometric import EXACT_POINTS, knn_graph, point_cloud
 from .lattices import STENCILS, lattice_edge_count, lattice_graph, road_graph, small_world_graph
 from .orderings import ORDERINGS, node_order, relabel, reorder
@@ -72,6 +72,7 @@ __all__ = [
     "banded_graph",
     "popular_graph",
     "citation_graph",
+    "clique_graph",
     "rmat_graph",
     "STENCILS",
     "lattice_graph",

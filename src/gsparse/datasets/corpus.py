@@ -22,8 +22,8 @@ import torch
 from ..graph import Graph
 from ._edges import check_int
 from .batched import MIN_GRAPH_NODES, small_graph_batch
-from .families import (Regular, banded_graph, block_model_graph, citation_graph, community_graph, hub_graph,
-                       popular_graph, random_graph)
+from .families import (Regular, banded_graph, block_model_graph, citation_graph, clique_graph, community_graph,
+                       hub_graph, popular_graph, random_graph)
 from .geometric import EXACT_POINTS, knn_graph, point_cloud
 from .lattices import lattice_edge_count, lattice_graph, road_graph, small_world_graph
 from .orderings import ORDERINGS, reorder
@@ -284,6 +284,39 @@ def _citation(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.dev
     return citation_graph(n, LogNormal(mean, p["cov"]), p["preferential"], p["window"], seed=seed, device=device)
 
 
+def _cliques(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
+    # Lognormal group sizes, none making more than a quarter of the edges (a group of s
+    # makes s (s - 1)), drawn once; the groups are a prefix of them.
+    largest = max(2, min(_MAX_GROUP, math.floor(math.sqrt(num_edges / 4)) + 1))
+    mean, cov = min(p["mean_size"], largest), p["size_cov"]
+    sigma = math.sqrt(math.log1p(cov * cov))
+    rng = np.random.default_rng(seed)
+    sizes = np.empty(0, dtype=np.int64)
+    while (sizes * (sizes - 1)).sum() < 2 * num_edges:
+        draws = mean * np.exp(sigma * rng.standard_normal(max(16, num_edges // 64)) - sigma * sigma / 2)
+        sizes = np.concatenate([sizes, np.clip(np.round(draws), 2, largest).astype(np.int64)])
+    reach = np.cumsum(sizes * (sizes - 1))
+    # At least 4 sqrt(E) nodes: on fewer, pairs met twice would eat most of the edges.
+    groups = int(np.searchsorted(reach, num_edges, side="right"))
+    nodes = max(largest, round(groups * mean / p["memberships"]), math.ceil(4 * math.sqrt(num_edges)))
+
+    def build(target: float) -> Graph:
+        count = max(1, int(np.searchsorted(reach, target, side="right")))
+        return clique_graph(nodes, torch.from_numpy(sizes[:count]), popularity=p["popularity"],
+                            local_share=p["local_share"], window=p["window"], seed=seed, device=device)
+
+    # The groups' pairs stop at E; pairs met twice make fewer, so one more prefix makes up
+    # the measured share, aiming a little low (kept only where it stays within 5% of E).
+    g = build(num_edges)
+    if g.num_edges < 0.9 * num_edges:
+        again = build(min(reach[-1], 0.97 * num_edges * num_edges / max(g.num_edges, 1)))
+        g = again if again.num_edges <= 1.05 * num_edges else g
+    return g
+
+
+_MAX_GROUP = 128
+
+
 def _knn(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
     def graph(n: int, k: int) -> Graph:
         clusters = p["clusters"] if p["points"] == "clustered" else 0
@@ -379,6 +412,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("citation", "papers in arrival order citing earlier ones, by citations held (Price's model) or recency",
            {"mean_degree": Range(2, 64, log=True), "cov": Range(0.2, 1.5), "preferential": Range(0.0, 1.0),
             "window": Range(16, 1_000_000, log=True, integer=True)}, _citation),
+    Family("cliques", "groups joining all their members (co-authorship, co-purchase), local or by popularity",
+           {"mean_size": Range(2.5, 24, log=True), "size_cov": Range(0.2, 1.5),
+            "memberships": Range(1, 12, log=True), "popularity": Range(0.0, 1.1), "local_share": Range(0.0, 1.0),
+            "window": Range(16, 65536, log=True, integer=True)}, _cliques),
     Family("small_world", "Watts-Strogatz ring lattice with a share of its edges rewired to uniform nodes",
            {"ring_neighbours": Range(1, 32, log=True, integer=True), "rewire": Range(0.001, 0.5, log=True)},
            _small_world),

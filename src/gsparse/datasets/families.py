@@ -1,5 +1,5 @@
 """Random graph families: degree laws, bipartite shapes, communities, block models, hubs,
-banded matrices, popular sources and citations.
+banded matrices, popular sources, citations and co-membership cliques.
 
 Every family is a function of explicit parameters and a ``seed``, built with vectorised
 torch on ``device`` (CPU or CUDA; the graph is a function of the arguments and the device
@@ -27,7 +27,7 @@ from ._edges import (check_fraction, check_int, check_seed, generator, graph_fro
 from .synthetic import LogNormal, PowerLaw, _check_real, _fit_total, _midpoint_quantiles, _round_to_total
 
 __all__ = ["Regular", "DegreeLaw", "random_graph", "community_graph", "block_model_graph", "hub_graph",
-           "banded_graph", "popular_graph", "citation_graph"]
+           "banded_graph", "popular_graph", "citation_graph", "clique_graph"]
 
 
 @dataclass(frozen=True)
@@ -417,3 +417,72 @@ def citation_graph(
             col[picks] = uniform_below(row[picks], gen)
         cited += torch.bincount(col[lo:hi], minlength=num_nodes).to(torch.float64)
     return graph_from_rows(lengths, row, col, num_nodes)
+
+
+def clique_graph(
+    num_nodes: int,
+    group_sizes: torch.Tensor,
+    *,
+    popularity: float = 0.0,
+    local_share: float = 0.0,
+    window: int = 1024,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> Graph:
+    """Groups (papers' authors, baskets' items) each joining all their members: the
+    clique expansion of a random hypergraph, as co-authorship and co-purchase graphs are.
+
+    A group draws its members from the ``window`` ids around a random centre (wrapped at
+    the ends) with probability ``local_share`` (a field, a shop's aisle), else from all
+    nodes by Zipf popularity (the node of rank ``k`` with weight ``k ** -popularity``,
+    ranks given to the ids at random: prolific authors, best sellers). Every pair of a
+    group's members is an edge both ways; pairs met in several groups, and a member drawn
+    twice, count once, so the graph is symmetric and simple, with dense overlapping blocks
+    no other family has.
+
+    Args:
+        num_nodes: nodes, ``>= 2``.
+        group_sizes: ``[groups]`` integer sizes, each in ``[2, num_nodes]``; a group of
+            ``s`` members makes at most ``s (s - 1)`` edges.
+        popularity: Zipf exponent of the non-local draws, ``>= 0`` (0: uniform).
+        local_share: share of groups drawn from a window, in ``[0, 1]``.
+        window: ids a local group draws from, ``>= 2``.
+        seed: random seed.
+        device: where the graph is built.
+    """
+    num_nodes = check_int("num_nodes", num_nodes, 2)
+    sizes = torch.as_tensor(group_sizes, device=device)
+    if sizes.ndim != 1 or sizes.numel() == 0 or sizes.dtype.is_floating_point or sizes.dtype == torch.bool:
+        raise ValueError(f"group_sizes must be a non-empty 1-D integer tensor, got {sizes.dtype} of shape "
+                         f"{tuple(sizes.shape)}")
+    sizes = sizes.long()
+    if int(sizes.min()) < 2 or int(sizes.max()) > num_nodes:
+        raise ValueError(f"group_sizes must lie in [2, num_nodes = {num_nodes}], got sizes from "
+                         f"{int(sizes.min())} to {int(sizes.max())}")
+    if _check_real("popularity", popularity) < 0:
+        raise ValueError(f"popularity must be >= 0, got {popularity}")
+    local_share = check_fraction("local_share", local_share)
+    window = check_int("window", window, 2)
+    device = torch.device(device)
+    gen = generator(check_seed(seed), device)
+    num_groups, slots = len(sizes), int(sizes.sum())
+    group = torch.repeat_interleave(torch.arange(num_groups, device=device), sizes, output_size=slots)
+    # Members: local groups within their window, the others by popularity.
+    centre = uniform_below(torch.full((num_groups,), num_nodes, device=device), gen)
+    span = min(window, num_nodes)
+    local = (torch.rand(num_groups, generator=gen, device=device) < local_share)[group]
+    near = (centre[group] - span // 2 + uniform_below(torch.full((slots,), span, device=device), gen)) % num_nodes
+    weights = torch.arange(1, num_nodes + 1, device=device, dtype=torch.float64) ** -float(popularity)
+    cdf = torch.cumsum(weights, 0)
+    draws = torch.rand(slots, generator=gen, device=device, dtype=torch.float64) * cdf[-1]
+    rank = torch.clamp(torch.searchsorted(cdf, draws, right=True), max=num_nodes - 1)
+    member = torch.where(local, near, torch.randperm(num_nodes, generator=gen, device=device)[rank])
+    # Every (slot, slot of the same group) pair: slot i repeated by its group's size,
+    # partnered with each slot of the group in turn.
+    first_slot = torch.cumsum(sizes, 0) - sizes
+    repeats = sizes[group]
+    pairs = int(repeats.sum())
+    this = torch.repeat_interleave(torch.arange(slots, device=device), repeats, output_size=pairs)
+    start_of_run = torch.repeat_interleave(torch.cumsum(repeats, 0) - repeats, repeats, output_size=pairs)
+    other = first_slot[group[this]] + torch.arange(pairs, device=device) - start_of_run
+    return graph_from_pairs(member[this], member[other], num_nodes, num_nodes, simple=True)
