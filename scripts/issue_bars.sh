@@ -6,8 +6,9 @@
 #
 # PART is one of:
 #   tests      the GPU test suite, distributed tests aside (tests/distributed has its own script)
-#   tuning     issue 18: a fresh draw of the held-out families with the tune policy, the width
-#              cells (96 / 100 / 128 features) and today's space on every cell once below 1.1x
+#   tuning     issue 18: the model policy's decision time on this host's CPU, a fresh draw of
+#              the five held-out families with the tune policy, the width cells
+#              (96 / 100 / 128 features) and today's space on every cell once below 1.1x
 #              cuSPARSE; then the reports
 #   sptrsv     issue 20: the solver's default, the fast start and cuSPARSE on the 13 factors of
 #              docs/performance.md, 1 and 16 right-hand sides
@@ -29,18 +30,21 @@ case "$part" in
       --ignore=tests/distributed tests 2>&1 | tail -15 | tee "$out/tests.log"
     ;;
   tuning)
-    timeout 260 python3 -m gsparse.tune.collect --out "$out/heldout" --families knn,molecules,small_world \
-      --graphs 12 --cells-per-graph 4 --budget-s 200 --seed "$seed" --tune 2>&1 | tail -3
+    # first, alone on the machine: the decision is host work, timed on one core
+    OMP_NUM_THREADS=1 timeout 70 taskset -c 1 python3 scripts/decision_time.py --repeats 60 > "$out/decision_time.txt" 2>&1
+    timeout 240 python3 -m gsparse.tune.collect --out "$out/heldout" --families knn,molecules,small_world,citation,cliques \
+      --graphs 12 --cells-per-graph 4 --budget-s 180 --seed "$seed" --tune 2>&1 | tail -3
     timeout 150 python3 -m gsparse.tune.collect --out "$out/widths" --families community,rmat,power_law \
       --graphs 3 --min-edges 1e7 --max-edges 2e7 --features 96,100,128 \
       --cases spmm:copy_lhs:sum,spmm:mul:sum,sddmm:u:dot:v --dtypes float32 --cells-per-graph 0 \
       --budget-s 90 --work-cap 3e9 --seed "$seed" 2>&1 | tail -3
-    timeout 120 python3 scripts/row_split_probe.py docs/results/tuning/h100-2026-11-25-run*.jsonl.gz \
+    timeout 100 python3 scripts/row_split_probe.py docs/results/tuning/h100-2026-11-25-run*.jsonl.gz \
       --below 1.1 2>&1 | grep -v -i warn > "$out/probe.log"
     {
       python3 scripts/tuning_report.py "$out/heldout/cells.jsonl" --worst 8
       python3 scripts/width_report.py "$out/widths/cells.jsonl"
       grep -E "space \(" "$out/probe.log"
+      tail -6 "$out/decision_time.txt"
     } 2>&1 | tee "$out/tuning.md"
     ;;
   sptrsv)
