@@ -12,12 +12,15 @@ For each graph, operator, feature length and dtype, prints the median over ``--r
 calls (after warm-up), in microseconds of the calling thread's CPU time
 (``time.thread_time``: other processes on a shared machine delay a call but do not add to
 it), of each component: ``space`` (the space's candidates built as knob rows and pruned,
-``pruned_rows``), ``static`` (the features that do not read the graph, once per space),
-``graph`` (the rest of the features, once per graph), ``predict`` (the model), and of the
-whole decision: ``cold`` with nothing cached (the first graph of its task) and ``warm``
-with the pruned space and its static features cached (a graph of the same statistics, or
-the same graph deciding again). ``n`` counts the candidates of the space before pruning
-(``schedule_space``). Then the median and the worst of each column over all cases.
+``pruned_rows``), ``static`` (the features that do not read the graph), ``graph`` (the rest
+of the features), ``predict`` (the model, every feature read), and of the whole decision:
+``cold`` with nothing cached (the first graph of its task in the process), ``new`` with the
+task's candidates kept (a new graph of a task decided before, whose pruned space holds no
+candidate the task's earlier graphs did not: it prunes its space and computes the features
+and trees that read the graph, :mod:`gsparse.tune.ranked`), and ``warm`` with the graph's
+pruned space kept too (a graph of the same statistics, or the same graph deciding again).
+``n`` counts the candidates of the space before pruning (``schedule_space``). Then the
+median and the worst of each column over all cases.
 """
 
 from __future__ import annotations
@@ -89,8 +92,13 @@ def components(operation: str, g, task) -> dict[str, Callable[[], object]]:
         def first_of_its_task():
             select._SPACES.clear()
             sddmm.space._space.cache_clear()
+            spmm.space._grid_table.cache_clear()
             return decide()
         return first_of_its_task
+
+    def new_graph():
+        select._SPACES.clear(tasks=False)
+        return select.model_choice(operation, g, task, H100)
 
     return {
         "space": uncached(lambda: ops.space.pruned_rows(task, g.stats, H100)),
@@ -98,6 +106,7 @@ def components(operation: str, g, task) -> dict[str, Callable[[], object]]:
         "graph": lambda: space(structure),
         "predict": lambda: model.predict(features),
         "cold": uncached(lambda: select.model_choice(operation, g, task, H100)),
+        "new": new_graph,
         "warm": lambda: select.model_choice(operation, g, task, H100),
     }
 
@@ -118,7 +127,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the first graph only")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    columns = ("space", "static", "graph", "predict", "cold", "warm")
+    columns = ("space", "static", "graph", "predict", "cold", "new", "warm")
     print(f"{'graph':15} {'case':26} {'n':>4} " + " ".join(f"{c + ' us':>10}" for c in columns))
     rows: dict[str, list[dict[str, float]]] = {"spmm": [], "sddmm": []}
     for name in list(GRAPHS)[:1] if args.quick else GRAPHS:

@@ -47,12 +47,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from .. import runtime
 from ..target import Target
 from .source import Program
 
-__all__ = ["CONSTRAINTS", "Facts", "Pruning", "RegisterBudgetError", "THRESHOLDS", "Thresholds",
-           "column_waste", "program_spills", "prune", "row_tile_cov"]
+__all__ = ["CONSTRAINTS", "FactTable", "Facts", "Pruning", "RegisterBudgetError", "THRESHOLDS", "Thresholds",
+           "column_waste", "kept_positions", "program_spills", "prune", "row_tile_cov"]
 
 CONSTRAINTS = ("utilisation", "row_balance", "column_waste", "registers")
 _ARITHMETIC = CONSTRAINTS[:3]
@@ -116,9 +118,37 @@ class Facts:
     column_waste: float
 
 
-def row_tile_cov(row_cov: float, rows_per_tile: int, ordered: bool = False) -> float:
+@dataclass(frozen=True)
+class FactTable:
+    """The :class:`Facts` of a space's candidates as three arrays (``[n]`` each, in the
+    space's order); a sequence of :class:`Facts` too."""
+
+    blocks: np.ndarray
+    row_cov: np.ndarray
+    column_waste: np.ndarray
+
+    @classmethod
+    def of(cls, facts: Sequence[Facts]) -> FactTable:
+        if isinstance(facts, FactTable):
+            return facts
+        return cls(np.array([f.blocks for f in facts], dtype=np.int64),
+                   np.array([f.row_cov for f in facts], dtype=np.float64),
+                   np.array([f.column_waste for f in facts], dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __getitem__(self, i: int) -> Facts:
+        return Facts(int(self.blocks[i]), float(self.row_cov[i]), float(self.column_waste[i]))
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+def row_tile_cov(row_cov: float, rows_per_tile, ordered=False):
     """COV_row of row tiles of ``rows_per_tile`` rows on a graph whose row lengths have the
-    coefficient of variation ``row_cov``.
+    coefficient of variation ``row_cov`` (``rows_per_tile`` and ``ordered`` may be arrays:
+    one value each).
 
     Row lengths are taken as independent of their position, so a tile's edges are a sum of
     ``rows_per_tile`` draws: ``row_cov / sqrt(rows_per_tile)``. An ``ordered`` walk (rows
@@ -126,21 +156,22 @@ def row_tile_cov(row_cov: float, rows_per_tile: int, ordered: bool = False) -> f
     out longest first leave no SM idle at the end of the grid for their inequality, and the
     tiles that run side by side are of about one length.
     """
-    if ordered:
-        return 0.0
-    return row_cov / math.sqrt(max(1, rows_per_tile))
+    cov = np.where(ordered, 0.0, row_cov / np.sqrt(np.maximum(1, rows_per_tile)))
+    return float(cov) if cov.ndim == 0 else cov
 
 
-def column_waste(features: int, slice_: int, launch: int = 0) -> float:
+def column_waste(features: int, slice_, launch=0):
     """WASTE_col of covering ``features`` features, in launches of ``launch`` features each
     (0: one launch), with slices of ``slice_`` features: the padded share of the columns
-    the slices cover."""
+    the slices cover (``slice_`` and ``launch`` may be arrays: one value each)."""
     if features <= 0:
-        return 0.0
-    launch = launch or features
-    full, rest = divmod(features, launch)
+        return 0.0 if np.ndim(slice_) == 0 else np.zeros(np.shape(slice_))
+    slice_ = np.asarray(slice_, dtype=np.int64)
+    launch = np.where(np.asarray(launch) > 0, launch, features).astype(np.int64)
+    full, rest = np.divmod(features, launch)
     covered = full * -(-launch // slice_) * slice_ + -(-rest // slice_) * slice_
-    return (covered - features) / covered if covered else 0.0
+    waste = np.where(covered > 0, (covered - features) / np.maximum(covered, 1), 0.0)
+    return float(waste) if waste.ndim == 0 else waste
 
 
 # --- the register constraint ------------------------------------------------------------------
@@ -278,19 +309,8 @@ def prune(candidates: Sequence, facts: Sequence[Facts], target: Target,
     if registers_on not in ("off", "kept", "all"):
         raise ValueError(f"registers_on must be 'off', 'kept' or 'all', got {registers_on!r}")
     protected = frozenset(protected)
-    fails: list[set[str]] = [set() for _ in candidates]
-    if candidates:
-        blocks_bar = min(thresholds.min_blocks_per_sm * target.sms, max(f.blocks for f in facts))
-        covs = [f.row_cov for f in facts if not math.isnan(f.row_cov)]
-        cov_bar = max(thresholds.max_row_cov, min(covs, default=0.0))
-        waste_bar = max(thresholds.max_column_waste, min(f.column_waste for f in facts))
-        for fail, f in zip(fails, facts):
-            if f.blocks < blocks_bar:
-                fail.add("utilisation")
-            if f.row_cov > cov_bar:  # False for NaN
-                fail.add("row_balance")
-            if f.column_waste > waste_bar:
-                fail.add("column_waste")
+    failures = _arithmetic_failures(FactTable.of(facts), target, thresholds)
+    fails: list[set[str]] = [{c for c, failed in zip(_ARITHMETIC, row) if failed} for row in failures.tolist()]
     state = "off"
     if registers is not None and registers_on != "off":
         state = registers_on
@@ -301,11 +321,43 @@ def prune(candidates: Sequence, facts: Sequence[Facts], target: Target,
         for i, spill in zip(measured, spills):
             if spill > thresholds.max_spill_bytes:
                 fails[i].add("registers")
-    kept = [s for s, fail in zip(candidates, fails) if not fail or s in protected]
-    fallback = not kept and bool(candidates)
-    if fallback:
-        fewest = min(len(fail) for fail in fails)
-        kept = [s for s, fail in zip(candidates, fails) if len(fail) == fewest]
+    counts = np.array([len(fail) for fail in fails], dtype=np.int64)
+    positions = _kept(counts, [i for i, s in enumerate(candidates) if s in protected])
+    kept = [candidates[i] for i in positions]
+    fallback = bool(candidates) and not (counts == 0).any() and not any(s in protected for s in candidates)
     return Pruning(candidates=tuple(candidates), kept=tuple(kept),
                    failed=tuple(frozenset(f) for f in fails), protected=protected,
                    thresholds=thresholds, registers=state, fallback=fallback)
+
+
+def kept_positions(facts: FactTable, target: Target, protected: Sequence[int] = ()) -> np.ndarray:
+    """The positions of the candidates :func:`prune` keeps at the default thresholds, the
+    register constraint off (``protected`` positions always among them): what the "model"
+    policy ranks, without a candidate object or a set per candidate."""
+    failures = _arithmetic_failures(facts, target, THRESHOLDS)
+    return _kept(failures.sum(axis=1), protected)
+
+
+def _arithmetic_failures(facts: FactTable, target: Target, thresholds: Thresholds) -> np.ndarray:
+    """``[n, 3]`` bool: the arithmetic constraints (in :data:`CONSTRAINTS` order) each
+    candidate fails; each bar no stricter than the best value the space reaches."""
+    n = len(facts)
+    if n == 0:
+        return np.zeros((0, len(_ARITHMETIC)), dtype=bool)
+    blocks_bar = min(thresholds.min_blocks_per_sm * target.sms, int(facts.blocks.max()))
+    covs = facts.row_cov[~np.isnan(facts.row_cov)]
+    cov_bar = max(thresholds.max_row_cov, float(covs.min()) if len(covs) else 0.0)
+    waste_bar = max(thresholds.max_column_waste, float(facts.column_waste.min()))
+    with np.errstate(invalid="ignore"):  # NaN COV_row: never removed
+        return np.stack([facts.blocks < blocks_bar, facts.row_cov > cov_bar, facts.column_waste > waste_bar],
+                        axis=1)
+
+
+def _kept(failed_counts: np.ndarray, protected: Sequence[int]) -> np.ndarray:
+    """Positions of the candidates that fail nothing, the ``protected`` ones among them;
+    where that leaves none, those that fail the fewest constraints."""
+    keep = failed_counts == 0
+    keep[list(protected)] = True
+    if not keep.any() and len(keep):
+        keep = failed_counts == failed_counts.min()
+    return np.flatnonzero(keep)

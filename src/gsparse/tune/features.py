@@ -306,6 +306,22 @@ class SpaceFeatures:
     def __len__(self) -> int:
         return len(self._rows)
 
+    @property
+    def static_columns(self) -> np.ndarray:
+        """``[d]`` bool: the columns filled here, which do not read the graph."""
+        columns = np.zeros(len(self._column), dtype=bool)
+        columns[[self._column[name] for name in self._static]] = True
+        return columns
+
+    def subset(self, rows: np.ndarray) -> SpaceFeatures:
+        """The features of the candidates at ``rows`` (positions), without computing again."""
+        part = object.__new__(SpaceFeatures)
+        part.__dict__.update(self.__dict__)
+        part.table, part._knobs, part._rows = self.table[rows], self._knobs[:, rows], self._rows[rows]
+        part._static = {name: values[rows] for name, values in self._static.items()}
+        part._terms = {name: values[rows] for name, values in self._terms.items()}
+        return part
+
     def __call__(self, structure: GraphStructure) -> np.ndarray:
         """``[len(self), d]`` float64 features on a graph of ``structure``."""
         out = self._rows.copy()

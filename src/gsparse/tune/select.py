@@ -9,8 +9,9 @@ decides (set for the process with :func:`set_policy`, or for a block with :func:
   the space lacks it), and its first choice runs. No measurement; the only device work is
   the graph's signature and structure statistics, computed once per graph. The space is
   built, pruned and featurised as a table of knobs (``pruned_rows`` of the operator's
-  space module): only the pick is made a schedule. The spaces it ranked are kept with the
-  part of their features that does not read the graph (``_SpaceCache``).
+  space module): only the pick is made a schedule. What does not read the graph (the
+  candidates' own features and the trees over them) is kept per task across graphs
+  (:mod:`gsparse.tune.ranked`).
 - ``"tune"``: search now on the call's real inputs (the hand rule's pick, then genetic
   search over the pruned space seeded by the model, a budget of :data:`TUNE_BUDGET` more
   measurements, every one checked against the hand rule's output; then the fastest few,
@@ -34,7 +35,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -43,16 +44,17 @@ import torch
 
 from .. import kernels
 from ..datasets.structure import describe_structure
-from ..graph import Graph, GraphStats
+from ..graph import Graph
 from ..kernels.pruning import THRESHOLDS, RegisterBudgetError
 from ..kernels.source import refuse_capture
 from ..kernels.space import Space
 from ..target import Target
 from .builder import ParallelBuilder
 from .database import BestRecord, TuningDatabase, TuningKey, default_database_path
-from .features import SpaceFeatures, featurize
+from .features import featurize
 from .interfaces import BuildResult
 from .models import RankModel
+from .ranked import RankedSpace, SpaceCache
 from .runner import CallRunner
 from .search import GeneticSearch, RandomSampling, model_scorer
 
@@ -246,43 +248,14 @@ def model_choice(operator: str, g: Graph, task: Any, target: Target) -> Any:
     return _first_choice(operator, model, _SPACES.get(operator, task, g.stats, target), _structure(g))
 
 
-def _first_choice(operator: str, model: RankModel, space: SpaceFeatures, structure) -> Any:
+def _first_choice(operator: str, model: RankModel, space: RankedSpace, structure) -> Any:
     """The schedule of ``space`` that ``model`` ranks first on a graph of ``structure``
     (the earliest of equal costs); the only one made a schedule object."""
-    pick = space.table[int(model.predict(space(structure)).argmin())]
+    pick = space.table[int(space.costs(model, structure).argmin())]
     return kernels.OPERATORS[operator].space.schedule_from_row(pick)
 
 
-class _SpaceCache:
-    """The last ``size`` spaces the "model" policy ranked (the pruned space as knob rows,
-    ``pruned_rows``: the hand rule's pick, protected, among them), with the part of their
-    features that does not read the graph (:class:`SpaceFeatures`), by what each space is
-    built from; the oldest goes first.
-
-    A pruned space reads the graph's statistics (LO-SpMM's constraints), so a new graph
-    builds its own; a graph moved to another device, or deciding again after a new record,
-    finds it.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: dict[Hashable, SpaceFeatures] = {}
-
-    def get(self, operator: str, task: Any, stats: GraphStats, target: Target) -> SpaceFeatures:
-        key = (operator, task, target, stats)
-        found = self._entries.get(key)
-        if found is None:
-            table = kernels.OPERATORS[operator].space.pruned_rows(task, stats, target)
-            found = self._entries[key] = SpaceFeatures(task, target, table)
-            if len(self._entries) > self._size:  # pop, not del: another thread may have evicted it
-                self._entries.pop(next(iter(self._entries)), None)
-        return found
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-_SPACES = _SpaceCache(64)
+_SPACES = SpaceCache(64)
 
 
 def _build_fn(operator: str, task: Any, target: Target, device_index: int) -> Callable[[Any], None]:

@@ -17,10 +17,11 @@ from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
 from ..pruning import (
     THRESHOLDS,
-    Facts,
+    FactTable,
     Pruning,
     Thresholds,
     column_waste,
+    kept_positions,
     program_spills,
     prune,
     row_tile_cov,
@@ -196,7 +197,7 @@ def grids(table: np.ndarray, task: SddmmTask, num_edges: int, num_rows: int) -> 
     return np.minimum(-(-groups // groups_per_block), MAX_GRID_X), np.minimum(chunks, MAX_GRID_Y)
 
 
-def facts(task: SddmmTask, stats: GraphStats, target: Target, table: np.ndarray) -> list[Facts]:
+def facts(task: SddmmTask, stats: GraphStats, target: Target, table: np.ndarray) -> FactTable:
     """What the pruning constraints read of each candidate, a row of a :func:`knob_table`,
     for ``task`` on a graph of ``stats``.
 
@@ -212,11 +213,8 @@ def facts(task: SddmmTask, stats: GraphStats, target: Target, table: np.ndarray)
     skeleton, groups_per_block, _, _, _, launch, _, _, slice_, _, _ = table
     x, y = grids(table, task, stats.num_edges, stats.num_dst)
     balanced = (skeleton == _EDGE) | (skeleton == _EDGE_TRANSPOSED)
-    # The constraints' own functions, once per distinct (blocks, row tile, balanced, slice, launch).
-    keys = list(zip((x * y).tolist(), groups_per_block.tolist(), balanced.tolist(), slice_.tolist(), launch.tolist()))
-    made = {key: Facts(key[0], row_tile_cov(stats.rows.cov, key[1], key[2]), column_waste(task.head_len, *key[3:]))
-            for key in set(keys)}
-    return [made[key] for key in keys]
+    return FactTable(x * y, row_tile_cov(stats.rows.cov, groups_per_block, balanced),
+                     column_waste(task.head_len, slice_, launch))
 
 
 def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
@@ -241,8 +239,7 @@ def pruned_rows(task: SddmmTask, stats: GraphStats, target: Target) -> np.ndarra
     pruned without making a schedule of each (the hand rule's pick, protected, is among
     them)."""
     table, default = _candidates(task, stats, target)
-    kept = prune(range(len(table)), facts(task, stats, target, table), target, protected=(default,)).kept
-    return table[list(kept)]
+    return table[kept_positions(facts(task, stats, target, table), target, (default,))]
 
 
 def register_spills(task: SddmmTask, schedule: SddmmSchedule, target: Target) -> float:

@@ -10,6 +10,7 @@ for the graph at hand, the candidates LO-SpMM's constraints say cannot win
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from typing import Literal
@@ -21,10 +22,11 @@ from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
 from ..pruning import (
     THRESHOLDS,
-    Facts,
+    FactTable,
     Pruning,
     Thresholds,
     column_waste,
+    kept_positions,
     program_spills,
     prune,
     row_tile_cov,
@@ -119,11 +121,20 @@ def one_pass_grid(feature_len: int, vector_ok: int, mean_degree: float | None = 
     with edge lanes while a warp keeps as many lanes busy. Every one is valid by
     construction (tests/kernels/spmm/test_space.py validates them).
     """
-    return [schedule_from_row(row) for row in _grid_rows(feature_len, vector_ok, mean_degree)]
+    return [schedule_from_row(row) for row in _grid_rows(feature_len, vector_ok, mean_degree).tolist()]
 
 
-def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> list[tuple]:
-    """:func:`one_pass_grid` as knob rows."""
+def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> np.ndarray:
+    """:func:`one_pass_grid` as a read-only :func:`knob_table`. The mean degree matters only
+    through the edge lanes it asks of a warp, so the table is made once per value of those."""
+    return _grid_table(feature_len, vector_ok, None if mean_degree is None else edge_lanes_for(mean_degree, _WARP_LANES))
+
+
+@functools.lru_cache(maxsize=512)
+def _grid_table(feature_len: int, vector_ok: int, lanes_for_mean: int | None) -> np.ndarray:
+    """:func:`_grid_rows` for a graph whose mean degree asks ``lanes_for_mean`` edge lanes of
+    a warp (:func:`~.shapes.edge_lanes_for`; a narrower group asks as many, at most its
+    share of the warp)."""
     widest = widest_vector(feature_len, vector_ok)
     padded = pow2_at_least(feature_len)
     slices = sorted({min(padded, s) for s in (32, 64, 128)})
@@ -135,8 +146,8 @@ def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> l
                 if feature_lanes not in _POWERS_OF_TWO or (outputs > 1 and slice_ < 64):
                     continue
                 fills = {32 // feature_lanes, max(1, 16 // feature_lanes)}
-                if mean_degree is not None:
-                    fills.add(edge_lanes_for(mean_degree, 32 // feature_lanes))
+                if lanes_for_mean is not None:
+                    fills.add(min(lanes_for_mean, 32 // feature_lanes))
                 for edge_lanes in sorted(fills):
                     tiles = (False, True) if edge_lanes == 1 and feature_lanes >= 8 else (False,)
                     rows_per_block = 256 // (feature_lanes * edge_lanes)
@@ -161,7 +172,9 @@ def _grid_rows(feature_len: int, vector_ok: int, mean_degree: float | None) -> l
                     for degree_sorted in (False, True):
                         grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs, nnz,
                                      False, degree_sorted, 0, 0, 1))
-    return list(dict.fromkeys(grid))
+    table = knob_table(list(dict.fromkeys(grid)))
+    table.flags.writeable = False
+    return table
 
 
 # A group sized to an odd width's vectors joins the grid where its warps carry at least this
@@ -212,7 +225,7 @@ def candidate_table(task: SpmmTask, stats: GraphStats, target: Target) -> np.nda
 def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> tuple[np.ndarray, int]:
     """:func:`candidate_table` and the row of the hand rule's pick in it."""
     feature_len, dtype = task.num_features, task.dtype
-    grid = knob_table(_grid_rows(feature_len, min(task.vector_ok, VECTOR_BYTES // dtype.itemsize), stats.rows.mean))
+    grid = _grid_rows(feature_len, min(task.vector_ok, VECTOR_BYTES // dtype.itemsize), stats.rows.mean)
     group = grid[:, _COLUMN["feature_lanes"]] * grid[:, _COLUMN["edge_lanes"]]
     parts = [grid]
     # Tiles sized for rows of all the output's features, whatever lhs broadcasts.
@@ -251,7 +264,7 @@ def _variants(table: np.ndarray, skeleton: int, **columns) -> np.ndarray:
     return variants
 
 
-def facts(task: SpmmTask, stats: GraphStats, target: Target, table: np.ndarray) -> list[Facts]:
+def facts(task: SpmmTask, stats: GraphStats, target: Target, table: np.ndarray) -> FactTable:
     """What the pruning constraints read of each candidate, a row of a :func:`knob_table`,
     for ``task`` on a graph of ``stats``.
 
@@ -286,11 +299,7 @@ def facts(task: SpmmTask, stats: GraphStats, target: Target, table: np.ndarray) 
         rows_per_tile[i] = column_tiled_block_rows(stats.num_dst, tiles * int(slices[i]), target.sms)
         blocks[i] = -(-stats.num_dst // rows_per_tile[i]) * tiles * slices[i]
     ordered = (degree_sorted != 0) | output_tiled
-    # The constraints' own functions, once per distinct (blocks, row tile, ordered, covered).
-    keys = list(zip(blocks.tolist(), rows_per_tile.tolist(), ordered.tolist(), covered.tolist()))
-    made = {key: Facts(key[0], row_tile_cov(stats.rows.cov, key[1], key[2]), column_waste(features, key[3]))
-            for key in set(keys)}
-    return [made[key] for key in keys]
+    return FactTable(blocks, row_tile_cov(stats.rows.cov, rows_per_tile, ordered), column_waste(features, covered))
 
 
 def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
@@ -316,8 +325,7 @@ def pruned_rows(task: SpmmTask, stats: GraphStats, target: Target) -> np.ndarray
     pruned without making a schedule of each (the hand rule's pick, protected, is among
     them)."""
     table, default = _candidates(task, stats, target)
-    kept = prune(range(len(table)), facts(task, stats, target, table), target, protected=(default,)).kept
-    return table[list(kept)]
+    return table[kept_positions(facts(task, stats, target, table), target, (default,))]
 
 
 def register_spills(task: SpmmTask, schedule: SpmmSchedule, target: Target) -> float:

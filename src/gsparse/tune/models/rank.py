@@ -147,12 +147,30 @@ class RankModel:
         self.time_trees = parts[1][0].num_trees if len(parts) > 1 else 0
         self._time_part = None
 
-    def predict(self, features: np.ndarray) -> np.ndarray:
+    def predict(self, features: np.ndarray, *, fixed: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """``[n]`` costs (lower is faster): the negated LambdaMART scores, plus the pointwise
-        booster's standardised log times where there is one (each scaled: module docstring)."""
+        booster's standardised log times where there is one (each scaled: module docstring).
+
+        ``fixed``: ``(columns, masks)``, the rows' :meth:`fixed_masks` over ``columns``
+        computed before (features of a schedule alone, kept from graph to graph); the
+        trees then read only the other columns of ``features``. The costs are the same."""
         if self.ensemble is None:
             raise RuntimeError("the rank model is not trained: call fit() or load() first")
-        return -self.ensemble.predict(check_features(features, self.ensemble.num_features))
+        x = check_features(features, self.ensemble.num_features)
+        if fixed is None:
+            return -self.ensemble.predict(x)
+        columns, masks = fixed
+        if len(x) == 0:
+            return np.zeros(0)
+        bits = self.ensemble.masks(x, ~columns)
+        return -self.ensemble.scores(np.bitwise_and(bits, masks, out=bits))
+
+    def fixed_masks(self, features: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """``[n, trees]``: the trees' masks of each row over ``columns`` alone (only those
+        are read), for :meth:`predict`'s ``fixed``."""
+        if self.ensemble is None:
+            raise RuntimeError("the rank model is not trained: call fit() or load() first")
+        return self.ensemble.masks(features, columns)
 
     def predict_time(self, features: np.ndarray) -> np.ndarray:
         """``[n]`` the least-squares part's prediction alone: each row's log time standardised

@@ -109,21 +109,40 @@ class TreeEnsemble:
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """``[n]`` sums of the trees' leaf values for finite ``features [n, num_features]``."""
+        bits = self.masks(features)
+        return self.scores(bits) if bits.size else np.zeros(len(bits))
+
+    def masks(self, features: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        """``[n, trees]``: for each row, the AND of its table rows over the used features
+        among ``columns`` (a ``[num_features]`` mask; None: all). The AND of the masks of
+        disjoint column sets is the mask of their union, so a part that does not change
+        between calls (a schedule's own features) can be computed once and kept:
+        ``scores(masks(x, a) & masks(x, ~a)) == predict(x)``. Only the columns named are
+        read (and must be finite)."""
         x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.num_features:
-            raise ValueError(f"features must have shape [n, {self.num_features}], got {x.shape}")
-        if not np.isfinite(x).all():
+        named = np.ones(self.num_features, dtype=bool) if columns is None else np.asarray(columns, dtype=bool)
+        if x.ndim != 2 or x.shape[1] != self.num_features or named.shape != (self.num_features,):
+            raise ValueError(f"features must have shape [n, {self.num_features}] and columns "
+                             f"[{self.num_features}], got {x.shape} and {named.shape}")
+        if not np.isfinite(x[:, named]).all():
             raise ValueError("features must be finite")
-        if x.shape[0] == 0 or self.num_trees == 0:
-            return np.zeros(x.shape[0])
-        varies = ~(x == x[0]).all(axis=0)[self._used]
+        used = named[self._used]
+        varies = used & ~(x == x[:1]).all(axis=0)[self._used] if len(x) else used
         bits = np.empty((x.shape[0], self.num_trees), dtype=self._mask_type)
-        bits[:] = self._shared_bits(x[0], ~varies)
+        if not len(x):
+            return bits
+        bits[:] = self._shared_bits(x[0], used & ~varies)
         gathered = np.empty_like(bits)
         for n in np.flatnonzero(varies):
             below = self._thresholds[n].searchsorted(x[:, self._used[n]], side="left")
             self._feature_tables[n].take(below, axis=0, out=gathered, mode="clip")  # in range: no checks
             np.bitwise_and(bits, gathered, out=bits)
+        return bits
+
+    def scores(self, bits: np.ndarray) -> np.ndarray:
+        """``[n]`` sums of the trees' leaf values for rows whose :meth:`masks` over every
+        used feature are ``bits`` (consumed: overwritten)."""
+        gathered = np.empty_like(bits)
         # The lowest set bit and the ones below it: one more than the leaf's index.
         np.subtract(bits, self._mask_type(1), out=gathered)
         np.bitwise_xor(bits, gathered, out=gathered)

@@ -1,0 +1,152 @@
+"""What the "model" policy keeps between decisions, so that a new graph pays little.
+
+A decision prunes the task's space for the graph (LO-SpMM's constraints read the graph's
+statistics), featurises the candidates left and ranks them with the cost model's trees.
+Most of that work reads the candidate alone: its knobs' features, and the trees' masks over
+those features (:meth:`~gsparse.tune.models.TreeEnsemble.masks`). So it is kept per task
+(:class:`TaskSpace`), for every candidate any graph's pruned space held, and a graph's space
+(:class:`RankedSpace`) is a list of positions in it: a new graph of a known task computes
+only its pruning, the features that read the graph, and the trees over those.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import kernels
+from ..graph import GraphStats
+from ..target import Target
+from .features import SpaceFeatures
+from .models import RankModel
+
+__all__ = ["RankedSpace", "SpaceCache", "TaskSpace"]
+
+# The pruned tables whose positions a task keeps.
+_TABLES = 64
+
+
+class TaskSpace:
+    """Every candidate (knob row) of one task on one target that a pruned space held, with
+    the features that do not read the graph and, per model, the trees' masks over them.
+
+    Thread-safe: rows are added under a lock, and a position, once given, never changes.
+    """
+
+    def __init__(self, task: Any, target: Target) -> None:
+        self.task, self.target = task, target
+        self.features: SpaceFeatures | None = None
+        self._position: dict[bytes, int] = {}
+        # Graphs of a kind prune to the same candidates: their positions, by the whole table.
+        self._tables: dict[bytes, np.ndarray] = {}
+        self._masks: dict[int, tuple[RankModel, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def positions(self, table: np.ndarray) -> np.ndarray:
+        """``[len(table)]`` positions of ``table``'s rows among the kept candidates, the
+        new ones added."""
+        whole = np.ascontiguousarray(table).tobytes()
+        found = self._tables.get(whole)
+        if found is not None:
+            return found
+        keys = _row_keys(table)
+        with self._lock:
+            new: dict[bytes, int] = {}  # key -> its first row in table
+            for i, key in enumerate(keys):
+                if key not in self._position and key not in new:
+                    new[key] = i
+            if new:
+                known = self.features.table if self.features is not None else table[:0]
+                self.features = SpaceFeatures(self.task, self.target,
+                                              np.concatenate([known, table[list(new.values())]]))
+                for offset, key in enumerate(new):
+                    self._position[key] = len(known) + offset
+            found = self._tables[whole] = np.array(list(map(self._position.__getitem__, keys)), dtype=np.int64)
+            found.flags.writeable = False
+            _evict(self._tables, _TABLES)
+            return found
+
+    def masks(self, model: RankModel) -> np.ndarray:
+        """``[candidates kept, trees]``: ``model``'s masks over the features that do not
+        read the graph, for every kept candidate (computed for new ones on demand)."""
+        with self._lock:
+            done, masks = self._masks.get(id(model), (None, None))
+            rows = self.features._rows
+            if done is not model or len(masks) < len(rows):
+                start = len(masks) if done is model else 0
+                fresh = model.fixed_masks(rows[start:], self.features.static_columns)
+                masks = fresh if start == 0 else np.concatenate([masks, fresh])
+                self._masks[id(model)] = (model, masks)
+            return masks
+
+
+def _row_keys(table: np.ndarray) -> list[bytes]:
+    """Each knob row's bytes: a dictionary key per candidate."""
+    rows = np.ascontiguousarray(table)
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel().tolist()
+
+
+@dataclass(frozen=True)
+class RankedSpace:
+    """One graph's pruned space of a task: its candidates' positions in the task's
+    :class:`TaskSpace`, and their features' part that does not read the graph."""
+
+    task_space: TaskSpace
+    positions: np.ndarray
+    features: SpaceFeatures
+
+    @property
+    def table(self) -> np.ndarray:
+        """The candidates' knob rows, in the pruned space's order."""
+        return self.features.table
+
+    def costs(self, model: RankModel, structure) -> np.ndarray:
+        """``[candidates]`` costs of ``model`` (lower is faster) on a graph of ``structure``:
+        what ``model.predict(self.features(structure))`` gives, with the trees' masks over
+        the candidates' own features taken from the task's."""
+        fixed = self.task_space.masks(model)[self.positions]
+        return model.predict(self.features(structure), fixed=(self.features.static_columns, fixed))
+
+
+class SpaceCache:
+    """The spaces the "model" policy ranked: the last ``size`` graphs' pruned spaces
+    (``pruned_rows``: the hand rule's pick, protected, among them) by what each is built
+    from, and the last ``size`` tasks' :class:`TaskSpace`; the oldest goes first.
+
+    A pruned space reads the graph's statistics, so a new graph prunes its own; a graph
+    moved to another device, or deciding again after a new record, finds it.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._spaces: dict[Hashable, RankedSpace] = {}
+        self._tasks: dict[Hashable, TaskSpace] = {}
+
+    def get(self, operator: str, task: Any, stats: GraphStats, target: Target) -> RankedSpace:
+        key = (operator, task, target, stats)
+        found = self._spaces.get(key)
+        if found is None:
+            task_space = self._tasks.get(key[:3])
+            if task_space is None:
+                task_space = self._tasks[key[:3]] = TaskSpace(task, target)
+                _evict(self._tasks, self._size)
+            table = kernels.OPERATORS[operator].space.pruned_rows(task, stats, target)
+            positions = task_space.positions(table)
+            found = self._spaces[key] = RankedSpace(task_space, positions, task_space.features.subset(positions))
+            _evict(self._spaces, self._size)
+        return found
+
+    def clear(self, tasks: bool = True) -> None:
+        """Forget the graphs' spaces, and (``tasks``) the tasks' too."""
+        self._spaces.clear()
+        if tasks:
+            self._tasks.clear()
+
+
+def _evict(entries: dict, size: int) -> None:
+    if len(entries) > size:  # pop, not del: another thread may have evicted it
+        entries.pop(next(iter(entries)), None)
