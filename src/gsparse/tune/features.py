@@ -272,7 +272,7 @@ class SpaceFeatures:
     """The features of a fixed list of candidates of one task on one target, on any graph.
 
     The candidates are the rows of a ``table`` of their operator's knobs
-    (``knob_table`` of :mod:`gsparse.kernels.spmm.space` or :mod:`gsparse.kernels.sddmm.space`,
+    (``knob_table`` of ``gsparse.kernels.spmm.space`` or ``gsparse.kernels.sddmm.space``,
     whose ``knob_row`` reads a schedule's). The columns that do not read the graph (the
     schedules' one-hots and knobs, threads, slices, Algorithm 4's metrics) are computed
     once, here; calling the object with a graph's structure adds the problem's and the few
