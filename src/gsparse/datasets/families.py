@@ -377,7 +377,7 @@ def citation_graph(
     rows stay as the law says, and in natural order the graph is strictly lower
     triangular. Preferential draws see the counts as of the start of their round of
     ``num_nodes / CITATION_ROUNDS`` papers (the first round's draw uniformly from the
-    papers before them), so that the graph builds in :data:`CITATION_ROUNDS` steps.
+    papers before them), so that the graph builds in ``CITATION_ROUNDS`` (32) steps.
 
     Args:
         num_nodes: papers, ``>= 2``.
