@@ -86,21 +86,19 @@ def _stub_driver() -> Iterator[object]:
     class Loader:
         def kernel(self, program, name, device_index):
             kernel = object.__new__(_driver.Kernel)
-            kernel.name, kernel.device = name, types.SimpleNamespace(index=device_index)
+            # Device index -1, which CPU tensors report: the launch takes their pointers on
+            # the path a CUDA tensor of the kernel's device takes.
+            kernel.name, kernel.device = name, types.SimpleNamespace(index=-1)
             kernel._function, kernel._context = driver.CUfunction(0x1234), driver.CUcontext(0x5678)
             kernel._dynamic_shared_limit = 48 * 1024
             return kernel
 
-    def to_ctypes(args, device_index):  # the plans' CPU tensors, as pointers
-        return [ctypes.c_void_p(arg.data_ptr()) if isinstance(arg, torch.Tensor)
-                else real_to_ctypes([arg], 0)[0] for arg in args]
-
-    real_to_ctypes, real_stream = _driver.to_ctypes, _driver.current_stream_handle
-    _driver.to_ctypes, _driver.current_stream_handle = to_ctypes, lambda device_index: 0
+    real_stream = _driver.current_stream_handle
+    _driver.current_stream_handle = lambda device_index: 0
     try:
         yield Loader()
     finally:
-        _driver.to_ctypes, _driver.current_stream_handle = real_to_ctypes, real_stream
+        _driver.current_stream_handle = real_stream
 
 
 def cases(device: str) -> dict[str, Callable[[], object]]:
