@@ -307,6 +307,12 @@ class SpaceFeatures:
         return len(self._rows)
 
     @property
+    def static_rows(self) -> np.ndarray:
+        """``[len(self), d]``: the columns that do not read the graph filled
+        (:attr:`static_columns`), NaN in the others."""
+        return self._rows
+
+    @property
     def static_columns(self) -> np.ndarray:
         """``[d]`` bool: the columns filled here, which do not read the graph."""
         columns = np.zeros(len(self._column), dtype=bool)

@@ -75,7 +75,7 @@ class TaskSpace:
         read the graph, for every kept candidate (computed for new ones on demand)."""
         with self._lock:
             done, masks = self._masks.get(id(model), (None, None))
-            rows = self.features._rows
+            rows = self.features.static_rows
             if done is not model or len(masks) < len(rows):
                 start = len(masks) if done is model else 0
                 fresh = model.fixed_masks(rows[start:], self.features.static_columns)

@@ -141,7 +141,7 @@ class TreeEnsemble:
 
     def scores(self, bits: np.ndarray) -> np.ndarray:
         """``[n]`` sums of the trees' leaf values for rows whose :meth:`masks` over every
-        used feature are ``bits`` (consumed: overwritten)."""
+        used feature are ``bits``."""
         gathered = np.empty_like(bits)
         # The lowest set bit and the ones below it: one more than the leaf's index.
         np.subtract(bits, self._mask_type(1), out=gathered)
