@@ -43,7 +43,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
@@ -141,11 +141,12 @@ class FactTable:
     def __getitem__(self, i: int) -> Facts:
         return Facts(int(self.blocks[i]), float(self.row_cov[i]), float(self.column_waste[i]))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Facts]:
         return (self[i] for i in range(len(self)))
 
 
-def row_tile_cov(row_cov: float, rows_per_tile, ordered=False):
+def row_tile_cov(row_cov: float, rows_per_tile: int | np.ndarray,
+                 ordered: bool | np.ndarray = False) -> float | np.ndarray:
     """COV_row of row tiles of ``rows_per_tile`` rows on a graph whose row lengths have the
     coefficient of variation ``row_cov`` (``rows_per_tile`` and ``ordered`` may be arrays:
     one value each).
@@ -160,7 +161,7 @@ def row_tile_cov(row_cov: float, rows_per_tile, ordered=False):
     return float(cov) if cov.ndim == 0 else cov
 
 
-def column_waste(features: int, slice_, launch=0):
+def column_waste(features: int, slice_: int | np.ndarray, launch: int | np.ndarray = 0) -> float | np.ndarray:
     """WASTE_col of covering ``features`` features, in launches of ``launch`` features each
     (0: one launch), with slices of ``slice_`` features: the padded share of the columns
     the slices cover (``slice_`` and ``launch`` may be arrays: one value each)."""
