@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from gsparse.kernels import pruning
-from gsparse.kernels.pruning import CONSTRAINTS, Facts, Thresholds, column_waste, prune, row_tile_cov
+from gsparse.kernels.pruning import (CONSTRAINTS, Facts, FactTable, Thresholds, column_waste, kept_positions, prune,
+                                     row_tile_cov)
 from gsparse.kernels.source import Program
 from gsparse.runtime import Resources, _nvrtc
 from gsparse.target import H100
@@ -204,3 +206,21 @@ def test_register_budget_errors_say_why() -> None:
         pruning.RegisterBudgetError("s", 8.0, 0))
     assert "do not fit the SM's register file" in str(pruning.RegisterBudgetError("s", math.inf, 0))
 
+
+
+def test_the_constraint_measures_take_arrays_as_they_take_numbers():
+    """The spaces compute every candidate's facts at once: elementwise, the same numbers."""
+    rows = np.array([1, 3, 8, 64, 1000])
+    ordered = np.array([False, True, False, False, True])
+    assert row_tile_cov(0.7, rows, ordered).tolist() == [row_tile_cov(0.7, int(r), bool(o))
+                                                         for r, o in zip(rows, ordered)]
+    assert np.isnan(row_tile_cov(float("nan"), rows)).all() and row_tile_cov(float("nan"), 4, True) == 0.0
+    slices, launches = np.array([1, 8, 32, 100, 128, 7]), np.array([0, 0, 64, 600, 0, 13])
+    for features in (0, 1, 100, 602):
+        assert column_waste(features, slices, launches).tolist() == [
+            column_waste(features, int(s), int(n)) for s, n in zip(slices, launches)]
+    assert column_waste(100, 32) == 28 / 128
+    table = FactTable(np.array([1, 500, 500]), np.array([0.1, float("nan"), 2.0]), np.zeros(3))
+    assert table[0] == Facts(1, 0.1, 0.0) and [f.blocks for f in table] == [1, 500, 500]
+    assert kept_positions(table, H100).tolist() == [1]  # too few blocks, unbalanced: out; NaN stays
+    assert kept_positions(table, H100, protected=[2]).tolist() == [1, 2]
