@@ -55,17 +55,15 @@ class TaskSpace:
             return found
         keys = _row_keys(table)
         with self._lock:
-            new: dict[bytes, int] = {}  # key -> its first row in table
-            for i, key in enumerate(keys):
-                if key not in self._position and key not in new:
-                    new[key] = i
+            position = self._position
+            # key -> a row of table holding it (of equal rows, any: they are the same row)
+            new = {key: i for i, key in enumerate(keys) if key not in position}
             if new:
                 known = self.features.table if self.features is not None else table[:0]
                 self.features = SpaceFeatures(self.task, self.target,
                                               np.concatenate([known, table[list(new.values())]]))
-                for offset, key in enumerate(new):
-                    self._position[key] = len(known) + offset
-            found = self._tables[whole] = np.array(list(map(self._position.__getitem__, keys)), dtype=np.int64)
+                position.update(zip(new, range(len(known), len(known) + len(new))))
+            found = self._tables[whole] = np.array(list(map(position.__getitem__, keys)), dtype=np.int64)
             found.flags.writeable = False
             _evict(self._tables, _TABLES)
             return found
