@@ -503,3 +503,15 @@ def test_corpus_and_build_arguments_are_checked():
         next(corpus(["regular"], min_edges=5_000, max_edges=10))
     with pytest.raises(ValueError, match=r"parameters of family 'rmat' lack \['ordering', 'edge_factor'"):
         FAMILIES["rmat"].build({"num_edges": 1_000})
+
+
+def test_citation_and_clique_corpus_draws_reach_their_size_even_when_tiny():
+    """A citation graph of n papers holds at most n (n - 1) / 2 edges: tiny targets with a
+    high mean degree still get enough papers. (A cliques graph's least group makes 2.)"""
+    for name in ("citation", "cliques"):
+        for target in (1, 5, 30, 1_000):
+            parameters = FAMILIES[name].draw(np.random.default_rng(target), num_edges=target)
+            parameters["mean_degree" if name == "citation" else "mean_size"] = 60.0
+            g = FAMILIES[name].build(parameters, seed=1)
+            assert g.num_edges <= max(2, 1.05 * target), (name, target, g)
+            assert g.num_edges >= 0.7 * target or target < 30, (name, target, g)

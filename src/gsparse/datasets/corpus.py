@@ -277,9 +277,13 @@ def _sampled(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.devi
 
 
 def _citation(p: Mapping[str, Any], num_edges: int, seed: int, device: torch.device, _: int | None) -> Graph:
-    n, mean = _nodes(num_edges, p["mean_degree"])
-    # Paper i cites at most i papers: the first rows fall short of the law, about
-    # mean^2 / 2 edges in all, so the rows' mean is raised by that much.
+    # Paper i cites at most i papers, so n papers hold at most n (n - 1) / 2 citations: at
+    # least 2 sqrt(E) papers, twice the other families' floor, keep the rows' mean within
+    # a quarter of the papers.
+    n = max(2, math.ceil(2 * math.sqrt(num_edges)), round(num_edges / p["mean_degree"]))
+    mean = num_edges / n
+    # The first rows fall short of the law, about mean^2 / 2 edges in all, so the rows'
+    # mean is raised by that much.
     mean = min(mean * (1 + mean / (2 * n)), (n - 1) / 2)
     return citation_graph(n, LogNormal(mean, p["cov"]), p["preferential"], p["window"], seed=seed, device=device)
 

@@ -391,6 +391,9 @@ def citation_graph(
     num_nodes = check_int("num_nodes", num_nodes, 2)
     preferential = check_fraction("preferential", preferential)
     window = check_int("window", window, 1)
+    if isinstance(degree, (LogNormal, PowerLaw, Regular)) and not degree.mean < num_nodes:
+        raise ValueError(f"degree.mean must be below num_nodes = {num_nodes} (a paper cites only papers "
+                         f"before it), got {degree.mean}")
     device = torch.device(device)
     gen = generator(check_seed(seed), device)
     ids = torch.arange(num_nodes, device=device)
