@@ -345,12 +345,25 @@ def popular_graph(
     gen = generator(check_seed(seed), device)
     lengths = _row_lengths(degree, num_dst, num_src, gen, device)
     num_edges = int(lengths.sum())
-    weights = torch.arange(1, num_src + 1, device=device, dtype=torch.float64) ** -float(popularity)
-    cdf = torch.cumsum(weights, 0)
-    draws = torch.rand(num_edges, generator=gen, device=device, dtype=torch.float64) * cdf[-1]
-    rank = torch.clamp(torch.searchsorted(cdf, draws), max=num_src - 1)
-    col = torch.randperm(num_src, generator=gen, device=device)[rank]
+    col = _zipf_draws(num_src, popularity, num_edges, gen)
     return graph_from_rows(lengths, rows_of(lengths, num_edges), col, num_src)
+
+
+def _weighted_draws(weights: torch.Tensor, count: int, gen: torch.Generator) -> torch.Tensor:
+    """``[count]`` int64 indices into ``weights`` (positive float64), each drawn with
+    probability proportional to its weight."""
+    cdf = torch.cumsum(weights, 0)
+    draws = torch.rand(count, generator=gen, device=weights.device, dtype=torch.float64) * cdf[-1]
+    return torch.clamp(torch.searchsorted(cdf, draws), max=len(weights) - 1)
+
+
+def _zipf_draws(num_nodes: int, popularity: float, count: int, gen: torch.Generator) -> torch.Tensor:
+    """``[count]`` node ids drawn by Zipf popularity: the node of rank ``k`` (1-based, ranks
+    given to the ids in a random order) with weight ``k ** -popularity``."""
+    device = gen.device
+    weights = torch.arange(1, num_nodes + 1, device=device, dtype=torch.float64) ** -float(popularity)
+    rank = _weighted_draws(weights, count, gen)
+    return torch.randperm(num_nodes, generator=gen, device=device)[rank]
 
 
 # Preferential draws see the citation counts as of the start of their round: the ids are
@@ -410,14 +423,11 @@ def citation_graph(
     starts = [round(k * num_nodes / CITATION_ROUNDS) for k in range(CITATION_ROUNDS + 1)]
     for start, end in zip(starts, starts[1:]):
         lo, hi = int(rowptr[start]), int(rowptr[end])
-        if start > 0 and hi > lo:
+        if hi > lo:
             picks = lo + torch.nonzero(chosen[lo:hi]).view(-1)
-            cdf = torch.cumsum(cited[:start] + 1, 0)
-            draws = torch.rand(len(picks), generator=gen, device=device, dtype=torch.float64) * cdf[-1]
-            col[picks] = torch.clamp(torch.searchsorted(cdf, draws, right=True), max=start - 1)
-        elif hi > lo:  # the first round: no counts yet, any earlier paper
-            picks = lo + torch.nonzero(chosen[lo:hi]).view(-1)
-            col[picks] = uniform_below(row[picks], gen)
+            # the first round has no counts yet: any earlier paper
+            col[picks] = (_weighted_draws(cited[:start] + 1, len(picks), gen) if start > 0
+                          else uniform_below(row[picks], gen))
         cited += torch.bincount(col[lo:hi], minlength=num_nodes).to(torch.float64)
     return graph_from_rows(lengths, row, col, num_nodes)
 
@@ -475,11 +485,7 @@ def clique_graph(
     span = min(window, num_nodes)
     local = (torch.rand(num_groups, generator=gen, device=device) < local_share)[group]
     near = (centre[group] - span // 2 + uniform_below(torch.full((slots,), span, device=device), gen)) % num_nodes
-    weights = torch.arange(1, num_nodes + 1, device=device, dtype=torch.float64) ** -float(popularity)
-    cdf = torch.cumsum(weights, 0)
-    draws = torch.rand(slots, generator=gen, device=device, dtype=torch.float64) * cdf[-1]
-    rank = torch.clamp(torch.searchsorted(cdf, draws, right=True), max=num_nodes - 1)
-    member = torch.where(local, near, torch.randperm(num_nodes, generator=gen, device=device)[rank])
+    member = torch.where(local, near, _zipf_draws(num_nodes, popularity, slots, gen))
     # Every (slot, slot of the same group) pair: slot i repeated by its group's size,
     # partnered with each slot of the group in turn.
     first_slot = torch.cumsum(sizes, 0) - sizes
