@@ -160,8 +160,6 @@ class RankModel:
         if fixed is None:
             return -self.ensemble.predict(x)
         columns, masks = fixed
-        if len(x) == 0:
-            return np.zeros(0)
         bits = self.ensemble.masks(x, ~columns)
         return -self.ensemble.scores(np.bitwise_and(bits, masks, out=bits))
 

@@ -109,8 +109,7 @@ class TreeEnsemble:
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """``[n]`` sums of the trees' leaf values for finite ``features [n, num_features]``."""
-        bits = self.masks(features)
-        return self.scores(bits) if bits.size else np.zeros(len(bits))
+        return self.scores(self.masks(features))
 
     def masks(self, features: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
         """``[n, trees]``: for each row, the AND of its table rows over the used features
