@@ -12,6 +12,7 @@ import torch
 import gsparse
 from gsparse.algebra import REDUCERS
 from gsparse.kernels.spmm import OutputTiled, build_plan
+from gsparse.kernels.spmm import output_tiling
 from gsparse.kernels.spmm.codegen import output_tiled
 from gsparse.kernels.spmm.output_tiling import EdgeLayout, Tiling, build_layout, tiling_for
 from gsparse.kernels.spmm.structures import output_tiles
@@ -169,6 +170,19 @@ def test_layout_holds_every_edge_once(name: str, warps: int) -> None:
     decoded = torch.sort(row * g.num_src + col).values
     expected = torch.sort(g.csr_dst.long() * g.num_src + g.col.long()).values
     assert torch.equal(decoded, expected)
+
+
+@pytest.mark.parametrize("name", list(output_tiled_graphs()))
+def test_layout_is_the_same_built_in_passes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large graphs build the layout in passes of sorted positions (bounded memory): passes
+    of a few edges, whose bounds fall inside runs of one row, give the one-pass layout."""
+    g = output_tiled_graphs()[name]
+    tiling = tiling_for(g, 2, torch.float32, _target(6, 12 * 1024), column_groups=2)
+    whole = build_layout(g, tiling, 8)
+    for edges in (1, 7, 100):
+        monkeypatch.setattr(output_tiling, "_PASS_EDGES", edges)
+        passes = build_layout(g, tiling, 8)
+        assert torch.equal(passes.words, whole.words) and torch.equal(passes.chunk_ptr, whole.chunk_ptr)
 
 
 def test_layout_is_built_once_per_graph_tiling_and_target() -> None:

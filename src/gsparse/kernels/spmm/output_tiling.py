@@ -12,10 +12,12 @@ PyTorch on the graph's device, once per graph and tiling.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
 
+from ..._sorting import stable_sort
 from ...graph import Graph
 from ...target import Target
 from .codegen.output_tiled import BARRIER_BYTES
@@ -30,6 +32,9 @@ _FIELD = 1 << 16
 _TILE_ALIGN = 256
 # Output rows take at most this share of shared memory; the two tile buffers the rest.
 _ROWS_SHARE = 0.75
+# Sorted positions per pass of the layout's element-wise steps: their temporaries stay
+# within a few hundred MB whatever the graph's size.
+_PASS_EDGES = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -149,67 +154,110 @@ class EdgeLayout:
 def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
     """Group the edges of ``g`` by (row range, tile, warp chunk) and interleave each
     chunk's lane segments (see the module docstring). Pure PyTorch on the graph's device;
-    the same for any number of column groups."""
+    the same for any number of column groups.
+
+    Besides the layout itself, it holds an edge's segment (int32) and its sorted order
+    (int64), sorted in pieces past 2**28 edges (:func:`gsparse._sorting.stable_sort`).
+    Everything else is computed in passes of :data:`_PASS_EDGES` positions, so a graph of
+    2**31 edges, whose int64 temporaries are 17 GB each, builds its layout where its CSR
+    fits with room to spare.
+    """
     device, index = g.device, g.index_dtype
     bounds = tiling.block_rows.to(device)
-    row = g.csr_dst.long()
-    col = g.col.long()
-    block = torch.searchsorted(bounds, row, right=True) - 1
-    local_row = row - bounds[block]
-    tile = col // tiling.tile_cols
-    segment = block * tiling.tiles + tile
     num_segments = tiling.row_ranges * tiling.tiles
-    # Stable: a row's edges keep their CSR order, the order each run folds them in.
-    order = torch.sort(segment * tiling.row_capacity + local_row, stable=True).indices
-    seg_sorted, row_sorted = segment[order], local_row[order]
+    if num_segments >= 2 ** 31:
+        raise ValueError(f"the output-tiled layout has {num_segments} segments, past int32")
+    rowptr = g.rowptr.long()
+    segment = torch.empty(g.num_edges, dtype=torch.int32, device=device)
+    for lo, hi in _passes(g.num_edges):
+        positions = torch.arange(lo, hi, device=device)
+        block = torch.searchsorted(bounds, _rows_of(rowptr, positions), right=True) - 1
+        segment[lo:hi] = block * tiling.tiles + g.col[lo:hi].long() // tiling.tile_cols
+    # Stable, over CSR order, which is row order: each segment's edges end up by row, and
+    # each row's in CSR order, the order each run folds them in.
+    order = stable_sort(segment, num_segments)[1]
     seg_start = torch.zeros(num_segments + 1, dtype=torch.int64, device=device)
     torch.cumsum(torch.bincount(segment, minlength=num_segments), 0, out=seg_start[1:])
-    chunk_start = _warp_chunks(seg_start, seg_sorted, row_sorted, warps)
+
+    def sorted_edges(lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Segment, local row and source of sorted positions ``lo .. hi - 1``."""
+        edges = order[lo:hi]
+        seg = segment[edges].long()
+        local_row = _rows_of(rowptr, edges) - bounds[torch.div(seg, tiling.tiles, rounding_mode="floor")]
+        return seg, local_row, g.col[edges].long()
+
+    chunk_start = _warp_chunks(seg_start, warps, _row_starts(sorted_edges, g.num_edges))
     chunk_ptr = torch.cat([chunk_start.flatten(), seg_start[-1:]])
     sizes = chunk_ptr[1:] - chunk_ptr[:-1]
     if g.num_edges and int(sizes.max()) >= 2 ** 31:
         raise ValueError("a warp's chunk of the output-tiled layout holds 2**31 edges or more")
-    position = _interleaved_positions(chunk_ptr, sizes)
-    word = (row_sorted << 16) | (col[order] - tile[order] * tiling.tile_cols)
     words = torch.empty(g.num_edges, dtype=torch.int32, device=device)
-    # the uint32 bit pattern in int32 storage
-    words[position] = torch.where(word >= 2 ** 31, word - 2 ** 32, word).to(torch.int32)
+    for lo, hi in _passes(g.num_edges):
+        _, local_row, col = sorted_edges(lo, hi)
+        word = (local_row << 16) | (col % tiling.tile_cols)
+        # the uint32 bit pattern in int32 storage
+        words[_interleaved_positions(chunk_ptr, sizes, lo, hi)] = \
+            torch.where(word >= 2 ** 31, word - 2 ** 32, word).to(torch.int32)
     return EdgeLayout(words=words, chunk_ptr=chunk_ptr.to(index), block_rows=bounds.to(index))
 
 
-def _warp_chunks(seg_start: torch.Tensor, seg_sorted: torch.Tensor, row_sorted: torch.Tensor,
-                 warps: int) -> torch.Tensor:
+def _passes(count: int) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)`` bounds of consecutive passes of at most :data:`_PASS_EDGES` positions."""
+    return ((lo, min(lo + _PASS_EDGES, count)) for lo in range(0, count, _PASS_EDGES))
+
+
+def _rows_of(rowptr: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The row of each CSR position (int64): the last row starting at or before it, which
+    is never an empty one."""
+    return torch.searchsorted(rowptr, positions, right=True) - 1
+
+
+def _row_starts(sorted_edges: Callable, num_edges: int) -> Iterator[torch.Tensor]:
+    """The sorted positions where a (segment, row) run begins, ascending, pass by pass."""
+    for lo, hi in _passes(num_edges):
+        first = max(lo - 1, 0)  # the position before the pass decides whether lo begins a run
+        seg, row, _ = sorted_edges(first, hi)
+        begins = (seg[1:] != seg[:-1]) | (row[1:] != row[:-1])
+        if lo == 0:
+            begins = torch.cat([torch.ones(1, dtype=torch.bool, device=seg.device), begins])
+        yield torch.nonzero(begins).flatten() + lo
+
+
+def _warp_chunks(seg_start: torch.Tensor, warps: int, row_starts: Iterable[torch.Tensor]) -> torch.Tensor:
     """``[segments, warps]`` first sorted positions of each segment's warp chunks: the
-    first row start at or after each ``w / warps`` share of the segment's edges."""
-    num_edges = row_sorted.numel()
-    device = row_sorted.device
+    first row start at or after each ``w / warps`` share of the segment's edges (the
+    segment's end where none is left in it). ``row_starts``: the run starts, ascending,
+    in pieces."""
+    device = seg_start.device
     starts = seg_start[:-1]
-    if num_edges == 0:
-        return starts[:, None].expand(-1, warps).clone()
-    is_start = torch.ones(num_edges, dtype=torch.bool, device=device)
-    is_start[1:] = (row_sorted[1:] != row_sorted[:-1]) | (seg_sorted[1:] != seg_sorted[:-1])
-    row_starts = torch.nonzero(is_start).flatten()
     counts = seg_start[1:] - starts
     shares = torch.arange(warps, device=device)
-    targets = starts[:, None] + counts[:, None] * shares[None, :] // warps
-    at = torch.searchsorted(row_starts, targets.flatten()).view(-1, warps)
-    found = row_starts[at.clamp(max=row_starts.numel() - 1)]
-    # No row starts between the target and the segment's end: the chunk is empty there.
-    ends = seg_start[1:, None].expand(-1, warps)
-    chunk = torch.where(at < row_starts.numel(), torch.minimum(found, ends), ends)
+    targets = (starts[:, None] + counts[:, None] * shares[None, :] // warps).flatten()
+    ends = seg_start[1:, None].expand(-1, warps).flatten()
+    # The first run start at or after each target: the first piece that holds one has it.
+    found = ends.clone()
+    unresolved = torch.ones_like(targets, dtype=torch.bool)
+    for piece in row_starts:
+        if piece.numel() == 0:
+            continue
+        at = torch.searchsorted(piece, targets)
+        hit = unresolved & (at < piece.numel())
+        found = torch.where(hit, piece[at.clamp(max=piece.numel() - 1)], found)
+        unresolved &= ~hit
+    chunk = torch.minimum(found, ends).view(-1, warps)
     chunk[:, 0] = starts
     return chunk
 
 
-def _interleaved_positions(chunk_ptr: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """Where each sorted position goes: in a chunk of ``n`` edges the first ``r = n - 32(s
-    - 1)`` lanes take ``s = ceil(n / 32)`` consecutive edges and the rest ``s - 1``, and
-    lane ``l``'s ``k``-th edge is stored at ``k * 32 + l``."""
-    num_edges = int(chunk_ptr[-1])
-    device = chunk_ptr.device
-    chunk = torch.repeat_interleave(torch.arange(sizes.numel(), device=device), sizes,
-                                    output_size=num_edges)
-    q = torch.arange(num_edges, device=device) - chunk_ptr[:-1][chunk]
+def _interleaved_positions(chunk_ptr: torch.Tensor, sizes: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    """Where sorted positions ``lo .. hi - 1`` go: in a chunk of ``n`` edges the first ``r
+    = n - 32(s - 1)`` lanes take ``s = ceil(n / 32)`` consecutive edges and the rest ``s -
+    1``, and lane ``l``'s ``k``-th edge is stored at ``k * 32 + l``."""
+    q = torch.arange(lo, hi, device=chunk_ptr.device)
+    # the chunk holding each position: the last one starting at or before it (never empty)
+    chunk = torch.searchsorted(chunk_ptr, q, right=True) - 1
+    first = chunk_ptr[chunk]
+    q -= first
     n = sizes[chunk]
     steps = (n + _WARP - 1) // _WARP
     full = n - _WARP * (steps - 1)  # lanes that walk `steps` edges
@@ -218,4 +266,4 @@ def _interleaved_positions(chunk_ptr: torch.Tensor, sizes: torch.Tensor) -> torc
     shorter = torch.clamp(steps - 1, min=1)
     lane = torch.where(long_part, q // steps, full + rest // shorter)
     k = torch.where(long_part, q % steps, rest % shorter)
-    return chunk_ptr[:-1][chunk] + k * _WARP + lane
+    return first + k * _WARP + lane
