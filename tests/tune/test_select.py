@@ -134,7 +134,9 @@ def test_the_model_policy_picks_from_the_space_in_about_a_millisecond(operator):
     def first_of_its_task():  # the task's candidates and their features too
         select._SPACES.clear()
         sddmm.space._space.cache_clear()
+        sddmm.space._candidates_of.cache_clear()
         spmm.space._grid_table.cache_clear()
+        spmm.space._candidates_of.cache_clear()
         return select.model_choice(operator, g, task, H100)
 
     def space_kept():  # the same graph deciding again (moved to another device, a new record)
