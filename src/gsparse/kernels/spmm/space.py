@@ -56,6 +56,11 @@ __all__ = ["KNOB_COLUMNS", "SKELETONS", "candidate_table", "facts", "knob_row", 
            "pruned_rows", "pruned_space", "register_spills", "schedule_from_row", "schedule_space"]
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
+# (index_tile, nnz_tile, degree_sorted) of the one-pass schedules of a group: edges fetched
+# 1, 2 or 4 at a time, rows in order or longest first; and with an index tile, for groups
+# that own one edge at a time.
+_WALKS = np.array([(0, nnz, degree_sorted) for nnz in (1, 2, 4) for degree_sorted in (0, 1)])
+_WALKS_OR_INDEX_TILE = np.concatenate([_WALKS, [(1, 1, 0), (1, 1, 1)]])
 _WARP_LANES = 32
 # The column-tiled skeleton's share of the space: up to this many features.
 _COLUMN_TILED_FEATURES = 8
@@ -140,7 +145,7 @@ def _grid_table(feature_len: int, vector_ok: int, lanes_for_mean: int | None) ->
     widest = widest_vector(feature_len, vector_ok)
     padded = pow2_at_least(feature_len)
     slices = sorted({min(padded, s) for s in (32, 64, 128)})
-    grid = []
+    groups = {}  # (rows per block, feature lanes, edge lanes, vector, outputs) -> the group's walks
     for vector in sorted({1, widest}):
         for slice_ in slices:
             for outputs in (1, 2):
@@ -151,13 +156,8 @@ def _grid_table(feature_len: int, vector_ok: int, lanes_for_mean: int | None) ->
                 if lanes_for_mean is not None:
                     fills.add(min(lanes_for_mean, 32 // feature_lanes))
                 for edge_lanes in sorted(fills):
-                    tiles = (False, True) if edge_lanes == 1 and feature_lanes >= 8 else (False,)
-                    rows_per_block = 256 // (feature_lanes * edge_lanes)
-                    for tile in tiles:
-                        for nnz in (1,) if tile else (1, 2, 4):
-                            for degree_sorted in (False, True):
-                                grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs,
-                                             nnz, tile, degree_sorted, 0, 0, 1))
+                    walks = _WALKS_OR_INDEX_TILE if edge_lanes == 1 and feature_lanes >= 8 else _WALKS
+                    groups[256 // (feature_lanes * edge_lanes), feature_lanes, edge_lanes, vector, outputs] = walks
         # Odd groups at the widest vector only: scalar ones never won a measured cell (60 cells
         # of docs/results/tuning/not-in-training/h200-2026-11-28-widths-*), and each costs
         # the model policy's decision about 5 us.
@@ -169,13 +169,25 @@ def _grid_table(feature_len: int, vector_ok: int, lanes_for_mean: int | None) ->
                 group = feature_lanes * edge_lanes
                 if group > _WARP_LANES or _WARP_LANES // group * group < busy:
                     continue
-                rows_per_block = 256 // _WARP_LANES * (_WARP_LANES // group)
-                for nnz in (1, 2, 4):
-                    for degree_sorted in (False, True):
-                        grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs, nnz,
-                                     False, degree_sorted, 0, 0, 1))
-    table = knob_table(list(dict.fromkeys(grid)))
+                groups[256 // _WARP_LANES * (_WARP_LANES // group), feature_lanes, edge_lanes, vector, outputs] = _WALKS
+    table = _one_pass_table(groups)
     table.flags.writeable = False
+    return table
+
+
+def _one_pass_table(groups: dict[tuple[int, ...], np.ndarray]) -> np.ndarray:
+    """The :func:`knob_table` of one-pass schedules of each group's knobs (rows per block,
+    feature lanes, edge lanes, vector width, outputs per thread) with each of its walks
+    (``[walks, 3]``: index tile, nnz tile, degree sorted), group by group. Built from the
+    groups, a few, rather than row by row: converting Python ints costs about 0.2 us a row,
+    as much as the loops that choose them."""
+    knobs, walks = list(groups), list(groups.values())
+    counts = [len(w) for w in walks]
+    table = np.zeros((sum(counts), len(KNOB_COLUMNS)), dtype=np.int64)
+    table[:, _COLUMN["skeleton"]] = _ONE_PASS
+    table[:, _COLUMN["rows_per_block"]:_COLUMN["outputs_per_thread"] + 1] = np.repeat(knobs, counts, axis=0)
+    table[:, [_COLUMN["index_tile"], _COLUMN["nnz_tile"], _COLUMN["degree_sorted"]]] = np.concatenate(walks)
+    table[:, _COLUMN["column_groups"]] = 1
     return table
 
 
