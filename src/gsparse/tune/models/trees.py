@@ -29,11 +29,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from typing import Any
 
 import numpy as np
 
 MAX_LEAVES = 64
+# Features of at most this many thresholds are read in groups whose tables hold at most
+# _GROUP_ROWS rows (see TreeEnsemble._group_tables).
+_FEW_THRESHOLDS = 14
+_GROUP_ROWS = 256
 
 
 class TreeEnsemble:
@@ -102,6 +107,47 @@ class TreeEnsemble:
         self._feature_tables = [self._table[first:first + size] for first, size in zip(self._first_row, sizes)]
         self._value_rows_less_one = np.arange(trees) * leaves - 1
         self._flat_values = self.values.ravel()
+        self._group_tables()
+    def _group_tables(self) -> None:
+        """Tables of groups of the used features of few thresholds (a schedule's knobs and
+        flags, the task's): a row of a group's table for each combination of its features'
+        states, the AND of their table rows; a feature's states are its table's rows and
+        one more, all ones, for a call that does not read it. A call then gathers one row
+        per group where it gathered one per feature."""
+        trees = self.num_trees
+        few = [n for n, thresholds in enumerate(self._thresholds) if len(thresholds) <= _FEW_THRESHOLDS]
+        groups: list[list[int]] = []
+        rows = _GROUP_ROWS
+        for n in few:  # in order: a model's knob columns are neighbours
+            states = len(self._thresholds[n]) + 2
+            if rows * states > _GROUP_ROWS:
+                groups.append([])
+                rows = 1
+            groups[-1].append(n)
+            rows *= states
+        ones = np.full((1, trees), ~self._mask_type(0))
+        self._group_table, stride, absent = [], [], []
+        for group in groups:
+            table = ones
+            for n in group:  # the group's last feature's state varies fastest
+                table = (table[:, None, :] & np.concatenate([self._feature_tables[n], ones])[None]).reshape(-1, trees)
+            self._group_table.append(table)
+            states = [len(self._thresholds[n]) + 2 for n in group]
+            stride += [math.prod(states[i + 1:]) for i in range(len(group))]
+            absent += [count - 1 for count in states]
+        # A call's row of a group is the sum over its features of stride * state: for a
+        # feature read, stride for each threshold below its value; else stride * absent.
+        self._few = np.array(few, dtype=np.int64)
+        self._is_few = np.isin(np.arange(len(self._used)), self._few)
+        self._group_of_few = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
+        self._few_of_threshold = np.repeat(np.arange(len(few)), [len(self._thresholds[n]) for n in few])
+        self._few_threshold_column = self._used[self._few[self._few_of_threshold]]
+        self._few_thresholds = self._all_thresholds[np.isin(self._threshold_feature, self._used[self._few])][:, None]
+        self._threshold_weight = np.zeros((len(groups), len(self._few_of_threshold)))
+        self._threshold_weight[self._group_of_few[self._few_of_threshold], np.arange(len(self._few_of_threshold))] = \
+            np.array(stride)[self._few_of_threshold]
+        self._absent_weight = np.zeros((len(groups), len(few)))
+        self._absent_weight[self._group_of_few, np.arange(len(few))] = np.multiply(stride, absent)
 
     @property
     def num_trees(self) -> int:
@@ -132,11 +178,25 @@ class TreeEnsemble:
             return bits
         bits[:] = self._shared_bits(x[0], used & ~varies)
         gathered = np.empty_like(bits)
-        for n in np.flatnonzero(varies):
+        if varies[self._few].any():
+            self._and_group_rows(x, varies[self._few], bits, gathered)
+        for n in np.flatnonzero(varies & ~self._is_few):
             below = self._thresholds[n].searchsorted(x[:, self._used[n]], side="left")
             self._feature_tables[n].take(below, axis=0, out=gathered, mode="clip")  # in range: no checks
             np.bitwise_and(bits, gathered, out=bits)
         return bits
+
+    def _and_group_rows(self, x: np.ndarray, read: np.ndarray, bits: np.ndarray, gathered: np.ndarray) -> None:
+        """AND into ``bits`` the rows of ``x``'s values of the features of few thresholds
+        that ``read`` names (a mask over :attr:`_few`), one group table's row at a time. The
+        rows' positions in all groups come from one comparison with every threshold and
+        one product (exact: small integers)."""
+        above = x.T[self._few_threshold_column] > self._few_thresholds  # [thresholds, rows]
+        weight = self._threshold_weight * read[self._few_of_threshold]
+        rows = (weight @ above + (self._absent_weight @ ~read)[:, None]).astype(np.intp)  # [groups, rows]
+        for g in np.flatnonzero(np.bincount(self._group_of_few[read], minlength=len(rows))):
+            self._group_table[g].take(rows[g], axis=0, out=gathered, mode="clip")
+            np.bitwise_and(bits, gathered, out=bits)
 
     def scores(self, bits: np.ndarray) -> np.ndarray:
         """``[n]`` sums of the trees' leaf values for rows whose :meth:`masks` over every
