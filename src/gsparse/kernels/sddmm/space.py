@@ -164,7 +164,7 @@ def _space(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool) -
         padded = pow2_at_least(span)
         for vector, lanes, per_thread in itertools.product(vectors, _LANES, (1, 2, 4, 8)):
             slice_ = lanes * vector * per_thread
-            if slice_ > max(padded, vector) or slice_ * 4 < span or per_thread * vector > 16:
+            if slice_ > padded and slice_ > vector or slice_ * 4 < span or per_thread * vector > 16:
                 continue
             knobs = (lanes, per_thread, vector)
             for threads in (128, 256):
