@@ -57,7 +57,9 @@ class TaskSpace:
         with self._lock:
             position = self._position
             # key -> a row of table holding it (of equal rows, any: they are the same row)
-            new = {key: i for i, key in enumerate(keys) if key not in position}
+            new = dict(zip(keys, range(len(keys))))
+            for key in new.keys() & position.keys():
+                del new[key]
             if not position and len(new) == len(table):
                 # The task's first table, of distinct rows (as every pruned space's): kept as it is.
                 self.features = SpaceFeatures(self.task, self.target, table)
