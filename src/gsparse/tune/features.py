@@ -48,8 +48,9 @@ def _log2(values: np.ndarray) -> np.ndarray:
     NumPy's, whose vectorised logarithm may differ in the last bit from the one the shipped
     models were trained on."""
     mantissa, exponent = np.frexp(values)
-    out = np.where(values > 0, exponent - 1.0, 0.0)
-    others = np.flatnonzero((mantissa != 0.5) & (values > 0))
+    positive = values > 0
+    out = np.where(positive, exponent - 1.0, 0.0)
+    others = np.flatnonzero((mantissa != 0.5) & positive)
     if len(others):
         # a handful of distinct values, each repeated over many candidates
         found = values.flat[others].tolist()
@@ -103,6 +104,8 @@ _SPMM_SCHEDULE_NAMES = [
 ]
 _OUTPUT_TILED = _SPMM_SKELETONS.index(spmm.OutputTiled)
 _SPMM_KNOB = {name: i for i, name in enumerate(spmm_space.KNOB_COLUMNS)}
+_SPMM_ONE_HOT = [f"is_{cls.__name__}" for cls in _SPMM_SKELETONS]
+_SPMM_SKELETON_IDS = np.arange(len(_SPMM_SKELETONS))[:, None]
 # The columns that are a knob's log2, and their knobs' rows of the table.
 _SPMM_LOG2 = {"log2_rows_per_block": "rows_per_block", "log2_feature_lanes": "feature_lanes",
               "log2_edge_lanes": "edge_lanes", "log2_vector": "vector_width", "log2_outputs": "outputs_per_thread",
@@ -128,7 +131,7 @@ def _spmm_static(knobs: np.ndarray, task: spmm.SpmmTask, target: Target) -> dict
     slice_ = feature_lanes * vector * outputs
     slices = np.where(skeleton == _OUTPUT_TILED, 1, -(-F // slice_))
     return {
-        **{f"is_{cls.__name__}": skeleton == i for i, cls in enumerate(_SPMM_SKELETONS)},
+        **_named(_SPMM_ONE_HOT, skeleton == _SPMM_SKELETON_IDS),
         **_named(_SPMM_LOG2, _log2(knobs[_SPMM_LOG2_KNOBS])),
         "index_tile": index_tile, "degree_sorted": degree_sorted,
         "threads": threads, "feature_slice": slice_, "slices": slices, "lane_use": F / (slices * slice_),
@@ -154,7 +157,7 @@ def _spmm_graph_terms(knobs: np.ndarray, static: dict[str, np.ndarray], task: sp
     slices, elem = static["slices"], task.dtype.itemsize
     slice_bytes = np.minimum(static["feature_slice"], task.num_features) * elem
     sectors = slices * (np.ceil(slice_bytes / 32) * 32)
-    rows_per_warp = np.clip(32 // (feature_lanes * edge_lanes), 1, 32)
+    rows_per_warp = np.minimum(np.maximum(32 // (feature_lanes * edge_lanes), 1), 32)
     steps = edge_lanes * nnz
     return {
         "output_tiled": skeleton == _OUTPUT_TILED,
@@ -186,7 +189,7 @@ def _spmm_estimate(terms: dict[str, np.ndarray], task: spmm.SpmmTask, structure:
     E = max(structure.num_edges, 1)
     outputs = structure.num_dst * task.num_features * task.dtype.itemsize
     dense = structure.num_src * terms["slice_bytes"]
-    miss = np.clip(1 - target.l2_bytes / np.maximum(dense, 1), 0, 1)
+    miss = np.minimum(np.maximum(1 - target.l2_bytes / np.maximum(dense, 1), 0), 1)
     through_l2 = E * terms["l2_bytes_per_edge"] + outputs
     through_dram = dense * terms["slices"] + E * terms["sectors_per_edge"] * miss + (E * 8 + outputs)
     memory = np.maximum(through_l2 / _L2_BYTES_PER_S, through_dram / _DRAM_BYTES_PER_S)
@@ -234,6 +237,8 @@ _SDDMM_SCHEDULE_NAMES = [
     "mem_eff", "mem_eff2", "total_threads", "shuffle_factor", "feat_factor",
 ]
 _SDDMM_TABLE = sddmm_space.TABLE_COLUMNS
+_SDDMM_ONE_HOT = [f"is_{cls.__name__}" for cls in _SDDMM_SKELETONS]
+_SDDMM_SKELETON_IDS = np.arange(len(_SDDMM_SKELETONS))[:, None]
 
 
 def _sddmm_task(task: sddmm.SddmmTask) -> list[float]:
@@ -247,7 +252,7 @@ def _sddmm_static(knobs: np.ndarray, task: sddmm.SddmmTask, target: Target) -> d
     head = task.head_len
     passes = -(-span // slice_)
     return {
-        **{f"is_{cls.__name__}": skeleton == i for i, cls in enumerate(_SDDMM_SKELETONS)},
+        **_named(_SDDMM_ONE_HOT, skeleton == _SDDMM_SKELETON_IDS),
         # the knobs but the skeleton
         **_named(["log2_groups", "log2_lanes", "log2_per_thread", "log2_vector", "log2_launch", "log2_batch"],
                  _log2(knobs[1:len(sddmm_space.KNOB_COLUMNS)])),
