@@ -360,4 +360,4 @@ def _kept(failed_counts: np.ndarray, protected: Sequence[int]) -> np.ndarray:
     keep[list(protected)] = True
     if not keep.any() and len(keep):
         keep = failed_counts == failed_counts.min()
-    return np.flatnonzero(keep)
+    return keep.nonzero()[0]

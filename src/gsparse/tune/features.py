@@ -50,7 +50,7 @@ def _log2(values: np.ndarray) -> np.ndarray:
     mantissa, exponent = np.frexp(values)
     positive = values > 0
     out = np.where(positive, exponent - 1.0, 0.0)
-    others = np.flatnonzero((mantissa != 0.5) & positive)
+    others = ((mantissa != 0.5) & positive).ravel().nonzero()[0]
     if len(others):
         # a handful of distinct values, each repeated over many candidates
         found = values.flat[others].tolist()

@@ -139,7 +139,7 @@ class _Candidates:
 
 def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
     """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
-    found = np.flatnonzero((table == row).all(axis=1))
+    found = (table == row).all(axis=1).nonzero()[0]
     return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
 

@@ -294,7 +294,7 @@ class _Candidates:
 
 def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
     """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
-    found = np.flatnonzero((table == row).all(axis=1))
+    found = (table == row).all(axis=1).nonzero()[0]
     return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
 
@@ -350,7 +350,7 @@ class _KnobFacts:
         output_tiled = skeleton == _OUTPUT_TILED
         # The features a slice covers: a group's, or all an output-tiled lane carries.
         covered = np.where(output_tiled, 1, feature_lanes) * vector * outputs
-        column_tiled = np.flatnonzero(skeleton == _COLUMN_TILED)
+        column_tiled = (skeleton == _COLUMN_TILED).nonzero()[0]
         return cls(rows_per_tile=rows_per_tile, slices=-(-features // covered), split_rows=skeleton == _SPLIT_ROWS,
                    # (A row that is not split has row_split 0: its count, divided by 1, is not taken.)
                    chunk=np.maximum(split, 1), column_tiled=column_tiled, column_tile=tile[column_tiled],

@@ -182,7 +182,7 @@ class TreeEnsemble:
         gathered = np.empty_like(bits)
         if varies[self._few].any():
             self._and_group_rows(x, varies[self._few], bits, gathered)
-        for n in np.flatnonzero(varies & ~self._is_few):
+        for n in (varies & ~self._is_few).nonzero()[0]:
             below = self._thresholds[n].searchsorted(x[:, self._used[n]], side="left")
             self._feature_tables[n].take(below, axis=0, out=gathered, mode="clip")  # in range: no checks
             np.bitwise_and(bits, gathered, out=bits)
@@ -196,7 +196,7 @@ class TreeEnsemble:
         above = x.T[self._few_threshold_column] > self._few_thresholds  # [thresholds, rows]
         weight = self._threshold_weight * read[self._few_of_threshold]
         rows = (weight @ above + (self._absent_weight @ ~read)[:, None]).astype(np.intp)  # [groups, rows]
-        for g in np.flatnonzero(np.bincount(self._group_of_few[read], minlength=len(rows))):
+        for g in np.bincount(self._group_of_few[read], minlength=len(rows)).nonzero()[0]:
             self._group_table[g].take(rows[g], axis=0, out=gathered, mode="clip")
             np.bitwise_and(bits, gathered, out=bits)
 
