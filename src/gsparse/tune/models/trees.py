@@ -110,12 +110,14 @@ class TreeEnsemble:
         self._value_rows_less_one = np.arange(trees) * leaves - 1
         self._flat_values = self.values.ravel()
         self._group_tables()
+
     def _group_tables(self) -> None:
         """Tables of groups of the used features of few thresholds (a schedule's knobs and
-        flags, the task's): a row of a group's table for each combination of its features'
-        states, the AND of their table rows; a feature's states are its table's rows and
-        one more, all ones, for a call that does not read it. A call then gathers one row
-        per group where it gathered one per feature."""
+        flags, the task's), at most :data:`_GROUP_ROWS` rows each: a feature's *states* are
+        its table's rows and one more, all ones, for a call that does not read it; a
+        group's table has a row per combination of its features' states, the AND of their
+        rows, the last feature's state varying fastest. A call gathers one row per group
+        where it would gather one per feature (:meth:`_and_group_rows`)."""
         trees = self.num_trees
         few = [n for n, thresholds in enumerate(self._thresholds) if len(thresholds) <= _FEW_THRESHOLDS]
         groups: list[list[int]] = []
@@ -131,25 +133,28 @@ class TreeEnsemble:
         self._group_table, stride, absent = [], [], []
         for group in groups:
             table = ones
-            for n in group:  # the group's last feature's state varies fastest
+            for n in group:
                 table = (table[:, None, :] & np.concatenate([self._feature_tables[n], ones])[None]).reshape(-1, trees)
             self._group_table.append(table)
             states = [len(self._thresholds[n]) + 2 for n in group]
             stride += [math.prod(states[i + 1:]) for i in range(len(group))]
             absent += [count - 1 for count in states]
-        # A call's row of a group is the sum over its features of stride * state: for a
-        # feature read, stride for each threshold below its value; else stride * absent.
+        # A call's row of a group is the sum over its features of stride * state, the state
+        # of a feature read the count of its thresholds below the value (stride for each),
+        # of the others absent: weights of every threshold and of every feature's absence.
+        counts = [len(self._thresholds[n]) for n in few]
+        group_of = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
         self._few = np.array(few, dtype=np.int64)
         self._is_few = np.isin(np.arange(len(self._used)), self._few)
-        self._group_of_few = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
-        self._few_of_threshold = np.repeat(np.arange(len(few)), [len(self._thresholds[n]) for n in few])
+        self._group_of_few = group_of
+        self._few_of_threshold = np.repeat(np.arange(len(few)), counts)
         self._few_threshold_column = self._used[self._few[self._few_of_threshold]]
-        self._few_thresholds = self._all_thresholds[np.isin(self._threshold_feature, self._used[self._few])][:, None]
-        self._threshold_weight = np.zeros((len(groups), len(self._few_of_threshold)))
-        self._threshold_weight[self._group_of_few[self._few_of_threshold], np.arange(len(self._few_of_threshold))] = \
+        self._few_thresholds = np.concatenate([self._thresholds[n] for n in few] or [np.zeros(0)])[:, None]
+        self._threshold_weight = np.zeros((len(groups), sum(counts)))
+        self._threshold_weight[group_of[self._few_of_threshold], np.arange(sum(counts))] = \
             np.array(stride)[self._few_of_threshold]
         self._absent_weight = np.zeros((len(groups), len(few)))
-        self._absent_weight[self._group_of_few, np.arange(len(few))] = np.multiply(stride, absent)
+        self._absent_weight[group_of, np.arange(len(few))] = np.multiply(stride, absent)
 
     @property
     def num_trees(self) -> int:
