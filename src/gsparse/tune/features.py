@@ -272,8 +272,8 @@ def _sddmm_graph_terms(knobs: np.ndarray, target: Target) -> dict[str, np.ndarra
 
 def _sddmm_graph(knobs: np.ndarray, terms: dict[str, np.ndarray], task: sddmm.SddmmTask,
                  structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
-    """The g-SDDMM columns that read the graph, from the knobs (:func:`~gsparse.kernels.sddmm.space.with_properties`)
-    and :func:`_sddmm_graph_terms`."""
+    """The g-SDDMM columns that read the graph, from the knobs and their properties
+    (:func:`~gsparse.kernels.sddmm.space.with_properties`) and :func:`_sddmm_graph_terms`."""
     span = knobs[_SDDMM_TABLE.index("launch_len")]
     blocks, chunks = sddmm_space.grids(knobs, task, structure.num_edges, structure.num_dst)
     return {

@@ -241,6 +241,7 @@ def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> _Candidate
     facts that no graph changes, from the few things a graph decides of them (kept: every
     new graph of a task, a mini-batch block under the model policy, asks again)."""
     feature_len, dtype = task.num_features, task.dtype
+    # Tiles sized for rows of all the output's features, whatever lhs broadcasts.
     tile = column_tile_for(feature_len, dtype, target)
     index = tile_rows(stats.num_src, stats.num_dst, tile) if tile else 0
     tiled = (task.lhs_shape is not None and feature_len <= _COLUMN_TILED_FEATURES and tile
