@@ -92,7 +92,9 @@ def components(operation: str, g, task) -> dict[str, Callable[[], object]]:
         def first_of_its_task():
             select._SPACES.clear()
             sddmm.space._space.cache_clear()
+            sddmm.space._candidates_of.cache_clear()
             spmm.space._grid_table.cache_clear()
+            spmm.space._candidates_of.cache_clear()
             return decide()
         return first_of_its_task
 

@@ -134,15 +134,17 @@ def test_the_model_policy_picks_from_the_space_in_about_a_millisecond(operator):
     def first_of_its_task():  # the task's candidates and their features too
         select._SPACES.clear()
         sddmm.space._space.cache_clear()
+        sddmm.space._candidates_of.cache_clear()
         spmm.space._grid_table.cache_clear()
+        spmm.space._candidates_of.cache_clear()
         return select.model_choice(operator, g, task, H100)
 
     def space_kept():  # the same graph deciding again (moved to another device, a new record)
         return select.model_choice(operator, g, task, H100)
 
     # Here 34 (g-SpMM) and 91 (g-SDDMM) candidates are ranked. On the shared 2-core VM
-    # (2026-11-29) a new graph of a known task pays 0.26 and 0.24 ms, the first graph of a
-    # task 0.54 and 0.59 ms, and 0.13 and 0.11 ms with the space kept; twice that when the
+    # (2026-11-29) a new graph of a known task pays 0.16 and 0.16 ms, the first graph of a
+    # task 0.44 and 0.48 ms, and 0.11 and 0.10 ms with the space kept; twice that when the
     # machine is busy. The bounds catch per-candidate Python returning to what repeats (a
     # new graph: every mini-batch block), and a measurement, a compilation or a device read
     # sneaking into any decision.

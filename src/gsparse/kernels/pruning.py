@@ -310,7 +310,7 @@ def prune(candidates: Sequence, facts: Sequence[Facts], target: Target,
     if registers_on not in ("off", "kept", "all"):
         raise ValueError(f"registers_on must be 'off', 'kept' or 'all', got {registers_on!r}")
     protected = frozenset(protected)
-    failures = _arithmetic_failures(FactTable.of(facts), target, thresholds)
+    failures = np.stack(_arithmetic_failures(FactTable.of(facts), target, thresholds), axis=1)
     fails: list[set[str]] = [{c for c, failed in zip(_ARITHMETIC, row) if failed} for row in failures.tolist()]
     state = "off"
     if registers is not None and registers_on != "off":
@@ -335,23 +335,22 @@ def kept_positions(facts: FactTable, target: Target, protected: Sequence[int] = 
     """The positions of the candidates :func:`prune` keeps at the default thresholds, the
     register constraint off (``protected`` positions always among them): what the "model"
     policy ranks, without a candidate object or a set per candidate."""
-    failures = _arithmetic_failures(facts, target, THRESHOLDS)
-    return _kept(failures.sum(axis=1), protected)
+    blocks, row_cov, waste = (failed.view(np.uint8) for failed in _arithmetic_failures(facts, target, THRESHOLDS))
+    return _kept(blocks + row_cov + waste, protected)  # counts: bytes of 0 and 1 added
 
 
-def _arithmetic_failures(facts: FactTable, target: Target, thresholds: Thresholds) -> np.ndarray:
-    """``[n, 3]`` bool: the arithmetic constraints (in :data:`CONSTRAINTS` order) each
-    candidate fails; each bar no stricter than the best value the space reaches."""
-    n = len(facts)
-    if n == 0:
-        return np.zeros((0, len(_ARITHMETIC)), dtype=bool)
+def _arithmetic_failures(facts: FactTable, target: Target,
+                         thresholds: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``[n]`` bool each: the candidates that fail each arithmetic constraint (in
+    :data:`CONSTRAINTS` order); each bar no stricter than the best value the space reaches."""
+    if len(facts) == 0:
+        return tuple(np.zeros(0, dtype=bool) for _ in _ARITHMETIC)
     blocks_bar = min(thresholds.min_blocks_per_sm * target.sms, int(facts.blocks.max()))
-    covs = facts.row_cov[~np.isnan(facts.row_cov)]
-    cov_bar = max(thresholds.max_row_cov, float(covs.min()) if len(covs) else 0.0)
+    least_cov = float(np.fmin.reduce(facts.row_cov))  # NaN where every COV_row is
+    cov_bar = max(thresholds.max_row_cov, 0.0 if np.isnan(least_cov) else least_cov)
     waste_bar = max(thresholds.max_column_waste, float(facts.column_waste.min()))
     with np.errstate(invalid="ignore"):  # NaN COV_row: never removed
-        return np.stack([facts.blocks < blocks_bar, facts.row_cov > cov_bar, facts.column_waste > waste_bar],
-                        axis=1)
+        return facts.blocks < blocks_bar, facts.row_cov > cov_bar, facts.column_waste > waste_bar
 
 
 def _kept(failed_counts: np.ndarray, protected: Sequence[int]) -> np.ndarray:
@@ -361,4 +360,4 @@ def _kept(failed_counts: np.ndarray, protected: Sequence[int]) -> np.ndarray:
     keep[list(protected)] = True
     if not keep.any() and len(keep):
         keep = failed_counts == failed_counts.min()
-    return np.flatnonzero(keep)
+    return keep.nonzero()[0]

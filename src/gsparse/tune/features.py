@@ -27,6 +27,7 @@ once per list of candidates.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -47,9 +48,14 @@ def _log2(values: np.ndarray) -> np.ndarray:
     NumPy's, whose vectorised logarithm may differ in the last bit from the one the shipped
     models were trained on."""
     mantissa, exponent = np.frexp(values)
-    out = np.where(values > 0, exponent - 1.0, 0.0)
-    for i in np.flatnonzero((mantissa != 0.5) & (values > 0)):
-        out.flat[i] = math.log2(values.flat[i])
+    positive = values > 0
+    out = np.where(positive, exponent - 1.0, 0.0)
+    others = ((mantissa != 0.5) & positive).ravel().nonzero()[0]
+    if len(others):
+        # a handful of distinct values, each repeated over many candidates
+        found = values.flat[others].tolist()
+        logs = {value: math.log2(value) for value in set(found)}
+        out.flat[others] = [logs[value] for value in found]
     return out
 
 
@@ -97,6 +103,15 @@ _SPMM_SCHEDULE_NAMES = [
     "estimate_us", "estimate_over_least", "memory_over_least", "latency_over_least", "longest_row_over_least",
 ]
 _OUTPUT_TILED = _SPMM_SKELETONS.index(spmm.OutputTiled)
+_SPMM_KNOB = {name: i for i, name in enumerate(spmm_space.KNOB_COLUMNS)}
+_SPMM_ONE_HOT = [f"is_{cls.__name__}" for cls in _SPMM_SKELETONS]
+_SPMM_SKELETON_IDS = np.arange(len(_SPMM_SKELETONS))[:, None]
+# The columns that are a knob's log2, and their knobs' rows of the table.
+_SPMM_LOG2 = {"log2_rows_per_block": "rows_per_block", "log2_feature_lanes": "feature_lanes",
+              "log2_edge_lanes": "edge_lanes", "log2_vector": "vector_width", "log2_outputs": "outputs_per_thread",
+              "log2_nnz_tile": "nnz_tile", "log2_row_split": "row_split", "log2_column_tile": "column_tile",
+              "log2_column_groups": "column_groups"}
+_SPMM_LOG2_KNOBS = [_SPMM_KNOB[knob] for knob in _SPMM_LOG2.values()]
 
 
 def _spmm_task(task: spmm.SpmmTask) -> list[float]:
@@ -108,20 +123,16 @@ def _spmm_task(task: spmm.SpmmTask) -> list[float]:
 
 def _spmm_static(knobs: np.ndarray, task: spmm.SpmmTask, target: Target) -> dict[str, np.ndarray]:
     """The g-SpMM columns that do not read the graph."""
-    (skeleton, rows, feature_lanes, edge_lanes, vector, outputs, nnz, index_tile, degree_sorted,
-     split, column_tile, groups) = knobs
+    skeleton, rows, feature_lanes, edge_lanes, vector, outputs, nnz, index_tile, degree_sorted, *_ = knobs
     F = task.num_features
     group = feature_lanes * edge_lanes
     # Groups that do not divide a warp leave its last 32 % group lanes idle.
     threads = np.where(32 % group == 0, rows * group, rows // np.maximum(32 // group, 1) * 32)
     slice_ = feature_lanes * vector * outputs
     slices = np.where(skeleton == _OUTPUT_TILED, 1, -(-F // slice_))
-    logs = _log2(np.stack([rows, feature_lanes, edge_lanes, vector, outputs, nnz, split, column_tile, groups]))
     return {
-        **{f"is_{cls.__name__}": skeleton == i for i, cls in enumerate(_SPMM_SKELETONS)},
-        **_named(["log2_rows_per_block", "log2_feature_lanes", "log2_edge_lanes", "log2_vector",
-                  "log2_outputs", "log2_nnz_tile", "log2_row_split", "log2_column_tile",
-                  "log2_column_groups"], logs),
+        **_named(_SPMM_ONE_HOT, skeleton == _SPMM_SKELETON_IDS),
+        **_named(_SPMM_LOG2, _log2(knobs[_SPMM_LOG2_KNOBS])),
         "index_tile": index_tile, "degree_sorted": degree_sorted,
         "threads": threads, "feature_slice": slice_, "slices": slices, "lane_use": F / (slices * slice_),
         # G-Sparse's Algorithm 4 (kMTile = rows per block, kNTile = feature lanes,
@@ -138,16 +149,21 @@ def _spmm_static(knobs: np.ndarray, task: spmm.SpmmTask, target: Target) -> dict
 _DRAM_BYTES_PER_S, _L2_BYTES_PER_S, _GATHER_WAIT_S = 3.0e12, 8.0e12, 0.5e-6
 
 
-def _spmm_estimate_terms(knobs: np.ndarray, static: dict[str, np.ndarray], task: spmm.SpmmTask,
-                         target: Target) -> dict[str, np.ndarray]:
-    """The factors of :func:`_spmm_estimate` that do not read the graph, once per space."""
-    _, _, feature_lanes, edge_lanes, _, _, nnz, _, _, split, _, _ = knobs
+def _spmm_graph_terms(knobs: np.ndarray, static: dict[str, np.ndarray], task: spmm.SpmmTask,
+                      target: Target) -> dict[str, np.ndarray]:
+    """The factors of :func:`_spmm_graph` (and of its :func:`_spmm_estimate`) that do not read
+    the graph, once per space."""
+    skeleton, _, feature_lanes, edge_lanes, _, _, nnz, _, _, split, column_tile, groups = knobs
     slices, elem = static["slices"], task.dtype.itemsize
     slice_bytes = np.minimum(static["feature_slice"], task.num_features) * elem
     sectors = slices * (np.ceil(slice_bytes / 32) * 32)
-    rows_per_warp = np.clip(32 // (feature_lanes * edge_lanes), 1, 32)
+    rows_per_warp = np.minimum(np.maximum(32 // (feature_lanes * edge_lanes), 1), 32)
     steps = edge_lanes * nnz
     return {
+        "output_tiled": skeleton == _OUTPUT_TILED,
+        "resident_blocks": _resident_blocks(static["threads"], target),
+        "column_tiled": column_tile > 0, "column_tile": column_tile, "tile_or_one": np.maximum(column_tile, 1),
+        "blocks_per_group": -(-target.sms // groups), "split": split > 0, "split_or_one": np.maximum(split, 1),
         "lane_group": np.log2(edge_lanes).astype(np.int64),  # edge lanes are powers of two
         "slice_bytes": slice_bytes, "slices": slices,
         "sectors_per_edge": sectors, "l2_bytes_per_edge": sectors + 4 * slices,
@@ -173,7 +189,7 @@ def _spmm_estimate(terms: dict[str, np.ndarray], task: spmm.SpmmTask, structure:
     E = max(structure.num_edges, 1)
     outputs = structure.num_dst * task.num_features * task.dtype.itemsize
     dense = structure.num_src * terms["slice_bytes"]
-    miss = np.clip(1 - target.l2_bytes / np.maximum(dense, 1), 0, 1)
+    miss = np.minimum(np.maximum(1 - target.l2_bytes / np.maximum(dense, 1), 0), 1)
     through_l2 = E * terms["l2_bytes_per_edge"] + outputs
     through_dram = dense * terms["slices"] + E * terms["sectors_per_edge"] * miss + (E * 8 + outputs)
     memory = np.maximum(through_l2 / _L2_BYTES_PER_S, through_dram / _DRAM_BYTES_PER_S)
@@ -187,24 +203,24 @@ def _spmm_estimate(terms: dict[str, np.ndarray], task: spmm.SpmmTask, structure:
             "longest_row_over_least": longest_row / least}
 
 
-def _spmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], terms: dict[str, np.ndarray],
-                task: spmm.SpmmTask, structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
-    """The g-SpMM columns that read the graph. Products of sizes stay below 2**53 (exact in
-    float64, as in the integers they were trained on) for every graph that fits a GPU."""
-    skeleton, rows, _, edge_lanes, _, _, _, _, _, split, column_tile, groups = knobs
-    threads, slice_, slices = static["threads"], static["feature_slice"], static["slices"]
+def _spmm_graph(knobs: np.ndarray, terms: dict[str, np.ndarray], task: spmm.SpmmTask, structure: GraphStructure,
+                target: Target) -> dict[str, np.ndarray]:
+    """The g-SpMM columns that read the graph, from the knobs and :func:`_spmm_graph_terms`.
+    Products of sizes stay below 2**53 (exact in float64, as in the integers they were
+    trained on) for every graph that fits a GPU."""
+    rows, edge_lanes, t = knobs[_SPMM_KNOB["rows_per_block"]], knobs[_SPMM_KNOB["edge_lanes"]], terms
     F, elem = task.num_features, task.dtype.itemsize
-    output_tiled = skeleton == _OUTPUT_TILED
     # The output-tiled skeleton runs one block per SM (row ranges), times its column groups.
-    blocks = np.where(output_tiled, target.sms, -(-structure.num_dst // rows) * slices)
-    tiles = -(-structure.num_src // np.maximum(column_tile, 1))
-    staged = np.where(column_tile > 0, tiles * slices * column_tile * (-(-structure.num_dst // 1024) * F * elem), 0)
-    staged = np.where(output_tiled, -(-target.sms // groups) * (structure.num_src * F * elem), staged)
+    blocks = np.where(t["output_tiled"], target.sms, -(-structure.num_dst // rows) * t["slices"])
+    tiles = -(-structure.num_src // t["tile_or_one"])
+    staged = np.where(t["column_tiled"],
+                      tiles * t["slices"] * t["column_tile"] * (-(-structure.num_dst // 1024) * F * elem), 0)
+    staged = np.where(t["output_tiled"], t["blocks_per_group"] * (structure.num_src * F * elem), staged)
     return {
-        "waves": blocks / _resident_blocks(threads, target),
-        "slice_over_l2": structure.num_src * np.minimum(slice_, F) * elem / target.l2_bytes,
+        "waves": blocks / t["resident_blocks"],
+        "slice_over_l2": structure.num_src * t["slice_bytes"] / target.l2_bytes,
         "staged_bytes_per_edge": staged / max(structure.num_edges, 1),
-        "chunks_of_longest_row": np.where(split > 0, structure.row_max / np.maximum(split, 1), 0.0),
+        "chunks_of_longest_row": np.where(t["split"], structure.row_max / t["split_or_one"], 0.0),
         "edges_per_lane": structure.row_mean / edge_lanes,
         **_spmm_estimate(terms, task, structure, target),
     }
@@ -221,6 +237,8 @@ _SDDMM_SCHEDULE_NAMES = [
     "mem_eff", "mem_eff2", "total_threads", "shuffle_factor", "feat_factor",
 ]
 _SDDMM_TABLE = sddmm_space.TABLE_COLUMNS
+_SDDMM_ONE_HOT = [f"is_{cls.__name__}" for cls in _SDDMM_SKELETONS]
+_SDDMM_SKELETON_IDS = np.arange(len(_SDDMM_SKELETONS))[:, None]
 
 
 def _sddmm_task(task: sddmm.SddmmTask) -> list[float]:
@@ -230,13 +248,14 @@ def _sddmm_task(task: sddmm.SddmmTask) -> list[float]:
 
 def _sddmm_static(knobs: np.ndarray, task: sddmm.SddmmTask, target: Target) -> dict[str, np.ndarray]:
     """The g-SDDMM columns that do not read the graph."""
-    skeleton, groups, lanes, per_thread, vector, launch, batch, threads, slice_, span, _ = knobs
+    skeleton, groups, lanes, _, _, _, _, threads, slice_, span, _ = knobs
     head = task.head_len
     passes = -(-span // slice_)
     return {
-        **{f"is_{cls.__name__}": skeleton == i for i, cls in enumerate(_SDDMM_SKELETONS)},
+        **_named(_SDDMM_ONE_HOT, skeleton == _SDDMM_SKELETON_IDS),
+        # the knobs but the skeleton
         **_named(["log2_groups", "log2_lanes", "log2_per_thread", "log2_vector", "log2_launch", "log2_batch"],
-                 _log2(np.stack([groups, lanes, per_thread, vector, launch, batch]))),
+                 _log2(knobs[1:len(sddmm_space.KNOB_COLUMNS)])),
         "threads": threads, "feature_slice": slice_, "passes": passes,
         "lane_use": span / (passes * slice_), "launches": -(-head // span),
         # G-Sparse's Algorithm 4 (kMTile = edges or rows per block, kLaneWidth = lanes)
@@ -246,13 +265,19 @@ def _sddmm_static(knobs: np.ndarray, task: sddmm.SddmmTask, target: Target) -> d
     }
 
 
-def _sddmm_graph(knobs: np.ndarray, static: dict[str, np.ndarray], _: dict[str, np.ndarray],
-                 task: sddmm.SddmmTask, structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
-    """The g-SDDMM columns that read the graph."""
-    span, threads = knobs[_SDDMM_TABLE.index("launch_len")], knobs[_SDDMM_TABLE.index("threads")]
+def _sddmm_graph_terms(knobs: np.ndarray, target: Target) -> dict[str, np.ndarray]:
+    """The factors of :func:`_sddmm_graph` that do not read the graph, once per space."""
+    return {"resident_blocks": _resident_blocks(knobs[_SDDMM_TABLE.index("threads")], target)}
+
+
+def _sddmm_graph(knobs: np.ndarray, terms: dict[str, np.ndarray], task: sddmm.SddmmTask,
+                 structure: GraphStructure, target: Target) -> dict[str, np.ndarray]:
+    """The g-SDDMM columns that read the graph, from the knobs and their properties
+    (:func:`~gsparse.kernels.sddmm.space.with_properties`) and :func:`_sddmm_graph_terms`."""
+    span = knobs[_SDDMM_TABLE.index("launch_len")]
     blocks, chunks = sddmm_space.grids(knobs, task, structure.num_edges, structure.num_dst)
     return {
-        "waves": blocks * chunks / _resident_blocks(threads, target),
+        "waves": blocks * chunks / terms["resident_blocks"],
         "slice_over_l2": structure.num_src * span * task.dtype.itemsize / target.l2_bytes,
     }
 
@@ -286,22 +311,26 @@ class SpaceFeatures:
             operator, feature_len, task_columns = "spmm", task.num_features, _spmm_task(task)
             knobs = table.T
             static, self._graph_columns = _spmm_static(knobs, task, target), _spmm_graph
-            terms = _spmm_estimate_terms(knobs, static, task, target)
+            terms = _spmm_graph_terms(knobs, static, task, target)
         elif isinstance(task, sddmm.SddmmTask):
             operator, feature_len, task_columns = "sddmm", task.head_len, _sddmm_task(task)
             knobs = sddmm_space.with_properties(table, task.head_len)
             static, self._graph_columns = _sddmm_static(knobs, task, target), _sddmm_graph
-            terms = {}
+            terms = _sddmm_graph_terms(knobs, target)
         else:
             raise TypeError(f"task must be an SpmmTask or SddmmTask, got {type(task).__name__}")
         self.task, self.target, self.table = task, target, table
         self._feature_len, self._task_columns = feature_len, task_columns
-        self._knobs, self._static, self._terms = knobs, static, terms
-        self._column = {name: i for i, name in enumerate(feature_names(operator))}
+        self._knobs, self._terms = knobs, terms
+        self._column = _columns(operator)
+        static_index = [self._column[name] for name in static]
         # NaN until filled: a column no part fills is caught by the models' finite check.
         self._rows = np.full((len(table), len(self._column)), np.nan)
-        for name, values in static.items():
-            self._rows[:, self._column[name]] = values
+        # All at once: forty column assignments cost more than the arithmetic of the columns.
+        self._rows[:, static_index] = np.array(list(static.values()), dtype=np.float64).T
+        self._static_columns = np.zeros(len(self._column), dtype=bool)
+        self._static_columns[static_index] = True
+        self._static_columns.flags.writeable = False
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -314,17 +343,16 @@ class SpaceFeatures:
 
     @property
     def static_columns(self) -> np.ndarray:
-        """``[d]`` bool: the columns filled here, which do not read the graph."""
-        columns = np.zeros(len(self._column), dtype=bool)
-        columns[[self._column[name] for name in self._static]] = True
-        return columns
+        """``[d]`` bool, read-only: the columns filled here, which do not read the graph."""
+        return self._static_columns
 
     def subset(self, rows: np.ndarray) -> SpaceFeatures:
         """The features of the candidates at ``rows`` (positions), without computing again."""
+        if len(rows) == len(self) and (rows == np.arange(len(self))).all():
+            return self  # a task's first space is all of its kept candidates
         part = object.__new__(SpaceFeatures)
         part.__dict__.update(self.__dict__)
         part.table, part._knobs, part._rows = self.table[rows], self._knobs[:, rows], self._rows[rows]
-        part._static = {name: values[rows] for name, values in self._static.items()}
         part._terms = {name: values[rows] for name, values in self._terms.items()}
         return part
 
@@ -334,10 +362,15 @@ class SpaceFeatures:
         problem = _problem(structure, self.target, self._feature_len, self.task.dtype.itemsize,
                            self._task_columns)
         out[:, :len(problem)] = problem
-        graph = self._graph_columns(self._knobs, self._static, self._terms, self.task, structure, self.target)
-        for name, values in graph.items():
-            out[:, self._column[name]] = values
+        graph = self._graph_columns(self._knobs, self._terms, self.task, structure, self.target)
+        out[:, [self._column[name] for name in graph]] = np.array(list(graph.values()), dtype=np.float64).T
         return out
+
+
+@functools.cache
+def _columns(operator: str) -> dict[str, int]:
+    """Each feature's column in :func:`feature_names` order."""
+    return {name: i for i, name in enumerate(feature_names(operator))}
 
 
 def featurize(task, structure: GraphStructure, target: Target, schedules: Sequence) -> np.ndarray:

@@ -57,13 +57,22 @@ class TaskSpace:
         with self._lock:
             position = self._position
             # key -> a row of table holding it (of equal rows, any: they are the same row)
-            new = {key: i for i, key in enumerate(keys) if key not in position}
-            if new:
-                known = self.features.table if self.features is not None else table[:0]
-                self.features = SpaceFeatures(self.task, self.target,
-                                              np.concatenate([known, table[list(new.values())]]))
-                position.update(zip(new, range(len(known), len(known) + len(new))))
-            found = self._tables[whole] = np.array(list(map(position.__getitem__, keys)), dtype=np.int64)
+            new = dict(zip(keys, range(len(keys))))
+            for key in new.keys() & position.keys():
+                del new[key]
+            if not position and len(new) == len(table):
+                # The task's first table, of distinct rows (as every pruned space's): kept as it is.
+                self.features = SpaceFeatures(self.task, self.target, table)
+                position.update(new)
+                found = np.arange(len(table))
+            else:
+                if new:
+                    known = self.features.table if self.features is not None else table[:0]
+                    self.features = SpaceFeatures(self.task, self.target,
+                                                  np.concatenate([known, table[list(new.values())]]))
+                    position.update(zip(new, range(len(known), len(known) + len(new))))
+                found = np.array(list(map(position.__getitem__, keys)), dtype=np.int64)
+            self._tables[whole] = found
             found.flags.writeable = False
             _evict(self._tables, _TABLES)
             return found

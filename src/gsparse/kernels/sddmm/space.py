@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -106,18 +107,39 @@ def candidate_table(task: SddmmTask, stats: GraphStats, target: Target) -> np.nd
     """The candidates :func:`pruned_space` prunes, the space and the hand rule's pick where
     the space lacks it, as a :func:`knob_table` in its order, without making a schedule of
     each."""
-    return _candidates(task, stats, target)[0]
+    return _candidates(task, stats, target).table
 
 
-def _candidates(task: SddmmTask, stats: GraphStats, target: Target) -> tuple[np.ndarray, int]:
-    """:func:`candidate_table` and the row of the hand rule's pick in it."""
-    table = _space(task.head_len, task.dtype, task.vector_ok, task.is_dot)
-    return _with_row(table, knob_row(default_schedule(task, stats, target)))
+def _candidates(task: SddmmTask, stats: GraphStats, target: Target) -> _Candidates:
+    """:func:`candidate_table`, the row of the hand rule's pick in it and the candidates'
+    facts that no graph changes (kept: every new graph of a task, a mini-batch block under
+    the model policy, asks again)."""
+    return _candidates_of(task.head_len, task.dtype, task.vector_ok, task.is_dot,
+                          knob_row(default_schedule(task, stats, target)))
+
+
+@functools.lru_cache(maxsize=512)
+def _candidates_of(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool, default: tuple) -> _Candidates:
+    """:func:`_candidates` of the space of :func:`_space`'s arguments and the hand rule's
+    pick ``default`` (a knob row)."""
+    table, position = _with_row(_space(feature_len, dtype, vector_ok, is_dot), default)
+    table.flags.writeable = False
+    return _Candidates(table, position, _KnobFacts.of(table, feature_len))
+
+
+@dataclass(frozen=True, eq=False)
+class _Candidates:
+    """A task's candidates (a :func:`knob_table`), the row of the hand rule's pick among
+    them, and what :func:`facts` reads of them that no graph changes."""
+
+    table: np.ndarray
+    default: int
+    facts: _KnobFacts
 
 
 def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
     """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
-    found = np.flatnonzero((table == row).all(axis=1))
+    found = (table == row).all(axis=1).nonzero()[0]
     return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
 
@@ -139,9 +161,10 @@ def _space(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool) -
     grid: list = []
     for launch in launches:
         span = launch or feature_len
+        padded = pow2_at_least(span)
         for vector, lanes, per_thread in itertools.product(vectors, _LANES, (1, 2, 4, 8)):
             slice_ = lanes * vector * per_thread
-            if slice_ > max(pow2_at_least(span), vector) or slice_ * 4 < span or per_thread * vector > 16:
+            if slice_ > padded and slice_ > vector or slice_ * 4 < span or per_thread * vector > 16:
                 continue
             knobs = (lanes, per_thread, vector)
             for threads in (128, 256):
@@ -209,12 +232,30 @@ def facts(task: SddmmTask, stats: GraphStats, target: Target, table: np.ndarray)
     Computed over all rows at once.
     """
     del target
-    table = with_properties(table, task.head_len)
-    skeleton, groups_per_block, _, _, _, launch, _, _, slice_, _, _ = table
-    x, y = grids(table, task, stats.num_edges, stats.num_dst)
-    balanced = (skeleton == _EDGE) | (skeleton == _EDGE_TRANSPOSED)
-    return FactTable(x * y, row_tile_cov(stats.rows.cov, groups_per_block, balanced),
-                     column_waste(task.head_len, slice_, launch))
+    return _KnobFacts.of(table, task.head_len).on(task, stats)
+
+
+@dataclass(frozen=True, eq=False)
+class _KnobFacts:
+    """The parts of :func:`facts` that read the knobs and the head's length alone, kept
+    with a task's candidates: a graph adds its sizes."""
+
+    properties: np.ndarray  # with_properties of the candidates
+    balanced: np.ndarray  # bool: the edge skeletons' equal edges per block
+    column_waste: np.ndarray
+
+    @classmethod
+    def of(cls, table: np.ndarray, head_len: int) -> _KnobFacts:
+        properties = with_properties(table, head_len)
+        skeleton, _, _, _, _, launch, _, _, slice_, _, _ = properties
+        return cls(properties, (skeleton == _EDGE) | (skeleton == _EDGE_TRANSPOSED),
+                   column_waste(head_len, slice_, launch))
+
+    def on(self, task: SddmmTask, stats: GraphStats) -> FactTable:
+        """The facts for ``task`` (the one they were made for) on a graph of ``stats``."""
+        x, y = grids(self.properties, task, stats.num_edges, stats.num_dst)
+        groups_per_block = self.properties[TABLE_COLUMNS.index("groups_per_block")]
+        return FactTable(x * y, row_tile_cov(stats.rows.cov, groups_per_block, self.balanced), self.column_waste)
 
 
 def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
@@ -226,10 +267,10 @@ def pruned_space(task: SddmmTask, stats: GraphStats, target: Target, thresholds:
     The pick joins the candidates where the space lacks it (a head more than four times
     its slice, such as 602 features in slices of 32): the tuner measures it first and
     searches from it."""
-    table, default = _candidates(task, stats, target)  # the hand rule's pick, made once there
-    candidates = [schedule_from_row(row) for row in table.tolist()]
-    return prune(candidates, facts(task, stats, target, table), target, thresholds,
-                 protected=(candidates[default],), registers=lambda s: register_spills(task, s, target),
+    found = _candidates(task, stats, target)  # the hand rule's pick, made once there
+    candidates = [schedule_from_row(row) for row in found.table.tolist()]
+    return prune(candidates, found.facts.on(task, stats), target, thresholds,
+                 protected=(candidates[found.default],), registers=lambda s: register_spills(task, s, target),
                  registers_on=registers)
 
 
@@ -238,8 +279,8 @@ def pruned_rows(task: SddmmTask, stats: GraphStats, target: Target) -> np.ndarra
     constraint off, as a :func:`knob_table` in its order: what the "model" policy ranks,
     pruned without making a schedule of each (the hand rule's pick, protected, is among
     them)."""
-    table, default = _candidates(task, stats, target)
-    return table[kept_positions(facts(task, stats, target, table), target, (default,))]
+    found = _candidates(task, stats, target)
+    return found.table[kept_positions(found.facts.on(task, stats), target, (found.default,))]
 
 
 def register_spills(task: SddmmTask, schedule: SddmmSchedule, target: Target) -> float:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import torch
 
 from ...graph import GraphStats
 from ...target import Target
@@ -54,6 +56,11 @@ __all__ = ["KNOB_COLUMNS", "SKELETONS", "candidate_table", "facts", "knob_row", 
            "pruned_rows", "pruned_space", "register_spills", "schedule_from_row", "schedule_space"]
 
 _POWERS_OF_TWO = (1, 2, 4, 8, 16, 32)
+# (index_tile, nnz_tile, degree_sorted) of the one-pass schedules of a group: edges fetched
+# 1, 2 or 4 at a time, rows in order or longest first; and with an index tile, for groups
+# that own one edge at a time.
+_WALKS = np.array([(0, nnz, degree_sorted) for nnz in (1, 2, 4) for degree_sorted in (0, 1)])
+_WALKS_OR_INDEX_TILE = np.concatenate([_WALKS, [(1, 1, 0), (1, 1, 1)]])
 _WARP_LANES = 32
 # The column-tiled skeleton's share of the space: up to this many features.
 _COLUMN_TILED_FEATURES = 8
@@ -138,7 +145,7 @@ def _grid_table(feature_len: int, vector_ok: int, lanes_for_mean: int | None) ->
     widest = widest_vector(feature_len, vector_ok)
     padded = pow2_at_least(feature_len)
     slices = sorted({min(padded, s) for s in (32, 64, 128)})
-    grid = []
+    groups = {}  # (rows per block, feature lanes, edge lanes, vector, outputs) -> the group's walks
     for vector in sorted({1, widest}):
         for slice_ in slices:
             for outputs in (1, 2):
@@ -149,13 +156,8 @@ def _grid_table(feature_len: int, vector_ok: int, lanes_for_mean: int | None) ->
                 if lanes_for_mean is not None:
                     fills.add(min(lanes_for_mean, 32 // feature_lanes))
                 for edge_lanes in sorted(fills):
-                    tiles = (False, True) if edge_lanes == 1 and feature_lanes >= 8 else (False,)
-                    rows_per_block = 256 // (feature_lanes * edge_lanes)
-                    for tile in tiles:
-                        for nnz in (1,) if tile else (1, 2, 4):
-                            for degree_sorted in (False, True):
-                                grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs,
-                                             nnz, tile, degree_sorted, 0, 0, 1))
+                    walks = _WALKS_OR_INDEX_TILE if edge_lanes == 1 and feature_lanes >= 8 else _WALKS
+                    groups[256 // (feature_lanes * edge_lanes), feature_lanes, edge_lanes, vector, outputs] = walks
         # Odd groups at the widest vector only: scalar ones never won a measured cell (60 cells
         # of docs/results/tuning/not-in-training/h200-2026-11-28-widths-*), and each costs
         # the model policy's decision about 5 us.
@@ -167,13 +169,25 @@ def _grid_table(feature_len: int, vector_ok: int, lanes_for_mean: int | None) ->
                 group = feature_lanes * edge_lanes
                 if group > _WARP_LANES or _WARP_LANES // group * group < busy:
                     continue
-                rows_per_block = 256 // _WARP_LANES * (_WARP_LANES // group)
-                for nnz in (1, 2, 4):
-                    for degree_sorted in (False, True):
-                        grid.append((_ONE_PASS, rows_per_block, feature_lanes, edge_lanes, vector, outputs, nnz,
-                                     False, degree_sorted, 0, 0, 1))
-    table = knob_table(list(dict.fromkeys(grid)))
+                groups[256 // _WARP_LANES * (_WARP_LANES // group), feature_lanes, edge_lanes, vector, outputs] = _WALKS
+    table = _one_pass_table(groups)
     table.flags.writeable = False
+    return table
+
+
+def _one_pass_table(groups: dict[tuple[int, ...], np.ndarray]) -> np.ndarray:
+    """The :func:`knob_table` of one-pass schedules of each group's knobs (rows per block,
+    feature lanes, edge lanes, vector width, outputs per thread) with each of its walks
+    (``[walks, 3]``: index tile, nnz tile, degree sorted), group by group. Built from the
+    groups, a few, rather than row by row: converting Python ints costs about 0.2 us a row,
+    as much as the loops that choose them."""
+    knobs, walks = list(groups), list(groups.values())
+    counts = [len(w) for w in walks]
+    table = np.zeros((sum(counts), len(KNOB_COLUMNS)), dtype=np.int64)
+    table[:, _COLUMN["skeleton"]] = _ONE_PASS
+    table[:, _COLUMN["rows_per_block"]:_COLUMN["outputs_per_thread"] + 1] = np.repeat(knobs, counts, axis=0)
+    table[:, [_COLUMN["index_tile"], _COLUMN["nnz_tile"], _COLUMN["degree_sorted"]]] = np.concatenate(walks)
+    table[:, _COLUMN["column_groups"]] = 1
     return table
 
 
@@ -219,39 +233,69 @@ def candidate_table(task: SpmmTask, stats: GraphStats, target: Target) -> np.nda
     """The candidates of :func:`schedule_space` as a :func:`knob_table`, in its order,
     without making a schedule of each (each part is new: only the hand rule's pick may
     repeat one, and joins where it does not)."""
-    return _candidates(task, stats, target)[0]
+    return _candidates(task, stats, target).table
 
 
-def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> tuple[np.ndarray, int]:
-    """:func:`candidate_table` and the row of the hand rule's pick in it."""
+def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> _Candidates:
+    """:func:`candidate_table`, the row of the hand rule's pick in it and the candidates'
+    facts that no graph changes, from the few things a graph decides of them (kept: every
+    new graph of a task, a mini-batch block under the model policy, asks again)."""
     feature_len, dtype = task.num_features, task.dtype
-    grid = _grid_rows(feature_len, min(task.vector_ok, VECTOR_BYTES // dtype.itemsize), stats.rows.mean)
-    group = grid[:, _COLUMN["feature_lanes"]] * grid[:, _COLUMN["edge_lanes"]]
-    parts = [grid]
     # Tiles sized for rows of all the output's features, whatever lhs broadcasts.
     tile = column_tile_for(feature_len, dtype, target)
     index = tile_rows(stats.num_src, stats.num_dst, tile) if tile else 0
-    if (task.lhs_shape is not None and feature_len <= _COLUMN_TILED_FEATURES and tile
-            and index <= min(MAX_TILE_ROWS, TILE_ROWS_PER_EDGE * stats.num_edges)):
+    tiled = (task.lhs_shape is not None and feature_len <= _COLUMN_TILED_FEATURES and tile
+             and index <= min(MAX_TILE_ROWS, TILE_ROWS_PER_EDGE * stats.num_edges))
+    return _candidates_of(feature_len, dtype, min(task.vector_ok, VECTOR_BYTES // dtype.itemsize),
+                          edge_lanes_for(stats.rows.mean, _WARP_LANES), tile if tiled else 0,
+                          tuple(row_splits_for(stats, target)),
+                          task.algorithm.message_is_lhs and feature_len <= OUTPUT_TILED_FEATURES,
+                          knob_row(default_schedule(task, stats, target)), target)
+
+
+@functools.lru_cache(maxsize=512)
+def _candidates_of(feature_len: int, dtype: torch.dtype, vector_ok: int, lanes_for_mean: int, column_tile: int,
+                   row_splits: tuple[int, ...], output_tiled: bool, default: tuple, target: Target) -> _Candidates:
+    """:func:`_candidates` of a task of ``feature_len`` features of ``dtype`` and vectors of
+    at most ``vector_ok`` elements, on a graph whose mean row asks ``lanes_for_mean`` edge
+    lanes of a warp, with column-tiled variants of tiles of ``column_tile`` rows (0: none),
+    split-rows variants of chunks of ``row_splits`` edges, output-tiled schedules or not,
+    and the hand rule's pick ``default`` (a knob row)."""
+    grid = _grid_table(feature_len, vector_ok, lanes_for_mean)
+    group = grid[:, _COLUMN["feature_lanes"]] * grid[:, _COLUMN["edge_lanes"]]
+    parts = [grid]
+    if column_tile:
         one_edge = (grid[:, _COLUMN["nnz_tile"]] == 1) & (grid[:, _COLUMN["index_tile"]] == 0) & (group >= 16)
         parts.append(_variants(grid[one_edge], _COLUMN_TILED, rows_per_block=1024 // group[one_edge],
-                               column_tile=tile))
+                               column_tile=column_tile))
     degree_sorted = grid[grid[:, _COLUMN["degree_sorted"]] == 1]
     # Edges one pass of a group's lanes walks: a chunk shorter than that runs as the same
     # knobs with fewer edges in flight would.
     per_pass = degree_sorted[:, _COLUMN["edge_lanes"]] * degree_sorted[:, _COLUMN["nnz_tile"]]
-    for split in row_splits_for(stats, target):
+    for split in row_splits:
         parts.append(_variants(degree_sorted[per_pass <= split], _SPLIT_ROWS, row_split=split))
-    if task.algorithm.message_is_lhs and feature_len <= OUTPUT_TILED_FEATURES:
-        parts.append(knob_table([knob_row(output_tiled_schedule(feature_len, dtype, warps, groups, task.vector_ok))
+    if output_tiled:
+        parts.append(knob_table([knob_row(output_tiled_schedule(feature_len, dtype, warps, groups, vector_ok))
                                  for warps in output_tiled_warps(dtype) for groups in (1, 2, 4)]))
     # The hand rule's pick is always a candidate: a search never starts behind it.
-    return _with_row(np.concatenate(parts), knob_row(default_schedule(task, stats, target)))
+    table, position = _with_row(np.concatenate(parts), default)
+    table.flags.writeable = False
+    return _Candidates(table, position, _KnobFacts.of(table, feature_len, target))
+
+
+@dataclass(frozen=True, eq=False)
+class _Candidates:
+    """A task's candidates (a :func:`knob_table`), the row of the hand rule's pick among
+    them, and what :func:`facts` reads of them that no graph changes."""
+
+    table: np.ndarray
+    default: int
+    facts: _KnobFacts
 
 
 def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
     """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
-    found = np.flatnonzero((table == row).all(axis=1))
+    found = (table == row).all(axis=1).nonzero()[0]
     return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
 
 
@@ -282,24 +326,52 @@ def facts(task: SpmmTask, stats: GraphStats, target: Target, table: np.ndarray) 
 
     Computed over all rows at once.
     """
-    columns = table.T.copy()  # the column-tiled rows per tile are filled in below
-    skeleton, rows_per_tile, feature_lanes, _, vector, outputs, _, _, degree_sorted, split, tile, groups = columns
-    features = task.num_features
-    output_tiled, column_tiled = skeleton == _OUTPUT_TILED, skeleton == _COLUMN_TILED
-    # The features a slice covers: a group's, or all an output-tiled lane carries.
-    covered = np.where(output_tiled, 1, feature_lanes) * vector * outputs
-    slices = -(-features // covered)
-    # (A row that is not split has row_split 0: its count, divided by 1, is not taken.)
-    items = np.where(skeleton == _SPLIT_ROWS,
-                     split_items_at_least(stats.num_dst, stats.num_edges, np.maximum(split, 1)), stats.num_dst)
-    blocks = -(-items // rows_per_tile) * slices
-    blocks[output_tiled] = -(-target.sms // groups[output_tiled]) * groups[output_tiled]
-    for i in np.flatnonzero(column_tiled):  # a handful, each with the rows per block its plan picks
-        tiles = -(-stats.num_src // int(tile[i]))
-        rows_per_tile[i] = column_tiled_block_rows(stats.num_dst, tiles * int(slices[i]), target.sms)
-        blocks[i] = -(-stats.num_dst // rows_per_tile[i]) * tiles * slices[i]
-    ordered = (degree_sorted != 0) | output_tiled
-    return FactTable(blocks, row_tile_cov(stats.rows.cov, rows_per_tile, ordered), column_waste(features, covered))
+    return _KnobFacts.of(table, task.num_features, target).on(stats, target)
+
+
+@dataclass(frozen=True, eq=False)
+class _KnobFacts:
+    """The parts of :func:`facts` that read the knobs, the feature count and the target
+    alone (``[n]`` each), kept with a task's candidates: a graph adds its sizes."""
+
+    rows_per_tile: np.ndarray  # the column-tiled ones' are the plan's, picked per graph
+    slices: np.ndarray
+    split_rows: np.ndarray  # bool
+    chunk: np.ndarray  # a split row's chunk length, 1 for the others
+    column_tiled: np.ndarray  # positions
+    column_tile: np.ndarray  # their tiles
+    output_tiled: np.ndarray  # bool
+    output_tiled_blocks: np.ndarray  # row ranges times column groups, 0 for the others
+    ordered: np.ndarray  # bool: balanced row tiles
+    column_waste: np.ndarray
+
+    @classmethod
+    def of(cls, table: np.ndarray, features: int, target: Target) -> _KnobFacts:
+        skeleton, rows_per_tile, feature_lanes, _, vector, outputs, _, _, degree_sorted, split, tile, groups = table.T
+        output_tiled = skeleton == _OUTPUT_TILED
+        # The features a slice covers: a group's, or all an output-tiled lane carries.
+        covered = np.where(output_tiled, 1, feature_lanes) * vector * outputs
+        column_tiled = (skeleton == _COLUMN_TILED).nonzero()[0]
+        return cls(rows_per_tile=rows_per_tile, slices=-(-features // covered), split_rows=skeleton == _SPLIT_ROWS,
+                   # (A row that is not split has row_split 0: its count, divided by 1, is not taken.)
+                   chunk=np.maximum(split, 1), column_tiled=column_tiled, column_tile=tile[column_tiled],
+                   output_tiled=output_tiled,
+                   output_tiled_blocks=np.where(output_tiled, -(-target.sms // groups) * groups, 0),
+                   ordered=(degree_sorted != 0) | output_tiled, column_waste=column_waste(features, covered))
+
+    def on(self, stats: GraphStats, target: Target) -> FactTable:
+        """The facts on a graph of ``stats``."""
+        items = np.where(self.split_rows, split_items_at_least(stats.num_dst, stats.num_edges, self.chunk),
+                         stats.num_dst)
+        blocks = np.where(self.output_tiled, self.output_tiled_blocks, -(-items // self.rows_per_tile) * self.slices)
+        rows_per_tile = self.rows_per_tile
+        if len(self.column_tiled):  # a handful, each with the rows per block its plan picks
+            rows_per_tile = rows_per_tile.copy()
+            for i, tile in zip(self.column_tiled.tolist(), self.column_tile.tolist()):
+                tiles = -(-stats.num_src // tile)
+                rows_per_tile[i] = column_tiled_block_rows(stats.num_dst, tiles * int(self.slices[i]), target.sms)
+                blocks[i] = -(-stats.num_dst // rows_per_tile[i]) * tiles * self.slices[i]
+        return FactTable(blocks, row_tile_cov(stats.rows.cov, rows_per_tile, self.ordered), self.column_waste)
 
 
 def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: Thresholds = THRESHOLDS,
@@ -312,10 +384,10 @@ def pruned_space(task: SpmmTask, stats: GraphStats, target: Target, thresholds: 
     leave, ``"all"`` every candidate; ``"off"`` compiles nothing (what the model policy
     uses).
     """
-    table, default = _candidates(task, stats, target)  # the hand rule's pick, made once there
-    candidates = [schedule_from_row(row) for row in table.tolist()]
-    return prune(candidates, facts(task, stats, target, table), target, thresholds,
-                 protected=(candidates[default],), registers=lambda s: register_spills(task, s, target),
+    found = _candidates(task, stats, target)  # the hand rule's pick, made once there
+    candidates = [schedule_from_row(row) for row in found.table.tolist()]
+    return prune(candidates, found.facts.on(stats, target), target, thresholds,
+                 protected=(candidates[found.default],), registers=lambda s: register_spills(task, s, target),
                  registers_on=registers)
 
 
@@ -324,8 +396,8 @@ def pruned_rows(task: SpmmTask, stats: GraphStats, target: Target) -> np.ndarray
     constraint off, as a :func:`knob_table` in its order: what the "model" policy ranks,
     pruned without making a schedule of each (the hand rule's pick, protected, is among
     them)."""
-    table, default = _candidates(task, stats, target)
-    return table[kept_positions(facts(task, stats, target, table), target, (default,))]
+    found = _candidates(task, stats, target)
+    return found.table[kept_positions(found.facts.on(stats, target), target, (found.default,))]
 
 
 def register_spills(task: SpmmTask, schedule: SpmmSchedule, target: Target) -> float:
