@@ -242,3 +242,17 @@ def test_absurd_node_counts_are_refused_before_allocating():
         Graph.from_edge_index(edge_index, 10**16)
     with pytest.raises(ValueError, match="would need"):
         Graph.from_csr(torch.tensor([0, 1]), torch.tensor([0]), num_src=10**16)
+
+
+def test_memory_a_gpu_caches_unused_counts_as_free(monkeypatch):
+    """PyTorch keeps freed GPU memory for reuse: a graph built after a larger one was freed
+    must not be refused for want of what the allocator holds unused."""
+    from gsparse import _index_checks
+
+    gib = 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 * gib, 140 * gib))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 100 * gib)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 10 * gib)
+    _index_checks.check_fits("cuda", 10**8, 10**8, 10**9)  # about 43 GB: 92 GiB are free
+    with pytest.raises(ValueError, match=r"more than the 98\.8 GB free on cuda"):
+        _index_checks.check_fits("cuda", 10**8, 10**8, 3 * 10**9)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from . import _block_checks as block_checks
-from ._sorting import stable_sort
+from ._sorting import stable_order, stable_sort
 from ._index_checks import check_count, check_fits, check_index_tensor, check_range, first_true
 
 _INT32_MAX = torch.iinfo(torch.int32).max
@@ -170,7 +170,7 @@ def from_coo(src: torch.Tensor, dst: torch.Tensor, num_src: Any, num_dst: Any,
     check_range(dst_name, dst, num_dst, "num_dst")
     dst64 = dst.long()
     # A stable sort keeps each row's edges in the user's order, as DGL's CSR does.
-    order = stable_sort(dst64, num_dst)[1]
+    order = stable_order(dst64, num_dst)
     rowptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=src.device)
     torch.cumsum(torch.bincount(dst64, minlength=num_dst), 0, out=rowptr[1:])
     # a permutation in increasing order is the identity: the user's order is CSR order
@@ -317,7 +317,7 @@ def transpose(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None,
     """The CSR of the reversed graph, keeping the original edge ids (one edge-feature tensor
     serves both directions)."""
     num_dst = rowptr.numel() - 1
-    order = stable_sort(col, num_src)[1]
+    order = stable_order(col, num_src)
     rev_rowptr = torch.zeros(num_src + 1, dtype=torch.int64, device=col.device)
     torch.cumsum(torch.bincount(col.long(), minlength=num_src), 0, out=rev_rowptr[1:])
     rev_eid = order if eid is None else eid.long()[order]
@@ -357,9 +357,9 @@ def coalesce(rowptr: torch.Tensor, col: torch.Tensor, eid: torch.Tensor | None, 
     dst, src = csr_dst.long(), col.long()
     ids = torch.arange(num_edges, device=device) if eid is None else eid.long()
     # Sort by (dst, src, edge id) so that duplicates are adjacent and "first" is the lowest id.
-    order = stable_sort(ids, num_edges)[1]
-    order = order[stable_sort(src[order], num_src)[1]]
-    order = order[stable_sort(dst[order], num_dst)[1]]
+    order = stable_order(ids, num_edges)
+    order = order[stable_order(src[order], num_src)]
+    order = order[stable_order(dst[order], num_dst)]
     key = dst[order] * max(num_src, 1) + src[order]
     is_new = torch.ones_like(key, dtype=torch.bool)
     is_new[1:] = key[1:] != key[:-1]

@@ -55,12 +55,13 @@ _ALWAYS_FITS = 1 << 30
 
 
 def _free_bytes(device: torch.device) -> int | None:
-    """Memory free for a new graph on ``device``: the CUDA allocator's free bytes, or the
+    """Memory free for a new graph on ``device``: the GPU's free bytes and the blocks
+    PyTorch's caching allocator holds unused (freed tensors it has not handed back), or the
     host's available memory (Linux ``MemAvailable``, else its physical memory); None when
     unknown."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return free
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     try:
         with open("/proc/meminfo") as meminfo:
             for line in meminfo:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..._sorting import stable_sort
+from ..._sorting import stable_order
 from ...graph import Graph
 from ...target import Target
 from .codegen.output_tiled import BARRIER_BYTES
@@ -157,7 +157,7 @@ def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
     the same for any number of column groups.
 
     Besides the layout itself, it holds an edge's segment (int32) and its sorted order
-    (int64), sorted in pieces past 2**28 edges (:func:`gsparse._sorting.stable_sort`).
+    (int64), sorted in pieces past 2**28 edges (:func:`gsparse._sorting.stable_order`).
     Everything else is computed in passes of :data:`_PASS_EDGES` positions, so a graph of
     2**31 edges, whose int64 temporaries are 17 GB each, builds its layout where its CSR
     fits with room to spare.
@@ -175,7 +175,7 @@ def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
         segment[lo:hi] = block * tiling.tiles + g.col[lo:hi].long() // tiling.tile_cols
     # Stable, over CSR order, which is row order: each segment's edges end up by row, and
     # each row's in CSR order, the order each run folds them in.
-    order = stable_sort(segment, num_segments)[1]
+    order = stable_order(segment, num_segments)
     seg_start = torch.zeros(num_segments + 1, dtype=torch.int64, device=device)
     torch.cumsum(torch.bincount(segment, minlength=num_segments), 0, out=seg_start[1:])
 
