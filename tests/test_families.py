@@ -406,6 +406,19 @@ def test_describe_structure_scales_the_window_to_bipartite_shapes():
     assert (empty.num_edges, empty.empty_rows, empty.block_spread) == (0, 1.0, 0.0)
 
 
+def test_describe_structure_is_the_same_over_the_edges_in_passes(monkeypatch):
+    """Large graphs are described in passes over the edges (bounded temporaries): passes of
+    a few edges, cutting row blocks, give the same statistics to the last bit."""
+    from gsparse.datasets import structure
+
+    graphs = [random_graph(3_000, LogNormal(5, 1.0), num_src=700, seed=1),
+              community_graph(2_000, LogNormal(12.0, 0.8), 200, 0.7, seed=2)]
+    whole = [describe_structure(g, rows_per_block=5, window=40) for g in graphs]
+    monkeypatch.setattr(structure, "_PASS_EDGES", 7)
+    for g, expected in zip(graphs, whole):
+        assert describe_structure(g, rows_per_block=5, window=40) == expected
+
+
 def test_uniform_sources_have_block_spread_near_one():
     s = describe_structure(random_graph(5_000, Regular(40), seed=0))
     assert abs(s.block_spread - 1) < 0.05 and s.block_range > 0.95

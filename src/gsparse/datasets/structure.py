@@ -72,6 +72,8 @@ def _cov(lengths: torch.Tensor) -> torch.Tensor:
 
 # Lane groups of 1 to 32: a warp's lanes.
 _LANE_GROUPS = 6
+# Edges per pass of the statistics over the edges.
+_PASS_EDGES = 1 << 26
 
 
 def _lane_padding(lengths: torch.Tensor, num_edges: int) -> list[torch.Tensor]:
@@ -99,40 +101,47 @@ def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 
     device = graph.device
     lengths = graph.in_degrees().long()
     rows = lengths.double()
-    col = graph.col.long()
-    cols = torch.zeros(num_src, dtype=torch.float64, device=device)
-    cols.index_add_(0, col, torch.ones(num_edges, dtype=torch.float64, device=device))
-
-    row = graph.csr_dst.long()
-    block = torch.div(row, rows_per_block, rounding_mode="floor")
     num_blocks = -(-num_dst // rows_per_block)
     scale = num_src / num_dst
-    bounds = graph.rowptr.long()[torch.clamp(torch.arange(num_blocks + 1, device=device) * rows_per_block,
-                                             max=num_dst)]
+    rowptr = graph.rowptr.long()
+    bounds = rowptr[torch.clamp(torch.arange(num_blocks + 1, device=device) * rows_per_block, max=num_dst)]
     count = (bounds[1:] - bounds[:-1]).double()
     # Ids relative to a point near each block keep the sums of squares small, so the
     # variance of a local block does not drown in the rounding of two large terms.
     origin = torch.arange(num_blocks, device=device, dtype=torch.float64) * (rows_per_block * scale)
-    source = col.double()
-    x = source - origin[block]
-    total = torch.zeros_like(count).index_add_(0, block, x)
-    squares = torch.zeros_like(count).index_add_(0, block, x * x)
+    cols = torch.zeros(num_src, dtype=torch.float64, device=device)
+    total, squares = torch.zeros_like(count), torch.zeros_like(count)
+    high = torch.full((num_blocks,), -1, dtype=torch.int64, device=device)
+    low = torch.full((num_blocks,), num_src, dtype=torch.int64, device=device)
+    near = torch.zeros((), dtype=torch.int64, device=device)
+    # In passes over the edges, in CSR order (the sums fold in the same order): a pass's
+    # temporaries, eight arrays of its edges, stay small on a graph of billions of edges.
+    for lo in range(0, num_edges, _PASS_EDGES):
+        hi = min(lo + _PASS_EDGES, num_edges)
+        col = graph.col[lo:hi].long()
+        # the row of each position: the last row starting at or before it (never an empty one)
+        row = torch.searchsorted(rowptr, torch.arange(lo, hi, device=device), right=True) - 1
+        block = torch.div(row, rows_per_block, rounding_mode="floor")
+        cols.index_add_(0, col, torch.ones(hi - lo, dtype=torch.float64, device=device))
+        source = col.double()
+        x = source - origin[block]
+        total.index_add_(0, block, x)
+        squares.index_add_(0, block, x * x)
+        high.scatter_reduce_(0, block, col, "amax")
+        low.scatter_reduce_(0, block, col, "amin")
+        # Row v sits at source position (v + 1/2) scale - 1/2.
+        offset = source.sub_(row.double().mul_(scale).add_((scale - 1) / 2)).abs_()
+        near += (offset <= window).sum()
     empty = count == 0
     mean = total / count.clamp(min=1)
     std = torch.sqrt(torch.clamp(squares / count.clamp(min=1) - mean * mean, min=0))
     nan = torch.full_like(count, math.nan)
     spread = torch.where(empty, nan, std / (num_src / math.sqrt(12)))
-    high = torch.full((num_blocks,), -1, dtype=torch.int64, device=device).scatter_reduce(0, block, col, "amax")
-    low = torch.full((num_blocks,), num_src, dtype=torch.int64, device=device).scatter_reduce(
-        0, block, col, "amin")
     span = torch.where(empty, nan, (high - low + 1).double() / num_src)
-    # Row v sits at source position (v + 1/2) scale - 1/2.
-    offset = source.sub_(row.double().mul_(scale).add_((scale - 1) / 2)).abs_()
-    near = (offset <= window).double().mean()
 
     values = torch.stack([
         rows.mean(), rows.max(), _cov(rows), (rows == 0).double().mean(),
-        cols.max(), _cov(cols), spread.nanmedian(), span.nanmedian(), near,
+        cols.max(), _cov(cols), spread.nanmedian(), span.nanmedian(), near.double() / num_edges,
         *_lane_padding(lengths, num_edges),
     ]).tolist()
     row_mean, row_max, row_cov, empty_rows, col_max, col_cov, block_spread, block_range, window_fraction = values[:9]
