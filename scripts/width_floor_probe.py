@@ -14,7 +14,8 @@ graph, in one process, for 96, 100 and 128 fp32 features,
   vectors (every row's bytes, as any walk must), fold them in registers and write one value
   a lane; no rows, no outputs.
 
-CUDA events, median of 20 calls after a warm-up, the L2 overwritten before each call.
+Device time, the median of at least 20 calls after a warm-up, the L2 overwritten before each
+(:func:`gsparse.tune.measure.time_calls`).
 Prints the times and, per feature, 100 over 128 and 96 over 128. With ``--space N``, the
 first N graphs' cells are also measured schedule by schedule
 (:func:`gsparse.tune.collect.collect_cell`): the best of the space, and the model's pick, in
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 
 import torch
 
@@ -37,6 +37,7 @@ from gsparse.runtime import get_kernel, i32, i64
 from gsparse.target import Target
 from gsparse.tune import select
 from gsparse.tune.collect import Case, collect_cell
+from gsparse.tune.measure import time_calls
 
 _WIDTHS = (96, 100, 128)
 _EDGES_PER_WARP = 64
@@ -71,18 +72,10 @@ gather_floor(const int* __restrict__ col, const float4* __restrict__ lhs, float*
 """ % _EDGES_PER_WARP
 
 
-def _median_ms(fn, flush: torch.Tensor, calls: int = 20) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        flush.add_(1.0)  # overwrite the L2
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def _median_ms(call, device: torch.device) -> float:
+    """Device time of ``call``: the median of repeats after a warm-up, the L2 overwritten
+    before each (the project's timing, :func:`gsparse.tune.measure.time_calls`)."""
+    return time_calls(call, [()], device, budget_s=0.1, min_repeats=20, flush_l2=True, hide_host=True).median_ms
 
 
 def _space(g, F: int, gen: torch.Generator, out: str | None) -> str:
@@ -116,7 +109,6 @@ def main() -> None:
             100_000, datasets.LogNormal(130.0, 0.5), 8192, 0.7, seed=4, device=device),
     }
     kernel = get_kernel(_FLOOR, "gather_floor")
-    flush = torch.zeros(64 * 2**20, device=device)
     gen = torch.Generator(device=device).manual_seed(0)
     for index, (name, build) in enumerate(graphs.items()):
         g = build()
@@ -130,8 +122,8 @@ def main() -> None:
             def floor(x=x, F=F):
                 kernel.launch(math.ceil(warps * 32 / 256), 256, [col, x, sink, i64(g.num_edges), i32(F // 4)])
 
-            times[F] = (_median_ms(lambda x=x: gsparse.gspmm(g, "copy_lhs", "sum", x, None), flush),
-                        _median_ms(floor, flush))
+            times[F] = (_median_ms(lambda x=x: gsparse.gspmm(g, "copy_lhs", "sum", x, None), device),
+                        _median_ms(floor, device))
         line = ", ".join(f"F={F}: gspmm {t[0]:.3f} ms, floor {t[1]:.3f} ms" for F, t in times.items())
         per = {F: (times[F][0] / F, times[F][1] / F) for F in _WIDTHS}
         print(f"{name} ({g.num_edges:,} edges, {g.num_src:,} nodes): {line}\n"

@@ -14,7 +14,6 @@ memory.
 from __future__ import annotations
 
 import gc
-import random
 
 import pytest
 import torch
@@ -23,6 +22,7 @@ import gsparse
 from gsparse import Graph
 from gsparse.kernels import sddmm as sddmm_kernels, spmm as spmm_kernels
 from gsparse.target import Target
+from large_checks import assert_close, per_skeleton, row_sums
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -77,45 +77,20 @@ def _edges(g: Graph, seed: int) -> torch.Tensor:
                       torch.arange(g.num_edges - 32, g.num_edges, device="cuda")])
 
 
-def _row_sums(g: Graph, rows: torch.Tensor, per_edge) -> torch.Tensor:
-    """float64 sums over the edges of each row of ``per_edge(positions, sources)``."""
-    out = []
-    for row in rows.tolist():
-        start, end = int(g.rowptr[row]), int(g.rowptr[row + 1])
-        positions = torch.arange(start, end, device="cuda")
-        out.append(per_edge(positions, g.col[positions]).double().sum(0))
-    return torch.stack(out)
-
-
-def _close(got: torch.Tensor, want: torch.Tensor, scale: torch.Tensor) -> None:
-    assert torch.isfinite(got).all()
-    error = ((got.double() - want).abs() / scale.clamp_min(1e-30)).max().item()
-    assert error < 1e-5, error
-
-
-def _per_skeleton(space, k: int) -> list:
-    """Up to ``k`` schedules of each kind of the space (the same ones on every run)."""
-    kinds: dict[type, list] = {}
-    for schedule in space:
-        kinds.setdefault(type(schedule), []).append(schedule)
-    rng = random.Random(0)
-    return [s for group in kinds.values() for s in rng.sample(group, min(k, len(group)))]
-
-
 @pytest.mark.parametrize("features", [1, 4])
 def test_every_g_spmm_skeleton_walks_past_2_31_edges(graph, features):
     g = graph
     x = torch.randn(NUM_SRC, features, device="cuda")
     rows = _rows(g, features)
-    want, scale = _row_sums(g, rows, lambda p, u: x[u]), _row_sums(g, rows, lambda p, u: x[u].abs())
+    want, scale = row_sums(g, rows, lambda p, u: x[u]), row_sums(g, rows, lambda p, u: x[u].abs())
     task = spmm_kernels.task_for(g, "copy_lhs", "sum", x, None, (features,))
-    schedules = _per_skeleton(spmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 2)
+    schedules = per_skeleton(spmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 2)
     kinds = {type(s) for s in schedules}
     assert spmm_kernels.SplitRows in kinds and len(kinds) >= 2, kinds
     failed = []
     for schedule in [None, *schedules]:
         try:
-            _close(gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=schedule)[rows], want, scale)
+            assert_close(gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=schedule)[rows], want, scale)
         except (AssertionError, RuntimeError) as error:  # every skeleton's failure at once
             failed.append(f"{schedule}: {type(error).__name__}: {str(error)[:300]}")
         _forget(g)
@@ -130,9 +105,9 @@ def test_max_and_an_edge_operand_past_2_31_edges(graph):
     want = torch.stack([x[g.col[int(g.rowptr[r]):int(g.rowptr[r + 1])]].max(0).values for r in rows.tolist()])
     assert torch.equal(got, want)
     weights = torch.rand(g.num_edges, 1, device="cuda") + 0.5
-    want = _row_sums(g, rows, lambda p, u: x[u] * weights[p])
-    scale = _row_sums(g, rows, lambda p, u: (x[u] * weights[p]).abs())
-    _close(gsparse.u_mul_e_sum(g, x, weights)[rows], want, scale)
+    want = row_sums(g, rows, lambda p, u: x[u] * weights[p])
+    scale = row_sums(g, rows, lambda p, u: (x[u] * weights[p]).abs())
+    assert_close(gsparse.u_mul_e_sum(g, x, weights)[rows], want, scale)
 
 
 def test_per_edge_results_past_2_31_edges(graph):
@@ -144,9 +119,9 @@ def test_per_edge_results_past_2_31_edges(graph):
     want, scale = terms.sum(-1, keepdim=True), terms.abs().sum(-1, keepdim=True)
     task = sddmm_kernels.task_for(g, "dot", x, y, "u", "v", (1,))
     failed = []
-    for schedule in [None, *_per_skeleton(sddmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 2)]:
+    for schedule in [None, *per_skeleton(sddmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 2)]:
         try:
-            _close(gsparse.gsddmm(g, "dot", x, y, schedule=schedule)[edges], want, scale)
+            assert_close(gsparse.gsddmm(g, "dot", x, y, schedule=schedule)[edges], want, scale)
         except (AssertionError, RuntimeError) as error:
             failed.append(f"{schedule}: {type(error).__name__}: {str(error)[:300]}")
     assert not failed, "\n".join(failed)
@@ -156,7 +131,7 @@ def test_per_edge_results_past_2_31_edges(graph):
     for row in _rows(g, 12)[:8].tolist():
         start, end = int(g.rowptr[row]), int(g.rowptr[row + 1])
         want = torch.softmax(logits[start:end].double(), 0)
-        _close(soft[start:end], want, torch.ones_like(want))
+        assert_close(soft[start:end], want, torch.ones_like(want))
 
 
 def test_a_gradient_through_the_reverse_of_2_31_edges(graph):
@@ -169,7 +144,7 @@ def test_a_gradient_through_the_reverse_of_2_31_edges(graph):
     for u in (0, NUM_SRC // 2, NUM_SRC - 1):
         readers = torch.nonzero(g.col == u).flatten()
         rows = torch.searchsorted(g.rowptr, readers, right=True) - 1
-        _close(x.grad[u], grad[rows].double().sum(0), grad[rows].abs().double().sum(0))
+        assert_close(x.grad[u], grad[rows].double().sum(0), grad[rows].abs().double().sum(0))
 
 
 def test_an_edge_list_of_2_31_edges(graph):

@@ -10,8 +10,6 @@ inputs.
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 
@@ -19,6 +17,7 @@ import gsparse
 from gsparse import Graph
 from gsparse.kernels import sddmm as sddmm_kernels, spmm as spmm_kernels
 from gsparse.target import Target
+from large_checks import assert_close, per_skeleton, row_sums
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -54,22 +53,6 @@ def _sample(n: int, seed: int) -> torch.Tensor:
     return torch.cat([rows, torch.arange(n - 64, n, device="cuda")])
 
 
-def _row_sums(g: Graph, rows: torch.Tensor, per_edge) -> torch.Tensor:
-    """float64 sums over the edges of ``rows`` of ``per_edge(edge_positions, sources)``."""
-    starts, ends = g.rowptr[rows].long(), g.rowptr[rows + 1].long()
-    out = []
-    for start, end in zip(starts.tolist(), ends.tolist()):
-        positions = torch.arange(start, end, device="cuda")
-        out.append(per_edge(positions, g.col[positions].long()).double().sum(0))
-    return torch.stack(out)
-
-
-def _close(got: torch.Tensor, want: torch.Tensor, scale: torch.Tensor) -> None:
-    assert torch.isfinite(got).all()
-    error = ((got.double() - want).abs() / scale.clamp_min(1e-30)).max().item()
-    assert error < 1e-5, error
-
-
 def _wide_sources(num_src: int, features: int, seed: int):
     """65,536 rows of 8 edges over ``num_src`` sources of ``features`` (past 2**31 elements),
     sampled rows, and their sums and sums of magnitudes in float64."""
@@ -77,12 +60,12 @@ def _wide_sources(num_src: int, features: int, seed: int):
     x = torch.randn(num_src, features, device="cuda")
     assert x.numel() > LIMIT
     rows = _sample(g.num_dst, seed + 1)
-    return g, x, rows, _row_sums(g, rows, lambda p, u: x[u]), _row_sums(g, rows, lambda p, u: x[u].abs())
+    return g, x, rows, row_sums(g, rows, lambda p, u: x[u]), row_sums(g, rows, lambda p, u: x[u].abs())
 
 
 def test_a_source_operand_past_2_31_elements():
     g, x, rows, want, scale = _wide_sources(ROWS, F, seed=0)
-    _close(gsparse.gspmm(g, "copy_lhs", "sum", x)[rows], want, scale)
+    assert_close(gsparse.gspmm(g, "copy_lhs", "sum", x)[rows], want, scale)
     got_max = gsparse.gspmm(g, "copy_lhs", "max", x)[rows]
     starts = g.rowptr[rows].long()
     want_max = torch.stack([x[g.col[s:s + 8].long()].max(0).values for s in starts.tolist()])
@@ -94,7 +77,7 @@ def test_a_source_operand_past_2_31_elements():
     want_dot = (left[g.col[edges].long()].double() * right[dst[edges]].double()).sum(-1, keepdim=True)
     x = None  # frees 8.7 GB before the next operands
     got_dot = gsparse.u_dot_v(g, left, right)[edges]
-    _close(got_dot, want_dot, (left[g.col[edges].long()].abs().double()
+    assert_close(got_dot, want_dot, (left[g.col[edges].long()].abs().double()
                                * right[dst[edges]].abs().double()).sum(-1, keepdim=True))
 
 
@@ -104,15 +87,15 @@ def test_an_output_and_its_gradient_past_2_31_elements():
     out = gsparse.gspmm(g, "copy_lhs", "sum", x)
     assert out.numel() > LIMIT
     rows = _sample(ROWS, 3)
-    want = _row_sums(g, rows, lambda p, u: x.detach()[u])
-    _close(out.detach()[rows], want, want.abs())
+    want = row_sums(g, rows, lambda p, u: x.detach()[u])
+    assert_close(out.detach()[rows], want, want.abs())
     grad = torch.randn_like(out)
     out.backward(grad)
     del out
     # The gradient of source u sums the rows that read it: check the last source's.
     readers = (g.col == 999).nonzero().flatten()
     want_grad = grad[readers].double().sum(0)
-    _close(x.grad[999], want_grad, grad[readers].abs().double().sum(0))
+    assert_close(x.grad[999], want_grad, grad[readers].abs().double().sum(0))
 
 
 def test_edge_operands_and_results_past_2_31_elements():
@@ -125,13 +108,13 @@ def test_edge_operands_and_results_past_2_31_elements():
     added = gsparse.u_add_v(g, x, y)
     assert added.numel() > LIMIT
     want = x[src].double() + y[dst].double()
-    _close(added[edges], want, want.abs() + 1)
+    assert_close(added[edges], want, want.abs() + 1)
     del added
     weights = torch.randn(num_edges, F, device="cuda")
     rows = _sample(g.num_dst, 6)
-    want = _row_sums(g, rows, lambda p, u: x[u] * weights[p])
-    scale = _row_sums(g, rows, lambda p, u: (x[u] * weights[p]).abs())
-    _close(gsparse.u_mul_e_sum(g, x, weights)[rows], want, scale)
+    want = row_sums(g, rows, lambda p, u: x[u] * weights[p])
+    scale = row_sums(g, rows, lambda p, u: (x[u] * weights[p]).abs())
+    assert_close(gsparse.u_mul_e_sum(g, x, weights)[rows], want, scale)
     weights = None
     logits = torch.randn(num_edges, 128, device="cuda")
     assert logits.numel() > LIMIT
@@ -139,16 +122,7 @@ def test_edge_operands_and_results_past_2_31_elements():
     starts = g.rowptr[rows].long()
     want = torch.stack([torch.softmax(logits[s:s + 8].double(), 0) for s in starts.tolist()])
     got = torch.stack([soft[s:s + 8] for s in starts.tolist()])
-    _close(got, want, torch.ones_like(want))
-
-
-def _per_skeleton(space, k: int) -> list:
-    """Up to ``k`` schedules of each kind of the space (the same ones on every run)."""
-    kinds: dict[type, list] = {}
-    for schedule in space:
-        kinds.setdefault(type(schedule), []).append(schedule)
-    rng = random.Random(0)
-    return [s for group in kinds.values() for s in rng.sample(group, min(k, len(group)))]
+    assert_close(got, want, torch.ones_like(want))
 
 
 @pytest.mark.parametrize("features, num_src", [(F, ROWS), (4, 2**29 + 5)])
@@ -156,10 +130,10 @@ def test_every_g_spmm_skeleton_reads_a_source_operand_past_2_31_elements(feature
     """4 features: the column- and output-tiled skeletons, which only narrow rows take."""
     g, x, rows, want, scale = _wide_sources(num_src, features, seed=7)
     task = spmm_kernels.task_for(g, "copy_lhs", "sum", x, None, (features,))
-    schedules = _per_skeleton(spmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 4)
+    schedules = per_skeleton(spmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 4)
     assert len({type(s) for s in schedules}) >= 2
     for schedule in schedules:
-        _close(gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=schedule)[rows], want, scale)
+        assert_close(gsparse.gspmm(g, "copy_lhs", "sum", x, schedule=schedule)[rows], want, scale)
 
 
 def test_every_g_sddmm_skeleton_reads_and_writes_past_2_31_elements():
@@ -172,13 +146,13 @@ def test_every_g_sddmm_skeleton_reads_and_writes_past_2_31_elements():
     terms = x[src].double() * y[dst].double()
     want, scale = terms.sum(-1, keepdim=True), terms.abs().sum(-1, keepdim=True)
     task = sddmm_kernels.task_for(g, "dot", x, y, "u", "v", (1,))
-    for schedule in _per_skeleton(sddmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 3):
-        _close(gsparse.gsddmm(g, "dot", x, y, schedule=schedule)[edges], want, scale)
+    for schedule in per_skeleton(sddmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 3):
+        assert_close(gsparse.gsddmm(g, "dot", x, y, schedule=schedule)[edges], want, scale)
     x = y = None
     g = _graph(num_dst=ROWS // 8 + 1, num_src=1_000, degree=8, seed=11)
     x, y = torch.randn(1_000, F, device="cuda"), torch.randn(g.num_dst, F, device="cuda")
     edges = _sample(g.num_edges, 12)
     want = x[g.col[edges].long()].double() + y[torch.div(edges, 8, rounding_mode="floor")].double()
     task = sddmm_kernels.task_for(g, "add", x, y, "u", "v", (F,))
-    for schedule in _per_skeleton(sddmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 3):
-        _close(gsparse.gsddmm(g, "add", x, y, schedule=schedule)[edges], want, want.abs() + 1)
+    for schedule in per_skeleton(sddmm_kernels.schedule_space(task, g.stats, Target.of("cuda")), 3):
+        assert_close(gsparse.gsddmm(g, "add", x, y, schedule=schedule)[edges], want, want.abs() + 1)

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import numpy as np
 
 from .schedule import Schedule
 
-__all__ = ["Space"]
+__all__ = ["KnobCandidates", "Space", "with_row"]
+
+Facts = TypeVar("Facts")
 
 
 @dataclass(frozen=True)
@@ -46,3 +51,25 @@ class Space:
     def domain(self, cls: type[Schedule], knob: str) -> tuple:
         """The values ``knob`` takes among the candidates of class ``cls``, sorted."""
         return tuple(sorted({getattr(s, knob) for s in self.schedules if type(s) is cls}))
+
+
+@dataclass(frozen=True, eq=False)
+class KnobCandidates(Generic[Facts]):
+    """A task's candidates as rows of knobs (an operator's ``knob_table``), the row of the
+    hand rule's pick among them, and the operator's facts of them that no graph changes
+    (kept with the table: every new graph of the task, every mini-batch block under the
+    model policy, asks for them again)."""
+
+    table: np.ndarray
+    default: int
+    facts: Facts
+
+
+def with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
+    """``table`` (rows of knobs) with ``row`` appended where it lacks it, and where ``row``
+    is in it: the hand rule's pick is always a candidate, so a search never starts behind
+    it."""
+    found = (table == row).all(axis=1).nonzero()[0]
+    if len(found):
+        return table, int(found[0])
+    return np.concatenate([table, np.asarray([row], dtype=table.dtype)]), len(table)

@@ -27,7 +27,7 @@ from ..pruning import (
     prune,
     row_tile_cov,
 )
-from ..space import Space
+from ..space import KnobCandidates, Space, with_row
 from . import codegen
 from .default import default_schedule
 from .plan import MAX_GRID_X, MAX_GRID_Y
@@ -110,7 +110,7 @@ def candidate_table(task: SddmmTask, stats: GraphStats, target: Target) -> np.nd
     return _candidates(task, stats, target).table
 
 
-def _candidates(task: SddmmTask, stats: GraphStats, target: Target) -> _Candidates:
+def _candidates(task: SddmmTask, stats: GraphStats, target: Target) -> KnobCandidates[_KnobFacts]:
     """:func:`candidate_table`, the row of the hand rule's pick in it and the candidates'
     facts that no graph changes (kept: every new graph of a task, a mini-batch block under
     the model policy, asks again)."""
@@ -119,28 +119,13 @@ def _candidates(task: SddmmTask, stats: GraphStats, target: Target) -> _Candidat
 
 
 @functools.lru_cache(maxsize=512)
-def _candidates_of(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool, default: tuple) -> _Candidates:
+def _candidates_of(feature_len: int, dtype: torch.dtype, vector_ok: int, is_dot: bool,
+                   default: tuple) -> KnobCandidates[_KnobFacts]:
     """:func:`_candidates` of the space of :func:`_space`'s arguments and the hand rule's
     pick ``default`` (a knob row)."""
-    table, position = _with_row(_space(feature_len, dtype, vector_ok, is_dot), default)
+    table, position = with_row(_space(feature_len, dtype, vector_ok, is_dot), default)
     table.flags.writeable = False
-    return _Candidates(table, position, _KnobFacts.of(table, feature_len))
-
-
-@dataclass(frozen=True, eq=False)
-class _Candidates:
-    """A task's candidates (a :func:`knob_table`), the row of the hand rule's pick among
-    them, and what :func:`facts` reads of them that no graph changes."""
-
-    table: np.ndarray
-    default: int
-    facts: _KnobFacts
-
-
-def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
-    """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
-    found = (table == row).all(axis=1).nonzero()[0]
-    return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
+    return KnobCandidates(table, position, _KnobFacts.of(table, feature_len))
 
 
 # Kept: every new graph of a task asks for the same space (every mini-batch block under the

@@ -33,7 +33,7 @@ from ..pruning import (
     prune,
     row_tile_cov,
 )
-from ..space import Space
+from ..space import KnobCandidates, Space, with_row
 from . import codegen
 from .default import default_schedule
 from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
@@ -236,7 +236,7 @@ def candidate_table(task: SpmmTask, stats: GraphStats, target: Target) -> np.nda
     return _candidates(task, stats, target).table
 
 
-def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> _Candidates:
+def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> KnobCandidates[_KnobFacts]:
     """:func:`candidate_table`, the row of the hand rule's pick in it and the candidates'
     facts that no graph changes, from the few things a graph decides of them (kept: every
     new graph of a task, a mini-batch block under the model policy, asks again)."""
@@ -255,7 +255,8 @@ def _candidates(task: SpmmTask, stats: GraphStats, target: Target) -> _Candidate
 
 @functools.lru_cache(maxsize=512)
 def _candidates_of(feature_len: int, dtype: torch.dtype, vector_ok: int, lanes_for_mean: int, column_tile: int,
-                   row_splits: tuple[int, ...], output_tiled: bool, default: tuple, target: Target) -> _Candidates:
+                   row_splits: tuple[int, ...], output_tiled: bool, default: tuple,
+                   target: Target) -> KnobCandidates[_KnobFacts]:
     """:func:`_candidates` of a task of ``feature_len`` features of ``dtype`` and vectors of
     at most ``vector_ok`` elements, on a graph whose mean row asks ``lanes_for_mean`` edge
     lanes of a warp, with column-tiled variants of tiles of ``column_tile`` rows (0: none),
@@ -278,25 +279,9 @@ def _candidates_of(feature_len: int, dtype: torch.dtype, vector_ok: int, lanes_f
         parts.append(knob_table([knob_row(output_tiled_schedule(feature_len, dtype, warps, groups, vector_ok))
                                  for warps in output_tiled_warps(dtype) for groups in (1, 2, 4)]))
     # The hand rule's pick is always a candidate: a search never starts behind it.
-    table, position = _with_row(np.concatenate(parts), default)
+    table, position = with_row(np.concatenate(parts), default)
     table.flags.writeable = False
-    return _Candidates(table, position, _KnobFacts.of(table, feature_len, target))
-
-
-@dataclass(frozen=True, eq=False)
-class _Candidates:
-    """A task's candidates (a :func:`knob_table`), the row of the hand rule's pick among
-    them, and what :func:`facts` reads of them that no graph changes."""
-
-    table: np.ndarray
-    default: int
-    facts: _KnobFacts
-
-
-def _with_row(table: np.ndarray, row: tuple) -> tuple[np.ndarray, int]:
-    """``table`` with ``row`` appended where it lacks it, and where ``row`` is in it."""
-    found = (table == row).all(axis=1).nonzero()[0]
-    return (table, int(found[0])) if len(found) else (np.concatenate([table, knob_table([row])]), len(table))
+    return KnobCandidates(table, position, _KnobFacts.of(table, feature_len, target))
 
 
 def _variants(table: np.ndarray, skeleton: int, **columns) -> np.ndarray:
