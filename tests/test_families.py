@@ -409,12 +409,12 @@ def test_describe_structure_scales_the_window_to_bipartite_shapes():
 def test_describe_structure_is_the_same_over_the_edges_in_passes(monkeypatch):
     """Large graphs are described in passes over the edges (bounded temporaries): passes of
     a few edges, cutting row blocks, give the same statistics to the last bit."""
-    from gsparse.datasets import structure
+    from gsparse import _edge_passes
 
     graphs = [random_graph(3_000, LogNormal(5, 1.0), num_src=700, seed=1),
               community_graph(2_000, LogNormal(12.0, 0.8), 200, 0.7, seed=2)]
     whole = [describe_structure(g, rows_per_block=5, window=40) for g in graphs]
-    monkeypatch.setattr(structure, "_PASS_EDGES", 7)
+    monkeypatch.setattr(_edge_passes, "PASS_EDGES", 7)
     for g, expected in zip(graphs, whole):
         assert describe_structure(g, rows_per_block=5, window=40) == expected
 

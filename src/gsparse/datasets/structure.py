@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .._edge_passes import edge_passes, rows_at
 from ..graph import HOST_STATISTICS_SIZE, Graph
 from ._edges import check_int
 
@@ -72,8 +73,6 @@ def _cov(lengths: torch.Tensor) -> torch.Tensor:
 
 # Lane groups of 1 to 32: a warp's lanes.
 _LANE_GROUPS = 6
-# Edges per pass of the statistics over the edges.
-_PASS_EDGES = 1 << 26
 
 
 def _lane_padding(lengths: torch.Tensor, num_edges: int) -> list[torch.Tensor]:
@@ -116,11 +115,9 @@ def describe_structure(graph: Graph, *, rows_per_block: int = 32, window: int = 
     near = torch.zeros((), dtype=torch.int64, device=device)
     # In passes over the edges, in CSR order (the sums fold in the same order): a pass's
     # temporaries, eight arrays of its edges, stay small on a graph of billions of edges.
-    for lo in range(0, num_edges, _PASS_EDGES):
-        hi = min(lo + _PASS_EDGES, num_edges)
+    for lo, hi in edge_passes(num_edges):
         col = graph.col[lo:hi].long()
-        # the row of each position: the last row starting at or before it (never an empty one)
-        row = torch.searchsorted(rowptr, torch.arange(lo, hi, device=device), right=True) - 1
+        row = rows_at(rowptr, torch.arange(lo, hi, device=device))
         block = torch.div(row, rows_per_block, rounding_mode="floor")
         cols.index_add_(0, col, torch.ones(hi - lo, dtype=torch.float64, device=device))
         source = col.double()

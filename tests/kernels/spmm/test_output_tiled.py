@@ -12,7 +12,7 @@ import torch
 import gsparse
 from gsparse.algebra import REDUCERS
 from gsparse.kernels.spmm import OutputTiled, build_plan
-from gsparse.kernels.spmm import output_tiling
+from gsparse import _edge_passes
 from gsparse.kernels.spmm.codegen import output_tiled
 from gsparse.kernels.spmm.output_tiling import EdgeLayout, Tiling, build_layout, tiling_for
 from gsparse.kernels.spmm.structures import output_tiles
@@ -180,7 +180,7 @@ def test_layout_is_the_same_built_in_passes(name: str, monkeypatch: pytest.Monke
     tiling = tiling_for(g, 2, torch.float32, _target(6, 12 * 1024), column_groups=2)
     whole = build_layout(g, tiling, 8)
     for edges in (1, 7, 100):
-        monkeypatch.setattr(output_tiling, "_PASS_EDGES", edges)
+        monkeypatch.setattr(_edge_passes, "PASS_EDGES", edges)
         passes = build_layout(g, tiling, 8)
         assert torch.equal(passes.words, whole.words) and torch.equal(passes.chunk_ptr, whole.chunk_ptr)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..._edge_passes import edge_passes, rows_at
 from ..._sorting import stable_order
 from ...graph import Graph
 from ...target import Target
@@ -32,9 +33,6 @@ _FIELD = 1 << 16
 _TILE_ALIGN = 256
 # Output rows take at most this share of shared memory; the two tile buffers the rest.
 _ROWS_SHARE = 0.75
-# Sorted positions per pass of the layout's element-wise steps: their temporaries stay
-# within a few hundred MB whatever the graph's size.
-_PASS_EDGES = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -158,7 +156,7 @@ def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
 
     Besides the layout itself, it holds an edge's segment (int32) and its sorted order
     (int64), sorted in pieces past 2**28 edges (:func:`gsparse._sorting.stable_order`).
-    Everything else is computed in passes of :data:`_PASS_EDGES` positions, so a graph of
+    Everything else is computed in passes (:mod:`gsparse._edge_passes`), so a graph of
     2**31 edges, whose int64 temporaries are 17 GB each, builds its layout where its CSR
     fits with room to spare.
     """
@@ -169,9 +167,9 @@ def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
         raise ValueError(f"the output-tiled layout has {num_segments} segments, past int32")
     rowptr = g.rowptr.long()
     segment = torch.empty(g.num_edges, dtype=torch.int32, device=device)
-    for lo, hi in _passes(g.num_edges):
+    for lo, hi in edge_passes(g.num_edges):
         positions = torch.arange(lo, hi, device=device)
-        block = torch.searchsorted(bounds, _rows_of(rowptr, positions), right=True) - 1
+        block = torch.searchsorted(bounds, rows_at(rowptr, positions), right=True) - 1
         segment[lo:hi] = block * tiling.tiles + g.col[lo:hi].long() // tiling.tile_cols
     # Stable, over CSR order, which is row order: each segment's edges end up by row, and
     # each row's in CSR order, the order each run folds them in.
@@ -183,7 +181,7 @@ def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
         """Segment, local row and source of sorted positions ``lo .. hi - 1``."""
         edges = order[lo:hi]
         seg = segment[edges].long()
-        local_row = _rows_of(rowptr, edges) - bounds[torch.div(seg, tiling.tiles, rounding_mode="floor")]
+        local_row = rows_at(rowptr, edges) - bounds[torch.div(seg, tiling.tiles, rounding_mode="floor")]
         return seg, local_row, g.col[edges].long()
 
     chunk_start = _warp_chunks(seg_start, warps, _row_starts(sorted_edges, g.num_edges))
@@ -192,7 +190,7 @@ def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
     if g.num_edges and int(sizes.max()) >= 2 ** 31:
         raise ValueError("a warp's chunk of the output-tiled layout holds 2**31 edges or more")
     words = torch.empty(g.num_edges, dtype=torch.int32, device=device)
-    for lo, hi in _passes(g.num_edges):
+    for lo, hi in edge_passes(g.num_edges):
         _, local_row, col = sorted_edges(lo, hi)
         word = (local_row << 16) | (col % tiling.tile_cols)
         # the uint32 bit pattern in int32 storage
@@ -201,20 +199,9 @@ def build_layout(g: Graph, tiling: Tiling, warps: int) -> EdgeLayout:
     return EdgeLayout(words=words, chunk_ptr=chunk_ptr.to(index), block_rows=bounds.to(index))
 
 
-def _passes(count: int) -> Iterator[tuple[int, int]]:
-    """``(lo, hi)`` bounds of consecutive passes of at most :data:`_PASS_EDGES` positions."""
-    return ((lo, min(lo + _PASS_EDGES, count)) for lo in range(0, count, _PASS_EDGES))
-
-
-def _rows_of(rowptr: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """The row of each CSR position (int64): the last row starting at or before it, which
-    is never an empty one."""
-    return torch.searchsorted(rowptr, positions, right=True) - 1
-
-
 def _row_starts(sorted_edges: Callable, num_edges: int) -> Iterator[torch.Tensor]:
     """The sorted positions where a (segment, row) run begins, ascending, pass by pass."""
-    for lo, hi in _passes(num_edges):
+    for lo, hi in edge_passes(num_edges):
         first = max(lo - 1, 0)  # the position before the pass decides whether lo begins a run
         seg, row, _ = sorted_edges(first, hi)
         begins = (seg[1:] != seg[:-1]) | (row[1:] != row[:-1])
