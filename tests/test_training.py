@@ -79,21 +79,43 @@ def test_the_sampler_gives_local_blocks_sorted_by_destination():
         assert (outer.num_dst, inner.num_dst) == ((n1, batch) if bipartite else (n0, n1))
 
 
-def test_minibatch_cells_run_on_the_cpu(tmp_path):
+@pytest.mark.parametrize("gsparse_input", ["gather_features", "index_select"])
+def test_minibatch_cells_run_on_the_cpu(tmp_path, gsparse_input):
     code = training.main(["--device", "cpu", "--workloads", "none", "--models", "sage", "gcn", "--minibatch",
                           "--minibatch-workload", "arxiv-like@0.002", "--minibatch-steps", "2",
                           "--minibatch-warmup", "0", "--batch-size", "8", "--fanouts", "4,3",
-                          "--out", str(tmp_path)])
+                          "--minibatch-input", gsparse_input, "--out", str(tmp_path)])
     assert code == 0
     doc = json.loads((tmp_path / "training.json").read_text())
     assert doc["timings"] == [] and [c["model"] for c in doc["minibatch"]] == ["sage", "gcn"]
+    assert doc["config"]["minibatch"]["gsparse_input"] == gsparse_input
     for cell in doc["minibatch"]:
+        assert cell["gsparse_input"] == gsparse_input
         assert cell["gsparse"]["step_ms"] > 0 and 0 < cell["gsparse"]["host_share"] <= 1
         assert cell["pyg"]["format"] in ("edge_index", "adj_t") and cell["speedup_step"] > 0
         # every step brings new blocks: a layer that kept the first one's (PyG's GCN with
         # cached=True) fails on the second
         assert all("error" not in cell[f"pyg/{fmt}"] for fmt in ("edge_index", "adj_t")), cell
-    assert "## Mini-batch training" in (tmp_path / "training.md").read_text()
+    assert f"gsparse's input features by {gsparse_input})" in (tmp_path / "training.md").read_text()
+
+
+def test_a_fused_input_is_the_gather_and_the_dropout_of_the_plain_one():
+    """Without dropout (eval) both ways give the same step output; training, the fused
+    model drops about half of its inputs and scales the rest as F.dropout does."""
+    w = training.load_workload("arxiv-like@0.002", torch.device("cpu"))
+    blocks = minibatch.NeighborSampler(w.graph, (4, 3)).sample(w.train_idx[:8])
+    ours, _ = training._model_pair("sage", w, 0, one_graph=False)
+    plain, fused = minibatch.BlockModel(ours, True), minibatch.BlockModel(ours, True, fused_input=True)
+    graphs = minibatch.block_graphs(blocks, True)
+    for model in (plain, fused):
+        model.eval()
+    want = plain(plain.inputs(w.x, blocks.n_id), graphs, blocks.sizes)
+    torch.testing.assert_close(fused(fused.inputs(w.x, blocks.n_id), graphs, blocks.sizes), want)
+    fused.train()
+    x = fused.inputs(w.x, blocks.n_id)
+    kept = x != 0
+    assert 0.4 < kept.double().mean().item() < 0.6
+    torch.testing.assert_close(x[kept], (w.x[blocks.n_id] * 2)[kept])
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import runtime
+from ._prepared import PreparedLaunches
 
 if TYPE_CHECKING:
     from .kernels.source import Signature
@@ -111,27 +111,7 @@ def _entry(signature: Signature, template: str) -> str:
     return f"{signature.declaration((BLOCK,))}\n{{\n    {template}({arguments});\n}}"
 
 
-class BlockLaunches:
-    """The block kernels' launches, by (kernel name, device index): each is compiled (or
-    fetched from the disk cache) and prepared on a device's first block, with every parameter
-    a slot, the sizes included. A block's launch then fills the slots and passes its grid:
-    binding and converting a one-off launch's arguments would cost the host more than the
-    launch itself (about 20 µs of 30 on an H200 machine)."""
-
-    def __init__(self) -> None:
-        self._prepared: dict[tuple[str, int], runtime.PreparedLaunch] = {}
-
-    def __call__(self, signature: Signature, device_index: int) -> runtime.PreparedLaunch:
-        launch = self._prepared.get((signature.name, device_index))
-        if launch is None:
-            kernel = runtime.get_kernel(source(), signature.name, context=CONTEXT, device=device_index)
-            slots = signature.arguments({pname: runtime.OPERAND for _, pname in signature.params})
-            launch = self._prepared[(signature.name, device_index)] = kernel.prepare(
-                1, BLOCK, slots, context=CONTEXT)
-        return launch
-
-
-KERNELS = BlockLaunches()
+KERNELS = PreparedLaunches(source, CONTEXT, BLOCK)
 
 
 def on_gpu(tensor: torch.Tensor) -> bool:

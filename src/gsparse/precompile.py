@@ -31,6 +31,9 @@ What gets compiled:
   :class:`~gsparse.TriangularSolver` compiles before its first solve by default. Solves the
   solver analyses (several right-hand sides on short rows) depend on the factor's analysis
   and are compiled at their first solve.
+* **A mini-batch step's first kernels**, whatever the operators: the checks of sampled
+  blocks (:meth:`gsparse.Graph.from_block`) and the gather of input features
+  (:func:`gsparse.nn.gather_features`), each one program for every dtype and index type.
 * **Programs** are generated, deduplicated and compiled in a thread pool (NVRTC releases
   the GIL) into the kernel cache of :func:`gsparse.runtime.default_cache_dir`. Programs
   already there are skipped.
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import _block_checks as block_checks
+from . import _gather_features as gather_features
 from . import backends, datasets, runtime
 from ._usage import Parser, UsageError, one_line
 from .backends import cpu as cpu_backend
@@ -420,8 +424,9 @@ def precompile(ops: Sequence[str] = DEFAULT_OPS, models: Sequence[str] = (), *,
         for target in targets_for(arch):
             for source, context in programs(tasks, stats, target, real_graphs).items():
                 work[(arch, source)] = context
-    for arch in archs:  # the checks of the first sampled block, whatever the operators
+    for arch in archs:  # a mini-batch step's first kernels, whatever the operators
         work[(arch, block_checks.source())] = block_checks.CONTEXT
+        work[(arch, gather_features.source())] = gather_features.CONTEXT
         if sptrsv_rhs:
             for source, context in sptrsv_programs(dtypes, sptrsv_rhs).items():
                 work[(arch, source)] = context

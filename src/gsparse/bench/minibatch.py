@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..graph import Graph
-from ..nn import CapturedStep, StaticBlocks
+from ..nn import CapturedStep, StaticBlocks, gather_features
 from .training import (DROPOUT, LEARNING_RATE, WEIGHT_DECAY, TwoLayer, Workload, _is_oom, _model_pair, _ms,
                        _optimizer, _pyg, _release, build_model, load_workload)
 
@@ -112,17 +112,32 @@ class NeighborSampler:
 class BlockModel(nn.Module):
     """A :class:`TwoLayer` run on a step's blocks: GraphSAGE on bipartite blocks
     ``((x_src, x_dst), block)``; GCN and GAT, which need square graphs, on the square graph
-    of each layer's nodes (PyG's ``trim_to_layer``), keeping the rows the next layer needs."""
+    of each layer's nodes (PyG's ``trim_to_layer``), keeping the rows the next layer needs.
 
-    def __init__(self, two_layer: TwoLayer, bipartite: bool) -> None:
+    The step's input features come from :meth:`inputs`. With ``fused_input`` (gsparse's
+    way) they are gathered with the first dropout in one pass
+    (:func:`gsparse.nn.gather_features`); else gathered by ``index_select`` and dropped out
+    by the forward pass with ``F.dropout``, as PyG's step does."""
+
+    def __init__(self, two_layer: TwoLayer, bipartite: bool, fused_input: bool = False) -> None:
         super().__init__()
         self.conv1, self.conv2, self.activation = two_layer.conv1, two_layer.conv2, two_layer.activation
-        self.bipartite = bipartite
+        self.bipartite, self.fused_input = bipartite, fused_input
+
+    def inputs(self, x: torch.Tensor, n_id: torch.Tensor) -> torch.Tensor:
+        """The features of the step's nodes ``n_id`` from the table ``x``, as :meth:`forward`
+        takes them."""
+        if self.fused_input:
+            return gather_features(x, n_id, DROPOUT, self.training)
+        # index_select: the same gather as x[n_id], a kernel that moves whole rows (0.37
+        # against 0.51 ms for 150K rows of 602 features on an H100)
+        return torch.index_select(x, 0, n_id)
 
     def forward(self, x: torch.Tensor, graphs: tuple[Any, Any], sizes: tuple[int, int, int]) -> torch.Tensor:
         batch, n1, _ = sizes
         outer, inner = graphs
-        x = F.dropout(x, DROPOUT, self.training)
+        if not self.fused_input:
+            x = F.dropout(x, DROPOUT, self.training)
         h = self.conv1((x, x[:n1]), outer) if self.bipartite else self.conv1(x, outer)[:n1]
         h = F.dropout(self.activation(h), DROPOUT, self.training)
         return self.conv2((h, h[:batch]), inner) if self.bipartite else self.conv2(h, inner)[:batch]
@@ -162,9 +177,7 @@ def _minibatch_step(model: BlockModel, opt: torch.optim.Optimizer, x: torch.Tens
                     blocks: Blocks, graphs: Callable[[], tuple[Any, Any]]) -> None:
     model.train()
     opt.zero_grad(set_to_none=True)
-    # index_select: the same gather as x[n_id], a kernel that moves whole rows (0.37 against
-    # 0.51 ms for 150K rows of 602 features on an H100); every library's step takes it
-    out = model(torch.index_select(x, 0, blocks.n_id), graphs(), blocks.sizes)
+    out = model(model.inputs(x, blocks.n_id), graphs(), blocks.sizes)
     F.cross_entropy(out, y[blocks.n_id[:blocks.sizes[0]]]).backward()
     opt.step()
 
@@ -193,7 +206,7 @@ def _captured_run(model: BlockModel, w: Workload, batch: int, max_degree: int,
         model.train()
         opt.zero_grad(set_to_none=True)
         n0, n1, seeds = static.sizes
-        out = model(torch.index_select(w.x, 0, static.n_id), tuple(static.graphs()), (seeds, n1, n0))
+        out = model(model.inputs(w.x, static.n_id), tuple(static.graphs()), (seeds, n1, n0))
         F.cross_entropy(out[:batch], w.y[static.n_id[:batch]]).backward()
         opt.step()
 
@@ -239,15 +252,17 @@ class _StepClock:
 
 
 def time_minibatch(kind: str, w: Workload, sampler: NeighborSampler, steps: int, warmup: int,
-                   batch: int = MINIBATCH_SEEDS, seed: int = 0) -> dict[str, Any]:
+                   batch: int = MINIBATCH_SEEDS, seed: int = 0, fused_input: bool = True) -> dict[str, Any]:
     """Step times of ``kind`` on fresh sampled blocks, gsparse against PyG in each format,
-    every library fed the same blocks in the same step, from the same initial weights."""
+    every library fed the same blocks in the same step, from the same initial weights.
+    ``fused_input``: gsparse's steps gather their input features with the first dropout
+    (:meth:`BlockModel.inputs`); PyG's gather and drop out in two kernels either way."""
     device = w.x.device
     bipartite = kind == "sage"
     ours, theirs = _model_pair(kind, w, seed, one_graph=False)
-    eager = BlockModel(ours, bipartite)
+    eager = BlockModel(ours, bipartite, fused_input)
     # copied before any step trains `ours`: the same initial weights
-    captured, captured_run = _captured_run(BlockModel(copy.deepcopy(ours), bipartite), w, batch,
+    captured, captured_run = _captured_run(BlockModel(copy.deepcopy(ours), bipartite, fused_input), w, batch,
                                            max(sampler.fanouts), bipartite)
     runs: dict[str, Callable[[Blocks], Callable[[], Any]]] = {
         "gsparse": _eager_run(eager, _optimizer(eager), w, lambda b: (lambda: block_graphs(b, bipartite))),
@@ -292,6 +307,7 @@ def time_minibatch(kind: str, w: Workload, sampler: NeighborSampler, steps: int,
                 peak[name] = max(peak.get(name, 0), used)
     entry: dict[str, Any] = {
         "model": kind, "workload": w.name, "batch": batch, "fanouts": list(sampler.fanouts),
+        "gsparse_input": "gather_features" if fused_input else "index_select",
         "mean_block": {key: statistics.fmean(s[i] for s in sizes)
                        for i, key in enumerate(("seeds", "hop1_nodes", "hop2_nodes",
                                                 "inner_edges", "outer_edges"))}}
@@ -316,16 +332,16 @@ def time_minibatch(kind: str, w: Workload, sampler: NeighborSampler, steps: int,
 
 
 def run_minibatch(models: list[str], device: torch.device, *, workload: str, steps: int, warmup: int,
-                  batch: int, fanouts: tuple[int, ...], progress: Callable[[str], None] = print
-                  ) -> list[dict[str, Any]]:
-    """Every model's mini-batch cell on ``workload``."""
+                  batch: int, fanouts: tuple[int, ...], fused_input: bool = True,
+                  progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Every model's mini-batch cell on ``workload`` (``fused_input``: see :func:`time_minibatch`)."""
     w = load_workload(workload, device)
     progress(f"mini-batch on {workload}: {w.graph.num_dst} nodes, {w.graph.num_edges} edges, "
              f"{w.x.shape[1]} features, {batch} seeds, fanouts {list(fanouts)}")
     sampler = NeighborSampler(w.graph, fanouts)
     cells = []
     for kind in models:
-        entry = time_minibatch(kind, w, sampler, steps, warmup, batch)
+        entry = time_minibatch(kind, w, sampler, steps, warmup, batch, fused_input=fused_input)
         cells.append(entry)
         pyg = entry["pyg"]
         progress(f"  {kind}: gsparse {_ms(entry['gsparse'], 'step_ms')} ms/step, PyG "
@@ -350,7 +366,7 @@ def minibatch_markdown(cells: list[dict[str, Any]]) -> str:
     sizes = first["mean_block"]
     lines = ["", f"## Mini-batch training ({first['workload']}, {first['batch']} seeds, fanouts "
                  f"{first['fanouts']}; blocks of {sizes['inner_edges']:.0f} and {sizes['outer_edges']:.0f} "
-                 f"edges on average)", "",
+                 f"edges on average; gsparse's input features by {first.get('gsparse_input', 'index_select')})", "",
              "| model | gsparse step (ms) | host share | peak MiB | gsparse captured step (ms) | captures "
              "| peak MiB | PyG step (ms) (format) | host share | peak MiB | speedup | speedup, captured |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -32,7 +32,9 @@ them, from the same initial weights. gsparse builds its graphs from the sampled 
 inside the timed step (:meth:`gsparse.Graph.from_block`); PyG takes the edge lists, or
 their ``adj_t`` built beforehand, as a sampler hands them over. GraphSAGE runs on the
 bipartite blocks; GCN and GAT on the square graph of each layer's nodes (PyG's
-``trim_to_layer``). Reported per model: the median step time, the host's share of it (the
+``trim_to_layer``). gsparse's steps read their input features with the first dropout in
+one pass (:func:`gsparse.nn.gather_features`; ``--minibatch-input index_select`` makes
+them gather and drop out as PyG's steps do). Reported per model: the median step time, the host's share of it (the
 time to issue the step over the step), and the step's peak memory above what was allocated
 before it. The default setup is Reddit's size (the ``reddit-like`` preset), 1,024 seeds,
 fanouts 25 and 10, hidden 256.
@@ -444,6 +446,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=MINIBATCH_SEEDS, help="seeds per mini-batch")
     parser.add_argument("--fanouts", default=",".join(map(str, MINIBATCH_FANOUTS)),
                         help="neighbours sampled per node, from the seeds outwards (default: 25,10)")
+    parser.add_argument("--minibatch-input", choices=("gather_features", "index_select"), default="gather_features",
+                        help="how gsparse's mini-batch steps read their input features: gathered with the "
+                             "first dropout in one pass (gsparse.nn.gather_features, the default), or by "
+                             "index_select and F.dropout as PyG's steps are")
     args = parser.parse_args(argv)
     if "none" in args.workloads:
         if args.workloads != ["none"]:
@@ -476,10 +482,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.minibatch:
         doc["config"]["minibatch"] = {"workload": args.minibatch_workload, "steps": args.minibatch_steps,
                                       "warmup": args.minibatch_warmup, "batch": args.batch_size,
-                                      "fanouts": list(fanouts)}
+                                      "fanouts": list(fanouts), "gsparse_input": args.minibatch_input}
         doc["minibatch"] = run_minibatch(args.models, device, workload=args.minibatch_workload,
                                          steps=args.minibatch_steps, warmup=args.minibatch_warmup,
-                                         batch=args.batch_size, fanouts=fanouts)
+                                         batch=args.batch_size, fanouts=fanouts,
+                                         fused_input=args.minibatch_input == "gather_features")
     save(doc)
     table = markdown(doc)
     (out / "training.md").write_text(table)

@@ -13,8 +13,9 @@ needed) and the model compiles with ``fullgraph=True``. Any other graph argument
 """
 
 from .captured import CapturedStep, StaticBlocks
+from .features import gather_features
 from .gat_conv import GATConv
 from .gcn_conv import GCNConv
 from .sage_conv import SAGEConv
 
-__all__ = ["GCNConv", "GATConv", "SAGEConv", "StaticBlocks", "CapturedStep"]
+__all__ = ["GCNConv", "GATConv", "SAGEConv", "StaticBlocks", "CapturedStep", "gather_features"]
