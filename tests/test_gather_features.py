@@ -119,6 +119,10 @@ def test_compiled_it_is_the_same_function():
     seed = torch.tensor([123])
     compiled = torch.compile(gather.gather_op, fullgraph=True, backend="eager")
     assert torch.equal(compiled(x, index, seed, 0.5), gather.gather_op(x, index, seed, 0.5))
+    front = torch.compile(lambda t: gather_features(t, index, 0.5), fullgraph=True, backend="eager")
+    out = front(x)
+    kept = out != 0
+    assert torch.equal(out[kept], (x[index] * 2)[kept])
 
 
 @pytest.mark.parametrize(("call", "error", "message"), [

@@ -87,7 +87,8 @@ def _check(x: object, index: object, p: object, training: object, generator: obj
     if generator is not None and (not isinstance(generator, torch.Generator)
                                   or generator.device.type != x.device.type):
         raise ValueError(f"generator must be a torch.Generator on {x.device.type}, got {generator!r}")
-    if x.device.type != "cuda" and index.numel():
+    # on the CPU, before index_select's own error; not while tracing (it reads values)
+    if x.device.type != "cuda" and index.numel() and not torch.compiler.is_compiling():
         low, high = int(index.min()), int(index.max())
         if low < 0 or high >= x.shape[0]:
             bad = int(torch.nonzero((index < 0) | (index >= x.shape[0]))[0])
