@@ -97,8 +97,8 @@ def _launch(x: Tensor, index: Optional[Tensor], seed: Optional[Tensor], p: float
     num_rows, features = out.shape[0], feature_count(out)
     if num_rows == 0 or features == 0:
         return
-    # a lane per chunk of the row, up to a warp. (Lanes for UNROLL chunks each, fewer rows
-    # in flight a warp, measured 1.7x slower at 32 features and no faster at 100 to 602.)
+    # a lane per chunk of the row, up to a warp (lanes for 4 chunks each, several narrow rows
+    # a warp, were measured no faster: docs/performance.md)
     chunks = -(-features // CHUNK)
     lanes_log2 = min(5, (chunks - 1).bit_length())
     threads = num_rows << lanes_log2
