@@ -49,7 +49,8 @@ from gsparse.bench.training import (
 def _runs(kind, w):
     bipartite = kind == "sage"
     ours, theirs = _model_pair(kind, w, 0, one_graph=False)
-    runs = {"gsparse": (BlockModel(ours, bipartite), lambda b: (lambda: block_graphs(b, bipartite)))}
+    runs = {"gsparse": (BlockModel(ours, bipartite, fused_input=True),
+                        lambda b: (lambda: block_graphs(b, bipartite)))}
     if theirs is not None:
         model = build_model(kind, _pyg(), w.x.shape[1], w.num_classes, one_graph=False).to(w.x.device)
         model.load_state_dict(theirs.state_dict())
@@ -157,7 +158,7 @@ def _captured(kind: str, w, sampler, gen, warmup: int, steps: int) -> None:
     buffers, the step replayed from a CUDA graph), traced like the eager ones."""
     bipartite = kind == "sage"
     ours, _ = _model_pair(kind, w, 0, one_graph=False)
-    _, run = _captured_run(BlockModel(ours, bipartite), w, MINIBATCH_SEEDS, max(MINIBATCH_FANOUTS), bipartite)
+    _, run = _captured_run(BlockModel(ours, bipartite, fused_input=True), w, MINIBATCH_SEEDS, max(MINIBATCH_FANOUTS), bipartite)
     replays = [run(sampler.sample(_seeds(w, gen))) for _ in range(warmup + steps)]
     for replay in replays[:warmup]:
         replay()
