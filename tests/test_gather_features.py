@@ -4,6 +4,7 @@ must equal it to the bit on every dtype, index type, load width and row stride."
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import textwrap
@@ -86,6 +87,20 @@ def test_a_strided_table_is_read_in_place_and_gives_the_dense_tables_result():
     assert torch.equal(gather.gather(x, index, seed, 0.4), gather.gather(x.contiguous(), index, seed, 0.4))
     assert not gather.rows_are_dense(wide.t())
     assert torch.equal(gather_features(wide.t(), index % 20, 0.0), wide.t()[index % 20])
+
+
+@pytest.mark.parametrize(("shape", "index"), [
+    ((5, 0), [1, 2]), ((5, 3), []), ((5,), [4, 0, 4]), ((5, 2, 3), [4, 0]), ((0, 3), []),
+])
+def test_every_shape_the_front_end_accepts(shape, index):
+    """Empty batches, rows of no features, 1-D tables and rows of several dimensions: the
+    gather's shape, and the dropout's rule on what is there."""
+    x = torch.arange(1, 1 + math.prod(shape), dtype=torch.float64).reshape(shape)  # no zeros
+    index = torch.tensor(index, dtype=torch.int64)
+    assert torch.equal(gather_features(x, index, 0.0), x[index])
+    out = gather_features(x, index, 0.5)
+    kept = out != 0
+    assert out.shape == x[index].shape and torch.equal(out[kept], (x[index] * 2)[kept])
 
 
 def test_p_of_one_drops_everything_as_torch_does():
@@ -172,6 +187,15 @@ def test_the_kernel_equals_the_reference_to_the_bit(dtype):
                     want = gather.gather(x, index, seed, p)
                     got = gather.gather(x.cuda(), index.cuda(), None if seed is None else seed.cuda(), p)
                     assert torch.equal(got.cpu(), want), (dtype, features, index_dtype, x.stride(), p)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("shape", "index"), [((5, 0), [1, 2]), ((5, 3), []), ((5,), [4, 0, 4]), ((5, 2, 3), [4, 0])])
+def test_every_shape_on_a_gpu_equals_the_reference(shape, index):
+    x = torch.arange(1, 1 + math.prod(shape), dtype=torch.float32).reshape(shape)
+    index, seed = torch.tensor(index, dtype=torch.int64), torch.tensor([31])
+    want = gather.gather(x, index, seed, 0.5)
+    assert torch.equal(gather.gather(x.cuda(), index.cuda(), seed.cuda(), 0.5).cpu(), want)
 
 
 @pytest.mark.gpu

@@ -147,7 +147,7 @@ def _reference(x: Tensor, index: Optional[Tensor], seed: Optional[Tensor], p: fl
     if seed is None:
         return rows.clone() if index is None else rows
     threshold, scale = threshold_and_scale(p)
-    flat = rows.reshape(rows.shape[0], -1)
+    flat = rows.reshape(rows.shape[0], feature_count(rows))
     keep = torch.from_numpy(random_words(int(seed.item()), flat.shape[0], flat.shape[1]) >= threshold)
     # computed in the accumulator type, as the kernel does (float for 2-byte types)
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
