@@ -86,7 +86,7 @@ def threshold_and_scale(p: float) -> tuple[int, float]:
 
 def _vector(x: Tensor, features: int) -> int:
     """The widest load every row of ``x`` allows: rows of whole vectors, each aligned."""
-    row_stride, address = x.stride(0) if x.dim() else 1, x.data_ptr()
+    row_stride, address = x.stride(0), x.data_ptr()
     for v in vector_widths(x.dtype):
         if features % v == 0 and row_stride % v == 0 and address % (v * x.itemsize) == 0:
             return v
