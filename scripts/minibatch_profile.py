@@ -7,7 +7,8 @@ For each model, the benchmark's step (``python -m gsparse.bench.training --minib
 reddit-like, 1024 seeds, fanouts [25, 10], fresh blocks every step) is run for gsparse and
 for PyG (edge_index), from the same blocks. It prints, per step: the wall time, the GPU's
 busy time (the sum of kernel durations in a torch-profiler trace), the kernel groups that
-take it, and, for gsparse, the host functions that take the most cumulative time (cProfile).
+take it, and the host functions that take the most cumulative time (cProfile, which
+inflates calls of small functions; compare the two libraries' lists with that in mind).
 The GPU busy time is the floor a faster host path could reach; the gap between it and the
 wall time is host time the GPU waits for. ``--captured`` traces gsparse's step replayed
 from a CUDA graph as well, as the benchmark runs it (its blocks copied into static buffers
@@ -208,16 +209,15 @@ def main() -> None:
                 walls.append((time.perf_counter() - begin) * 1e3)
             _trace(f"{kind} / {name}", lambda: [step(i) for i in range(args.warmup, args.warmup + args.steps)],
                    args.steps, walls)
-            if name == "gsparse":
-                profiler = cProfile.Profile()
-                profiler.enable()
-                for i in range(args.warmup, args.warmup + args.steps):
-                    step(i)
-                torch.cuda.synchronize()
-                profiler.disable()
-                text = io.StringIO()
-                pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
-                print(text.getvalue())
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for i in range(args.warmup, args.warmup + args.steps):
+                step(i)
+            torch.cuda.synchronize()
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
+            print(text.getvalue())
             del feeds
         del runs, opts
         torch.cuda.empty_cache()
