@@ -47,8 +47,9 @@ def test_a_new_graph_of_a_known_task_computes_only_what_reads_the_graph(monkeypa
     first.costs(model, structure)
     made, masked = [], []
     monkeypatch.setattr(ranked, "SpaceFeatures", lambda *args: made.append(args) or SpaceFeatures(*args))
-    fixed_masks = type(model).fixed_masks
-    monkeypatch.setattr(type(model), "fixed_masks", lambda self, x, c: masked.append(len(x)) or fixed_masks(self, x, c))
+    predict_apart = type(model).predict_apart
+    monkeypatch.setattr(type(model), "predict_apart",
+                        lambda self, x, c: masked.append(len(x)) or predict_apart(self, x, c))
     cache.clear(tasks=False)  # a new graph of the same statistics: no candidate is new
     again = cache.get("spmm", task, stats, H100)
     assert np.array_equal(again.costs(model, structure), first.costs(model, structure))

@@ -323,14 +323,11 @@ class SpaceFeatures:
         self._feature_len, self._task_columns = feature_len, task_columns
         self._knobs, self._terms = knobs, terms
         self._column = _columns(operator)
-        static_index = [self._column[name] for name in static]
+        static_index, self._static_columns = _static_layout(operator, tuple(static))
         # NaN until filled: a column no part fills is caught by the models' finite check.
         self._rows = np.full((len(table), len(self._column)), np.nan)
         # All at once: forty column assignments cost more than the arithmetic of the columns.
         self._rows[:, static_index] = np.array(list(static.values()), dtype=np.float64).T
-        self._static_columns = np.zeros(len(self._column), dtype=bool)
-        self._static_columns[static_index] = True
-        self._static_columns.flags.writeable = False
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -371,6 +368,17 @@ class SpaceFeatures:
 def _columns(operator: str) -> dict[str, int]:
     """Each feature's column in :func:`feature_names` order."""
     return {name: i for i, name in enumerate(feature_names(operator))}
+
+
+@functools.cache
+def _static_layout(operator: str, names: tuple[str, ...]) -> tuple[list[int], np.ndarray]:
+    """The columns of the features ``names`` that do not read the graph, as a list and as a
+    read-only ``[d]`` bool mask (the same for every space of ``operator``: made once)."""
+    index = [_columns(operator)[name] for name in names]
+    mask = np.zeros(len(_columns(operator)), dtype=bool)
+    mask[index] = True
+    mask.flags.writeable = False
+    return index, mask
 
 
 def featurize(task, structure: GraphStructure, target: Target, schedules: Sequence) -> np.ndarray:
