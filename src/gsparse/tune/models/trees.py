@@ -198,7 +198,7 @@ class TreeEnsemble:
         if x.ndim != 2 or x.shape[1] != self.num_features or named.shape != (self.num_features,):
             raise ValueError(f"features must have shape [n, {self.num_features}] and columns "
                              f"[{self.num_features}], got {x.shape} and {named.shape}")
-        if not np.isfinite(x[:, named]).all():
+        if not np.isfinite(x if columns is None else x[:, named]).all():
             raise ValueError("features must be finite")
         return x, named
 
