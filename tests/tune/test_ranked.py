@@ -89,3 +89,26 @@ def test_threads_adding_candidates_at_once_agree():
         thread.join()
     for rows, positions in found.values():
         assert np.array_equal(kept.features.table[positions], rows)
+
+
+def test_a_task_keeps_the_masks_each_ranking_made_and_finds_them_again():
+    """A graph's ranking makes the masks over the candidates' own features where one lacks
+    them (in its pass of the trees) and keeps them; a later table's new candidates lack
+    theirs until a graph ranks them, and the first ones keep theirs."""
+    model = select._model("spmm")
+    rng = np.random.default_rng(7)
+    task = random_spmm_task(rng, named_graph("random"))
+    stats, structure = random_graph(rng)
+    table = spmm.space.candidate_table(task, stats, H100)
+    kept = ranked.TaskSpace(task, H100)
+    first = kept.positions(table[::2])
+    assert kept.masks(model, first) is None
+    ranked.RankedSpace(kept, first, kept.features.subset(first)).costs(model, structure)
+    made = kept.masks(model, first)
+    both = kept.positions(table)
+    assert kept.masks(model, both) is None
+    plain = SpaceFeatures(task, H100, table)(structure)
+    space = ranked.RankedSpace(kept, both, kept.features.subset(both))
+    assert np.array_equal(space.costs(model, structure), model.predict(plain))
+    assert np.array_equal(kept.masks(model, first), made)
+    assert np.array_equal(kept.masks(model, both), model.ensemble.masks(plain, kept.features.static_columns))

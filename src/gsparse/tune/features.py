@@ -332,12 +332,6 @@ class SpaceFeatures:
         return len(self._rows)
 
     @property
-    def static_rows(self) -> np.ndarray:
-        """``[len(self), d]``: the columns that do not read the graph filled
-        (:attr:`static_columns`), NaN in the others."""
-        return self._rows
-
-    @property
     def static_columns(self) -> np.ndarray:
         """``[d]`` bool, read-only: the columns filled here, which do not read the graph."""
         return self._static_columns
