@@ -3,7 +3,8 @@
 A decision prunes the task's space for the graph (LO-SpMM's constraints read the graph's
 statistics), featurises the candidates left and ranks them with the cost model's trees.
 Most of that work reads the candidate alone: its knobs' features, and the trees' masks over
-those features (:meth:`~gsparse.tune.models.TreeEnsemble.masks`). So it is kept per task
+those features (made in the pass of the trees that first ranks the candidate,
+:meth:`~gsparse.tune.models.TreeEnsemble.masks_apart`). So it is kept per task
 (:class:`TaskSpace`), for every candidate any graph's pruned space held, and a graph's space
 (:class:`RankedSpace`) is a list of positions in it: a new graph of a known task computes
 only its pruning, the features that read the graph, and the trees over those.

@@ -151,8 +151,8 @@ class RankModel:
         """``[n]`` costs (lower is faster): the negated LambdaMART scores, plus the pointwise
         booster's standardised log times where there is one (each scaled: module docstring).
 
-        ``fixed``: ``(columns, masks)``, the rows' masks over ``columns`` from
-        :meth:`predict_apart` before (features of a schedule alone, kept from graph to graph); the
+        ``fixed``: ``(columns, masks)``, the rows' masks over ``columns`` from an earlier
+        :meth:`predict_apart` (features of a schedule alone, kept from graph to graph); the
         trees then read only the other columns of ``features``. The costs are the same."""
         if self.ensemble is None:
             raise RuntimeError("the rank model is not trained: call fit() or load() first")
