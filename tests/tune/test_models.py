@@ -355,3 +355,31 @@ def test_the_shipped_models_score_random_rows_as_the_plain_evaluation(operator):
             picks = rng.choice(thresholds, size=len(x))
             x[:, j] = np.where(rng.random(len(x)) < 0.7, picks + rng.choice([-1e-9, 0.0, 1e-9], size=len(x)), x[:, j])
     assert np.array_equal(ensemble.predict(x), reference_scores(ensemble, x))
+
+
+@pytest.mark.parametrize("operator", ["spmm", "sddmm"])
+def test_masks_apart_are_the_masks_of_all_columns_and_of_the_part(operator):
+    """One pass for both (what the first graph of a task keeps): the masks over every column
+    and over the part are those of two calls, whichever columns are equal in every row
+    (a group of few thresholds then holds read features of both sets, some constant)."""
+    from gsparse.tune import select
+
+    model = select._model(operator)
+    ensemble = model.ensemble
+    rng = np.random.default_rng(23)
+    d = ensemble.num_features
+    for constant_share in (0.0, 0.5, 1.0):
+        x = rng.normal(size=(150, d)) * 50
+        for j in range(d):
+            thresholds = ensemble.threshold[ensemble.feature == j]
+            if len(thresholds):
+                x[:, j] = rng.choice(np.append(thresholds, thresholds.max() + 1), size=len(x))
+        constant = rng.random(d) < constant_share
+        x[:, constant] = x[0, constant]
+        part = rng.random(d) < 0.5
+        everything, kept = ensemble.masks_apart(x, part)
+        assert np.array_equal(everything, ensemble.masks(x))
+        assert np.array_equal(kept, ensemble.masks(x, part))
+        costs, masks = model.predict_apart(x, part)
+        assert np.array_equal(costs, model.predict(x))
+        assert np.array_equal(model.predict(x, fixed=(part, masks)), costs)

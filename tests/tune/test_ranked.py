@@ -47,8 +47,9 @@ def test_a_new_graph_of_a_known_task_computes_only_what_reads_the_graph(monkeypa
     first.costs(model, structure)
     made, masked = [], []
     monkeypatch.setattr(ranked, "SpaceFeatures", lambda *args: made.append(args) or SpaceFeatures(*args))
-    fixed_masks = type(model).fixed_masks
-    monkeypatch.setattr(type(model), "fixed_masks", lambda self, x, c: masked.append(len(x)) or fixed_masks(self, x, c))
+    predict_apart = type(model).predict_apart
+    monkeypatch.setattr(type(model), "predict_apart",
+                        lambda self, x, c: masked.append(len(x)) or predict_apart(self, x, c))
     cache.clear(tasks=False)  # a new graph of the same statistics: no candidate is new
     again = cache.get("spmm", task, stats, H100)
     assert np.array_equal(again.costs(model, structure), first.costs(model, structure))
@@ -88,3 +89,26 @@ def test_threads_adding_candidates_at_once_agree():
         thread.join()
     for rows, positions in found.values():
         assert np.array_equal(kept.features.table[positions], rows)
+
+
+def test_a_task_keeps_the_masks_each_ranking_made_and_finds_them_again():
+    """A graph's ranking makes the masks over the candidates' own features where one lacks
+    them (in its pass of the trees) and keeps them; a later table's new candidates lack
+    theirs until a graph ranks them, and the first ones keep theirs."""
+    model = select._model("spmm")
+    rng = np.random.default_rng(7)
+    task = random_spmm_task(rng, named_graph("random"))
+    stats, structure = random_graph(rng)
+    table = spmm.space.candidate_table(task, stats, H100)
+    kept = ranked.TaskSpace(task, H100)
+    first = kept.positions(table[::2])
+    assert kept.masks(model, first) is None
+    ranked.RankedSpace(kept, first, kept.features.subset(first)).costs(model, structure)
+    made = kept.masks(model, first)
+    both = kept.positions(table)
+    assert kept.masks(model, both) is None
+    plain = SpaceFeatures(task, H100, table)(structure)
+    space = ranked.RankedSpace(kept, both, kept.features.subset(both))
+    assert np.array_equal(space.costs(model, structure), model.predict(plain))
+    assert np.array_equal(kept.masks(model, first), made)
+    assert np.array_equal(kept.masks(model, both), model.ensemble.masks(plain, kept.features.static_columns))

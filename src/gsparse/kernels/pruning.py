@@ -168,8 +168,12 @@ def column_waste(features: int, slice_: int | np.ndarray, launch: int | np.ndarr
     if features <= 0:
         return 0.0 if np.ndim(slice_) == 0 else np.zeros(np.shape(slice_))
     slice_ = np.asarray(slice_, dtype=np.int64)
-    launch = np.where(np.asarray(launch) > 0, launch, features).astype(np.int64)
-    full, rest = np.divmod(features, launch)
+    if np.ndim(launch) == 0:  # one launch length for all: divided in Python, not as 0-d arrays
+        launch = int(launch) if launch > 0 else features
+        full, rest = divmod(features, launch)
+    else:
+        launch = np.where(np.asarray(launch) > 0, launch, features).astype(np.int64)
+        full, rest = np.divmod(features, launch)
     covered = full * -(-launch // slice_) * slice_ + -(-rest // slice_) * slice_
     waste = np.where(covered > 0, (covered - features) / np.maximum(covered, 1), 0.0)
     return float(waste) if waste.ndim == 0 else waste

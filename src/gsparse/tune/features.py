@@ -43,14 +43,13 @@ __all__ = ["SpaceFeatures", "feature_names", "featurize"]
 
 
 def _log2(values: np.ndarray) -> np.ndarray:
-    """``math.log2`` of each value, 0 where it is not positive. A power of two's is its
-    exponent; the others (a column tile, a forced odd knob) are few and take math's, not
-    NumPy's, whose vectorised logarithm may differ in the last bit from the one the shipped
-    models were trained on."""
-    mantissa, exponent = np.frexp(values)
-    positive = values > 0
-    out = np.where(positive, exponent - 1.0, 0.0)
-    others = ((mantissa != 0.5) & positive).ravel().nonzero()[0]
+    """``math.log2`` of each value, 0 where it is 0 (knobs: never negative). A power of two's
+    is its exponent; the others (a column tile, a forced odd knob) are few and take math's,
+    not NumPy's, whose vectorised logarithm may differ in the last bit from the one the
+    shipped models were trained on."""
+    mantissa, exponent = np.frexp(values)  # 0 -> (0, 0); a power of two -> (0.5, its exponent + 1)
+    out = np.maximum(exponent - 1.0, 0.0)
+    others = (mantissa > 0.5).ravel().nonzero()[0]
     if len(others):
         # a handful of distinct values, each repeated over many candidates
         found = values.flat[others].tolist()
@@ -138,7 +137,7 @@ def _spmm_static(knobs: np.ndarray, task: spmm.SpmmTask, target: Target) -> dict
         # G-Sparse's Algorithm 4 (kMTile = rows per block, kNTile = feature lanes,
         # kNRegTile = outputs per thread, kNnzTile = edges fetched ahead)
         "out_access_eff": np.minimum(rows / 8.0, 1.0), "par_degree": 1.0 / outputs, "data_reuse": outputs,
-        "block_penalty": np.where(rows * feature_lanes <= 128, 1.0, 128.0 / (rows * feature_lanes)),
+        "block_penalty": np.minimum(128.0 / (rows * feature_lanes), 1.0),  # 1 up to 128 threads' lanes
         "shared_size": nnz * rows,
     }
 
@@ -322,24 +321,15 @@ class SpaceFeatures:
         self.task, self.target, self.table = task, target, table
         self._feature_len, self._task_columns = feature_len, task_columns
         self._knobs, self._terms = knobs, terms
-        self._column = _columns(operator)
-        static_index = [self._column[name] for name in static]
+        self._operator = operator
+        static_index, self._static_columns = _layout(operator, tuple(static))
         # NaN until filled: a column no part fills is caught by the models' finite check.
-        self._rows = np.full((len(table), len(self._column)), np.nan)
+        self._rows = np.full((len(table), len(_columns(operator))), np.nan)
         # All at once: forty column assignments cost more than the arithmetic of the columns.
         self._rows[:, static_index] = np.array(list(static.values()), dtype=np.float64).T
-        self._static_columns = np.zeros(len(self._column), dtype=bool)
-        self._static_columns[static_index] = True
-        self._static_columns.flags.writeable = False
 
     def __len__(self) -> int:
         return len(self._rows)
-
-    @property
-    def static_rows(self) -> np.ndarray:
-        """``[len(self), d]``: the columns that do not read the graph filled
-        (:attr:`static_columns`), NaN in the others."""
-        return self._rows
 
     @property
     def static_columns(self) -> np.ndarray:
@@ -363,7 +353,7 @@ class SpaceFeatures:
                            self._task_columns)
         out[:, :len(problem)] = problem
         graph = self._graph_columns(self._knobs, self._terms, self.task, structure, self.target)
-        out[:, [self._column[name] for name in graph]] = np.array(list(graph.values()), dtype=np.float64).T
+        out[:, _layout(self._operator, tuple(graph))[0]] = np.array(list(graph.values()), dtype=np.float64).T
         return out
 
 
@@ -371,6 +361,17 @@ class SpaceFeatures:
 def _columns(operator: str) -> dict[str, int]:
     """Each feature's column in :func:`feature_names` order."""
     return {name: i for i, name in enumerate(feature_names(operator))}
+
+
+@functools.cache
+def _layout(operator: str, names: tuple[str, ...]) -> tuple[list[int], np.ndarray]:
+    """The columns of the features ``names`` of ``operator``, as a list and as a read-only
+    ``[d]`` bool mask (the same for every space: made once)."""
+    index = [_columns(operator)[name] for name in names]
+    mask = np.zeros(len(_columns(operator)), dtype=bool)
+    mask[index] = True
+    mask.flags.writeable = False
+    return index, mask
 
 
 def featurize(task, structure: GraphStructure, target: Target, schedules: Sequence) -> np.ndarray:

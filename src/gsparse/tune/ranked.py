@@ -3,7 +3,8 @@
 A decision prunes the task's space for the graph (LO-SpMM's constraints read the graph's
 statistics), featurises the candidates left and ranks them with the cost model's trees.
 Most of that work reads the candidate alone: its knobs' features, and the trees' masks over
-those features (:meth:`~gsparse.tune.models.TreeEnsemble.masks`). So it is kept per task
+those features (made in the pass of the trees that first ranks the candidate,
+:meth:`~gsparse.tune.models.TreeEnsemble.masks_apart`). So it is kept per task
 (:class:`TaskSpace`), for every candidate any graph's pruned space held, and a graph's space
 (:class:`RankedSpace`) is a list of positions in it: a new graph of a known task computes
 only its pruning, the features that read the graph, and the trees over those.
@@ -40,10 +41,11 @@ class TaskSpace:
     def __init__(self, task: Any, target: Target) -> None:
         self.task, self.target = task, target
         self.features: SpaceFeatures | None = None
-        self._position: dict[bytes, int] = {}
+        self._position: dict[bytes, int] = {}  # a kept row's bytes -> its position (from the second table on)
         # Graphs of a kind prune to the same candidates: their positions, by the whole table.
         self._tables: dict[bytes, np.ndarray] = {}
-        self._masks: dict[int, tuple[RankModel, np.ndarray]] = {}
+        # per model: (the model, [rows, trees] masks, [rows] bool: made)
+        self._masks: dict[int, tuple[RankModel, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
 
     def positions(self, table: np.ndarray) -> np.ndarray:
@@ -53,21 +55,23 @@ class TaskSpace:
         found = self._tables.get(whole)
         if found is not None:
             return found
-        keys = _row_keys(table)
         with self._lock:
-            position = self._position
-            # key -> a row of table holding it (of equal rows, any: they are the same row)
-            new = dict(zip(keys, range(len(keys))))
-            for key in new.keys() & position.keys():
-                del new[key]
-            if not position and len(new) == len(table):
-                # The task's first table, of distinct rows (as every pruned space's): kept as it is.
+            if self.features is None:
+                # The task's first table: kept as it is. Its rows' keys are made when a
+                # second table needs them (the first graph of a task pays for no lookup).
                 self.features = SpaceFeatures(self.task, self.target, table)
-                position.update(new)
                 found = np.arange(len(table))
             else:
+                position = self._position
+                if not position:
+                    position.update(zip(_row_keys(self.features.table), range(len(self.features))))
+                keys = _row_keys(table)
+                # key -> a row of table holding it (of equal rows, any: they are the same row)
+                new = dict(zip(keys, range(len(keys))))
+                for key in new.keys() & position.keys():
+                    del new[key]
                 if new:
-                    known = self.features.table if self.features is not None else table[:0]
+                    known = self.features.table
                     self.features = SpaceFeatures(self.task, self.target,
                                                   np.concatenate([known, table[list(new.values())]]))
                     position.update(zip(new, range(len(known), len(known) + len(new))))
@@ -77,18 +81,30 @@ class TaskSpace:
             _evict(self._tables, _TABLES)
             return found
 
-    def masks(self, model: RankModel) -> np.ndarray:
-        """``[candidates kept, trees]``: ``model``'s masks over the features that do not
-        read the graph, for every kept candidate (computed for new ones on demand)."""
+    def masks(self, model: RankModel, positions: np.ndarray) -> np.ndarray | None:
+        """``[len(positions), trees]``: ``model``'s masks over the features that do not read
+        the graph of the candidates at ``positions``; None where one lacks them (no graph
+        ranked it yet)."""
         with self._lock:
-            done, masks = self._masks.get(id(model), (None, None))
-            rows = self.features.static_rows
-            if done is not model or len(masks) < len(rows):
-                start = len(masks) if done is model else 0
-                fresh = model.fixed_masks(rows[start:], self.features.static_columns)
-                masks = fresh if start == 0 else np.concatenate([masks, fresh])
-                self._masks[id(model)] = (model, masks)
-            return masks
+            kept, masks, made = self._masks.get(id(model), (None, None, None))
+            if kept is not model or len(made) <= positions.max(initial=-1) or not made[positions].all():
+                return None
+            return masks[positions]
+
+    def keep_masks(self, model: RankModel, positions: np.ndarray, masks: np.ndarray) -> None:
+        """Keep ``masks`` (:meth:`masks`) of the candidates at ``positions``."""
+        with self._lock:
+            kept, known, made = self._masks.get(id(model), (None, None, None))
+            if kept is not model or len(made) < len(self.features):
+                # room for every candidate kept (more may have come since the last masks)
+                grown = np.empty((len(self.features), masks.shape[1]), dtype=masks.dtype)
+                grown_made = np.zeros(len(self.features), dtype=bool)
+                if kept is model:
+                    grown[:len(made)], grown_made[:len(made)] = known, made
+                known, made = grown, grown_made
+            known[positions] = masks
+            made[positions] = True
+            self._masks[id(model)] = (model, known, made)
 
 
 def _row_keys(table: np.ndarray) -> list[bytes]:
@@ -114,9 +130,15 @@ class RankedSpace:
     def costs(self, model: RankModel, structure) -> np.ndarray:
         """``[candidates]`` costs of ``model`` (lower is faster) on a graph of ``structure``:
         what ``model.predict(self.features(structure))`` gives, with the trees' masks over
-        the candidates' own features taken from the task's."""
-        fixed = self.task_space.masks(model)[self.positions]
-        return model.predict(self.features(structure), fixed=(self.features.static_columns, fixed))
+        the candidates' own features taken from the task's (made in the same pass, and
+        kept, where a candidate lacks them)."""
+        features, columns = self.features(structure), self.features.static_columns
+        fixed = self.task_space.masks(model, self.positions)
+        if fixed is not None:
+            return model.predict(features, fixed=(columns, fixed))
+        costs, fixed = model.predict_apart(features, columns)
+        self.task_space.keep_masks(model, self.positions, fixed)
+        return costs
 
 
 class SpaceCache:

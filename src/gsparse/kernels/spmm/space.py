@@ -263,9 +263,9 @@ def _candidates_of(feature_len: int, dtype: torch.dtype, vector_ok: int, lanes_f
     split-rows variants of chunks of ``row_splits`` edges, output-tiled schedules or not,
     and the hand rule's pick ``default`` (a knob row)."""
     grid = _grid_table(feature_len, vector_ok, lanes_for_mean)
-    group = grid[:, _COLUMN["feature_lanes"]] * grid[:, _COLUMN["edge_lanes"]]
     parts = [grid]
     if column_tile:
+        group = grid[:, _COLUMN["feature_lanes"]] * grid[:, _COLUMN["edge_lanes"]]
         one_edge = (grid[:, _COLUMN["nnz_tile"]] == 1) & (grid[:, _COLUMN["index_tile"]] == 0) & (group >= 16)
         parts.append(_variants(grid[one_edge], _COLUMN_TILED, rows_per_block=1024 // group[one_edge],
                                column_tile=column_tile))
@@ -334,8 +334,9 @@ class _KnobFacts:
     def of(cls, table: np.ndarray, features: int, target: Target) -> _KnobFacts:
         skeleton, rows_per_tile, feature_lanes, _, vector, outputs, _, _, degree_sorted, split, tile, groups = table.T
         output_tiled = skeleton == _OUTPUT_TILED
-        # The features a slice covers: a group's, or all an output-tiled lane carries.
-        covered = np.where(output_tiled, 1, feature_lanes) * vector * outputs
+        # The features a slice covers: a group's, or all an output-tiled lane carries (its
+        # row has one feature lane).
+        covered = feature_lanes * vector * outputs
         column_tiled = (skeleton == _COLUMN_TILED).nonzero()[0]
         return cls(rows_per_tile=rows_per_tile, slices=-(-features // covered), split_rows=skeleton == _SPLIT_ROWS,
                    # (A row that is not split has row_split 0: its count, divided by 1, is not taken.)

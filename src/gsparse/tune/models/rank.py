@@ -151,8 +151,8 @@ class RankModel:
         """``[n]`` costs (lower is faster): the negated LambdaMART scores, plus the pointwise
         booster's standardised log times where there is one (each scaled: module docstring).
 
-        ``fixed``: ``(columns, masks)``, the rows' :meth:`fixed_masks` over ``columns``
-        computed before (features of a schedule alone, kept from graph to graph); the
+        ``fixed``: ``(columns, masks)``, the rows' masks over ``columns`` from an earlier
+        :meth:`predict_apart` (features of a schedule alone, kept from graph to graph); the
         trees then read only the other columns of ``features``. The costs are the same."""
         if self.ensemble is None:
             raise RuntimeError("the rank model is not trained: call fit() or load() first")
@@ -163,12 +163,13 @@ class RankModel:
         bits = self.ensemble.masks(x, ~columns)
         return -self.ensemble.scores(np.bitwise_and(bits, masks, out=bits))
 
-    def fixed_masks(self, features: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """``[n, trees]``: the trees' masks of each row over ``columns`` alone (only those
-        are read), for :meth:`predict`'s ``fixed``."""
+    def predict_apart(self, features: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`predict`'s costs of ``features``, and the rows' masks over ``columns``
+        (``[n, trees]``) for its ``fixed`` on later calls, from one pass of the trees."""
         if self.ensemble is None:
             raise RuntimeError("the rank model is not trained: call fit() or load() first")
-        return self.ensemble.masks(features, columns)
+        bits, masks = self.ensemble.masks_apart(check_features(features, self.ensemble.num_features), columns)
+        return -self.ensemble.scores(bits), masks
 
     def predict_time(self, features: np.ndarray) -> np.ndarray:
         """``[n]`` the least-squares part's prediction alone: each row's log time standardised
