@@ -12,7 +12,8 @@
 #              cuSPARSE; then the reports
 #   sptrsv     issue 20: the solver's default, the fast start and cuSPARSE on the 13 factors of
 #              docs/performance.md, 1 and 16 right-hand sides
-#   minibatch  issue 19: the mini-batch checks and benchmark (eager and captured steps, PyG)
+#   minibatch  issue 19: the input gather's kernel probe, the mini-batch checks and benchmark
+#              (eager and captured steps, PyG)
 #
 # Every command is the one docs/performance.md quotes for its table; OUT receives the raw
 # files and a log per part. Real graphs come from GSPARSE_DATA_DIR (or the shipped copies).
@@ -59,7 +60,8 @@ case "$part" in
     cat "$out/bench/sptrsv.md"
     ;;
   minibatch)
-    timeout 560 python3 scripts/minibatch_check.py --bench --out "$out/minibatch" 2>&1 | tail -40 \
+    timeout 60 python3 scripts/gather_features_probe.py 2>&1 | tee "$out/gather_features.txt"
+    timeout 500 python3 scripts/minibatch_check.py --bench --out "$out/minibatch" 2>&1 | tail -40 \
       | tee "$out/minibatch.log"
     ;;
   *)
