@@ -15,23 +15,20 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ._prepared import PreparedLaunches
-
-if TYPE_CHECKING:
-    from .kernels.source import Signature
+from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
 
 BLOCK = 256  # threads per block
 MIN_BLOCKS = 4  # per SM: 32 warps, at most 64 registers a thread
 MAX_BLOCKS = 8192  # a grid-stride loop covers the rest
 CHUNK = 4  # features per thread: one Philox call makes their four random words
 CONTEXT = "gsparse gather_features"
-_INDEX_C_TYPES = {torch.int32: "int", torch.int64: "long long"}
 _SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
            torch.int32: "i32", torch.int64: "i64"}
 
@@ -44,34 +41,28 @@ def vector_widths(dtype: torch.dtype) -> tuple[int, ...]:
 
 @functools.cache
 def _signature(dtype: torch.dtype, index: torch.dtype, vector: int) -> Signature:
-    from .kernels.source import SCALAR_TYPES, Signature
-
     element = SCALAR_TYPES[dtype]
     return Signature(f"gather_features_{_SUFFIX[dtype]}_{_SUFFIX[index]}_v{vector}", (
         (f"const {element}* __restrict__", "x"), ("long long", "row_stride"),
-        (f"const {_INDEX_C_TYPES[index]}* __restrict__", "index"), ("long long", "num_rows"),
+        (f"const {INDEX_TYPES[index]}* __restrict__", "index"), ("long long", "num_rows"),
         ("long long", "num_src"), ("long long", "features"),
         ("const long long* __restrict__", "seed"), ("long long", "threshold"), ("double", "scale"),
         (f"{element}* __restrict__", "out"), ("int", "lanes_log2")))
 
 
 def _instantiations() -> list[tuple[torch.dtype, torch.dtype, int]]:
-    from .kernels.source import SCALAR_TYPES
-
-    return [(dtype, index, vector) for dtype in SCALAR_TYPES for index in _INDEX_C_TYPES
+    return [(dtype, index, vector) for dtype in SCALAR_TYPES for index in INDEX_TYPES
             for vector in vector_widths(dtype)]
 
 
 def source() -> str:
     """The program of every instantiation (``gsparse precompile`` builds it too)."""
-    from .kernels.source import PRELUDE, SCALAR_TYPES, device_code
-
     entries = []
     for dtype, index, vector in _instantiations():
         signature = _signature(dtype, index, vector)
         arguments = ", ".join(name for _, name in signature.params)
         entries.append(f"{signature.declaration((BLOCK, MIN_BLOCKS))}\n{{\n    gather_features<{SCALAR_TYPES[dtype]}, "
-                       f"{_INDEX_C_TYPES[index]}, {vector}>({arguments});\n}}")
+                       f"{INDEX_TYPES[index]}, {vector}>({arguments});\n}}")
     return "\n".join((PRELUDE, device_code("gsparse.kernels", "gather_features.cu"), "\n\n".join(entries), ""))
 
 

@@ -43,14 +43,14 @@ __device__ inline unsigned word(uint4 r, int k)
     return k == 0 ? r.x : k == 1 ? r.y : k == 2 ? r.z : r.w;
 }
 
-// out[i, f] = x[index[i], f] (x[i, f] without an index), times `scale` where the random
-// word of (seed, i, f) is at least `threshold` and 0 where it is below; with no seed, kept
-// as is; the scaling is computed in the accumulator type (float for 2- and 4-byte types).
 // Chunks a thread loads before it computes: 4, or 2 of 8-byte elements (at most 64 bytes, at
 // most 64 registers with MIN_BLOCKS of 256 threads an SM).
 template <typename T>
 constexpr int unroll() { return 16 / (sizeof(T) <= 4 ? 4 : sizeof(T)); }
 
+// out[i, f] = x[index[i], f] (x[i, f] without an index), times `scale` where the random
+// word of (seed, i, f) is at least `threshold` and 0 where it is below; with no seed, kept
+// as is; the scaling is computed in the accumulator type (float for 2- and 4-byte types).
 template <typename T, typename I, int V>
 __device__ void gather_features(const T* __restrict__ x, long long row_stride,
                                 const I* __restrict__ index, long long num_rows,

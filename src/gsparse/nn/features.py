@@ -88,9 +88,9 @@ def _check(x: object, index: object, p: object, training: object, generator: obj
                                   or generator.device.type != x.device.type):
         raise ValueError(f"generator must be a torch.Generator on {x.device.type}, got {generator!r}")
     # on the CPU, before index_select's own error; not while tracing (it reads values)
-    if x.device.type != "cuda" and index.numel() and not torch.compiler.is_compiling():
-        low, high = int(index.min()), int(index.max())
-        if low < 0 or high >= x.shape[0]:
-            bad = int(torch.nonzero((index < 0) | (index >= x.shape[0]))[0])
+    if x.device.type != "cuda" and not torch.compiler.is_compiling():
+        outside = (index < 0) | (index >= x.shape[0])
+        if outside.any():
+            bad = int(outside.nonzero()[0])
             raise IndexError(f"index[{bad}] = {int(index[bad])} is out of range [0, {x.shape[0]}) "
                              f"(x has {x.shape[0]} rows)")
