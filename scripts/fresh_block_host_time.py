@@ -164,6 +164,17 @@ def _binds_counted() -> Iterator[list[str]]:
         _calls._bind = bind
 
 
+def _print_profile(profile: cProfile.Profile, calls: int, rows: int = 30) -> None:
+    """The functions of ``profile`` by their own time, in microseconds per one of ``calls``
+    (pstats prints milliseconds at best, too coarse for one bind)."""
+    stats = pstats.Stats(profile).stats
+    by_own = sorted(stats.items(), key=lambda item: -item[1][2])
+    print(f"{'own us':>8} {'cum us':>8} {'calls':>6}  function")
+    for (path, line, function), (_, count, own, cumulative, _) in by_own[:rows]:
+        print(f"{own * 1e6 / calls:8.1f} {cumulative * 1e6 / calls:8.1f} {count / calls:6.1f}  "
+              f"{Path(path).name}:{line}({function})")
+
+
 def _host_us(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
@@ -231,6 +242,18 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
             sync()
         f, r = statistics.median(first), statistics.median(resolved)
         report[f"bind {name}"] = f"{f - r:.1f} us (first {f:.1f}, resolved {r:.1f})"
+        if args.profile:
+            graphs = [block(args.seeds, fanouts, False, device, gen)[0] for _ in range(args.blocks)]
+            cases = [_operator_cases(g, args.features, args.heads)[name] for g in graphs]
+            sync()
+            profile = cProfile.Profile()
+            profile.enable()
+            for case in cases:
+                case()
+            profile.disable()
+            sync()
+            print(f"--- profile of {name}'s first call on a fresh block, us per call")
+            _print_profile(profile, len(cases))
 
     for name, (module, bip) in _layers(args.features, args.hidden, args.heads).items():
         module = module.to(device)
@@ -289,7 +312,7 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--profile", action="store_true", help="also profile each layer on fresh blocks")
+    parser.add_argument("--profile", action="store_true", help="also profile each operator's first call and each layer on fresh blocks")
     args = parser.parse_args()
     small = args.cpu_mock
     args.seeds = args.seeds if args.seeds is not None else (32 if small else 1024)
