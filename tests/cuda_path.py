@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gsparse import _block_checks, backends, target
+from gsparse import _block_checks, _block_scatter, backends, target
 from gsparse.bench.minibatch import Blocks
 from gsparse.backends import cuda
 from gsparse.kernels import source
@@ -36,16 +36,52 @@ def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[Recordin
     previous_backend = backends.for_device(cpu)
     previous_kernel = source._RuntimeLoader.kernel
     previous_of = target.Target.of
+    previous_scatter = _block_scatter.KERNELS
     backends.register("cpu", cuda.BACKEND)
     source._RuntimeLoader.kernel = lambda self, program, name, device_index: loader.kernel(
         program, name, device_index)
     target.Target.of = staticmethod(lambda device=None: target.H100)
+    _block_scatter.KERNELS = _scatter_launches(loader)
     try:
         yield loader
     finally:
         backends.register("cpu", previous_backend)
         source._RuntimeLoader.kernel = previous_kernel
         target.Target.of = previous_of
+        _block_scatter.KERNELS = previous_scatter
+
+
+def _scatter_launches(loader: RecordingLoader):
+    """:data:`gsparse._block_scatter.KERNELS` whose launches are recorded by ``loader``'s
+    name (in its ``order``) and computed by :func:`_scatter_kernel_model`."""
+
+    def prepared(signature, device_index: int):
+        def launch(*args, grid) -> None:
+            loader.order.append(signature.name)
+            _scatter_kernel_model(signature.name, *args)
+
+        return launch
+
+    return prepared
+
+
+def _scatter_kernel_model(name: str, col, dst, eid, lhs, rhs, num_edges, heads, width, lhs_spread,
+                          rhs_spread, out, lanes_log2) -> None:
+    """What a kernel of :mod:`gsparse._block_scatter` adds to ``out``, with PyTorch
+    operations, unseen by the torch-function modes that count a step's calls."""
+    op = name.removeprefix("block_scatter_").rsplit("_", 2)[0]
+    with torch._C.DisableTorchFunction():
+        edge = torch.arange(num_edges) if eid is None else eid.long()
+
+        def rows(t: torch.Tensor | None, index: torch.Tensor) -> torch.Tensor | None:
+            # [E, heads, 1 or width] (a spread operand's rows hold one value a head)
+            return None if t is None else t.reshape(t.shape[0], heads, -1)[index.long()]
+
+        lhs_rows, rhs_rows = rows(lhs, dst), rows(rhs, edge)
+        message = {"copy_lhs": lambda: lhs_rows, "copy_rhs": lambda: rhs_rows,
+                   "mul": lambda: lhs_rows * rhs_rows, "div": lambda: lhs_rows / rhs_rows}[op]()
+        message = message.expand(num_edges, heads, width).reshape(num_edges, heads * width)
+        out.view(out.shape[0], heads * width).index_add_(0, col.long(), message)
 
 
 def _block_kernel_model(name: str, args: list) -> None:

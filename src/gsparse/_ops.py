@@ -11,8 +11,9 @@ same count (DGL broadcasting), one dtype. Backward passes are written with these
 (plus dense PyTorch ops), so they run on whichever backend serves the device, trace under
 ``torch.compile`` and can be differentiated again. Gradients follow DGL:
 
-* g-SpMM sum/mean: the node gradient is a g-SpMM on the reverse graph, the edge gradient a
-  g-SDDMM; max/min send each output gradient to the winning edge's operands only, found
+* g-SpMM sum/mean: the node gradient is a g-SpMM on the reverse graph (on the eager path,
+  a sampled block whose reverse graph is not built scatters over its own edges instead:
+  :mod:`gsparse._block_scatter`), the edge gradient a g-SDDMM; max/min send each output gradient to the winning edge's operands only, found
   through the ``arg_u``/``arg_e`` indices of the forward pass.
 * g-SDDMM: an operand on a node gathers the gradients of its edges with a g-SpMM (on the
   graph for ``v``, on the reverse graph for ``u``); an operand on the edge takes them as is.
@@ -31,7 +32,7 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from . import _calls, _resolved, backends
+from . import _block_scatter, _calls, _resolved, backends
 from ._checks import broadcast_shapes
 from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
@@ -172,6 +173,8 @@ def _spmm(parts: Parts, op: str, reduce: str, lhs: Optional[Tensor], rhs: Option
     eager path has it at hand (``parts`` carries it), else through the custom op."""
     g = getattr(parts, "graph", None)
     if g is not None and _calls.eager():
+        if transpose and reduce == "sum" and _block_scatter.takes(g, op, lhs, rhs, tuple(out_shape)):
+            return _block_scatter.scatter(g, op, lhs, rhs, tuple(out_shape))
         if transpose:
             g = g.reverse()
         key = ("spmm-internal", op, reduce, _calls.facts(lhs), _calls.facts(rhs), tuple(out_shape))

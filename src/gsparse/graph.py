@@ -411,6 +411,11 @@ class Graph:
         """The transposed graph (edges from destinations to sources), same edge ids. Cached."""
         return self._reverse
 
+    @property
+    def reverse_built(self) -> bool:
+        """Whether :meth:`reverse` has been built (it is kept from then on)."""
+        return "_reverse" in self.__dict__
+
     def in_degrees(self) -> torch.Tensor:
         """``[num_dst]`` number of incoming edges of each destination node."""
         return self._rowptr[1:] - self._rowptr[:-1]

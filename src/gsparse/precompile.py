@@ -32,8 +32,9 @@ What gets compiled:
   solver analyses (several right-hand sides on short rows) depend on the factor's analysis
   and are compiled at their first solve.
 * **A mini-batch step's first kernels**, whatever the operators: the checks of sampled
-  blocks (:meth:`gsparse.Graph.from_block`) and the gather of input features
-  (:func:`gsparse.nn.gather_features`), each one program for every dtype and index type.
+  blocks (:meth:`gsparse.Graph.from_block`), the gather of input features
+  (:func:`gsparse.nn.gather_features`) and the scatter of a block's backward
+  (:mod:`gsparse._block_scatter`), each one program for every dtype and index type.
 * **Programs** are generated, deduplicated and compiled in a thread pool (NVRTC releases
   the GIL) into the kernel cache of :func:`gsparse.runtime.default_cache_dir`. Programs
   already there are skipped.
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import _block_checks as block_checks
+from . import _block_scatter as block_scatter
 from . import _gather_features as gather_features
 from . import backends, datasets, runtime
 from ._usage import Parser, UsageError, one_line
@@ -427,6 +429,7 @@ def precompile(ops: Sequence[str] = DEFAULT_OPS, models: Sequence[str] = (), *,
     for arch in archs:  # a mini-batch step's first kernels, whatever the operators
         work[(arch, block_checks.source())] = block_checks.CONTEXT
         work[(arch, gather_features.source())] = gather_features.CONTEXT
+        work[(arch, block_scatter.source())] = block_scatter.CONTEXT
         if sptrsv_rhs:
             for source, context in sptrsv_programs(dtypes, sptrsv_rhs).items():
                 work[(arch, source)] = context

@@ -54,8 +54,9 @@ def gspmm(
         region's dtype, as for a matmul.
 
     Differentiable in ``lhs`` and ``rhs`` (DGL's gradients): for sum/mean the gradient
-    of ``lhs`` is a g-SpMM of the output gradient on the reverse graph and that of
-    ``rhs`` a g-SDDMM; for max/min each output element's gradient goes to the operands of
+    of ``lhs`` is a g-SpMM of the output gradient on the reverse graph (on a sampled
+    block, atomic adds over its edges: see the semantics page) and that of ``rhs`` a
+    g-SDDMM; for max/min each output element's gradient goes to the operands of
     its winning edge only (the first in CSR order on ties), and empty rows give none.
     """
     key = None

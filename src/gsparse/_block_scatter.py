@@ -1,0 +1,113 @@
+"""The gradient of a g-SpMM's source operand on a sampled block, without its reverse graph.
+
+That gradient is a g-SpMM sum on the reverse graph (:mod:`gsparse._ops`). A block from
+:meth:`gsparse.Graph.from_block` lives for one training step; building its reverse graph
+(a sort of its edges, then a plan for a kernel on the new graph) cost an H200 machine's host
+about 0.3 ms per block, more than the GPU spends on the whole backward. So the eager
+backward of a block whose reverse graph is not built adds each edge's message to its
+source's row with atomic adds (:file:`kernels/block_scatter.cu`): one memset and one
+launch, prepared once per kernel and device.
+
+It takes sum messages of ``copy_lhs``, ``copy_rhs``, ``mul`` and ``div`` in float32 and
+float64, where each operand has the output's feature shape or is spread over its last
+dimension (attention weights ``[E, H, 1]`` against features ``[N, H, C]``); anything else,
+half precision (whose atomic adds would round at every edge), and every call under
+``torch.use_deterministic_algorithms`` (atomic adds land in any order) take the reverse
+graph.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import backends
+from ._prepared import PreparedLaunches
+from .backends import cuda
+from .graph import Graph
+from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
+
+BLOCK = 256  # threads per block
+MAX_BLOCKS = 8192  # a grid-stride loop covers the rest
+CONTEXT = "gsparse block_scatter"
+OPS = {"copy_lhs": 0, "copy_rhs": 1, "mul": 2, "div": 3}
+DTYPES = (torch.float32, torch.float64)
+_SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64"}
+
+
+@functools.cache
+def _signature(op: str, dtype: torch.dtype, index: torch.dtype) -> Signature:
+    element, i = SCALAR_TYPES[dtype], INDEX_TYPES[index]
+    return Signature(f"block_scatter_{op}_{_SUFFIX[dtype]}_{_SUFFIX[index]}", (
+        (f"const {i}* __restrict__", "col"), (f"const {i}* __restrict__", "dst"),
+        (f"const {i}* __restrict__", "eid"), (f"const {element}* __restrict__", "lhs"),
+        (f"const {element}* __restrict__", "rhs"), ("long long", "num_edges"), ("int", "heads"),
+        ("int", "width"), ("int", "lhs_spread"), ("int", "rhs_spread"),
+        (f"{element}* __restrict__", "out"), ("int", "lanes_log2")))
+
+
+def source() -> str:
+    """The program of every instantiation (``gsparse precompile`` builds it too)."""
+    entries = []
+    for op, code in OPS.items():
+        for dtype in DTYPES:
+            for index in INDEX_TYPES:
+                signature = _signature(op, dtype, index)
+                arguments = ", ".join(name for _, name in signature.params)
+                entries.append(f"{signature.declaration((BLOCK,))}\n{{\n    block_scatter<"
+                               f"{SCALAR_TYPES[dtype]}, {INDEX_TYPES[index]}, {code}>({arguments});\n}}")
+    return "\n".join((PRELUDE, device_code("gsparse.kernels", "block_scatter.cu"), "\n\n".join(entries), ""))
+
+
+KERNELS = PreparedLaunches(source, CONTEXT, BLOCK)
+
+
+def _spread(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Optional[bool]:
+    """Whether an operand of feature shape ``shape`` is spread over the last dimension of
+    ``out_shape`` (False: it has that shape; None: neither, which the kernel cannot read)."""
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    if shape == out_shape:
+        return False
+    if out_shape and shape[:-1] == out_shape[:-1] and shape[-1] == 1:
+        return True
+    return None
+
+
+def takes(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
+          out_shape: tuple[int, ...]) -> bool:
+    """Whether the sum of ``op`` messages on ``g``'s reverse graph (``lhs`` on ``g``'s
+    destinations, ``rhs`` on its edges) runs here: see the module docstring."""
+    if not (g.sync_free and op in OPS and not g.reverse_built
+            and backends.for_device(g.device) is cuda.BACKEND
+            and not torch.are_deterministic_algorithms_enabled()):
+        return False
+    operands = [t for t in (lhs, rhs) if t is not None]
+    return (all(t.dtype in DTYPES and t.dtype == operands[0].dtype for t in operands)
+            and math.prod(out_shape) < 2**31
+            and all(_spread(tuple(t.shape[1:]), out_shape) is not None for t in operands))
+
+
+def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
+            out_shape: tuple[int, ...]) -> Tensor:
+    """``[g.num_src, *out_shape]``: the sum over each source's edges of ``lhs[dst] op
+    rhs[e]``, for a call :func:`takes` accepts."""
+    operand = lhs if lhs is not None else rhs
+    out = torch.zeros((g.num_src, *out_shape), dtype=operand.dtype, device=g.device)
+    features = math.prod(out_shape)
+    if g.num_edges == 0 or features == 0:
+        return out
+    width = out_shape[-1] if out_shape else 1
+    lhs = None if lhs is None else lhs.contiguous()
+    rhs = None if rhs is None else rhs.contiguous()
+    lanes_log2 = min(5, (features - 1).bit_length())
+    blocks = min(-(-(g.num_edges << lanes_log2) // BLOCK), MAX_BLOCKS)
+    KERNELS(_signature(op, operand.dtype, g.index_dtype), g.device.index)(
+        g.col, g.csr_dst, g.eid, lhs, rhs, g.num_edges, features // width, width,
+        int(lhs is not None and _spread(tuple(lhs.shape[1:]), out_shape)),
+        int(rhs is not None and _spread(tuple(rhs.shape[1:]), out_shape)), out, lanes_log2,
+        grid=blocks)
+    return out
