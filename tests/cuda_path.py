@@ -69,7 +69,7 @@ def _scatter_kernel_model(name: str, col, dst, eid, lhs, rhs, num_edges, heads, 
                           rhs_spread, out, lanes_log2) -> None:
     """What a kernel of :mod:`gsparse._block_scatter` adds to ``out``, with PyTorch
     operations, unseen by the torch-function modes that count a step's calls."""
-    op = name.removeprefix("block_scatter_").rsplit("_", 2)[0]
+    op = name.removeprefix("block_scatter_").rsplit("_", 3)[0]  # then dtype, index type, vector
     with torch._C.DisableTorchFunction():
         edge = torch.arange(num_edges) if eid is None else eid.long()
 

@@ -68,8 +68,10 @@ def _reference(g: Graph, op: str, lhs, rhs) -> torch.Tensor:
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_scatter_kernel_compiles_without_spills(arch):
     binary = compile_cuda(block_scatter.source(), arch=arch, cache=None)
-    names = {block_scatter._signature(op, dtype, index).name for op in block_scatter.OPS
-             for dtype in block_scatter.DTYPES for index in (torch.int32, torch.int64)}
+    names = {block_scatter._signature(op, dtype, index, vector).name for op in block_scatter.OPS
+             for dtype in block_scatter.DTYPES for index in (torch.int32, torch.int64)
+             for vector in block_scatter.vector_widths(dtype)}
+    assert len(names) == 4 * 2 * (3 + 1)
     assert set(binary.resources) == names
     assert all(r.spill_stores == 0 and r.spill_loads == 0 for r in binary.resources.values())
 
@@ -88,7 +90,7 @@ def test_the_host_hands_the_kernel_what_the_reverse_graph_sums(case, dst_sorted)
     with cuda_path_on_cpu() as loader:
         assert block_scatter.takes(g, op, lhs, rhs, out_shape)
         got = block_scatter.scatter(g, op, lhs, rhs, out_shape)
-    assert loader.order == [f"block_scatter_{op}_f64_i32"]
+    assert loader.order == [f"block_scatter_{op}_f64_i32_v1"]
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     assert not g.reverse_built
 
@@ -142,7 +144,7 @@ def test_a_layers_backward_on_a_block_builds_no_reverse_graph(name):
     with cuda_path_on_cpu() as loader:
         out = layer((x, x[:15]), g) if bipartite else layer(x, g)
         out.sum().backward()
-    assert f"block_scatter_{op}_f32_i32" in loader.order
+    assert any(name.startswith(f"block_scatter_{op}_f32_i32_v") for name in loader.order)
     assert not g.reverse_built and x.grad is not None
 
 
@@ -167,6 +169,37 @@ def test_the_kernel_sums_what_the_reverse_graph_sums(case, dst_sorted, dtype, in
     torch.testing.assert_close(got.double().cpu(), _reference(g, op, lhs, rhs), rtol=tolerance,
                                atol=tolerance)
     assert not g.reverse_built
+
+
+@pytest.mark.parametrize("case, vector", [
+    (("copy_lhs", (8,), None, (8,)), 4),
+    (("mul", (6,), (1,), (6,)), 2),  # a spread operand is read one value at a time
+    (("mul", (2, 5), (2, 1), (2, 5)), 1),  # a vector of 4 or 2 would straddle two heads
+    (("mul", (4,), (4,), (4,)), 4),
+])
+def test_float_rows_go_four_or_two_features_at_a_time(case, vector):
+    op, lhs_shape, rhs_shape, out_shape = case
+    g = _block(3)
+    lhs, rhs = _operands(g, lhs_shape, rhs_shape, torch.float32, 1)
+    with cuda_path_on_cpu() as loader:
+        block_scatter.scatter(g, op, lhs, rhs, out_shape)
+        if lhs_shape == (8,):  # rows one element off the vectors' alignment
+            shifted = torch.empty(lhs.numel() + 1)[1:].view_as(lhs).copy_(lhs)
+            block_scatter.scatter(g, op, shifted, rhs, out_shape)
+    want = [f"block_scatter_{op}_f32_i32_v{vector}"] + (["block_scatter_copy_lhs_f32_i32_v1"]
+                                                        if lhs_shape == (8,) else [])
+    assert loader.order == want
+
+
+@gpu
+@pytest.mark.parametrize("case", CASES[:1] + CASES[4:5], ids=["copy_lhs", "mul"])
+def test_rows_off_the_vectors_alignment_are_read_one_element_at_a_time(case):
+    op, lhs_shape, rhs_shape, out_shape = case
+    g = _block(6, num_src=300, num_dst=200, edges=3000, device="cuda")
+    lhs, rhs = _operands(g, lhs_shape, rhs_shape, torch.float32, 3)
+    shifted = torch.empty(lhs.numel() + 1, device="cuda")[1:].view_as(lhs).copy_(lhs)
+    got = block_scatter.scatter(g, op, shifted, rhs, out_shape)
+    torch.testing.assert_close(got.double().cpu(), _reference(g, op, lhs, rhs), rtol=1e-5, atol=1e-5)
 
 
 @gpu

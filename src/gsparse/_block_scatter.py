@@ -39,10 +39,16 @@ DTYPES = (torch.float32, torch.float64)
 _SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64"}
 
 
+def vector_widths(dtype: torch.dtype) -> tuple[int, ...]:
+    """The vectors (elements) the program has for ``dtype``: 4 and 2 floats, which Hopper
+    adds with one atomic instruction, or one element."""
+    return (4, 2, 1) if dtype == torch.float32 else (1,)
+
+
 @functools.cache
-def _signature(op: str, dtype: torch.dtype, index: torch.dtype) -> Signature:
+def _signature(op: str, dtype: torch.dtype, index: torch.dtype, vector: int) -> Signature:
     element, i = SCALAR_TYPES[dtype], INDEX_TYPES[index]
-    return Signature(f"block_scatter_{op}_{_SUFFIX[dtype]}_{_SUFFIX[index]}", (
+    return Signature(f"block_scatter_{op}_{_SUFFIX[dtype]}_{_SUFFIX[index]}_v{vector}", (
         (f"const {i}* __restrict__", "col"), (f"const {i}* __restrict__", "dst"),
         (f"const {i}* __restrict__", "eid"), (f"const {element}* __restrict__", "lhs"),
         (f"const {element}* __restrict__", "rhs"), ("long long", "num_edges"), ("int", "heads"),
@@ -50,16 +56,19 @@ def _signature(op: str, dtype: torch.dtype, index: torch.dtype) -> Signature:
         (f"{element}* __restrict__", "out"), ("int", "lanes_log2")))
 
 
+def _instantiations() -> list[tuple[str, torch.dtype, torch.dtype, int]]:
+    return [(op, dtype, index, vector) for op in OPS for dtype in DTYPES for index in INDEX_TYPES
+            for vector in vector_widths(dtype)]
+
+
 def source() -> str:
     """The program of every instantiation (``gsparse precompile`` builds it too)."""
     entries = []
-    for op, code in OPS.items():
-        for dtype in DTYPES:
-            for index in INDEX_TYPES:
-                signature = _signature(op, dtype, index)
-                arguments = ", ".join(name for _, name in signature.params)
-                entries.append(f"{signature.declaration((BLOCK,))}\n{{\n    block_scatter<"
-                               f"{SCALAR_TYPES[dtype]}, {INDEX_TYPES[index]}, {code}>({arguments});\n}}")
+    for op, dtype, index, vector in _instantiations():
+        signature = _signature(op, dtype, index, vector)
+        arguments = ", ".join(name for _, name in signature.params)
+        entries.append(f"{signature.declaration((BLOCK,))}\n{{\n    block_scatter<{SCALAR_TYPES[dtype]}, "
+                       f"{INDEX_TYPES[index]}, {OPS[op]}, {vector}>({arguments});\n}}")
     return "\n".join((PRELUDE, device_code("gsparse.kernels", "block_scatter.cu"), "\n\n".join(entries), ""))
 
 
@@ -101,13 +110,24 @@ def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
     if g.num_edges == 0 or features == 0:
         return out
     width = out_shape[-1] if out_shape else 1
-    lhs = None if lhs is None else lhs.contiguous()
-    rhs = None if rhs is None else rhs.contiguous()
-    lanes_log2 = min(5, (features - 1).bit_length())
+    operands = [None if t is None else (t.contiguous(), bool(_spread(tuple(t.shape[1:]), out_shape)))
+                for t in (lhs, rhs)]
+    vector = _vector(operand.dtype, width, [t for t, spread in filter(None, operands) if not spread])
+    vectors = features // vector
+    lanes_log2 = min(5, (vectors - 1).bit_length())
     blocks = min(-(-(g.num_edges << lanes_log2) // BLOCK), MAX_BLOCKS)
-    KERNELS(_signature(op, operand.dtype, g.index_dtype), g.device.index)(
-        g.col, g.csr_dst, g.eid, lhs, rhs, g.num_edges, features // width, width,
-        int(lhs is not None and _spread(tuple(lhs.shape[1:]), out_shape)),
-        int(rhs is not None and _spread(tuple(rhs.shape[1:]), out_shape)), out, lanes_log2,
-        grid=blocks)
+    (lhs, lhs_spread), (rhs, rhs_spread) = [(None, False) if o is None else o for o in operands]
+    KERNELS(_signature(op, operand.dtype, g.index_dtype, vector), g.device.index)(
+        g.col, g.csr_dst, g.eid, lhs, rhs, g.num_edges, features // width, width, int(lhs_spread),
+        int(rhs_spread), out, lanes_log2, grid=blocks)
     return out
+
+
+def _vector(dtype: torch.dtype, width: int, rows: list[Tensor]) -> int:
+    """The widest vector that divides ``width`` (so that no vector straddles two heads) and
+    that every operand read row by row (``rows``, contiguous) is aligned to; the output is
+    fresh, so aligned."""
+    for v in vector_widths(dtype):
+        if width % v == 0 and all(t.data_ptr() % (v * t.itemsize) == 0 for t in rows):
+            return v
+    return 1

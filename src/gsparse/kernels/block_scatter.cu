@@ -8,9 +8,10 @@
 //     out[col[p], h, c] += lhs[dst[p], h, c'] (op) rhs[eid[p], h, c']
 //
 // where c' is c, or 0 for an operand spread over the last dimension (attention weights of
-// [E, H, 1] against features of [N, H, C]). A group of `lanes` threads (a power
-// of two up to 32, about as many as the row's features) takes an edge and strides over its
-// features. The adds land in any order, so a result may differ in its last bits from run to
+// [E, H, 1] against features of [N, H, C]). A group of `lanes` threads (a power of two up
+// to 32, about as many as the row's vectors) takes an edge and strides over its features, V
+// at a time: float rows add 4 or 2 features with one atomic instruction on Hopper. The adds
+// land in any order, so a result may differ in its last bits from run to
 // run; under torch.use_deterministic_algorithms the front end builds the reverse graph
 // instead.
 //
@@ -18,7 +19,44 @@
 
 enum ScatterOp { COPY_LHS = 0, COPY_RHS = 1, MUL = 2, DIV = 3 };
 
-template <typename T, typename I, int OP>
+// V values added at `at` (aligned to V elements): one atomic instruction for 2 or 4 floats
+// on Hopper (sm_90), one a value before it.
+template <typename T, int V>
+__device__ __forceinline__ void add_vector(T* at, const T (&values)[V])
+{
+#if __CUDA_ARCH__ >= 900
+    if constexpr (sizeof(T) == 4 && V == 4) {
+        atomicAdd(reinterpret_cast<float4*>(at), make_float4(values[0], values[1], values[2], values[3]));
+        return;
+    } else if constexpr (sizeof(T) == 4 && V == 2) {
+        atomicAdd(reinterpret_cast<float2*>(at), make_float2(values[0], values[1]));
+        return;
+    }
+#endif
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        atomicAdd(at + k, values[k]);
+    }
+}
+
+// V features of an operand's row at feature f of head h: its own, or its head's value
+// (a spread operand) V times.
+template <int V, typename T>
+__device__ __forceinline__ void read_vector(const T* row, int spread, int f, int h, T (&values)[V])
+{
+    if (spread) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            values[k] = row[h];
+        }
+    } else {
+        gs::load<V>(row + f, values);
+    }
+}
+
+// A group of 2**lanes_log2 threads per edge, each V consecutive features at a time; `width`
+// is a multiple of V, so a vector never straddles two heads.
+template <typename T, typename I, int OP, int V>
 __device__ void block_scatter(const I* __restrict__ col, const I* __restrict__ dst,
                               const I* __restrict__ eid, const T* __restrict__ lhs,
                               const T* __restrict__ rhs, long long num_edges, int heads,
@@ -37,19 +75,20 @@ __device__ void block_scatter(const I* __restrict__ col, const I* __restrict__ d
         const T* lhs_at = OP == COPY_RHS ? nullptr : lhs + v * lhs_row;
         const T* rhs_at = OP == COPY_LHS ? nullptr : rhs + e * rhs_row;
         T* target = out + (long long)col[p] * features;
-        for (int f = lane; f < features; f += 1 << lanes_log2) {
+        for (int f = lane * V; f < features; f += V << lanes_log2) {
             const int h = f / width;
-            T message;
-            if (OP == COPY_LHS) {
-                message = lhs_at[lhs_spread ? h : f];
-            } else if (OP == COPY_RHS) {
-                message = rhs_at[rhs_spread ? h : f];
-            } else if (OP == MUL) {
-                message = lhs_at[lhs_spread ? h : f] * rhs_at[rhs_spread ? h : f];
-            } else {
-                message = lhs_at[lhs_spread ? h : f] / rhs_at[rhs_spread ? h : f];
+            T a[V], b[V];
+            if (OP != COPY_RHS) {
+                read_vector<V>(lhs_at, lhs_spread, f, h, a);
             }
-            atomicAdd(target + f, message);
+            if (OP != COPY_LHS) {
+                read_vector<V>(rhs_at, rhs_spread, f, h, b);
+            }
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+                a[k] = OP == COPY_RHS ? b[k] : OP == MUL ? a[k] * b[k] : OP == DIV ? a[k] / b[k] : a[k];
+            }
+            add_vector<T, V>(target + f, a);
         }
     }
 }
