@@ -12,6 +12,7 @@ import gsparse._block_scatter as block_scatter
 import gsparse._graph_build as graph_build
 from gsparse import Graph, nn as gnn
 from gsparse.runtime import compile_cuda
+from gsparse.target import H100
 
 from cuda_path import cuda_path_on_cpu
 from kernels.support import needs_nvrtc
@@ -127,6 +128,16 @@ def test_what_the_kernel_cannot_read_takes_the_reverse_graph(op, lhs, rhs, out_s
         assert not block_scatter.takes(_block(0), op, lhs, rhs, out_shape)
 
 
+def test_outputs_larger_than_the_l2_share_take_the_reverse_graph(monkeypatch):
+    g, lhs = _block(0), torch.randn(15, 8)
+    out_bytes = g.num_src * 8 * 4
+    with cuda_path_on_cpu():  # an H100's 50 MB of L2
+        monkeypatch.setattr(block_scatter, "MAX_OUTPUT_IN_L2", out_bytes / H100.l2_bytes)
+        assert block_scatter.takes(g, "copy_lhs", lhs, None, (8,))
+        monkeypatch.setattr(block_scatter, "MAX_OUTPUT_IN_L2", (out_bytes - 1) / H100.l2_bytes)
+        assert not block_scatter.takes(g, "copy_lhs", lhs, None, (8,))
+
+
 LAYERS = {
     "sage": (lambda: gnn.SAGEConv(8, 4), True, "copy_lhs"),
     "gcn": (lambda: gnn.GCNConv(8, 4), False, "mul"),
@@ -200,6 +211,27 @@ def test_rows_off_the_vectors_alignment_are_read_one_element_at_a_time(case):
     shifted = torch.empty(lhs.numel() + 1, device="cuda")[1:].view_as(lhs).copy_(lhs)
     got = block_scatter.scatter(g, op, shifted, rhs, out_shape)
     torch.testing.assert_close(got.double().cpu(), _reference(g, op, lhs, rhs), rtol=1e-5, atol=1e-5)
+
+
+@gpu
+def test_a_captured_backward_takes_the_path_of_its_eager_warm_up():
+    """A step captured after an eager warm-up (torch.compile's reduce-overhead, CapturedStep)
+    finds the kernels the warm-up loaded: each block size takes the same path both times."""
+    layer = gnn.SAGEConv(64, 64).cuda()
+    for num_src in (40, 2_000_000):  # a gradient of 10 KB, then of 512 MB (over 2 L2 caches)
+        x = torch.randn(num_src, 64, device="cuda", requires_grad=True)
+
+        def step(g: Graph) -> None:
+            layer((x, x[:15]), g).sum().backward()
+
+        warm_up = _block(0, num_src=num_src, device="cuda")
+        step(warm_up)
+        g = _block(1, num_src=num_src, device="cuda")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step(g)
+        graph.replay()
+        assert g.reverse_built == warm_up.reverse_built == (num_src > 40)
 
 
 @gpu
