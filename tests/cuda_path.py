@@ -36,23 +36,23 @@ def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[Recordin
     previous_backend = backends.for_device(cpu)
     previous_kernel = source._RuntimeLoader.kernel
     previous_of = target.Target.of
-    previous_scatter = _block_scatter.KERNELS
+    previous_scatter = _block_scatter.PROGRAMS
     backends.register("cpu", cuda.BACKEND)
     source._RuntimeLoader.kernel = lambda self, program, name, device_index: loader.kernel(
         program, name, device_index)
     target.Target.of = staticmethod(lambda device=None: target.H100)
-    _block_scatter.KERNELS = _scatter_launches(loader)
+    _block_scatter.PROGRAMS = dict.fromkeys(previous_scatter, _scatter_launches(loader))
     try:
         yield loader
     finally:
         backends.register("cpu", previous_backend)
         source._RuntimeLoader.kernel = previous_kernel
         target.Target.of = previous_of
-        _block_scatter.KERNELS = previous_scatter
+        _block_scatter.PROGRAMS = previous_scatter
 
 
 def _scatter_launches(loader: RecordingLoader):
-    """:data:`gsparse._block_scatter.KERNELS` whose launches are recorded by ``loader``'s
+    """A program of :data:`gsparse._block_scatter.PROGRAMS` whose launches are recorded by ``loader``'s
     name (in its ``order``) and computed by :func:`_scatter_kernel_model`."""
 
     def prepared(signature, device_index: int):

@@ -68,13 +68,15 @@ def _reference(g: Graph, op: str, lhs, rhs) -> torch.Tensor:
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_scatter_kernel_compiles_without_spills(arch):
-    binary = compile_cuda(block_scatter.source(), arch=arch, cache=None)
-    names = {block_scatter._signature(op, dtype, index, vector).name for op in block_scatter.OPS
-             for dtype in block_scatter.DTYPES for index in (torch.int32, torch.int64)
-             for vector in block_scatter.vector_widths(dtype)}
-    assert len(names) == 4 * 2 * (3 + 1)
-    assert set(binary.resources) == names
-    assert all(r.spill_stores == 0 and r.spill_loads == 0 for r in binary.resources.values())
+    names = set()
+    for dtype, index in block_scatter.PROGRAMS:
+        binary = compile_cuda(block_scatter.source(dtype, index), arch=arch, cache=None)
+        assert set(binary.resources) == {block_scatter._signature(op, dtype, index, vector).name
+                                         for op in block_scatter.OPS
+                                         for vector in block_scatter.vector_widths(dtype)}
+        assert all(r.spill_stores == 0 and r.spill_loads == 0 for r in binary.resources.values())
+        names |= set(binary.resources)
+    assert len(names) == 4 * 2 * (3 + 1)  # ops, index types, vectors of float32 and of float64
 
 
 @pytest.mark.parametrize("dst_sorted", [True, False])

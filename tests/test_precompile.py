@@ -67,7 +67,8 @@ def test_precompile_fills_the_cache_with_what_a_first_call_loads(tmp_path):
                                    archs=("sm_90",), cache=cache, workers=2)
     assert report.compiled == report.programs > 0 and not report.failed
     assert cache.get(forward) is not None and cache.get(backward) is not None
-    assert cache.get(runtime.cache_key(block_scatter.source(), "sm_90", ())) is not None
+    assert all(cache.get(runtime.cache_key(block_scatter.source(*pair), "sm_90", ())) is not None
+               for pair in block_scatter.PROGRAMS)
     again = precompile.precompile(["copy_u_sum"], features=(8,), graphs=[path], grid=False,
                                   archs=("sm_90",), cache=cache, workers=2)
     assert again.compiled == 0 and again.cached == report.programs
@@ -131,7 +132,7 @@ def test_precompile_fills_the_cache_with_a_triangular_solvers_first_programs(tmp
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is None for source in wanted)
     report = precompile.precompile([], dtypes=(torch.float64,), grid=False, archs=("sm_90",),
                                    sptrsv_rhs=(1,), cache=cache, workers=2)
-    # the mini-batch programs (block checks, feature gather, block scatter), the factor
-    # checks, the fast start's kernels, the levels kernels
-    assert report.compiled == report.programs == 3 + 1 + 2 * 2 * 11 + 2 and not report.failed
+    # the mini-batch programs (block checks, feature gather, four of the block scatter), the
+    # factor checks, the fast start's kernels, the levels kernels
+    assert report.compiled == report.programs == 6 + 1 + 2 * 2 * 11 + 2 and not report.failed
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is not None for source in wanted)

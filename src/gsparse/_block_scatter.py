@@ -66,15 +66,12 @@ def _signature(op: str, dtype: torch.dtype, index: torch.dtype, vector: int) -> 
         (f"{element}* __restrict__", "out"), ("int", "lanes_log2")))
 
 
-def _instantiations() -> list[tuple[str, torch.dtype, torch.dtype, int]]:
-    return [(op, dtype, index, vector) for op in OPS for dtype in DTYPES for index in INDEX_TYPES
-            for vector in vector_widths(dtype)]
-
-
-def source() -> str:
-    """The program of every instantiation (``gsparse precompile`` builds it too)."""
+def source(dtype: torch.dtype, index: torch.dtype) -> str:
+    """The program of the kernels of ``dtype`` operands and ``index`` indices: one program
+    a pair, so that a first backward compiles only what it runs (``gsparse precompile``
+    builds them all)."""
     entries = []
-    for op, dtype, index, vector in _instantiations():
+    for op, vector in ((op, vector) for op in OPS for vector in vector_widths(dtype)):
         signature = _signature(op, dtype, index, vector)
         arguments = ", ".join(name for _, name in signature.params)
         entries.append(f"{signature.declaration((BLOCK,))}\n{{\n    block_scatter<{SCALAR_TYPES[dtype]}, "
@@ -82,7 +79,8 @@ def source() -> str:
     return "\n".join((PRELUDE, device_code("gsparse.kernels", "block_scatter.cu"), "\n\n".join(entries), ""))
 
 
-KERNELS = PreparedLaunches(source, CONTEXT, BLOCK)
+PROGRAMS = {(dtype, index): PreparedLaunches(functools.partial(source, dtype, index), CONTEXT, BLOCK)
+            for dtype in DTYPES for index in INDEX_TYPES}
 
 
 def _spread(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Optional[bool]:
@@ -129,7 +127,7 @@ def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
     lanes_log2 = min(5, (vectors - 1).bit_length())
     blocks = min(-(-(g.num_edges << lanes_log2) // BLOCK), MAX_BLOCKS)
     (lhs, lhs_spread), (rhs, rhs_spread) = [(None, False) if o is None else o for o in operands]
-    KERNELS(_signature(op, operand.dtype, g.index_dtype, vector), g.device.index)(
+    PROGRAMS[operand.dtype, g.index_dtype](_signature(op, operand.dtype, g.index_dtype, vector), g.device.index)(
         g.col, g.csr_dst, g.eid, lhs, rhs, g.num_edges, features // width, width, int(lhs_spread),
         int(rhs_spread), out, lanes_log2, grid=blocks)
     return out

@@ -33,8 +33,9 @@ What gets compiled:
   and are compiled at their first solve.
 * **A mini-batch step's first kernels**, whatever the operators: the checks of sampled
   blocks (:meth:`gsparse.Graph.from_block`), the gather of input features
-  (:func:`gsparse.nn.gather_features`) and the scatter of a block's backward
-  (:mod:`gsparse._block_scatter`), each one program for every dtype and index type.
+  (:func:`gsparse.nn.gather_features`), each one program for every dtype and index type,
+  and the scatter of a block's backward (:mod:`gsparse._block_scatter`), a program for
+  each.
 * **Programs** are generated, deduplicated and compiled in a thread pool (NVRTC releases
   the GIL) into the kernel cache of :func:`gsparse.runtime.default_cache_dir`. Programs
   already there are skipped.
@@ -429,7 +430,8 @@ def precompile(ops: Sequence[str] = DEFAULT_OPS, models: Sequence[str] = (), *,
     for arch in archs:  # a mini-batch step's first kernels, whatever the operators
         work[(arch, block_checks.source())] = block_checks.CONTEXT
         work[(arch, gather_features.source())] = gather_features.CONTEXT
-        work[(arch, block_scatter.source())] = block_scatter.CONTEXT
+        for dtype, index in block_scatter.PROGRAMS:
+            work[(arch, block_scatter.source(dtype, index))] = block_scatter.CONTEXT
         if sptrsv_rhs:
             for source, context in sptrsv_programs(dtypes, sptrsv_rhs).items():
                 work[(arch, source)] = context
