@@ -79,7 +79,8 @@ def main() -> None:
     args = parser.parse_args()
     gen = torch.Generator().manual_seed(0)
     print(f"device: {torch.cuda.get_device_name()}")
-    print("| block | op | features | scatter (ms) | reverse (ms) | reverse / scatter | host, scatter (us) | host, reverse (us) |")
+    print("| block | op | features | scatter (ms) | reverse (ms) | reverse / scatter | "
+          "host, scatter (us) | host, reverse (us) |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     # the benchmark's blocks: 1024 seeds with 25 sources each, those with 10 each
     for name, num_dst, fanout, num_src in (("inner 25.6K edges", 1024, 25, 26_624),

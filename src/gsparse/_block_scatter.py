@@ -11,9 +11,10 @@ launch, prepared once per kernel and device.
 It takes sum messages of ``copy_lhs``, ``copy_rhs``, ``mul`` and ``div`` in float32 and
 float64, where each operand has the output's feature shape or is spread over its last
 dimension (attention weights ``[E, H, 1]`` against features ``[N, H, C]``), and whose
-output fits in :data:`MAX_OUTPUT_IN_L2` L2 caches; anything else, half precision (whose atomic adds
-would round at every edge), and every call under ``torch.use_deterministic_algorithms``
-(atomic adds land in any order) take the reverse graph.
+output fits in :data:`MAX_OUTPUT_IN_L2` L2 caches; anything else, half precision (whose
+atomic adds would round at every edge), and every call under
+``torch.use_deterministic_algorithms`` (atomic adds land in any order) take the reverse
+graph.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from . import backends
 from ._prepared import PreparedLaunches
 from .backends import cuda
 from .graph import Graph
-from .target import Target
 from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
+from .target import Target
 
 BLOCK = 256  # threads per block
 MAX_BLOCKS = 8192  # a grid-stride loop covers the rest
@@ -127,7 +128,8 @@ def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
     lanes_log2 = min(5, (vectors - 1).bit_length())
     blocks = min(-(-(g.num_edges << lanes_log2) // BLOCK), MAX_BLOCKS)
     (lhs, lhs_spread), (rhs, rhs_spread) = [(None, False) if o is None else o for o in operands]
-    PROGRAMS[operand.dtype, g.index_dtype](_signature(op, operand.dtype, g.index_dtype, vector), g.device.index)(
+    signature = _signature(op, operand.dtype, g.index_dtype, vector)
+    PROGRAMS[operand.dtype, g.index_dtype](signature, g.device.index)(
         g.col, g.csr_dst, g.eid, lhs, rhs, g.num_edges, features // width, width, int(lhs_spread),
         int(rhs_spread), out, lanes_log2, grid=blocks)
     return out

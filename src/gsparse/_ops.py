@@ -13,8 +13,9 @@ same count (DGL broadcasting), one dtype. Backward passes are written with these
 
 * g-SpMM sum/mean: the node gradient is a g-SpMM on the reverse graph (on the eager path,
   a sampled block whose reverse graph is not built scatters over its own edges instead:
-  :mod:`gsparse._block_scatter`), the edge gradient a g-SDDMM; max/min send each output gradient to the winning edge's operands only, found
-  through the ``arg_u``/``arg_e`` indices of the forward pass.
+  :mod:`gsparse._block_scatter`), the edge gradient a g-SDDMM; max/min send each output
+  gradient to the winning edge's operands only, found through the ``arg_u``/``arg_e``
+  indices of the forward pass.
 * g-SDDMM: an operand on a node gathers the gradients of its edges with a g-SpMM (on the
   graph for ``v``, on the reverse graph for ``u``); an operand on the edge takes them as is.
 * Broadcast feature dimensions are summed back to the operand's shape.
