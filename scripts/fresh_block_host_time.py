@@ -19,7 +19,8 @@ timed span; the median over ``--blocks`` blocks):
   launch that a fresh graph resolves;
 - ``layer``: forward and backward of a GCN, GAT and SAGE layer on a fresh block, on a block
   it has run on before, and the difference: what the layer builds per block (normalised
-  graph, self loops, reverse graph, binds);
+  graph, self loops, binds); on a GPU with torch_geometric, PyG's same layer on the same
+  blocks' edge lists beside it;
 - ``torch ops``: the torch functions a layer's fresh forward and backward call from Python,
   less those of a repeated one, of those the ones that are not reads of a tensor's
   metadata (``.shape``, ``.device``, ``numel()``, ...), and of those the ones that are not
@@ -206,6 +207,16 @@ def _layers(features: int, hidden: int, heads: int) -> dict[str, tuple[torch.nn.
             "SAGE": (gnn.SAGEConv(features, hidden), True)}
 
 
+def _pyg_layers(features: int, hidden: int, heads: int) -> dict[str, torch.nn.Module] | None:
+    """PyG's layers of :func:`_layers`, or None without torch_geometric."""
+    try:
+        import torch_geometric.nn as pyg_nn
+    except ImportError:
+        return None
+    return {"GCN": pyg_nn.GCNConv(features, hidden), "GAT": pyg_nn.GATConv(features, hidden // heads, heads=heads),
+            "SAGE": pyg_nn.SAGEConv(features, hidden)}
+
+
 def _layer_step(module: torch.nn.Module, bipartite: bool, g: Graph, x: torch.Tensor,
                 counted: bool = False) -> None:
     out = module((x, x[: g.num_dst]), g) if bipartite else module(x, g)
@@ -282,6 +293,18 @@ def run(args: argparse.Namespace, device: str, sync: Callable[[], None]) -> None
             f"seen {counted_seen.count}/{counted_seen.launching}), "
             f"{counted_fresh.kernels - counted_seen.kernels} not views either")
         report[f"calls resolved {name}"] = f"{len(binds)} per fresh block"
+        theirs = None if args.cpu_mock else _pyg_layers(args.features, args.hidden, args.heads)
+        if theirs is not None:  # the same layer of PyG on the same blocks' edge lists
+            layer, times = theirs[name].to(device), []
+            for g in (bipartite if bip else square)[1:]:
+                edge_index, x = g.edge_index, torch.randn(g.num_src, args.features, device=device,
+                                                          requires_grad=True)
+                inputs = (x, x[: g.num_dst]) if bip else x
+                sync()
+                times.append(_host_us(lambda: layer(inputs, edge_index).sum().backward()))
+                sync()
+            report[f"layer {name} forward+backward, PyG"] = (f"{statistics.median(times):.1f} us on "
+                                                             f"the same blocks (gsparse: fresh {f:.1f})")
         if args.profile:
             profile = cProfile.Profile()
             graphs = [block(args.seeds, fanouts, bip, device, gen)[0] for _ in range(args.blocks)]
