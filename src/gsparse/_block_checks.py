@@ -31,29 +31,28 @@ if TYPE_CHECKING:
 
 BLOCK = 256  # threads per block
 MAX_BLOCKS = 1024  # a grid-stride loop covers the rest
-_C_TYPE = {torch.int32: "int", torch.int64: "long long"}
 _SUFFIX = {torch.int32: "i32", torch.int64: "i64"}
 
 
 # The signatures are made on first use: gsparse.kernels imports the graph, which imports this.
 @functools.cache
 def _edges_signature(edges: torch.dtype, sorted_dst: torch.dtype) -> Signature:
-    from .kernels.source import Signature
+    from .kernels.source import INDEX_TYPES, Signature
 
     return Signature(f"check_edges_{_SUFFIX[edges]}_{_SUFFIX[sorted_dst]}", (
-        (f"const {_C_TYPE[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
-        ("long long", "stride"), (f"const {_C_TYPE[sorted_dst]}* __restrict__", "sorted"),
+        (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
+        ("long long", "stride"), (f"const {INDEX_TYPES[sorted_dst]}* __restrict__", "sorted"),
         ("long long", "num_edges"), ("long long", "num_src"), ("long long", "num_dst"),
         ("long long", "max_degree")))
 
 
 @functools.cache
 def _sorted_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
-    from .kernels.source import Signature
+    from .kernels.source import INDEX_TYPES, Signature
 
-    pointer = f"{_C_TYPE[index]}* __restrict__"
+    pointer = f"{INDEX_TYPES[index]}* __restrict__"
     return Signature(f"sorted_edges_{_SUFFIX[edges]}_{_SUFFIX[index]}", (
-        (f"const {_C_TYPE[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
+        (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
         ("long long", "stride"), (pointer, "rowptr"), (pointer, "col"), (pointer, "rows"),
         ("long long", "num_edges"), ("long long", "num_src"), ("long long", "num_dst"),
         ("long long", "max_degree")))
@@ -61,31 +60,31 @@ def _sorted_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
 
 @functools.cache
 def _count_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
-    from .kernels.source import Signature
+    from .kernels.source import INDEX_TYPES, Signature
 
     return Signature(f"count_edges_{_SUFFIX[edges]}_{_SUFFIX[index]}", (
-        (f"const {_C_TYPE[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
-        ("long long", "stride"), (f"{_C_TYPE[index]}* __restrict__", "counts"),
-        (f"{_C_TYPE[index]}* __restrict__", "table"), ("long long", "num_edges"),
+        (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
+        ("long long", "stride"), (f"{INDEX_TYPES[index]}* __restrict__", "counts"),
+        (f"{INDEX_TYPES[index]}* __restrict__", "table"), ("long long", "num_edges"),
         ("long long", "num_src"), ("long long", "num_dst"), ("long long", "max_degree")))
 
 
 @functools.cache
 def _order_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
-    from .kernels.source import Signature
+    from .kernels.source import INDEX_TYPES, Signature
 
-    pointer, const = f"{_C_TYPE[index]}* __restrict__", f"const {_C_TYPE[index]}* __restrict__"
+    pointer, const = f"{INDEX_TYPES[index]}* __restrict__", f"const {INDEX_TYPES[index]}* __restrict__"
     return Signature(f"order_rows_{_SUFFIX[edges]}_{_SUFFIX[index]}", (
-        (f"const {_C_TYPE[edges]}* __restrict__", "edges"), ("long long", "stride"),
+        (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "stride"),
         (const, "table"), (const, "rowptr"), (pointer, "col"), (pointer, "eid"), (pointer, "rows"),
         ("long long", "num_dst"), ("long long", "max_degree")))
 
 
 @functools.cache
 def _csr_signature(index: torch.dtype) -> Signature:
-    from .kernels.source import Signature
+    from .kernels.source import INDEX_TYPES, Signature
 
-    pointer = f"const {_C_TYPE[index]}* __restrict__"
+    pointer = f"const {INDEX_TYPES[index]}* __restrict__"
     return Signature(f"check_csr_{_SUFFIX[index]}", (
         (pointer, "rowptr"), (pointer, "col"), (pointer, "eid"), ("long long", "num_dst"),
         ("long long", "num_edges"), ("long long", "num_src"), ("long long", "max_degree")))
@@ -98,11 +97,11 @@ CONTEXT = "gsparse block checks"
 def source() -> str:
     """The program of the check kernels (``gsparse precompile`` builds it too)."""
     body = importlib.resources.files("gsparse.kernels").joinpath("block_checks.cu").read_text()
-    entries = [_entry(_edges_signature(k, s), "check_edges") for k in _C_TYPE for s in _C_TYPE]
-    entries += [_entry(_csr_signature(i), "check_csr") for i in _C_TYPE]
-    entries += [_entry(_sorted_signature(k, i), "sorted_edges") for k in _C_TYPE for i in _C_TYPE]
-    entries += [_entry(_count_signature(k, i), "count_edges") for k in _C_TYPE for i in _C_TYPE]
-    entries += [_entry(_order_signature(k, i), "order_rows") for k in _C_TYPE for i in _C_TYPE]
+    entries = [_entry(_edges_signature(k, s), "check_edges") for k in _SUFFIX for s in _SUFFIX]
+    entries += [_entry(_csr_signature(i), "check_csr") for i in _SUFFIX]
+    entries += [_entry(_sorted_signature(k, i), "sorted_edges") for k in _SUFFIX for i in _SUFFIX]
+    entries += [_entry(_count_signature(k, i), "count_edges") for k in _SUFFIX for i in _SUFFIX]
+    entries += [_entry(_order_signature(k, i), "order_rows") for k in _SUFFIX for i in _SUFFIX]
     return body + "\n" + "\n\n".join(entries) + "\n"
 
 
