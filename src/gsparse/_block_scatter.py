@@ -30,6 +30,7 @@ from . import backends
 from ._prepared import PreparedLaunches
 from .backends import cuda
 from .graph import Graph
+from .kernels.operands import misalignment, vector_limit
 from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
 from .target import Target
 
@@ -123,7 +124,9 @@ def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
     width = out_shape[-1] if out_shape else 1
     operands = [None if t is None else (t.contiguous(), bool(_spread(tuple(t.shape[1:]), out_shape)))
                 for t in (lhs, rhs)]
-    vector = _vector(operand.dtype, width, [t for t, spread in filter(None, operands) if not spread])
+    # a vector never straddles two heads (width); the output is fresh, so aligned
+    rows = [misalignment(t) for t, spread in filter(None, operands) if not spread]
+    vector = min(vector_limit(width, rows, operand.dtype), vector_widths(operand.dtype)[0])
     vectors = features // vector
     lanes_log2 = min(5, (vectors - 1).bit_length())
     blocks = min(-(-(g.num_edges << lanes_log2) // BLOCK), MAX_BLOCKS)
@@ -133,13 +136,3 @@ def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
         g.col, g.csr_dst, g.eid, lhs, rhs, g.num_edges, features // width, width, int(lhs_spread),
         int(rhs_spread), out, lanes_log2, grid=blocks)
     return out
-
-
-def _vector(dtype: torch.dtype, width: int, rows: list[Tensor]) -> int:
-    """The widest vector that divides ``width`` (so that no vector straddles two heads) and
-    that every operand read row by row (``rows``, contiguous) is aligned to; the output is
-    fresh, so aligned."""
-    for v in vector_widths(dtype):
-        if width % v == 0 and all(t.data_ptr() % (v * t.itemsize) == 0 for t in rows):
-            return v
-    return 1

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from ._prepared import PreparedLaunches
+from .kernels.operands import misalignment, vector_limit
 from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
 
 BLOCK = 256  # threads per block
@@ -76,12 +77,10 @@ def threshold_and_scale(p: float) -> tuple[int, float]:
 
 
 def _vector(x: Tensor, features: int) -> int:
-    """The widest load every row of ``x`` allows: rows of whole vectors, each aligned."""
-    row_stride, address = x.stride(0), x.data_ptr()
-    for v in vector_widths(x.dtype):
-        if features % v == 0 and row_stride % v == 0 and address % (v * x.itemsize) == 0:
-            return v
-    return 1
+    """The widest load every row of ``x`` allows: rows of whole vectors, each aligned (a
+    vector divides both the row length and the row stride)."""
+    return min(vector_limit(math.gcd(features, x.stride(0)), [misalignment(x)], x.dtype),
+               vector_widths(x.dtype)[0])
 
 
 def _launch(x: Tensor, index: Optional[Tensor], seed: Optional[Tensor], p: float, out: Tensor) -> None:
