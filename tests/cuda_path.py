@@ -21,8 +21,11 @@ from collections.abc import Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gsparse import _block_checks, _block_scatter, backends, target
+from gsparse import _block_checks, _block_loops, _block_scatter, backends, target
+from gsparse import Graph
+from gsparse._graph_build import Csr
 from gsparse.bench.minibatch import Blocks
+from gsparse.nn._graph import _loop_graph_in_torch
 from gsparse.backends import cuda
 from gsparse.kernels import source
 
@@ -37,11 +40,13 @@ def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[Recordin
     previous_kernel = source._RuntimeLoader.kernel
     previous_of = target.Target.of
     previous_scatter = _block_scatter.PROGRAMS
+    previous_loops = _block_loops.PROGRAMS
     backends.register("cpu", cuda.BACKEND)
     source._RuntimeLoader.kernel = lambda self, program, name, device_index: loader.kernel(
         program, name, device_index)
     target.Target.of = staticmethod(lambda device=None: target.H100)
     _block_scatter.PROGRAMS = dict.fromkeys(previous_scatter, _scatter_launches(loader))
+    _block_loops.PROGRAMS = dict.fromkeys(previous_loops, _modelled_launches(loader, _loops_kernel_model))
     try:
         yield loader
     finally:
@@ -49,20 +54,53 @@ def cuda_path_on_cpu(loader: RecordingLoader | None = None) -> Iterator[Recordin
         source._RuntimeLoader.kernel = previous_kernel
         target.Target.of = previous_of
         _block_scatter.PROGRAMS = previous_scatter
+        _block_loops.PROGRAMS = previous_loops
 
 
-def _scatter_launches(loader: RecordingLoader):
-    """A program of :data:`gsparse._block_scatter.PROGRAMS` whose launches are recorded by ``loader``'s
-    name (in its ``order``) and computed by :func:`_scatter_kernel_model`."""
+def _modelled_launches(loader: RecordingLoader, model):
+    """A fixed program (:class:`gsparse._prepared.PreparedLaunches`) whose launches are
+    recorded by name in ``loader``'s ``order`` and computed by ``model(name, *args)``."""
 
     def prepared(signature, device_index: int):
         def launch(*args, grid) -> None:
             loader.order.append(signature.name)
-            _scatter_kernel_model(signature.name, *args)
+            model(signature.name, *args)
 
         return launch
 
     return prepared
+
+
+def _scatter_launches(loader: RecordingLoader):
+    """:data:`gsparse._block_scatter.PROGRAMS`' launches, computed by :func:`_scatter_kernel_model`."""
+    return _modelled_launches(loader, _scatter_kernel_model)
+
+
+def _loops_kernel_model(name: str, *args) -> None:
+    """What a kernel of :mod:`gsparse._block_loops` writes, with PyTorch operations (those of
+    the layers' CPU path), unseen by the torch-function modes that count a step's calls."""
+    with torch._C.DisableTorchFunction():
+        if name.startswith("block_loops"):
+            rowptr, col, num_rows, loop_edges, loop_rowptr, edges, masked = args
+            block = Graph._made(Csr(rowptr, col, None, num_rows), sync_free=True)
+            graph, want_edges, want_masked = _loop_graph_in_torch(block)
+            loop_rowptr.copy_(graph.rowptr)
+            edges.copy_(want_edges)
+            masked.copy_(want_masked)
+        elif name.startswith("loop_degrees"):
+            loop_rowptr, masked, num_rows, improved, dinv, weight = args
+            lengths = loop_rowptr[1:] - loop_rowptr[:-1]
+            rows = torch.repeat_interleave(torch.arange(num_rows), lengths.long())
+            loop_at = loop_rowptr[1:].long() - 1
+            weight.copy_(torch.where(masked, 0.0, 1.0))
+            own = torch.zeros(num_rows, dtype=torch.long).index_add_(0, rows, masked.long()) > 0
+            if improved:
+                weight[loop_at] = torch.where(own, 1.0, 2.0).to(weight.dtype)
+            deg = torch.zeros(num_rows, dtype=weight.dtype).index_add_(0, rows, weight)
+            dinv.copy_(deg.pow(-0.5))
+        else:  # loop_weights
+            edges, loop_edges, dinv, weight = args
+            weight.mul_(dinv[edges.long()].prod(0))
 
 
 def _scatter_kernel_model(name: str, col, dst, eid, lhs, rhs, num_edges, heads, width, lhs_spread,

@@ -259,6 +259,10 @@ class _Recorder:
         self.calls.append(("edge_softmax", g, norm_by))
         return cpu.BACKEND.edge_softmax(g, logits, norm_by)
 
+    def edge_softmax_grad(self, g, y, grad, norm_by):
+        self.calls.append(("edge_softmax_grad", g, norm_by))
+        return cpu.BACKEND.edge_softmax_grad(g, y, grad, norm_by)
+
 
 @pytest.fixture
 def recorder(monkeypatch):
@@ -279,6 +283,23 @@ def test_backward_runs_on_the_backend_of_the_device(recorder):
     assert ("spmm", g.reverse(), "mul", "sum") in recorder.calls
     assert ("sddmm", g, "dot", "u", "v") in recorder.calls
     assert x.grad is not None and w.grad is not None
+
+
+@pytest.mark.parametrize("norm_by", ["dst", "src"])
+def test_the_softmax_backward_is_one_pass_of_the_backend(recorder, norm_by):
+    """The gradient of the logits is the backend's fused pass, not a g-SpMM of the row sums
+    and a g-SDDMM spreading them back; so is the same gradient's second derivative's."""
+    g = _graph("square")
+    z = torch.randn(g.num_edges, 2, dtype=torch.float64, requires_grad=True)
+    y = gsparse.edge_softmax(g, z, norm_by=norm_by)
+    recorder.calls.clear()
+    (dz,) = torch.autograd.grad((y * y).sum(), z)
+    assert recorder.calls == [("edge_softmax_grad", g, norm_by)]
+    y = gsparse.edge_softmax(g, z, norm_by=norm_by)
+    (dz,) = torch.autograd.grad((y * y).sum(), z, create_graph=True)
+    recorder.calls.clear()
+    dz.sum().backward()
+    assert ("edge_softmax_grad", g, norm_by) in recorder.calls
 
 
 def test_operators_find_the_graph_and_its_caches(recorder):
@@ -316,6 +337,7 @@ def test_custom_ops_pass_opcheck():
         (ops.spmm_arg, (*g.parts, "div", "max", x, w, [2, 3], False)),
         (ops.sddmm, (*g.parts, "dot", x, n, "u", "v", [2, 1])),
         (ops.edge_softmax, (*g.parts, w, "src")),
+        (ops.edge_softmax_grad, (*g.parts, torch.rand_like(w).requires_grad_(), w, "dst")),
     ]
     for op, args in cases:
         torch.library.opcheck(op, args)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsparse import Graph, _block_scatter as block_scatter, cli, precompile, runtime
+from gsparse import Graph, _block_loops as block_loops, _block_scatter as block_scatter, cli, precompile, runtime
 from gsparse.kernels import spmm as spmm_kernels
 from gsparse.kernels.spmm import codegen
 from gsparse.target import H100
@@ -42,6 +42,8 @@ def test_the_traced_tasks_cover_forward_and_backward_with_and_without_edge_ids()
     assert {(t.op, t.has_eid) for t in sddmm} == {(op, eid) for op in ("dot", "mul") for eid in (False, True)}
     models = precompile.collect_tasks([], ["gat"], channels=(16, 16, 3))
     assert {t.kind for t in models} == {"spmm", "sddmm", "softmax"}
+    # the softmax's backward is its own fused kernel
+    assert {t.task.direction for t in models if t.kind == "softmax"} == {"forward", "backward"}
 
 
 def test_unknown_operators_and_models_are_named():
@@ -69,6 +71,8 @@ def test_precompile_fills_the_cache_with_what_a_first_call_loads(tmp_path):
     assert cache.get(forward) is not None and cache.get(backward) is not None
     assert all(cache.get(runtime.cache_key(block_scatter.source(*pair), "sm_90", ())) is not None
                for pair in block_scatter.PROGRAMS)
+    assert all(cache.get(runtime.cache_key(block_loops.source(index), "sm_90", ())) is not None
+               for index in block_loops.PROGRAMS)
     again = precompile.precompile(["copy_u_sum"], features=(8,), graphs=[path], grid=False,
                                   archs=("sm_90",), cache=cache, workers=2)
     assert again.compiled == 0 and again.cached == report.programs
@@ -132,7 +136,7 @@ def test_precompile_fills_the_cache_with_a_triangular_solvers_first_programs(tmp
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is None for source in wanted)
     report = precompile.precompile([], dtypes=(torch.float64,), grid=False, archs=("sm_90",),
                                    sptrsv_rhs=(1,), cache=cache, workers=2)
-    # the mini-batch programs (block checks, feature gather, four of the block scatter), the
-    # factor checks, the fast start's kernels, the levels kernels
-    assert report.compiled == report.programs == 6 + 1 + 2 * 2 * 11 + 2 and not report.failed
+    # the mini-batch programs (block checks, feature gather, four of the block scatter, two of
+    # the block loops), the factor checks, the fast start's kernels, the levels kernels
+    assert report.compiled == report.programs == 8 + 1 + 2 * 2 * 11 + 2 and not report.failed
     assert all(cache.get(runtime.cache_key(source, "sm_90", ())) is not None for source in wanted)

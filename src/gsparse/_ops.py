@@ -38,7 +38,7 @@ from ._checks import broadcast_shapes
 from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
 
-__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "autocast_operands", "needs_grad",
+__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "edge_softmax_grad", "autocast_operands", "needs_grad",
            "direct_call_ok", "contiguous"]
 
 Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
@@ -152,6 +152,21 @@ def edge_softmax(
 @edge_softmax.register_fake
 def _edge_softmax_fake(rowptr, col, eid, num_src, logits, norm_by):
     return torch.empty_like(logits, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("gsparse::edge_softmax_grad", mutates_args=())
+def edge_softmax_grad(
+    rowptr: Tensor, col: Tensor, eid: Optional[Tensor], num_src: int, y: Tensor, grad: Tensor, norm_by: str
+) -> Tensor:
+    """The gradient of an edge softmax's logits from its output ``y`` and the gradient
+    ``grad`` of ``y``: one fused pass over each row (see ``Backend.edge_softmax_grad``)."""
+    g = _graph(rowptr, col, eid, num_src, False)
+    return backends.for_device(g.device).edge_softmax_grad(g, y.contiguous(), grad.contiguous(), norm_by)
+
+
+@edge_softmax_grad.register_fake
+def _edge_softmax_grad_fake(rowptr, col, eid, num_src, y, grad, norm_by):
+    return torch.empty_like(y, memory_format=torch.contiguous_format)
 
 
 # ---------------------------------------------------------------------- backward helpers
@@ -441,14 +456,44 @@ def _edge_softmax_backward(ctx, grad: Tensor):
 
 def _edge_softmax_grad(parts: Parts, norm_by: str, y: Tensor, grad: Tensor) -> Tensor:
     r"""``dz_e = y_e (dy_e - Σ_{e' ~ e} dy_{e'} y_{e'})``, the sum over the edges sharing
-    ``e``'s destination (or source)."""
-    target = "v" if norm_by == "dst" else "u"
-    gy = grad * y
-    row_sum = _to_target(parts, gy, target)
-    return gy - _sddmm(parts, "mul", y, row_sum, "e", target, list(y.shape[1:]))
+    ``e``'s destination (or source), in one pass of the backend (on the eager path without a
+    second derivative, straight to it: the custom op's dispatch costs more host time than a
+    small graph's kernel)."""
+    if direct_call_ok(y, grad):
+        g = parts.graph if isinstance(parts, _calls.GraphParts) else _graph(*parts, False)
+        return backends.for_device(g.device).edge_softmax_grad(g, y.contiguous(), grad.contiguous(), norm_by)
+    return edge_softmax_grad(*parts, y, grad, norm_by)
 
 
 edge_softmax.register_autograd(_edge_softmax_backward, setup_context=_edge_softmax_setup)
+
+
+def _edge_softmax_grad_setup(ctx, inputs, output) -> None:
+    rowptr, col, eid, num_src, y, grad, norm_by = inputs
+    ctx.parts = (rowptr, col, eid, num_src)
+    ctx.norm_by = norm_by
+    ctx.save_for_backward(y, grad)
+
+
+def _edge_softmax_grad_backward(ctx, ddz: Tensor):
+    r"""Second derivatives: with ``s_r = Σ dy ⊙ y`` and ``t_r = Σ ddz ⊙ y`` over row ``r``
+    of each edge, ``∂/∂dy = y ⊙ (ddz - t)`` (the same gradient of ``ddz``) and
+    ``∂/∂y = ddz ⊙ (dy - s) - dy ⊙ t``."""
+    y, dy = ctx.saved_tensors
+    parts, norm_by = ctx.parts, ctx.norm_by
+    d_y = d_dy = None
+    if ctx.needs_input_grad[5]:
+        d_dy = _edge_softmax_grad(parts, norm_by, y, ddz)
+    if ctx.needs_input_grad[4]:
+        target, shape = ("v" if norm_by == "dst" else "u"), list(y.shape[1:])
+        s = _to_target(parts, dy * y, target)
+        t = _to_target(parts, ddz * y, target)
+        d_y = (ddz * dy - _sddmm(parts, "mul", ddz, s, "e", target, shape)
+               - _sddmm(parts, "mul", dy, t, "e", target, shape))
+    return None, None, None, None, d_y, d_dy, None
+
+
+edge_softmax_grad.register_autograd(_edge_softmax_grad_backward, setup_context=_edge_softmax_grad_setup)
 
 
 # ---------------------------------------------------------------------- autocast

@@ -34,8 +34,9 @@ What gets compiled:
 * **A mini-batch step's first kernels**, whatever the operators: the checks of sampled
   blocks (:meth:`gsparse.Graph.from_block`), the gather of input features
   (:func:`gsparse.nn.gather_features`), each one program for every dtype and index type,
-  and the scatter of a block's backward (:mod:`gsparse._block_scatter`), a program for
-  each.
+  the scatter of a block's backward (:mod:`gsparse._block_scatter`), a program for
+  each, and a block's self-loop graph with GCN's weights (:mod:`gsparse._block_loops`), a
+  program for each index type.
 * **Programs** are generated, deduplicated and compiled in a thread pool (NVRTC releases
   the GIL) into the kernel cache of :func:`gsparse.runtime.default_cache_dir`. Programs
   already there are skipped.
@@ -58,6 +59,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import _block_checks as block_checks
+from . import _block_loops as block_loops
 from . import _block_scatter as block_scatter
 from . import _gather_features as gather_features
 from . import backends, datasets, runtime
@@ -134,12 +136,19 @@ class _TaskRecorder:
         return cpu_backend.BACKEND.sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape)
 
     def edge_softmax(self, g, logits, norm_by):
-        if logits.numel():
+        self._softmax("forward", g, logits, norm_by)
+        return cpu_backend.BACKEND.edge_softmax(g, logits, norm_by)
+
+    def edge_softmax_grad(self, g, y, grad, norm_by):
+        self._softmax("backward", g, y, norm_by)
+        return cpu_backend.BACKEND.edge_softmax_grad(g, y, grad, norm_by)
+
+    def _softmax(self, direction: str, g: Graph, values: torch.Tensor, norm_by: str) -> None:
+        if values.numel():
             rows = g if norm_by == "dst" else g.reverse()
             self.tasks.add(_Task("softmax", softmax_kernels.SoftmaxTask(
-                "forward", logits.dtype, rows.index_dtype, rows.eid is not None,
-                logits.numel() // g.num_edges)))
-        return cpu_backend.BACKEND.edge_softmax(g, logits, norm_by)
+                direction, values.dtype, rows.index_dtype, rows.eid is not None,
+                values.numel() // g.num_edges)))
 
 
 @contextlib.contextmanager
@@ -432,6 +441,8 @@ def precompile(ops: Sequence[str] = DEFAULT_OPS, models: Sequence[str] = (), *,
         work[(arch, gather_features.source())] = gather_features.CONTEXT
         for dtype, index in block_scatter.PROGRAMS:
             work[(arch, block_scatter.source(dtype, index))] = block_scatter.CONTEXT
+        for index in block_loops.PROGRAMS:
+            work[(arch, block_loops.source(index))] = block_loops.CONTEXT
         if sptrsv_rhs:
             for source, context in sptrsv_programs(dtypes, sptrsv_rhs).items():
                 work[(arch, source)] = context

@@ -50,6 +50,12 @@ class Backend(Protocol):
 
     def edge_softmax(self, g: Graph, logits: torch.Tensor, norm_by: str) -> torch.Tensor: ...
 
+    def edge_softmax_grad(self, g: Graph, y: torch.Tensor, grad: torch.Tensor, norm_by: str) -> torch.Tensor:
+        """The gradient of an edge softmax's logits, ``y ⊙ (grad - Σ grad ⊙ y)`` with the sum
+        over the edges of each edge's destination (``norm_by="dst"``) or source, from its
+        output ``y`` and the gradient ``grad`` of ``y`` (both ``[num_edges, *shape]``)."""
+        ...
+
 
 _BY_DEVICE_TYPE: dict[str, Backend] = {}
 

@@ -360,10 +360,7 @@ class _TorchBackend:
         return out.copy_(result.expand(g.num_edges, *out_shape))
 
     def edge_softmax(self, g, logits, norm_by):
-        # Each edge's group (its destination or source) as int64, kept with the graph.
-        group = g.cpu.get(("softmax_group", norm_by),
-                          lambda: g.edges()[1 if norm_by == "dst" else 0].long())
-        num_groups = g.num_dst if norm_by == "dst" else g.num_src
+        group, num_groups = _softmax_groups(g, norm_by)
         x = logits.to(_accumulation_dtype(logits.dtype))
         shape = (num_groups, *x.shape[1:])
         row_max = torch.full(shape, float("-inf"), dtype=x.dtype, device=x.device)
@@ -371,6 +368,22 @@ class _TorchBackend:
         exp = torch.exp(x - row_max.index_select(0, group))
         row_sum = torch.zeros(shape, dtype=x.dtype, device=x.device).index_add_(0, group, exp)
         return (exp / row_sum.index_select(0, group)).to(logits.dtype)
+
+    def edge_softmax_grad(self, g, y, grad, norm_by):
+        group, num_groups = _softmax_groups(g, norm_by)
+        accumulation = _accumulation_dtype(y.dtype)
+        y_acc = y.to(accumulation)
+        gy = grad.to(accumulation) * y_acc
+        row_sum = torch.zeros((num_groups, *gy.shape[1:]), dtype=accumulation, device=gy.device)
+        row_sum.index_add_(0, group, gy)
+        return (gy - y_acc * row_sum.index_select(0, group)).to(y.dtype)
+
+
+def _softmax_groups(g, norm_by: str) -> tuple[torch.Tensor, int]:
+    """Each edge's group for an edge softmax (its destination or source) as int64, kept
+    with the graph, and the number of groups."""
+    group = g.cpu.get(("softmax_group", norm_by), lambda: g.edges()[1 if norm_by == "dst" else 0].long())
+    return group, g.num_dst if norm_by == "dst" else g.num_src
 
 
 BACKEND = _TorchBackend()

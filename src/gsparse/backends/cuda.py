@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from ..kernels.sddmm import bind_sddmm, run_sddmm
-from ..kernels.softmax import bind_edge_softmax, run_edge_softmax
+from ..kernels.softmax import bind_edge_softmax, run_edge_softmax, run_edge_softmax_backward
 from ..kernels.spmm import bind_spmm, run_spmm
 from ..tune import select
 
@@ -27,6 +27,9 @@ class _CudaBackend:
 
     def edge_softmax(self, g, logits, norm_by):
         return run_edge_softmax(g, logits, norm_by)
+
+    def edge_softmax_grad(self, g, y, grad, norm_by):
+        return run_edge_softmax_backward(g, y, grad, norm_by)
 
     # The calls above resolved once for operands like these (gsparse._calls keeps them).
     def bind_spmm(self, g, op, reduce, lhs, rhs, out_shape, with_arg=False):

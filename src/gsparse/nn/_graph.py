@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .. import _block_loops as block_loops
 from .._checks import graph_override
 from .._graph_build import Csr, index_dtype_for
 from ..derived import compile_error, derive
@@ -185,19 +186,26 @@ class BlockSelfLoops:
         graph, masked: as :class:`SelfLoops`.
         edges: ``[2, E']`` the loop graph's ``col`` and ``csr_dst``, which are its rows
             (one gather reads a node value at both ends of every edge).
-        loop_at: ``[N]`` int64 CSR position in ``graph`` of the loop added at each node.
-        moved: ``[E]`` int64 CSR position in ``graph`` of each CSR position of the block.
         col, dst, eid: the block's :attr:`~gsparse.Graph.col`, ``csr_dst`` and ``eid``.
     """
 
     graph: Graph
     masked: torch.Tensor
     edges: torch.Tensor
-    loop_at: torch.Tensor
-    moved: torch.Tensor
     col: torch.Tensor
     dst: torch.Tensor
     eid: torch.Tensor | None
+
+    @property
+    def loop_at(self) -> torch.Tensor:
+        """``[N]`` int64 CSR position in ``graph`` of the loop added at each node."""
+        return self.graph.rowptr[1:].long() - 1
+
+    @property
+    def moved(self) -> torch.Tensor:
+        """``[E]`` int64 CSR position in ``graph`` of each CSR position of the block (edge
+        ``p`` of row ``v`` moves to ``p + v``)."""
+        return torch.arange(self.col.numel(), device=self.col.device) + self.dst
 
     def _edge_ids(self) -> torch.Tensor:
         """``[E]`` int64 edge id of each of the block's CSR positions."""
@@ -207,25 +215,23 @@ class BlockSelfLoops:
 
     @property
     def origin(self) -> torch.Tensor:
-        e, n = self.col.numel(), self.loop_at.numel()
+        e, loop_at = self.col.numel(), self.loop_at
+        n = loop_at.numel()
         origin = torch.empty(e + n, dtype=torch.int64, device=self.col.device)
         origin.index_copy_(0, self.moved, self._edge_ids())
-        return origin.index_copy_(0, self.loop_at, torch.arange(e, e + n, device=self.col.device))
+        return origin.index_copy_(0, loop_at, torch.arange(e, e + n, device=self.col.device))
 
     @property
     def loop_edge(self) -> torch.Tensor:
         loop_ids = torch.where(self.col == self.dst, self._edge_ids(), -1)
-        loop_edge = torch.full((self.loop_at.numel(),), -1, dtype=torch.int64, device=self.col.device)
+        loop_edge = torch.full((self.graph.num_dst,), -1, dtype=torch.int64, device=self.col.device)
         return loop_edge.scatter_reduce_(0, self.dst.long(), loop_ids, "amax")
 
 
-def _self_loops_on_device(g: Graph) -> BlockSelfLoops:
-    """:func:`_build_self_loops` for a graph built without reading the device (see
-    :class:`BlockSelfLoops`). Edge ``p`` of row ``v`` moves to ``p + v``, the loop of row
-    ``v`` goes to ``rowptr[v + 1] + v``: scatters of known size."""
-    if g.num_src != g.num_dst:
-        raise ValueError(f"self loops need a square graph, got {g.num_src} source and "
-                         f"{g.num_dst} destination nodes")
+def _loop_graph_in_torch(g: Graph) -> tuple[Graph, torch.Tensor, torch.Tensor]:
+    """:func:`gsparse._block_loops.loop_graph` in PyTorch operations, for blocks on devices
+    the CUDA backend does not serve: edge ``p`` of row ``v`` moves to ``p + v``, the loop of
+    row ``v`` goes to ``rowptr[v + 1] + v``, scatters of known size."""
     n, e, device = g.num_dst, g.num_edges, g.device
     index = index_dtype_for(e + n, n, n)
     nodes = torch.arange(n + 1, device=device, dtype=index)
@@ -242,7 +248,18 @@ def _self_loops_on_device(g: Graph) -> BlockSelfLoops:
     masked = (col == loop_dst).index_fill_(0, loop_at, False)  # the block's own loops
     degree = None if g._max_degree is None else g._max_degree + 1
     graph = Graph._made(Csr(rowptr, col, None, n), sync_free=True, max_degree=degree, csr_dst=loop_dst)
-    return BlockSelfLoops(graph, masked, edges, loop_at, moved, g.col, dst, g.eid)
+    return graph, edges, masked
+
+
+def _self_loops_on_device(g: Graph) -> BlockSelfLoops:
+    """:func:`_build_self_loops` for a graph built without reading the device (see
+    :class:`BlockSelfLoops`): one launch on a GPU (:mod:`gsparse._block_loops`)."""
+    if g.num_src != g.num_dst:
+        raise ValueError(f"self loops need a square graph, got {g.num_src} source and "
+                         f"{g.num_dst} destination nodes")
+    built = block_loops.loop_graph(g) if block_loops.runs_here(g) else _loop_graph_in_torch(g)
+    graph, edges, masked = built
+    return BlockSelfLoops(graph, masked, edges, g.col, g.csr_dst, g.eid)
 
 
 def self_loops(g: Graph) -> SelfLoops | BlockSelfLoops:

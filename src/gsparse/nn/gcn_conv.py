@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .. import _block_loops as block_loops
 from ..derived import derive
 from ..graph import Graph
 from ..sddmm import gsddmm
@@ -73,8 +74,9 @@ def _unit_weights(g: Graph, improved: bool, add_self_loops: bool) -> bool:
 
 
 def _block_weights(g: Graph, improved: bool, dtype: torch.dtype) -> tuple[Graph, torch.Tensor]:
-    """:func:`_normalize` of a block without ``edge_weight``, with the same values, in torch
-    ops: no g-SpMM and g-SDDMM resolved on the loop graph, which is new with every block.
+    """:func:`_normalize` of a block without ``edge_weight``, with the same values: two
+    launches on a GPU (:mod:`gsparse._block_loops`), PyTorch operations elsewhere; no g-SpMM
+    and g-SDDMM resolved on the loop graph, which is new with every block.
 
     Every weight of ``Â`` is 0 (the block's own loops, masked), 1 (its other edges, and the
     added loops) or 2 (with ``improved``, an added loop at a node without one; a node's own
@@ -84,6 +86,8 @@ def _block_weights(g: Graph, improved: bool, dtype: torch.dtype) -> tuple[Graph,
     """
     loops = self_loops(g)
     graph = loops.graph
+    if block_loops.runs_here(g):  # the same values in two launches
+        return graph, block_loops.gcn_weights(graph, loops.edges, loops.masked, improved, dtype)
     w = torch.where(loops.masked, 0.0, 1.0).to(dtype)
     if improved:
         w.index_copy_(0, loops.loop_at, torch.where(loops.loop_edge >= 0, 1.0, 2.0).to(dtype))
