@@ -103,7 +103,7 @@ def _loops_kernel_model(name: str, *args) -> None:
             weight.mul_(dinv[edges.long()].prod(0))
 
 
-def _scatter_kernel_model(name: str, col, dst, eid, lhs, rhs, num_edges, heads, width, lhs_spread,
+def _scatter_kernel_model(name: str, col, dst, eid, lhs, rhs, rowptr, num_edges, heads, width, lhs_spread,
                           rhs_spread, out, lanes_log2) -> None:
     """What a kernel of :mod:`gsparse._block_scatter` adds to ``out``, with PyTorch
     operations, unseen by the torch-function modes that count a step's calls."""
@@ -115,6 +115,9 @@ def _scatter_kernel_model(name: str, col, dst, eid, lhs, rhs, num_edges, heads, 
             # [E, heads, 1 or width] (a spread operand's rows hold one value a head)
             return None if t is None else t.reshape(t.shape[0], heads, -1)[index.long()]
 
+        if op == "copy_lhs_over_degree":  # a mean's gradient: each lhs row over its degree
+            op = "copy_lhs"
+            lhs = lhs / (rowptr[1:] - rowptr[:-1]).to(lhs.dtype).clamp(min=1).view(-1, *([1] * (lhs.dim() - 1)))
         lhs_rows, rhs_rows = rows(lhs, dst), rows(rhs, edge)
         message = {"copy_lhs": lambda: lhs_rows, "copy_rhs": lambda: rhs_rows,
                    "mul": lambda: lhs_rows * rhs_rows, "div": lambda: lhs_rows / rhs_rows}[op]()

@@ -4,6 +4,8 @@ float64 reference, the g-SpMM sum on the reverse graph."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -72,11 +74,11 @@ def test_every_scatter_kernel_compiles_without_spills(arch):
     for dtype, index in block_scatter.PROGRAMS:
         binary = compile_cuda(block_scatter.source(dtype, index), arch=arch, cache=None)
         assert set(binary.resources) == {block_scatter._signature(op, dtype, index, vector).name
-                                         for op in block_scatter.OPS
+                                         for op in block_scatter._KERNEL_OPS
                                          for vector in block_scatter.vector_widths(dtype)}
         assert all(r.spill_stores == 0 and r.spill_loads == 0 for r in binary.resources.values())
         names |= set(binary.resources)
-    assert len(names) == 4 * 2 * (3 + 1)  # ops, index types, vectors of float32 and of float64
+    assert len(names) == 5 * 2 * (3 + 1)  # ops, index types, vectors of float32 and of float64
 
 
 @pytest.mark.parametrize("dst_sorted", [True, False])
@@ -141,7 +143,7 @@ def test_outputs_larger_than_the_l2_share_take_the_reverse_graph(monkeypatch):
 
 
 LAYERS = {
-    "sage": (lambda: gnn.SAGEConv(8, 4), True, "copy_lhs"),
+    "sage": (lambda: gnn.SAGEConv(8, 4), True, "copy_lhs_over_degree"),  # the mean's gradient
     "gcn": (lambda: gnn.GCNConv(8, 4), False, "mul"),
     "gat": (lambda: gnn.GATConv(8, 3, heads=2), False, "mul"),
 }
@@ -159,6 +161,33 @@ def test_a_layers_backward_on_a_block_builds_no_reverse_graph(name):
         out.sum().backward()
     assert any(name.startswith(f"block_scatter_{op}_f32_i32_v") for name in loader.order)
     assert not g.reverse_built and x.grad is not None
+
+
+@pytest.mark.parametrize("op, rhs_shape", [("copy_lhs", None), ("mul", (1,)), ("div", (1,))])
+def test_a_means_gradient_is_divided_by_the_degrees_in_the_scatters_pass(op, rhs_shape, monkeypatch):
+    """The node gradient of a g-SpMM mean on a block gives the validated graph's gradient;
+    for copy_lhs (GraphSAGE's mean) the scatter divides by the degrees in its pass, with no
+    torch ops for them on the host path."""
+    import gsparse._ops as ops
+
+    g = _block(4, dst_sorted=False)
+    src, dst = g.edges()
+    validated = Graph.from_edge_index(torch.stack([src, dst]), num_src=g.num_src, num_dst=g.num_dst)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.rand(g.num_src, 6, generator=gen, dtype=torch.float64) + 0.5
+    w = None if rhs_shape is None else torch.rand(g.num_edges, *rhs_shape, generator=gen, dtype=torch.float64) + 0.5
+    grads = []
+    for graph in (validated, g):
+        leaf = x.clone().requires_grad_()
+        out = gsparse.gspmm(graph, op, "mean", leaf, w)
+        with cuda_path_on_cpu() if graph is g else contextlib.nullcontext() as loader:
+            if graph is g and op == "copy_lhs":
+                monkeypatch.setattr(ops, "_degrees", lambda *a: pytest.fail("degrees computed on the host"))
+            (out * out).sum().backward()
+        grads.append(leaf.grad)
+    kernel = "copy_lhs_over_degree" if op == "copy_lhs" else op
+    assert [name for name in loader.order if name.startswith("block_scatter")] == [f"block_scatter_{kernel}_f64_i32_v1"]
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------------- on the GPU
@@ -202,6 +231,20 @@ def test_float_rows_go_four_or_two_features_at_a_time(case, vector):
     want = [f"block_scatter_{op}_f32_i32_v{vector}"] + (["block_scatter_copy_lhs_f32_i32_v1"]
                                                         if lhs_shape == (8,) else [])
     assert loader.order == want
+
+
+@gpu
+@pytest.mark.parametrize("dtype", block_scatter.DTYPES)
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] == "copy_lhs"], ids=lambda c: f"{c[1]}")
+def test_the_kernel_divides_a_means_gradient_by_the_degrees(case, dtype):
+    op, lhs_shape, rhs_shape, out_shape = case
+    g = _block(7, num_src=300, num_dst=200, edges=3000, device="cuda", dst_sorted=False)
+    lhs, rhs = _operands(g, lhs_shape, rhs_shape, dtype, 4)
+    got = block_scatter.scatter(g, op, lhs, rhs, out_shape, lhs_over_degree=True)
+    degrees = (g.rowptr[1:] - g.rowptr[:-1]).clamp(min=1).to(dtype)
+    want = _reference(g, op, lhs / degrees.view(-1, *([1] * (lhs.dim() - 1))), rhs)
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got.double().cpu(), want, rtol=tolerance, atol=tolerance)
 
 
 @gpu

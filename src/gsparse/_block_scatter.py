@@ -38,6 +38,8 @@ BLOCK = 256  # threads per block
 MAX_BLOCKS = 8192  # a grid-stride loop covers the rest
 CONTEXT = "gsparse block_scatter"
 OPS = {"copy_lhs": 0, "copy_rhs": 1, "mul": 2, "div": 3}
+# The kernels' own ops: those, and copy_lhs of a mean's gradient, each row over its degree.
+_KERNEL_OPS = {**OPS, "copy_lhs_over_degree": 4}
 # The largest output taken, in L2 caches. Atomic adds change the output in the L2 cache: an
 # output that fits there costs one write, one that does not is read and written again
 # line by line, in the sources' random order. Against the reverse graph built and walked,
@@ -63,7 +65,8 @@ def _signature(op: str, dtype: torch.dtype, index: torch.dtype, vector: int) -> 
     return Signature(f"block_scatter_{op}_{_SUFFIX[dtype]}_{_SUFFIX[index]}_v{vector}", (
         (f"const {i}* __restrict__", "col"), (f"const {i}* __restrict__", "dst"),
         (f"const {i}* __restrict__", "eid"), (f"const {element}* __restrict__", "lhs"),
-        (f"const {element}* __restrict__", "rhs"), ("long long", "num_edges"), ("int", "heads"),
+        (f"const {element}* __restrict__", "rhs"), (f"const {i}* __restrict__", "rowptr"),
+        ("long long", "num_edges"), ("int", "heads"),
         ("int", "width"), ("int", "lhs_spread"), ("int", "rhs_spread"),
         (f"{element}* __restrict__", "out"), ("int", "lanes_log2")))
 
@@ -73,11 +76,11 @@ def source(dtype: torch.dtype, index: torch.dtype) -> str:
     a pair, so that a first backward compiles only what it runs (``gsparse precompile``
     builds them all)."""
     entries = []
-    for op, vector in ((op, vector) for op in OPS for vector in vector_widths(dtype)):
+    for op, vector in ((op, vector) for op in _KERNEL_OPS for vector in vector_widths(dtype)):
         signature = _signature(op, dtype, index, vector)
         arguments = ", ".join(name for _, name in signature.params)
         entries.append(f"{signature.declaration((BLOCK,))}\n{{\n    block_scatter<{SCALAR_TYPES[dtype]}, "
-                       f"{INDEX_TYPES[index]}, {OPS[op]}, {vector}>({arguments});\n}}")
+                       f"{INDEX_TYPES[index]}, {_KERNEL_OPS[op]}, {vector}>({arguments});\n}}")
     return "\n".join((PRELUDE, device_code("gsparse.kernels", "block_scatter.cu"), "\n\n".join(entries), ""))
 
 
@@ -113,9 +116,12 @@ def takes(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
 
 
 def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
-            out_shape: tuple[int, ...]) -> Tensor:
+            out_shape: tuple[int, ...], lhs_over_degree: bool = False) -> Tensor:
     """``[g.num_src, *out_shape]``: the sum over each source's edges of ``lhs[dst] op
-    rhs[e]``, for a call :func:`takes` accepts."""
+    rhs[e]``, for a call :func:`takes` accepts; with ``lhs_over_degree`` (``copy_lhs``
+    only), of ``lhs[dst] / deg(dst)``, a mean's gradient (``deg`` at least 1)."""
+    if lhs_over_degree and op != "copy_lhs":
+        raise ValueError(f"lhs_over_degree takes op copy_lhs, got {op!r}")
     operand = lhs if lhs is not None else rhs
     out = torch.zeros((g.num_src, *out_shape), dtype=operand.dtype, device=g.device)
     features = math.prod(out_shape)
@@ -131,8 +137,8 @@ def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
     lanes_log2 = min(5, (vectors - 1).bit_length())
     blocks = min(-(-(g.num_edges << lanes_log2) // BLOCK), MAX_BLOCKS)
     (lhs, lhs_spread), (rhs, rhs_spread) = [(None, False) if o is None else o for o in operands]
-    signature = _signature(op, operand.dtype, g.index_dtype, vector)
+    signature = _signature("copy_lhs_over_degree" if lhs_over_degree else op, operand.dtype, g.index_dtype, vector)
     PROGRAMS[operand.dtype, g.index_dtype](signature, g.device.index)(
-        g.col, g.csr_dst, g.eid, lhs, rhs, g.num_edges, features // width, width, int(lhs_spread),
+        g.col, g.csr_dst, g.eid, lhs, rhs, g.rowptr if lhs_over_degree else None, g.num_edges, features // width, width, int(lhs_spread),
         int(rhs_spread), out, lanes_log2, grid=blocks)
     return out

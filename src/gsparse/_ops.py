@@ -184,13 +184,20 @@ def _features(*tensors: Tensor) -> list[int]:
 
 
 def _spmm(parts: Parts, op: str, reduce: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
-          out_shape: list[int], transpose: bool) -> Tensor:
+          out_shape: list[int], transpose: bool, lhs_over_degree: bool = False) -> Tensor:
     """A g-SpMM inside a backward formula: through the resolved calls of the graph when the
-    eager path has it at hand (``parts`` carries it), else through the custom op."""
+    eager path has it at hand (``parts`` carries it), else through the custom op.
+    ``lhs_over_degree``: ``lhs`` is first divided by the degrees of its rows (a mean's
+    gradient); a block's scatter of ``copy_lhs`` divides in its own pass."""
     g = getattr(parts, "graph", None)
-    if g is not None and _calls.eager():
-        if transpose and reduce == "sum" and _block_scatter.takes(g, op, lhs, rhs, tuple(out_shape)):
-            return _block_scatter.scatter(g, op, lhs, rhs, tuple(out_shape))
+    eager = g is not None and _calls.eager()
+    scatters = eager and transpose and reduce == "sum" and _block_scatter.takes(g, op, lhs, rhs, tuple(out_shape))
+    if lhs_over_degree and not (scatters and op == "copy_lhs"):
+        lhs = lhs / _degrees(parts, not transpose, lhs.dtype).view(-1, *([1] * (lhs.dim() - 1)))
+        lhs_over_degree = False
+    if scatters:
+        return _block_scatter.scatter(g, op, lhs, rhs, tuple(out_shape), lhs_over_degree)
+    if eager:
         if transpose:
             g = g.reverse()
         key = ("spmm-internal", op, reduce, _calls.facts(lhs), _calls.facts(rhs), tuple(out_shape))
@@ -226,9 +233,10 @@ def _plain(key: tuple, g: Graph) -> bool:
     return False not in key and not torch.is_autocast_enabled(g.device.type)
 
 
-def _spmm_sum(parts: Parts, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], transpose: bool) -> Tensor:
+def _spmm_sum(parts: Parts, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor], transpose: bool,
+              lhs_over_degree: bool = False) -> Tensor:
     shapes = [t for t in (lhs, rhs) if t is not None]
-    return _spmm(parts, op, "sum", lhs, rhs, _features(*shapes), transpose)
+    return _spmm(parts, op, "sum", lhs, rhs, _features(*shapes), transpose, lhs_over_degree)
 
 
 def _to_target(parts: Parts, grad: Tensor, target: str, factor: Optional[Tensor] = None,
@@ -299,9 +307,13 @@ def _spmm_grads(parts: Parts, op: str, reduce: str, transpose: bool, lhs: Option
                 rhs: Optional[Tensor], shapes: tuple, grad: Tensor, need_lhs: bool, need_rhs: bool):
     """``(d_lhs, d_rhs)`` of a g-SpMM sum or mean (None where not needed); ``lhs`` and
     ``rhs`` as :func:`save_operands` kept them, ``shapes`` theirs."""
-    if REDUCERS[reduce].divides_by_degree:
+    # A mean's gradient over its rows' degrees: divided here where the edge gradient reads it
+    # too, else by the node gradient's g-SpMM (a block's scatter divides in its own pass).
+    over_degree = REDUCERS[reduce].divides_by_degree
+    if over_degree and need_rhs:
         deg = _degrees(parts, transpose, grad.dtype)
         grad = grad / deg.view(-1, *([1] * (grad.dim() - 1)))
+        over_degree = False
     # Targets of the forward's destination rows and sources, named on the original graph.
     dst, src = ("u", "v") if transpose else ("v", "u")
     d_lhs = d_rhs = None
@@ -309,9 +321,9 @@ def _spmm_grads(parts: Parts, op: str, reduce: str, transpose: bool, lhs: Option
     if need_lhs:
         factor = binop.lhs_grad_factor
         if factor is None:
-            d = _spmm_sum(parts, "copy_lhs", grad, None, not transpose)
+            d = _spmm_sum(parts, "copy_lhs", grad, None, not transpose, over_degree)
         else:
-            d = _spmm_sum(parts, "mul" if factor == "rhs" else "div", grad, rhs, not transpose)
+            d = _spmm_sum(parts, "mul" if factor == "rhs" else "div", grad, rhs, not transpose, over_degree)
         d_lhs = _sum_to(d, shapes[0])
     if need_rhs:
         if binop.rhs_grad_factor is None:

@@ -8,7 +8,8 @@
 //     out[col[p], h, c] += lhs[dst[p], h, c'] (op) rhs[eid[p], h, c']
 //
 // where c' is c, or 0 for an operand spread over the last dimension (attention weights of
-// [E, H, 1] against features of [N, H, C]). A group of `lanes` threads (a power of two up
+// [E, H, 1] against features of [N, H, C]); a mean's gradient (COPY_LHS_OVER_DEGREE) divides
+// each lhs row by its destination's degree first. A group of `lanes` threads (a power of two up
 // to 32, about as many as the row's vectors) takes an edge and strides over its features, V
 // at a time: float rows add 4 or 2 features with one atomic instruction on Hopper. The adds
 // land in any order, so a result may differ in its last bits from run to
@@ -17,7 +18,7 @@
 //
 // The indices come from a built graph (its checks passed), so every id is in range.
 
-enum ScatterOp { COPY_LHS = 0, COPY_RHS = 1, MUL = 2, DIV = 3 };
+enum ScatterOp { COPY_LHS = 0, COPY_RHS = 1, MUL = 2, DIV = 3, COPY_LHS_OVER_DEGREE = 4 };
 
 // V values added at `at` (aligned to V elements): one atomic instruction for 2 or 4 floats
 // on Hopper (sm_90), one a value before it.
@@ -59,7 +60,8 @@ __device__ __forceinline__ void read_vector(const T* row, int spread, int f, int
 template <typename T, typename I, int OP, int V>
 __device__ void block_scatter(const I* __restrict__ col, const I* __restrict__ dst,
                               const I* __restrict__ eid, const T* __restrict__ lhs,
-                              const T* __restrict__ rhs, long long num_edges, int heads,
+                              const T* __restrict__ rhs, const I* __restrict__ rowptr,
+                              long long num_edges, int heads,
                               int width, int lhs_spread, int rhs_spread, T* __restrict__ out,
                               int lanes_log2)
 {
@@ -74,12 +76,22 @@ __device__ void block_scatter(const I* __restrict__ col, const I* __restrict__ d
         const long long e = eid != nullptr ? (long long)eid[p] : p;
         const T* lhs_at = OP == COPY_RHS ? nullptr : lhs + v * lhs_row;
         const T* rhs_at = OP == COPY_LHS ? nullptr : rhs + e * rhs_row;
+        // a mean's gradient: the lhs row over its destination's degree (at least 1), the
+        // division PyTorch's would make
+        const T degree = OP == COPY_LHS_OVER_DEGREE ? T(max((long long)rowptr[v + 1] - (long long)rowptr[v], 1LL))
+                                                    : T(1);
         T* target = out + (long long)col[p] * features;
         for (int f = lane * V; f < features; f += V << lanes_log2) {
             const int h = f / width;
             T a[V], b[V];
             if (OP != COPY_RHS) {
                 read_vector<V>(lhs_at, lhs_spread, f, h, a);
+                if (OP == COPY_LHS_OVER_DEGREE) {
+#pragma unroll
+                    for (int k = 0; k < V; ++k) {
+                        a[k] = a[k] / degree;
+                    }
+                }
             }
             if (OP != COPY_LHS) {
                 read_vector<V>(rhs_at, rhs_spread, f, h, b);
