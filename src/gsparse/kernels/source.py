@@ -352,8 +352,11 @@ class LaunchTemplate:
     """The launches of one kernel of ``program`` that differ only in a graph's arguments
     (``graph``, by name) and the :data:`OPERAND` ones, each call's: every other argument is
     bound here, once. A plan keeps one per task, schedule and device, so that the plan of a
-    new graph (a sampler's block, new every step) binds only that graph's values
-    (:meth:`prepare`)."""
+    new graph binds only that graph's values (:meth:`prepare`).
+
+    A graph that serves one training step (a sampler's block) takes them at every call of
+    one launch prepared for all such graphs (``prepare(..., late=True)``): preparing a
+    launch per graph cost more host time than the graph's one or two calls of it."""
 
     def __init__(self, program: Program, name: str, graph: Sequence[str], **fixed: Any) -> None:
         signature = program.kernels[name]
@@ -368,11 +371,15 @@ class LaunchTemplate:
                          for pname in self.graph}})
         self.operands = tuple(pname for (_, pname), arg in zip(signature.params, self._args, strict=True)
                               if arg is OPERAND or type(arg) is runtime.ScalarOperand)
+        self._late: dict[tuple[int, int, int], _LateLaunch] = {}
 
     def prepare(self, device_index: int, grid: tuple[int, ...] | int, block: int, *values: Any,
-                shared_bytes: int = 0, loader: KernelLoader = RUNTIME_LOADER) -> Launch:
+                shared_bytes: int = 0, loader: KernelLoader = RUNTIME_LOADER, late: bool = False) -> Launch:
         """The launch on a graph whose arguments are ``values``, in the order of ``graph``
-        (see :meth:`Program.prepare`)."""
+        (see :meth:`Program.prepare`); with ``late``, through the launch shared by every
+        graph's values (see the class docstring)."""
+        if late:
+            return self._late_launch(device_index, block, shared_bytes, loader).bind(values, grid)
         args = self._args.copy()
         argument = self._signature.argument
         for slot, value in zip(self._slots, values, strict=True):
@@ -381,3 +388,47 @@ class LaunchTemplate:
         prepared = kernel.prepare(grid, block, args, shared_bytes=shared_bytes,
                                   context=self.program.context)
         return Launch(prepared, self.operands)
+
+    def _late_launch(self, device_index: int, block: int, shared_bytes: int, loader: KernelLoader) -> _LateLaunch:
+        """The launch whose graph arguments are operands too, prepared once per device,
+        block size and dynamic shared memory (and loader: tests record theirs)."""
+        key = (device_index, block, shared_bytes)
+        late = self._late.get(key)
+        if late is None or late.loader is not loader:
+            args = self._args.copy()
+            for slot in self._slots:
+                args[slot] = self._signature.argument(slot, OPERAND)
+            kernel = loader.kernel(self.program, self.name, device_index)
+            prepared = kernel.prepare(1, block, args, shared_bytes=shared_bytes, context=self.program.context)
+            # Each slot of the shared launch, in parameter order: a graph value (its place in
+            # ``graph``) or a call's operand (its place in ``operands``).
+            graph_at = {slot: index for index, slot in enumerate(self._slots)}
+            picks, operand = [], 0
+            for position, arg in enumerate(args):
+                if arg is OPERAND or type(arg) is runtime.ScalarOperand:
+                    if position in graph_at:
+                        picks.append((True, graph_at[position]))
+                    else:
+                        picks.append((False, operand))
+                        operand += 1
+            late = self._late[key] = _LateLaunch(prepared, loader, tuple(picks), self.operands)
+        return late
+
+
+class _LateLaunch:
+    """A launch prepared with every graph argument an operand: :meth:`bind` gives one graph's
+    :class:`Launch`, whose calls pass that graph's values with their operands."""
+
+    __slots__ = ("prepared", "loader", "picks", "operands")
+
+    def __init__(self, prepared: Any, loader: KernelLoader, picks: tuple[tuple[bool, int], ...],
+                 operands: tuple[str, ...]) -> None:
+        self.prepared, self.loader, self.picks, self.operands = prepared, loader, picks, operands
+
+    def bind(self, values: tuple[Any, ...], grid: tuple[int, ...] | int) -> Launch:
+        prepared, picks = self.prepared, self.picks
+
+        def launch(*operands: Any) -> None:
+            prepared(*[values[index] if of_graph else operands[index] for of_graph, index in picks], grid=grid)
+
+        return Launch(launch, self.operands)

@@ -200,9 +200,14 @@ def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tenso
            target: Target | None = None) -> Any:
     """The schedule of ``task`` of ``operator`` (``"spmm"``, ``"sddmm"`` or ``"softmax"``) on
     ``g`` for ``target`` (the graph's GPU by default), decided once per graph, task and
-    generation. ``call(schedule)`` runs the operator with that schedule on the real inputs and
+    generation (a sampled block's, the hand rule's, at each call it resolves). ``call(schedule)`` runs the operator with that schedule on the real inputs and
     returns its output (``[num_dst, *shape]`` for g-SpMM, ``[num_edges, *shape]`` for the
     others): the "tune" policy measures candidates with it."""
+    if g.sync_free:
+        # A graph built without reading the device (a sampled block, rebuilt every step)
+        # gets the hand rule under every policy: a signature or a structure would read it
+        # back. From its statistics, which the host holds: nothing to keep with the graph.
+        return kernels.OPERATORS[operator].default_schedule(task, g.stats, target or Target.of(g.device))
     key = (task, _State.policy, _State.generation)
 
     def decide() -> Any:
@@ -214,9 +219,7 @@ def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tenso
 
 def _decide(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tensor], target: Target) -> Any:
     ops = kernels.OPERATORS[operator]
-    # A graph built without reading the device (a sampled block, rebuilt every step) gets
-    # the hand rule: a signature or a structure would read it back.
-    if _State.policy == "default" or operator not in _MODELLED or g.sync_free:
+    if _State.policy == "default" or operator not in _MODELLED:
         return ops.default_schedule(task, g.stats, target)
     # Only a lookup or a tuning run needs the key, whose graph signature reads the graph
     # back: a "model" call in a process without a tuning database skips it.

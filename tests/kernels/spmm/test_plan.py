@@ -77,6 +77,31 @@ def test_a_repeated_call_reuses_its_launch_plan_and_passes_the_new_operands() ->
     assert second.c_types["num_rows"] == "int64_t" and second.c_types["num_features"] == "int32_t"
 
 
+def _sampled_block(seed: int, seeds: int) -> gsparse.Graph:
+    gen = torch.Generator().manual_seed(seed)
+    dst = torch.arange(seeds).repeat_interleave(5)
+    src = torch.randint(0, 3 * seeds, (dst.numel(),), generator=gen)
+    return gsparse.Graph.from_block(torch.stack([src, dst]), num_src=3 * seeds, num_dst=seeds,
+                                    dst_sorted=True, max_degree=5)
+
+
+def test_sampled_blocks_share_one_prepared_launch_and_pass_their_own_arrays() -> None:
+    """A block serves a step: its plan binds no launch of its own (preparing one cost more
+    host time than its calls), the blocks' calls pass their arrays and grids to one."""
+    loader = RecordingLoader()
+    blocks = [_sampled_block(seed, seeds) for seed, seeds in ((0, 40), (1, 70))]
+    schedule = OnePass(rows_per_block=8, feature_lanes=8, edge_lanes=4, vector_width=4, degree_sorted=False)
+    for g in blocks:
+        x = torch.randn(g.num_src, 32)
+        t = spmm_kernels.task_for(g, "copy_lhs", "sum", x, None, (32,))
+        _run(build_plan(g, t, schedule, H100, loader=loader), lhs=x, out=torch.empty(g.num_dst, 32))
+    assert loader.prepared == [one_pass.KERNEL]
+    for g, launch in zip(blocks, loader.launches[one_pass.KERNEL], strict=True):
+        assert launch.args["rowptr"] is g.rowptr and launch.args["col"] is g.col
+        assert launch.args["num_rows"] == g.num_dst and launch.c_types["num_rows"] == "int64_t"
+        assert launch.grid == row_grid(schedule, g.num_dst, 32)
+
+
 def test_a_new_shape_dtype_or_schedule_gets_its_own_plan() -> None:
     g, loader = named_graph("short_rows"), RecordingLoader()
     forced = OnePass(rows_per_block=4, feature_lanes=16)

@@ -121,7 +121,7 @@ def build_plan(g: Graph, task: SddmmTask, schedule: SddmmSchedule,
               g.csr_dst if not walks_rows and "v" in targets else None, g.eid, g.num_dst, g.num_edges)
     device = device_index(g.device)
     geometry = grid(schedule, task, g.num_edges, g.num_dst)
-    launches = [template.prepare(device, geometry, schedule.threads, *values, loader=loader)
+    launches = [template.prepare(device, geometry, schedule.threads, *values, loader=loader, late=g.sync_free)
                 for template in templates]
     if len(launches) == 1:
         return launches[0]

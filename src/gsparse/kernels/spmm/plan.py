@@ -98,7 +98,7 @@ def build_plan(g: Graph, task: SpmmTask, schedule: SpmmSchedule, target: Target,
         return _one_pass(task, schedule, g.device).prepare(
             device, row_grid(schedule, g.num_dst, task.num_features), schedule.threads, g.rowptr,
             g.col, g.degree_sorted_rows if schedule.degree_sorted else None, eid, g.num_dst,
-            loader=loader)
+            loader=loader, late=g.sync_free)
     program, fixed = _fixed(task, schedule, g.device)
     if isinstance(schedule, OutputTiled):
         return _output_tiled(g, task, schedule, target, program, device, loader)
