@@ -426,9 +426,26 @@ class _LateLaunch:
         self.prepared, self.loader, self.picks, self.operands = prepared, loader, picks, operands
 
     def bind(self, values: tuple[Any, ...], grid: tuple[int, ...] | int) -> Launch:
-        prepared, picks = self.prepared, self.picks
+        return _BoundLaunch(self, values, grid)
+
+
+class _BoundLaunch(Launch):
+    """One graph's launch through a :class:`_LateLaunch`: its positional form fills the
+    shared launch's slots from the graph's values and the call's operands in one pass."""
+
+    def __init__(self, late: _LateLaunch, values: tuple[Any, ...], grid: tuple[int, ...] | int) -> None:
+        self._late, self._values, self._grid = late, values, grid
+        super().__init__(self._positional(late.operands), late.operands)
+
+    def positional(self, *names: str) -> Callable[..., None]:
+        return self._positional(names)
+
+    def _positional(self, names: tuple[str, ...]) -> Callable[..., None]:
+        prepared, values, grid = self._late.prepared, self._values, self._grid
+        at = _positions(self._late.operands, names)
+        picks = tuple((True, index) if of_graph else (False, at[index]) for of_graph, index in self._late.picks)
 
         def launch(*operands: Any) -> None:
             prepared(*[values[index] if of_graph else operands[index] for of_graph, index in picks], grid=grid)
 
-        return Launch(launch, self.operands)
+        return launch
