@@ -61,6 +61,19 @@ def test_the_host_hands_the_loop_kernel_the_blocks_rows(dst_sorted):
     assert loops.graph.sync_free and loops.graph.eid is None
 
 
+def test_an_int64_block_keeps_int64_indices_in_its_loop_graph():
+    """The programs have no loop graph narrower than its block: a block made int64 (few
+    edges, so the counts alone would take int32) gets an int64 loop graph on both paths."""
+    block = _block(1).with_index_dtype(torch.int64)
+    assert block.sync_free and block.index_dtype == torch.int64
+    want_graph, want_edges, _ = _loop_graph_in_torch(block)
+    with cuda_path_on_cpu() as loader:
+        loops = self_loops(block)
+    assert loader.order == ["block_loops_i64_i64"]
+    assert loops.graph.index_dtype == want_graph.index_dtype == torch.int64
+    assert torch.equal(loops.edges, want_edges)
+
+
 @pytest.mark.parametrize("dtype", block_loops.WEIGHT_DTYPES)
 @pytest.mark.parametrize("improved", [False, True])
 def test_the_host_hands_the_weight_kernels_what_gives_the_pytorch_paths_weights(improved, dtype):

@@ -89,6 +89,15 @@ def runs_here(g: Graph) -> bool:
     return g.sync_free and backends.for_device(g.device) is cuda.BACKEND
 
 
+def loop_index_dtype(g: Graph) -> torch.dtype:
+    """The index type of a square block's loop graph: wide enough for its ``E + N`` edges,
+    and never narrower than the block's own (a block made int64 by
+    :meth:`~gsparse.Graph.with_index_dtype` keeps int64)."""
+    if g.index_dtype == torch.int64:
+        return torch.int64
+    return index_dtype_for(g.num_edges + g.num_dst, g.num_dst, g.num_dst)
+
+
 def _grid(items: int, threads_each: int = 1) -> int:
     return max(1, min(-(-items * threads_each // BLOCK), MAX_BLOCKS))
 
@@ -98,7 +107,7 @@ def loop_graph(g: Graph) -> tuple[Graph, torch.Tensor, torch.Tensor]:
     the loop graph (:attr:`~gsparse.Graph.sync_free`, its ``csr_dst`` known), its
     ``[2, E + N]`` sources and destinations, and the mask of the block's own loops."""
     n, e, device = g.num_dst, g.num_edges, g.device
-    index = index_dtype_for(e + n, n, n)
+    index = loop_index_dtype(g)
     rowptr = torch.empty(n + 1, dtype=index, device=device)
     edges = torch.empty(2, e + n, dtype=index, device=device)
     masked = torch.empty(e + n, dtype=torch.bool, device=device)

@@ -17,7 +17,7 @@ import torch
 
 from .. import _block_loops as block_loops
 from .._checks import graph_override
-from .._graph_build import Csr, index_dtype_for
+from .._graph_build import Csr
 from ..derived import compile_error, derive
 from ..graph import Graph
 
@@ -233,7 +233,7 @@ def _loop_graph_in_torch(g: Graph) -> tuple[Graph, torch.Tensor, torch.Tensor]:
     the CUDA backend does not serve: edge ``p`` of row ``v`` moves to ``p + v``, the loop of
     row ``v`` goes to ``rowptr[v + 1] + v``, scatters of known size."""
     n, e, device = g.num_dst, g.num_edges, g.device
-    index = index_dtype_for(e + n, n, n)
+    index = block_loops.loop_index_dtype(g)
     nodes = torch.arange(n + 1, device=device, dtype=index)
     rowptr = g.rowptr.to(index) + nodes
     loop_at = rowptr[1:].long() - 1
