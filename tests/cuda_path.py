@@ -117,7 +117,8 @@ def _scatter_kernel_model(name: str, col, dst, eid, lhs, rhs, rowptr, num_edges,
 
         if op == "copy_lhs_over_degree":  # a mean's gradient: each lhs row over its degree
             op = "copy_lhs"
-            lhs = lhs / (rowptr[1:] - rowptr[:-1]).to(lhs.dtype).clamp(min=1).view(-1, *([1] * (lhs.dim() - 1)))
+            degrees = (rowptr[1:] - rowptr[:-1]).to(lhs.dtype).clamp(min=1)
+            lhs = lhs / degrees.view(-1, *([1] * (lhs.dim() - 1)))
         lhs_rows, rhs_rows = rows(lhs, dst), rows(rhs, edge)
         message = {"copy_lhs": lambda: lhs_rows, "copy_rhs": lambda: rhs_rows,
                    "mul": lambda: lhs_rows * rhs_rows, "div": lambda: lhs_rows / rhs_rows}[op]()

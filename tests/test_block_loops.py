@@ -23,7 +23,8 @@ gpu = pytest.mark.gpu
 def _block(seed: int, n: int = 300, e: int = 2000, device: str = "cpu", dst_sorted: bool = True) -> Graph:
     """A square block with self loops (two at one node), rows of no edge and a hub row."""
     gen = torch.Generator().manual_seed(seed)
-    ei = torch.stack([torch.randint(0, n, (e,), generator=gen), torch.randint(0, n // 2, (e,), generator=gen)])
+    ei = torch.stack([torch.randint(0, n, (e,), generator=gen),
+                      torch.randint(0, n // 2, (e,), generator=gen)])
     ei[1, : e // 10] = 7  # a hub row
     ei[0, e // 10: e // 10 + 12] = ei[1, e // 10: e // 10 + 12]  # self loops
     ei[:, e // 10 + 12] = ei[:, e // 10]

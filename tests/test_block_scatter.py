@@ -175,7 +175,8 @@ def test_a_means_gradient_is_divided_by_the_degrees_in_the_scatters_pass(op, rhs
     validated = Graph.from_edge_index(torch.stack([src, dst]), num_src=g.num_src, num_dst=g.num_dst)
     gen = torch.Generator().manual_seed(5)
     x = torch.rand(g.num_src, 6, generator=gen, dtype=torch.float64) + 0.5
-    w = None if rhs_shape is None else torch.rand(g.num_edges, *rhs_shape, generator=gen, dtype=torch.float64) + 0.5
+    w = None if rhs_shape is None else \
+        torch.rand(g.num_edges, *rhs_shape, generator=gen, dtype=torch.float64) + 0.5
     grads = []
     for graph in (validated, g):
         leaf = x.clone().requires_grad_()
@@ -186,7 +187,8 @@ def test_a_means_gradient_is_divided_by_the_degrees_in_the_scatters_pass(op, rhs
             (out * out).sum().backward()
         grads.append(leaf.grad)
     kernel = "copy_lhs_over_degree" if op == "copy_lhs" else op
-    assert [name for name in loader.order if name.startswith("block_scatter")] == [f"block_scatter_{kernel}_f64_i32_v1"]
+    scatters = [name for name in loader.order if name.startswith("block_scatter")]
+    assert scatters == [f"block_scatter_{kernel}_f64_i32_v1"]
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)
 
 

@@ -137,8 +137,9 @@ def scatter(g: Graph, op: str, lhs: Optional[Tensor], rhs: Optional[Tensor],
     lanes_log2 = min(5, (vectors - 1).bit_length())
     blocks = min(-(-(g.num_edges << lanes_log2) // BLOCK), MAX_BLOCKS)
     (lhs, lhs_spread), (rhs, rhs_spread) = [(None, False) if o is None else o for o in operands]
-    signature = _signature("copy_lhs_over_degree" if lhs_over_degree else op, operand.dtype, g.index_dtype, vector)
+    kernel_op = "copy_lhs_over_degree" if lhs_over_degree else op
+    signature = _signature(kernel_op, operand.dtype, g.index_dtype, vector)
     PROGRAMS[operand.dtype, g.index_dtype](signature, g.device.index)(
-        g.col, g.csr_dst, g.eid, lhs, rhs, g.rowptr if lhs_over_degree else None, g.num_edges, features // width, width, int(lhs_spread),
-        int(rhs_spread), out, lanes_log2, grid=blocks)
+        g.col, g.csr_dst, g.eid, lhs, rhs, g.rowptr if lhs_over_degree else None, g.num_edges,
+        features // width, width, int(lhs_spread), int(rhs_spread), out, lanes_log2, grid=blocks)
     return out

@@ -38,8 +38,8 @@ from ._checks import broadcast_shapes
 from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
 
-__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "edge_softmax_grad", "autocast_operands", "needs_grad",
-           "direct_call_ok", "contiguous"]
+__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "edge_softmax_grad", "autocast_operands",
+           "needs_grad", "direct_call_ok", "contiguous"]
 
 Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
 
@@ -191,7 +191,8 @@ def _spmm(parts: Parts, op: str, reduce: str, lhs: Optional[Tensor], rhs: Option
     gradient); a block's scatter of ``copy_lhs`` divides in its own pass."""
     g = getattr(parts, "graph", None)
     eager = g is not None and _calls.eager()
-    scatters = eager and transpose and reduce == "sum" and _block_scatter.takes(g, op, lhs, rhs, tuple(out_shape))
+    scatters = (eager and transpose and reduce == "sum"
+                and _block_scatter.takes(g, op, lhs, rhs, tuple(out_shape)))
     if lhs_over_degree and not (scatters and op == "copy_lhs"):
         lhs = lhs / _degrees(parts, not transpose, lhs.dtype).view(-1, *([1] * (lhs.dim() - 1)))
         lhs_over_degree = False

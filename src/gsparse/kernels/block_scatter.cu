@@ -78,8 +78,9 @@ __device__ void block_scatter(const I* __restrict__ col, const I* __restrict__ d
         const T* rhs_at = OP == COPY_LHS ? nullptr : rhs + e * rhs_row;
         // a mean's gradient: the lhs row over its destination's degree (at least 1), the
         // division PyTorch's would make
-        const T degree = OP == COPY_LHS_OVER_DEGREE ? T(max((long long)rowptr[v + 1] - (long long)rowptr[v], 1LL))
-                                                    : T(1);
+        const T degree = OP == COPY_LHS_OVER_DEGREE
+                             ? T(max((long long)rowptr[v + 1] - (long long)rowptr[v], 1LL))
+                             : T(1);
         T* target = out + (long long)col[p] * features;
         for (int f = lane * V; f < features; f += V << lanes_log2) {
             const int h = f / width;

@@ -389,7 +389,8 @@ class LaunchTemplate:
                                   context=self.program.context)
         return Launch(prepared, self.operands)
 
-    def _late_launch(self, device_index: int, block: int, shared_bytes: int, loader: KernelLoader) -> _LateLaunch:
+    def _late_launch(self, device_index: int, block: int, shared_bytes: int,
+                     loader: KernelLoader) -> _LateLaunch:
         """The launch whose graph arguments are operands too, prepared once per device,
         block size and dynamic shared memory (and loader: tests record theirs)."""
         key = (device_index, block, shared_bytes)
@@ -443,9 +444,11 @@ class _BoundLaunch(Launch):
     def _positional(self, names: tuple[str, ...]) -> Callable[..., None]:
         prepared, values, grid = self._late.prepared, self._values, self._grid
         at = _positions(self._late.operands, names)
-        picks = tuple((True, index) if of_graph else (False, at[index]) for of_graph, index in self._late.picks)
+        picks = tuple((True, index) if of_graph else (False, at[index])
+                      for of_graph, index in self._late.picks)
 
         def launch(*operands: Any) -> None:
-            prepared(*[values[index] if of_graph else operands[index] for of_graph, index in picks], grid=grid)
+            prepared(*[values[index] if of_graph else operands[index] for of_graph, index in picks],
+                     grid=grid)
 
         return launch
