@@ -383,3 +383,46 @@ def test_masks_apart_are_the_masks_of_all_columns_and_of_the_part(operator):
         costs, masks = model.predict_apart(x, part)
         assert np.array_equal(costs, model.predict(x))
         assert np.array_equal(model.predict(x, fixed=(part, masks)), costs)
+
+
+# -- weighted groups -----------------------------------------------------------------------
+
+
+def _two_opposite_landscapes():
+    """Twenty groups of the same ten rows: in the first ten the time grows with the feature,
+    in the last ten it falls. Only the groups' weights can say whose order to learn."""
+    x = np.tile(np.arange(10.0), 20)[:, None]
+    g = np.repeat(np.arange(20), 10)
+    t = np.where(g < 10, 1.0 + x[:, 0], 11.0 - x[:, 0])
+    return x, t, g
+
+
+@pytest.mark.parametrize("pointwise_trees", [0, 20])
+def test_the_rank_model_learns_the_order_of_the_heavier_groups(pointwise_trees):
+    pytest.importorskip("lightgbm")
+    x, t, g = _two_opposite_landscapes()
+    probe = np.arange(10.0)[:, None]
+    for heavy_first, fastest in ((True, 0), (False, 9)):
+        weights = np.where((g < 10) == heavy_first, 1.0, 0.1)
+        model = RankModel(trees=20, min_rows_in_leaf=5, pointwise_trees=pointwise_trees)
+        model.fit(x, t, g, weights=weights)
+        # the first choice, and the cheaper half, are the heavier groups' fastest rows
+        cost = model.predict(probe)
+        assert int(np.argmin(cost)) == fastest
+        assert (cost[:5].mean() < cost[5:].mean()) == heavy_first
+
+
+def test_weights_of_one_give_the_unweighted_trees_and_bad_weights_are_refused():
+    pytest.importorskip("lightgbm")
+    x, t, g = _two_opposite_landscapes()
+    x = np.hstack([x, np.sin(np.arange(len(x)))[:, None]])  # something to split on besides
+    plain, ones = (RankModel(trees=10, min_rows_in_leaf=5, pointwise_trees=10) for _ in range(2))
+    plain.fit(x, t, g)
+    ones.fit(x, t, g, weights=np.ones(len(t)))
+    np.testing.assert_array_equal(plain.predict(x), ones.predict(x))
+    with pytest.raises(ValueError, match="weights must have shape"):
+        RankModel().fit(x, t, g, weights=np.ones(3))
+    with pytest.raises(ValueError, match="finite and > 0"):
+        RankModel().fit(x, t, g, weights=np.zeros(len(t)))
+    with pytest.raises(ValueError, match="equal over each group"):
+        RankModel().fit(x, t, g, weights=np.arange(1.0, len(t) + 1))

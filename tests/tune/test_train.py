@@ -109,3 +109,31 @@ def test_both_writes_the_shipped_kinds_the_dnn_and_the_blend(tmp_path):
     assert (tmp_path / "m" / "spmm-dnn.json").is_file()
     # The rank file holds the blend, as shipped, not LambdaMART alone.
     assert RankModel().load(tmp_path / "m" / "spmm-rank.json").params.get("pointwise_trees", 0) == 100
+
+
+def test_a_files_weight_weighs_its_training_cells(tmp_path, capsys):
+    pytest.importorskip("lightgbm")
+    main = _write(tmp_path / "main.jsonl", _cells("lognormal", 8, seed=1) + _cells("rmat", 4, seed=2), zipped=False)
+    extra = _write(tmp_path / "extra.jsonl", _cells("hubs", 6, seed=4), zipped=False)
+    assert [c.weight for c in train.load_cells([main, extra], train.parse_weights([f"{extra}=0.5"], [main, extra]))] \
+        == [1.0] * 12 + [0.5] * 6
+
+    def model(*args):
+        out = tmp_path / f"m{len(list(tmp_path.iterdir()))}"
+        assert train.main([*map(str, args), "--held-out", "rmat", "--model", "blend", "--out", str(out)]) == 0
+        return (out / "spmm-rank.json").read_text()
+
+    alone = model(main)
+    assert model(main, extra, "--weight", f"{extra}=0") == alone  # weight 0: left out of training
+    assert "trained on 8 cells of ['lognormal']" in capsys.readouterr().out
+    whole, half = model(main, extra), model(main, extra, "--weight", f"{extra}=0.5")
+    assert len({alone, whole, half}) == 3
+    assert model(main, extra, "--weight", f"{extra}=1") == whole  # weight 1: as unweighted
+    for bad, message in ((f"{tmp_path / 'other.jsonl'}=0.5", "not one of the cell files"),
+                         (f"{extra}=-1", "a number >= 0"), (f"{extra}", "FILE=W")):
+        with pytest.raises(SystemExit):
+            train.main([str(main), str(extra), "--weight", bad, "--model", "blend"])
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the DNN takes no weights
+        train.main([str(main), str(extra), "--weight", f"{extra}=0.5"])
+    assert "--weight is for the rank models" in capsys.readouterr().err

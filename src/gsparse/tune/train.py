@@ -1,7 +1,7 @@
 """Train and judge the cost models on collected cells, holding out whole graph families.
 
     python -m gsparse.tune.train CELLS.jsonl [...] --held-out community,rmat,road,sampled
-        [--out DIR] [--model dnn|rank|blend|both]
+        [--out DIR] [--model dnn|rank|blend|both] [--weight CELLS.jsonl=W ...]
 
 Reads the cells :mod:`gsparse.tune.collect` wrote, recomputes every schedule's features
 (:func:`~gsparse.tune.features.featurize`), trains one model per operator on the cells of
@@ -11,7 +11,9 @@ least-squares part), mean within-cell Spearman, and the regret of the model's to
 (their best measured time over the cell's best, minus 1), next to the hand rule's regret.
 With ``--out`` the models trained on the training families are written there, ready to
 ship (``--ship-all`` trains them on every family instead, and the held-out judgement no
-longer holds for them). Cell files may be gzipped (``.jsonl.gz``).
+longer holds for them). Cell files may be gzipped (``.jsonl.gz``). ``--weight FILE=W``
+weighs each training cell of one of the files W against 1 for the others' (rank models: see
+:class:`~gsparse.tune.models.RankModel`'s ``fit``); W = 0 leaves its cells out of training.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from .features import featurize
 from .metrics import pearson, spearman, top_k_regret
 from .models import DnnCostModel, RankModel
 
-__all__ = ["Cell", "load_cells", "main"]
+__all__ = ["Cell", "fit", "load_cells", "main", "parse_weights"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class Cell:
     """One measured cell: its family, task, graph structure, target, and every schedule that
     ran (with its median time; the hand rule's pick among them, with its own measurement
     where the sweep's space lacks it, as the "model" policy ranks it), the hand rule's and
-    cuSPARSE's times."""
+    cuSPARSE's times; and its weight in training (its file's, :func:`load_cells`)."""
 
     operator: str
     family: str
@@ -56,6 +58,7 @@ class Cell:
     default_ms: float
     default_schedule: object
     cusparse_ms: float
+    weight: float = 1.0
 
     @property
     def best_ms(self) -> float:
@@ -72,11 +75,37 @@ def _task(operator: str, fields: dict):
     return (spmm.SpmmTask if operator == "spmm" else sddmm.SddmmTask)(**fields)
 
 
-def load_cells(paths: Iterable[str | Path]) -> list[Cell]:
-    """Every cell of the collected files that has at least two schedules that ran."""
+def parse_weights(items: Iterable[str], paths: Iterable[str | Path]) -> dict[Path, float]:
+    """``{resolved path: weight}`` from ``FILE=W`` items, each FILE one of ``paths``.
+
+    Raises:
+        ValueError: an item is not ``FILE=W`` with W a finite number >= 0, or names a file
+            that is not among ``paths``.
+    """
+    known = {Path(p).resolve() for p in paths}
+    weights = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = math.nan
+        if not sep or not name or not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"a weight is FILE=W with W a number >= 0, got {item!r}")
+        if Path(name).resolve() not in known:
+            raise ValueError(f"{name} is not one of the cell files given, so its weight would weigh nothing")
+        weights[Path(name).resolve()] = weight
+    return weights
+
+
+def load_cells(paths: Iterable[str | Path], weights: dict[Path, float] | None = None) -> list[Cell]:
+    """Every cell of the collected files that has at least two schedules that ran; a cell's
+    ``weight`` is its file's in ``weights`` (keyed by resolved path, :func:`parse_weights`),
+    else 1."""
     cells = []
     for path in paths:
         path = Path(path)
+        weight = (weights or {}).get(path.resolve(), 1.0)
         text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
         for line in text.splitlines():
             doc = json.loads(line)
@@ -98,7 +127,7 @@ def load_cells(paths: Iterable[str | Path]) -> list[Cell]:
                 structure=GraphStructure(**structure), target=Target(**doc["target"]),
                 schedules=tuple(s for s, _ in ran), times_ms=np.array([t for _, t in ran]),
                 default_ms=default_ms, default_schedule=default,
-                cusparse_ms=doc.get("cusparse", {}).get("ms", math.nan),
+                cusparse_ms=doc.get("cusparse", {}).get("ms", math.nan), weight=weight,
             ))
     return cells
 
@@ -117,6 +146,26 @@ MODEL_KINDS = ("dnn", "rank", "blend")
 # What ``--model both`` writes: the kinds the package ships (rank alone would overwrite the
 # shipped blend's file).
 SHIPPED_KINDS = ("dnn", "blend")
+
+
+def fit(model, cells: list[Cell], features: list[np.ndarray] | None = None):
+    """Fit ``model`` on ``cells`` with their weights (cells of weight 0 left out), and return
+    it. With every weight 1 no weights are passed: the trees are those of an unweighted fit.
+    ``features``: each cell's :func:`featurize` rows, where already computed."""
+    if features is None:
+        features = [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]
+    kept = [i for i, c in enumerate(cells) if c.weight > 0]
+    cells = [cells[i] for i in kept]
+    x = np.concatenate([features[i] for i in kept])
+    t = np.concatenate([c.times_ms for c in cells])
+    g = np.concatenate([np.full(len(c.schedules), i) for i, c in enumerate(cells)])
+    if all(c.weight == 1 for c in cells):
+        model.fit(x, t, g)
+    elif isinstance(model, RankModel):
+        model.fit(x, t, g, weights=np.concatenate([np.full(len(c.schedules), c.weight) for c in cells]))
+    else:
+        raise ValueError(f"{type(model).__name__} takes no weights: weigh cells for rank models only")
+    return model
 
 
 def make_model(kind: str):
@@ -164,17 +213,26 @@ def main(argv: list[str] | None = None) -> int:
                         help="both: the shipped kinds, dnn and blend (a blend is written as the rank "
                              "model, as rank is)")
     parser.add_argument("--out", help="write the models here")
+    parser.add_argument("--weight", action="append", default=[], metavar="FILE=W",
+                        help="weigh the training cells of FILE (one of the cell files) W against 1 "
+                             "(rank and blend models; 0 leaves them out); repeatable")
     parser.add_argument("--ship-all", action="store_true",
                         help="train the written models on every family (default: the training "
                              "families only, so that the held-out judgement stays true of them)")
     args = parser.parse_args(argv)
-    cells = load_cells(args.cells)
+    try:
+        weights = parse_weights(args.weight, args.cells)
+    except ValueError as error:
+        parser.error(str(error))
+    if weights and args.model in ("dnn", "both"):
+        parser.error("--weight is for the rank models: pass --model rank or blend")
+    cells = load_cells(args.cells, weights)
     held_out = set(args.held_out.split(","))
     kinds = SHIPPED_KINDS if args.model == "both" else (args.model,)
     report = {}
     for operator in ("spmm", "sddmm"):
         mine = [c for c in cells if c.operator == operator]
-        train = [c for c in mine if c.family not in held_out]
+        train = [c for c in mine if c.family not in held_out and c.weight > 0]
         test = [c for c in mine if c.family in held_out]
         if not train:
             print(f"{operator}: no training cells; skipped")
@@ -183,14 +241,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{operator}: no cells of {sorted(held_out)}; trained on all {len(train)} cells")
             if args.out:
                 for kind in kinds:
-                    model = make_model(kind)
-                    model.fit(*_matrix(train))
-                    model.save(_model_file(args.out, operator, kind))
+                    fit(make_model(kind), train).save(_model_file(args.out, operator, kind))
             continue
-        x, t, g = _matrix(train)
         for kind in kinds:
-            model = make_model(kind)
-            model.fit(x, t, g)
+            model = fit(make_model(kind), train)
             report[f"{operator}/{kind}"] = judge(model, test)
             print(f"{operator} {kind}: trained on {len(train)} cells of "
                   f"{sorted({c.family for c in train})}, judged on {len(test)} held-out cells of "
@@ -200,8 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.out:
                 final = model
                 if args.ship_all:
-                    final = make_model(kind)
-                    final.fit(*_matrix(mine))
+                    final = fit(make_model(kind), mine)
                 final.save(_model_file(args.out, operator, kind))
     return 0
 

@@ -13,6 +13,10 @@ learns the spacing too, and the sum of the two (each scaled to the same mean spr
 a training group) keeps LambdaMART's first choices while its costs follow the log times
 far closer (within-group Pearson; ``scripts/lofo.py``).
 
+``fit(..., weights=)`` weighs each group (one weight for all its rows): LightGBM multiplies
+the rows' gradients and hessians by it in both boosters, and the two parts' spreads are
+averaged over the training groups with the same weights.
+
 Inference needs only NumPy: the booster is dumped to a :class:`TreeEnsemble` and saved as
 JSON. ``predict`` returns the negated ranking score, a cost (lower is faster);
 ``predict_time`` the least-squares part alone, the model's prediction of time.
@@ -46,10 +50,15 @@ def standardised_log_times(times_ms: np.ndarray, groups: np.ndarray) -> np.ndarr
     return out
 
 
-def _mean_spread(scores: np.ndarray, groups: np.ndarray) -> float:
-    """The mean over groups of two rows or more of the scores' deviation within the group."""
-    spreads = [scores[rows].std() for rows in group_rows(groups) if len(rows) > 1]
-    return float(np.mean(spreads)) if spreads and np.mean(spreads) > 0 else 1.0
+def _mean_spread(scores: np.ndarray, groups: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """The mean over groups of two rows or more of the scores' deviation within the group
+    (weighted by each group's weight, its first row's in ``weights``, where given)."""
+    rows_of = [rows for rows in group_rows(groups) if len(rows) > 1]
+    spreads = [scores[rows].std() for rows in rows_of]
+    if not spreads:
+        return 1.0
+    mean = float(np.average(spreads, weights=None if weights is None else [weights[r[0]] for r in rows_of]))
+    return mean if mean > 0 else 1.0
 
 
 def relevance_grades(times_ms: np.ndarray, groups: np.ndarray, grades: int) -> np.ndarray:
@@ -112,23 +121,39 @@ class RankModel:
         self.booster: Any = None
         self.pointwise_booster: Any = None
 
-    def fit(self, features: np.ndarray, times_ms: np.ndarray, groups: np.ndarray) -> None:
+    def fit(self, features: np.ndarray, times_ms: np.ndarray, groups: np.ndarray,
+            weights: np.ndarray | None = None) -> None:
         """Train the LambdaMART ensemble (with LightGBM) on ``features`` ``[n, d]``,
-        ``times_ms`` ``[n]`` and ``groups`` ``[n]`` (see :class:`gsparse.tune.CostModel`)."""
+        ``times_ms`` ``[n]`` and ``groups`` ``[n]`` (see :class:`gsparse.tune.CostModel`).
+
+        ``weights`` ``[n]``: each row's group's weight (finite, > 0, equal over a group's
+        rows; module docstring). None: every group counts once, as an all-ones array would
+        (the same trees)."""
         try:
             import lightgbm
         except ImportError as error:
             raise ImportError("training the rank model needs LightGBM: pip install 'gsparse[tune]' "
                               "(inference does not)") from error
         x, t, g = check_training_data(features, times_ms, groups)
+        w = None
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != t.shape:
+                raise ValueError(f"weights must have shape {t.shape} like the features' rows, got {w.shape}")
+            if not np.all(np.isfinite(w) & (w > 0)):
+                raise ValueError("weights must be finite and > 0 (leave a group out rather than weigh it 0)")
+            if any(np.ptp(w[rows]) > 0 for rows in group_rows(g)):
+                raise ValueError("weights must be equal over each group's rows (a weight is a group's)")
         order = np.argsort(g, kind="stable")  # LightGBM wants each group's rows together
         x, t, g = x[order], t[order], g[order]
+        if w is not None:
+            w = w[order]
         _, sizes = np.unique(g, return_counts=True)
         p = self.params
         trees = {"num_leaves": p["leaves"], "max_depth": p["max_depth"], "learning_rate": p["learning_rate"],
                  "min_data_in_leaf": p["min_rows_in_leaf"], "seed": p["seed"], "deterministic": True,
                  "force_row_wise": True, "num_threads": 1, "verbose": -1}
-        data = lightgbm.Dataset(x, label=relevance_grades(t, g, p["grades"]), group=sizes,
+        data = lightgbm.Dataset(x, label=relevance_grades(t, g, p["grades"]), group=sizes, weight=w,
                                 params={"verbose": -1})
         self.booster = lightgbm.train({**trees, "objective": "lambdarank",
                                        "lambdarank_truncation_level": p["truncation"]},
@@ -137,12 +162,12 @@ class RankModel:
         parts = [(TreeEnsemble.from_lightgbm(self.booster.dump_model()), 1.0)]
         self.pointwise_booster = None
         if p.get("pointwise_trees", 0):
-            data = lightgbm.Dataset(x, label=standardised_log_times(t, g), params={"verbose": -1})
+            data = lightgbm.Dataset(x, label=standardised_log_times(t, g), weight=w, params={"verbose": -1})
             self.pointwise_booster = lightgbm.train({**trees, "objective": "regression"}, data,
                                                     num_boost_round=p["pointwise_trees"])
             parts.append((TreeEnsemble.from_lightgbm(self.pointwise_booster.dump_model()), -1.0))
             # Equal say: each part over its mean spread within a training group.
-            parts = [(part, weight / _mean_spread(part.predict(x), g)) for part, weight in parts]
+            parts = [(part, weight / _mean_spread(part.predict(x), g, w)) for part, weight in parts]
         self.ensemble = TreeEnsemble.weighted_sum(parts)
         self.time_trees = parts[1][0].num_trees if len(parts) > 1 else 0
         self._time_part = None
