@@ -469,13 +469,25 @@ def _edge_softmax_backward(ctx, grad: Tensor):
 
 def _edge_softmax_grad(parts: Parts, norm_by: str, y: Tensor, grad: Tensor) -> Tensor:
     r"""``dz_e = y_e (dy_e - Σ_{e' ~ e} dy_{e'} y_{e'})``, the sum over the edges sharing
-    ``e``'s destination (or source), in one pass of the backend (on the eager path without a
-    second derivative, straight to it: the custom op's dispatch costs more host time than a
-    small graph's kernel)."""
-    if direct_call_ok(y, grad):
-        g = parts.graph if isinstance(parts, _calls.GraphParts) else _graph(*parts, False)
-        return backends.for_device(g.device).edge_softmax_grad(g, y.contiguous(), grad.contiguous(), norm_by)
-    return edge_softmax_grad(*parts, y, grad, norm_by)
+    ``e``'s destination (or source).
+
+    A sampled block's, on the eager path, is one fused pass of the backend (straight to it
+    without a second derivative: the custom op's dispatch costs more host time than a small
+    graph's kernel): a block is host-bound, and the pass is one launch instead of four. Other
+    graphs keep the four operations (a product, a g-SpMM of the row sums, a g-SDDMM spreading
+    them back, a difference) until the fused pass is measured on large graphs: its row walk
+    holds few loads in flight (the forward's ran at about 0.8 TB/s on reddit-like, 114M
+    edges and 8 heads, in the first wave's benchmark), where the generated g-SpMM and g-SDDMM
+    run near their memory floors (docs/performance.md)."""
+    g = getattr(parts, "graph", None)
+    if g is not None and g.sync_free and _calls.eager():
+        if direct_call_ok(y, grad):
+            return backends.for_device(g.device).edge_softmax_grad(g, y.contiguous(), grad.contiguous(), norm_by)
+        return edge_softmax_grad(*parts, y, grad, norm_by)
+    target = "v" if norm_by == "dst" else "u"
+    gy = grad * y
+    row_sum = _to_target(parts, gy, target)
+    return gy - _sddmm(parts, "mul", y, row_sum, "e", target, list(y.shape[1:]))
 
 
 edge_softmax.register_autograd(_edge_softmax_backward, setup_context=_edge_softmax_setup)
