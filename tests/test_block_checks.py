@@ -13,6 +13,7 @@ from torch.overrides import TorchFunctionMode
 
 import gsparse._block_checks as block_checks
 from gsparse import Graph
+from gsparse.kernels.source import TYPE_SUFFIXES
 from gsparse.runtime import compile_cuda
 
 from kernels.support import needs_nvrtc
@@ -86,7 +87,7 @@ def test_a_sorted_gpu_block_is_read_off_and_checked_in_one_launch_and_no_other_o
     gpu_path.launches.clear()
     g = build(True)
     [(name, grid, block, args)] = gpu_path.launches
-    assert name == f"sorted_edges_{block_checks._SUFFIX[dtype]}_i32" and (grid, block) == (1, 256)
+    assert name == f"sorted_edges_{TYPE_SUFFIXES[dtype]}_i32" and (grid, block) == (1, 256)
     assert args[0] is ei and args[3] is g.rowptr and args[4] is g.col and args[5] is g.csr_dst
     assert args[1:3] + args[6:] == [1, 2, 5, 5, 3, 2]
     assert g.eid is None and g.rowptr.shape == (4,) and g.col.shape == g.csr_dst.shape == (5,)
@@ -120,7 +121,7 @@ def test_a_shuffled_gpu_block_of_bounded_rows_is_bucketed_in_two_launches(gpu_pa
     gpu_path.launches.clear()
     g = build(True)
     (count, count_grid, _, count_args), (order, order_grid, _, order_args) = gpu_path.launches
-    suffix = block_checks._SUFFIX[dtype]
+    suffix = TYPE_SUFFIXES[dtype]
     assert (count, order) == (f"count_edges_{suffix}_i32", f"order_rows_{suffix}_i32")
     assert (count_grid, order_grid) == (1, 1)  # 5 edges; 3 rows of a warp each
     assert count_args[0] is ei and order_args[0] is ei

@@ -31,15 +31,14 @@ if TYPE_CHECKING:
 
 BLOCK = 256  # threads per block
 MAX_BLOCKS = 1024  # a grid-stride loop covers the rest
-_SUFFIX = {torch.int32: "i32", torch.int64: "i64"}
 
 
 # The signatures are made on first use: gsparse.kernels imports the graph, which imports this.
 @functools.cache
 def _edges_signature(edges: torch.dtype, sorted_dst: torch.dtype) -> Signature:
-    from .kernels.source import INDEX_TYPES, Signature
+    from .kernels.source import INDEX_TYPES, TYPE_SUFFIXES, Signature
 
-    return Signature(f"check_edges_{_SUFFIX[edges]}_{_SUFFIX[sorted_dst]}", (
+    return Signature(f"check_edges_{TYPE_SUFFIXES[edges]}_{TYPE_SUFFIXES[sorted_dst]}", (
         (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
         ("long long", "stride"), (f"const {INDEX_TYPES[sorted_dst]}* __restrict__", "sorted"),
         ("long long", "num_edges"), ("long long", "num_src"), ("long long", "num_dst"),
@@ -48,10 +47,10 @@ def _edges_signature(edges: torch.dtype, sorted_dst: torch.dtype) -> Signature:
 
 @functools.cache
 def _sorted_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
-    from .kernels.source import INDEX_TYPES, Signature
+    from .kernels.source import INDEX_TYPES, TYPE_SUFFIXES, Signature
 
     pointer = f"{INDEX_TYPES[index]}* __restrict__"
-    return Signature(f"sorted_edges_{_SUFFIX[edges]}_{_SUFFIX[index]}", (
+    return Signature(f"sorted_edges_{TYPE_SUFFIXES[edges]}_{TYPE_SUFFIXES[index]}", (
         (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
         ("long long", "stride"), (pointer, "rowptr"), (pointer, "col"), (pointer, "rows"),
         ("long long", "num_edges"), ("long long", "num_src"), ("long long", "num_dst"),
@@ -60,9 +59,9 @@ def _sorted_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
 
 @functools.cache
 def _count_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
-    from .kernels.source import INDEX_TYPES, Signature
+    from .kernels.source import INDEX_TYPES, TYPE_SUFFIXES, Signature
 
-    return Signature(f"count_edges_{_SUFFIX[edges]}_{_SUFFIX[index]}", (
+    return Signature(f"count_edges_{TYPE_SUFFIXES[edges]}_{TYPE_SUFFIXES[index]}", (
         (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "row_stride"),
         ("long long", "stride"), (f"{INDEX_TYPES[index]}* __restrict__", "counts"),
         (f"{INDEX_TYPES[index]}* __restrict__", "table"), ("long long", "num_edges"),
@@ -71,10 +70,10 @@ def _count_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
 
 @functools.cache
 def _order_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
-    from .kernels.source import INDEX_TYPES, Signature
+    from .kernels.source import INDEX_TYPES, TYPE_SUFFIXES, Signature
 
     pointer, const = f"{INDEX_TYPES[index]}* __restrict__", f"const {INDEX_TYPES[index]}* __restrict__"
-    return Signature(f"order_rows_{_SUFFIX[edges]}_{_SUFFIX[index]}", (
+    return Signature(f"order_rows_{TYPE_SUFFIXES[edges]}_{TYPE_SUFFIXES[index]}", (
         (f"const {INDEX_TYPES[edges]}* __restrict__", "edges"), ("long long", "stride"),
         (const, "table"), (const, "rowptr"), (pointer, "col"), (pointer, "eid"), (pointer, "rows"),
         ("long long", "num_dst"), ("long long", "max_degree")))
@@ -82,10 +81,10 @@ def _order_signature(edges: torch.dtype, index: torch.dtype) -> Signature:
 
 @functools.cache
 def _csr_signature(index: torch.dtype) -> Signature:
-    from .kernels.source import INDEX_TYPES, Signature
+    from .kernels.source import INDEX_TYPES, TYPE_SUFFIXES, Signature
 
     pointer = f"const {INDEX_TYPES[index]}* __restrict__"
-    return Signature(f"check_csr_{_SUFFIX[index]}", (
+    return Signature(f"check_csr_{TYPE_SUFFIXES[index]}", (
         (pointer, "rowptr"), (pointer, "col"), (pointer, "eid"), ("long long", "num_dst"),
         ("long long", "num_edges"), ("long long", "num_src"), ("long long", "max_degree")))
 
@@ -96,12 +95,14 @@ CONTEXT = "gsparse block checks"
 
 def source() -> str:
     """The program of the check kernels (``gsparse precompile`` builds it too)."""
+    from .kernels.source import INDEX_TYPES
+
     body = importlib.resources.files("gsparse.kernels").joinpath("block_checks.cu").read_text()
-    entries = [_entry(_edges_signature(k, s), "check_edges") for k in _SUFFIX for s in _SUFFIX]
-    entries += [_entry(_csr_signature(i), "check_csr") for i in _SUFFIX]
-    entries += [_entry(_sorted_signature(k, i), "sorted_edges") for k in _SUFFIX for i in _SUFFIX]
-    entries += [_entry(_count_signature(k, i), "count_edges") for k in _SUFFIX for i in _SUFFIX]
-    entries += [_entry(_order_signature(k, i), "order_rows") for k in _SUFFIX for i in _SUFFIX]
+    entries = [_entry(_edges_signature(k, s), "check_edges") for k in INDEX_TYPES for s in INDEX_TYPES]
+    entries += [_entry(_csr_signature(i), "check_csr") for i in INDEX_TYPES]
+    entries += [_entry(_sorted_signature(k, i), "sorted_edges") for k in INDEX_TYPES for i in INDEX_TYPES]
+    entries += [_entry(_count_signature(k, i), "count_edges") for k in INDEX_TYPES for i in INDEX_TYPES]
+    entries += [_entry(_order_signature(k, i), "order_rows") for k in INDEX_TYPES for i in INDEX_TYPES]
     return body + "\n" + "\n\n".join(entries) + "\n"
 
 

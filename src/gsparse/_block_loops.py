@@ -5,8 +5,9 @@ GCN and GAT layers propagate over a graph with one self loop per node. A block f
 built with PyTorch operations (:func:`gsparse.nn._graph.self_loops`, GCN's weights in
 :mod:`gsparse.nn.gcn_conv`) that is about twenty small launches and allocations per
 block: on an H200 machine, about 0.5 ms of host time per GCN layer and step
-(docs/performance.md, "what a fresh block costs, cut"). Here the loop graph is one launch (:file:`kernels/block_loops.cu`, which says what it writes), and GCN's
-weights two more. The launches are prepared once per kernel and device
+(docs/performance.md, "what a fresh block costs, cut"). Here the loop graph is one launch
+(:file:`kernels/block_loops.cu`, which says what it writes), and GCN's weights two more.
+The launches are prepared once per kernel and device
 (:class:`~gsparse._prepared.PreparedLaunches`).
 
 Blocks on devices the CUDA backend does not serve take the PyTorch operations, which are
@@ -24,19 +25,18 @@ from ._graph_build import Csr, index_dtype_for
 from ._prepared import PreparedLaunches
 from .backends import cuda
 from .graph import Graph
-from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
+from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, TYPE_SUFFIXES, Signature, device_code
 
 BLOCK = 256  # threads per block
 MAX_BLOCKS = 4096  # a grid-stride loop covers the rest
 CONTEXT = "gsparse block_loops"
 WEIGHT_DTYPES = (torch.float32, torch.float64)
-_SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64"}
 
 
 @functools.cache
 def _loops_signature(index: torch.dtype, loop_index: torch.dtype) -> Signature:
     i, j = INDEX_TYPES[index], INDEX_TYPES[loop_index]
-    return Signature(f"block_loops_{_SUFFIX[index]}_{_SUFFIX[loop_index]}", (
+    return Signature(f"block_loops_{TYPE_SUFFIXES[index]}_{TYPE_SUFFIXES[loop_index]}", (
         (f"const {i}* __restrict__", "rowptr"), (f"const {i}* __restrict__", "col"),
         ("long long", "num_rows"), ("long long", "loop_edges"), (f"{j}* __restrict__", "loop_rowptr"),
         (f"{j}* __restrict__", "edges"), ("bool* __restrict__", "masked")))
@@ -45,7 +45,7 @@ def _loops_signature(index: torch.dtype, loop_index: torch.dtype) -> Signature:
 @functools.cache
 def _degrees_signature(loop_index: torch.dtype, dtype: torch.dtype) -> Signature:
     j, t = INDEX_TYPES[loop_index], SCALAR_TYPES[dtype]
-    return Signature(f"loop_degrees_{_SUFFIX[loop_index]}_{_SUFFIX[dtype]}", (
+    return Signature(f"loop_degrees_{TYPE_SUFFIXES[loop_index]}_{TYPE_SUFFIXES[dtype]}", (
         (f"const {j}* __restrict__", "loop_rowptr"), ("const bool* __restrict__", "masked"),
         ("long long", "num_rows"), ("int", "improved"), (f"{t}* __restrict__", "dinv"),
         (f"{t}* __restrict__", "weight")))
@@ -54,7 +54,7 @@ def _degrees_signature(loop_index: torch.dtype, dtype: torch.dtype) -> Signature
 @functools.cache
 def _weights_signature(loop_index: torch.dtype, dtype: torch.dtype) -> Signature:
     j, t = INDEX_TYPES[loop_index], SCALAR_TYPES[dtype]
-    return Signature(f"loop_weights_{_SUFFIX[loop_index]}_{_SUFFIX[dtype]}", (
+    return Signature(f"loop_weights_{TYPE_SUFFIXES[loop_index]}_{TYPE_SUFFIXES[dtype]}", (
         (f"const {j}* __restrict__", "edges"), ("long long", "loop_edges"),
         (f"const {t}* __restrict__", "dinv"), (f"{t}* __restrict__", "weight")))
 

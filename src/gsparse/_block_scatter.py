@@ -31,7 +31,7 @@ from ._prepared import PreparedLaunches
 from .backends import cuda
 from .graph import Graph
 from .kernels.operands import misalignment, vector_limit
-from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
+from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, TYPE_SUFFIXES, Signature, device_code
 from .target import Target
 
 BLOCK = 256  # threads per block
@@ -50,7 +50,6 @@ _KERNEL_OPS = {**OPS, "copy_lhs_over_degree": 4}
 # are loaded then), so the choice is the same either way: by device time.
 MAX_OUTPUT_IN_L2 = 2
 DTYPES = (torch.float32, torch.float64)
-_SUFFIX = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32", torch.int64: "i64"}
 
 
 def vector_widths(dtype: torch.dtype) -> tuple[int, ...]:
@@ -62,7 +61,7 @@ def vector_widths(dtype: torch.dtype) -> tuple[int, ...]:
 @functools.cache
 def _signature(op: str, dtype: torch.dtype, index: torch.dtype, vector: int) -> Signature:
     element, i = SCALAR_TYPES[dtype], INDEX_TYPES[index]
-    return Signature(f"block_scatter_{op}_{_SUFFIX[dtype]}_{_SUFFIX[index]}_v{vector}", (
+    return Signature(f"block_scatter_{op}_{TYPE_SUFFIXES[dtype]}_{TYPE_SUFFIXES[index]}_v{vector}", (
         (f"const {i}* __restrict__", "col"), (f"const {i}* __restrict__", "dst"),
         (f"const {i}* __restrict__", "eid"), (f"const {element}* __restrict__", "lhs"),
         (f"const {element}* __restrict__", "rhs"), (f"const {i}* __restrict__", "rowptr"),

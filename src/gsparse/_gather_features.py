@@ -23,15 +23,13 @@ from torch import Tensor
 
 from ._prepared import PreparedLaunches
 from .kernels.operands import misalignment, vector_limit
-from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, Signature, device_code
+from .kernels.source import INDEX_TYPES, PRELUDE, SCALAR_TYPES, TYPE_SUFFIXES, Signature, device_code
 
 BLOCK = 256  # threads per block
 MIN_BLOCKS = 4  # per SM: 32 warps, at most 64 registers a thread
 MAX_BLOCKS = 8192  # a grid-stride loop covers the rest
 CHUNK = 4  # features per thread: one Philox call makes their four random words
 CONTEXT = "gsparse gather_features"
-_SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
-           torch.int32: "i32", torch.int64: "i64"}
 
 
 def vector_widths(dtype: torch.dtype) -> tuple[int, ...]:
@@ -43,7 +41,7 @@ def vector_widths(dtype: torch.dtype) -> tuple[int, ...]:
 @functools.cache
 def _signature(dtype: torch.dtype, index: torch.dtype, vector: int) -> Signature:
     element = SCALAR_TYPES[dtype]
-    return Signature(f"gather_features_{_SUFFIX[dtype]}_{_SUFFIX[index]}_v{vector}", (
+    return Signature(f"gather_features_{TYPE_SUFFIXES[dtype]}_{TYPE_SUFFIXES[index]}_v{vector}", (
         (f"const {element}* __restrict__", "x"), ("long long", "row_stride"),
         (f"const {INDEX_TYPES[index]}* __restrict__", "index"), ("long long", "num_rows"),
         ("long long", "num_src"), ("long long", "features"),

@@ -33,6 +33,7 @@ __all__ = [
     "OPERAND",
     "PRELUDE",
     "SCALAR_TYPES",
+    "TYPE_SUFFIXES",
     "KernelLoader",
     "Launch",
     "LaunchTemplate",
@@ -61,6 +62,9 @@ ACCUMULATOR_TYPES: dict[torch.dtype, str] = {
     torch.float64: "double",
 }
 INDEX_TYPES: dict[torch.dtype, str] = {torch.int32: "int", torch.int64: "long long"}
+# How a fixed program's kernel names spell the element and index types they are made for.
+TYPE_SUFFIXES: dict[torch.dtype, str] = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
+                                         torch.float64: "f64", torch.int32: "i32", torch.int64: "i64"}
 
 OPERAND = runtime.OPERAND
 

@@ -200,9 +200,10 @@ def choose(operator: str, g: Graph, task: Any, call: Callable[[Any], torch.Tenso
            target: Target | None = None) -> Any:
     """The schedule of ``task`` of ``operator`` (``"spmm"``, ``"sddmm"`` or ``"softmax"``) on
     ``g`` for ``target`` (the graph's GPU by default), decided once per graph, task and
-    generation (a sampled block's, the hand rule's, at each call it resolves). ``call(schedule)`` runs the operator with that schedule on the real inputs and
-    returns its output (``[num_dst, *shape]`` for g-SpMM, ``[num_edges, *shape]`` for the
-    others): the "tune" policy measures candidates with it."""
+    generation (a sampled block's, the hand rule's, at each call it resolves).
+    ``call(schedule)`` runs the operator with that schedule on the real inputs and returns its
+    output (``[num_dst, *shape]`` for g-SpMM, ``[num_edges, *shape]`` for the others): the
+    "tune" policy measures candidates with it."""
     if g.sync_free:
         # A graph built without reading the device (a sampled block, rebuilt every step)
         # gets the hand rule under every policy: a signature or a structure would read it

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..source import (INDEX_TYPES, RUNTIME_LOADER, SCALAR_TYPES, KernelLoader, Program, Signature, device_code,
-                      device_index)
+from ..source import (INDEX_TYPES, RUNTIME_LOADER, SCALAR_TYPES, TYPE_SUFFIXES, KernelLoader, Program, Signature,
+                      device_code, device_index)
 from .stats import NEAR, PatternStats
 
 __all__ = ["FactorReport", "check_factor", "checks_program", "kernel_name", "on_gpu"]
@@ -30,7 +30,6 @@ MAX_BLOCKS = 1024  # a grid-stride loop covers the rest
 NONE = 2**63 - 1  # a slot without a violation (the kernel's NONE)
 CONTEXT = "gsparse triangular factor checks"
 _WARP = 32
-_SUFFIX = {torch.float32: "f32", torch.float64: "f64"}
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ SLOTS = RULES + 2
 
 def kernel_name(dtype: torch.dtype) -> str:
     """The check kernel for values of ``dtype`` (float32 or float64)."""
-    return f"check_factor_{_SUFFIX[dtype]}"
+    return f"check_factor_{TYPE_SUFFIXES[dtype]}"
 
 
 def _signature(dtype: torch.dtype) -> Signature:
