@@ -242,26 +242,28 @@ def test_max_without_grad_keeps_no_winners(monkeypatch):
 
 
 class _Recorder:
-    """A backend that records each call and hands it to the PyTorch-ops backend."""
+    """A backend that records each call and hands it to another (the PyTorch-ops backend
+    by default)."""
 
-    def __init__(self):
+    def __init__(self, inner=cpu.BACKEND):
         self.calls = []
+        self.inner = inner
 
     def spmm(self, g, op, reduce, lhs, rhs, out_shape, schedule=None, with_arg=False):
         self.calls.append(("spmm", g, op, reduce))
-        return cpu.BACKEND.spmm(g, op, reduce, lhs, rhs, out_shape, schedule, with_arg)
+        return self.inner.spmm(g, op, reduce, lhs, rhs, out_shape, schedule, with_arg)
 
     def sddmm(self, g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule=None):
         self.calls.append(("sddmm", g, op, lhs_target, rhs_target))
-        return cpu.BACKEND.sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
+        return self.inner.sddmm(g, op, lhs, rhs, lhs_target, rhs_target, out_shape, schedule)
 
     def edge_softmax(self, g, logits, norm_by):
         self.calls.append(("edge_softmax", g, norm_by))
-        return cpu.BACKEND.edge_softmax(g, logits, norm_by)
+        return self.inner.edge_softmax(g, logits, norm_by)
 
     def edge_softmax_grad(self, g, y, grad, norm_by):
         self.calls.append(("edge_softmax_grad", g, norm_by))
-        return cpu.BACKEND.edge_softmax_grad(g, y, grad, norm_by)
+        return self.inner.edge_softmax_grad(g, y, grad, norm_by)
 
 
 @pytest.fixture
@@ -288,8 +290,8 @@ def test_backward_runs_on_the_backend_of_the_device(recorder):
 @pytest.mark.parametrize("norm_by", ["dst", "src"])
 def test_a_blocks_softmax_backward_is_one_pass_of_the_backend(recorder, norm_by):
     """On a sampled block the gradient of the logits is the backend's fused pass, not a
-    g-SpMM of the row sums and a g-SDDMM spreading them back; a validated graph keeps those
-    (the fused pass is not measured on large graphs: _ops._edge_softmax_grad)."""
+    g-SpMM of the row sums and a g-SDDMM spreading them back, whatever its values' width (a
+    block is host-bound); the same graph validated gives the same gradient."""
     g = _graph("square")
     src, dst = g.edges()
     block = gsparse.Graph.from_block(torch.stack([src, dst]), num_src=g.num_src, num_dst=g.num_dst)
@@ -300,7 +302,7 @@ def test_a_blocks_softmax_backward_is_one_pass_of_the_backend(recorder, norm_by)
         recorder.calls.clear()
         grads.append(torch.autograd.grad((y * y).sum(), z)[0])
         kinds = [call[0] for call in recorder.calls]
-        assert kinds == (["edge_softmax_grad"] if graph is block else ["spmm", "sddmm"])
+        assert kinds == ["edge_softmax_grad"]
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
     # a second derivative through the fused op
     y = gsparse.edge_softmax(block, z, norm_by=norm_by)
@@ -308,6 +310,51 @@ def test_a_blocks_softmax_backward_is_one_pass_of_the_backend(recorder, norm_by)
     recorder.calls.clear()
     dz.sum().backward()
     assert ("edge_softmax_grad", block, norm_by) in recorder.calls
+
+
+_FUSED_ON_A_GPU = [
+    (True, (2,), "dst", True),     # rows in edge order: the fused pass streams
+    (True, (2,), "src", False),    # the reverse graph's rows gather 16 bytes an edge
+    (False, (2,), "dst", False),   # edge ids: 16 bytes an edge, half a sector
+    (False, (4,), "dst", True),    # 32 bytes an edge: a whole sector
+    (False, (2, 2), "src", True),
+]
+
+
+def _softmax_backward_kinds(recorder, device, edge_ordered, shape, norm_by) -> list[str]:
+    """The backend calls of an edge softmax's backward on ``device``, its gradient checked
+    against the formula."""
+    g = _graph("square")
+    if edge_ordered:  # the same graph, its edges listed by destination: no edge ids
+        g = gsparse.Graph.from_csr(g.rowptr, g.col, num_src=g.num_src)
+        assert g.eid is None
+    g = g.to(device)
+    z = _leaf((g.num_edges, *shape), 14).to(device)
+    y = gsparse.edge_softmax(g, z, norm_by=norm_by)
+    dy = random_features(y.shape, torch.float64, 15).to(device)
+    recorder.calls.clear()
+    (dz,) = torch.autograd.grad(y, z, dy)
+    src, dst = g.edges()
+    rows, count = (dst, g.num_dst) if norm_by == "dst" else (src, g.num_src)
+    row = torch.zeros(count, *shape, dtype=torch.float64, device=device).index_add_(0, rows, (y * dy).detach())
+    torch.testing.assert_close(dz, y.detach() * (dy - row[rows]))
+    return [call[0] for call in recorder.calls]
+
+
+@pytest.mark.parametrize(("edge_ordered", "shape", "norm_by", "fused"), _FUSED_ON_A_GPU)
+def test_a_graphs_softmax_backward_is_fused_on_the_cpu(recorder, edge_ordered, shape, norm_by, fused):
+    del fused  # the CPU's one accumulation was the faster on every graph
+    assert _softmax_backward_kinds(recorder, "cpu", edge_ordered, shape, norm_by) == ["edge_softmax_grad"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("edge_ordered", "shape", "norm_by", "fused"), _FUSED_ON_A_GPU)
+def test_a_graphs_softmax_backward_is_fused_on_a_gpu_where_it_moves_fewer_bytes(
+        monkeypatch, edge_ordered, shape, norm_by, fused):
+    recorder = _Recorder(backends.for_device(torch.device("cuda")))
+    monkeypatch.setitem(backends._BY_DEVICE_TYPE, "cuda", recorder)
+    kinds = _softmax_backward_kinds(recorder, "cuda", edge_ordered, shape, norm_by)
+    assert kinds == (["edge_softmax_grad"] if fused else ["spmm", "sddmm"])
 
 
 def test_a_blocks_softmax_second_derivatives():

@@ -27,6 +27,7 @@ runs this module's formulas, with the graph at hand. The custom ops stay the reg
 operators, which ``torch.compile`` traces.
 """
 
+import math
 from typing import Optional
 
 import torch
@@ -471,23 +472,34 @@ def _edge_softmax_grad(parts: Parts, norm_by: str, y: Tensor, grad: Tensor) -> T
     r"""``dz_e = y_e (dy_e - Σ_{e' ~ e} dy_{e'} y_{e'})``, the sum over the edges sharing
     ``e``'s destination (or source).
 
-    A sampled block's, on the eager path, is one fused pass of the backend (straight to it
-    without a second derivative: the custom op's dispatch costs more host time than a small
-    graph's kernel): a block is host-bound, and the pass is one launch instead of four. Other
-    graphs keep the four operations (a product, a g-SpMM of the row sums, a g-SDDMM spreading
-    them back, a difference) until the fused pass is measured on large graphs: its row walk
-    holds few loads in flight (the forward's ran at about 0.8 TB/s on reddit-like, 114M
-    edges and 8 heads, in the first wave's benchmark), where the generated g-SpMM and g-SDDMM
-    run near their memory floors (docs/performance.md)."""
+    One fused pass of the backend where :func:`_fused_grad_pays`; a sampled block's, on the
+    eager path, straight to it without a second derivative (the custom op's dispatch costs
+    more host time than a small graph's kernel). Otherwise four operations: a product, a
+    g-SpMM of the row sums, a g-SDDMM spreading them back, a difference."""
     g = getattr(parts, "graph", None)
     if g is not None and g.sync_free and _calls.eager():
         if direct_call_ok(y, grad):
             return backends.for_device(g.device).edge_softmax_grad(g, y.contiguous(), grad.contiguous(), norm_by)
         return edge_softmax_grad(*parts, y, grad, norm_by)
+    if _fused_grad_pays(parts, norm_by, y):
+        return edge_softmax_grad(*parts, y, grad, norm_by)
     target = "v" if norm_by == "dst" else "u"
     gy = grad * y
     row_sum = _to_target(parts, gy, target)
     return gy - _sddmm(parts, "mul", y, row_sum, "e", target, list(y.shape[1:]))
+
+
+def _fused_grad_pays(parts: Parts, norm_by: str, y: Tensor) -> bool:
+    """Whether the fused pass costs less than the four operations. On a GPU it reads ``y``
+    and ``dy`` twice and writes ``dz`` along the rows: in edge order where the rows'
+    positions are the edge ids (destinations' rows of a graph without ``eid``), else
+    gathering each edge's values. An edge's values that fill a 32-byte sector gather at a
+    stream's cost; narrower ones waste the rest of a sector five times, where the four
+    operations gather once (measured on an H200: 0.73-0.96x the four operations at one head
+    in fp32 with edge ids, 1.1-4x everywhere else on large graphs). On the CPU the fused
+    pass was the faster everywhere (1.02-1.48x on a 1.2M-edge graph; docs/performance.md)."""
+    edge_ordered = norm_by == "dst" and parts[2] is None
+    return not y.is_cuda or edge_ordered or math.prod(y.shape[1:]) * y.element_size() >= 32
 
 
 edge_softmax.register_autograd(_edge_softmax_backward, setup_context=_edge_softmax_setup)

@@ -345,19 +345,19 @@ def programs(tasks: set[_Task], grid: Sequence[GraphStats], target: Target,
     def add(item: _Task, schedule) -> None:
         if item.kind == "spmm":
             program = spmm_codegen.program(item.task.algorithm, schedule, item.task.num_features)
-        else:
+        elif item.kind == "sddmm":
             program = sddmm_codegen.program(item.task.algorithm, schedule)
+        else:
+            program = softmax_codegen.program(item.task, schedule)
         found[program.source] = program.context
 
+    rules = {"spmm": spmm_kernels.default_schedule, "sddmm": sddmm_kernels.default_schedule,
+             "softmax": softmax_kernels.default_schedule}
     for item in tasks:
-        if item.kind == "softmax":
-            program = softmax_codegen.program(item.task, softmax_kernels.default_schedule(item.task, None, None))
-            found[program.source] = program.context
-            continue
-        rule = spmm_kernels.default_schedule if item.kind == "spmm" else sddmm_kernels.default_schedule
         for stats in grid:
-            add(item, rule(item.task, stats, target))
+            add(item, rules[item.kind](item.task, stats, target))
         for g in graphs:
+            # no model ships for the edge softmax: its hand rule on the graph's statistics
             add(item, select.model_choice(item.kind, g, item.task, target))
     return found
 

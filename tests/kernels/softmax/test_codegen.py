@@ -36,13 +36,18 @@ def test_kernels_compile_without_spills(arch, direction, dtype, index_dtype, has
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("warps", [4, 8, 16, 32])
+@pytest.mark.parametrize("flight", [1, 2, 4, 8])
 @pytest.mark.parametrize("num_heads", [1, 8])
 @pytest.mark.parametrize("direction", ["forward", "backward"])
-def test_every_block_size_of_the_space_compiles_without_spills(direction, num_heads, warps, arch) -> None:
+def test_every_schedule_of_the_space_compiles_without_spills(direction, num_heads, flight, warps,
+                                                             arch) -> None:
     # a single head (the running state alone spilled without a register budget) and GAT's
-    # case: 8 heads, edge ids, int64 indices
-    task = SoftmaxTask(direction, torch.float32, torch.int64, True, num_heads=num_heads)
-    schedule = WarpPerRow(warps_per_block=warps)
+    # case: 8 heads, edge ids, int64 indices; fp64 holds twice the registers in flight; the
+    # lanes a row vary with the other knobs (a group narrower than the heads walks them in turn)
+    dtype = torch.float64 if flight == 8 and warps == 32 else torch.float32
+    task = SoftmaxTask(direction, dtype, torch.int64, True, num_heads=num_heads)
+    lanes = (1, 2, 4, 8, 16, 32)[(warps.bit_length() + flight.bit_length() + num_heads) % 6]
+    schedule = WarpPerRow(warps_per_block=warps, edges_in_flight=flight, lanes_per_row=lanes)
     binary = compile_cuda(codegen.program(task, schedule).source, arch=arch, cache=None)
     assert_no_spills(binary, codegen.kernel_name(direction), schedule.threads)
 
@@ -59,7 +64,11 @@ def test_generated_source_reads_well() -> None:
     backward = codegen.program(SoftmaxTask("backward", torch.float32, torch.int32, False, 1),
                                WarpPerRow(warps_per_block=4)).source
     assert "return p;" in backward and "__launch_bounds__(128, 8)" in backward
-    assert "dz[i] = gs::from_acc<T>(yi * (gs::to_acc(dy[i]) - s));" in backward
+    assert "dz[i_u[u]] = gs::from_acc<T>(y_u[u] * (dy_u[u] - s));" in backward
+    assert "constexpr int U = 1;" in backward
+    flight = codegen.program(SoftmaxTask("backward", torch.float32, torch.int32, False, 1),
+                             WarpPerRow(edges_in_flight=4)).source
+    assert "constexpr int U = 4;" in flight and "// schedule warp_per_row.w8.f4:" in flight
 
 
 def test_signatures_name_each_directions_values() -> None:

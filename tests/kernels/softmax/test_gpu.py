@@ -11,6 +11,7 @@ from gsparse.backends import cpu
 from gsparse.kernels import memory
 from gsparse.kernels.softmax import (
     SoftmaxTask,
+    WarpPerRow,
     build_plan,
     run_edge_softmax,
     run_edge_softmax_backward,
@@ -125,3 +126,24 @@ def test_every_schedule_of_the_space_matches_reference(poisoned, direction) -> N
             expected = grad
         torch.testing.assert_close(out.cpu().double(), expected, **_TOLERANCE[torch.float32],
                                    msg=lambda m: f"{direction} {schedule}: {m}")
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_edges_in_flight_do_not_change_a_bit(direction) -> None:
+    # Each lane folds its edges in edge order whatever it has in flight; rows of every
+    # length up to a hundred thousand, where the last batch of loads is partly past the row.
+    for kind in ("random", "long_row"):
+        g = named_graph(kind).to("cuda")
+        logits = random_features((g.num_edges, 8), torch.float32, seed=8).cuda()
+        y = run_edge_softmax(g, logits)
+        dy = random_features((g.num_edges, 8), torch.float32, seed=9).cuda()
+        task = SoftmaxTask(direction, torch.float32, g.index_dtype, g.eid is not None, 8)
+        for lanes in (4, 32):
+            outputs = []
+            for flight in (1, 2, 4, 8):
+                out = torch.empty_like(logits)
+                plan = build_plan(g, task, WarpPerRow(edges_in_flight=flight, lanes_per_row=lanes))
+                plan(x=logits, y=out) if direction == "forward" else plan(y=y, dy=dy, dz=out)
+                outputs.append(out)
+            for flight, out in zip((2, 4, 8), outputs[1:]):
+                assert torch.equal(out, outputs[0]), f"{kind} {direction}: {lanes} lanes, {flight} in flight"

@@ -17,6 +17,8 @@ from gsparse.kernels.softmax import (
     run_edge_softmax_backward,
 )
 
+from gsparse.target import H100
+
 from graphs import named_graph
 from recording import RecordingLoader
 
@@ -26,8 +28,8 @@ def _built_on_first_use(rows: gsparse.Graph, direction: str, dtype: torch.dtype,
     """What the first call over ``rows`` builds on a GPU, built here with a recording loader
     and kept in the rows' plans, where a call looks it up."""
     task = SoftmaxTask(direction, dtype, rows.index_dtype, rows.eid is not None, num_heads)
-    schedule = default_schedule(task, None, None)
-    rows.plans.get((task, schedule), lambda: build_plan(rows, task, schedule, loader=loader))
+    schedule = default_schedule(task, rows.stats, H100)
+    rows.plans.get(task, lambda: build_plan(rows, task, schedule, loader=loader))
 
 
 def test_no_edges_launch_nothing() -> None:

@@ -12,6 +12,7 @@ import functools
 import torch
 
 from ...graph import Graph
+from ...target import Target
 from ..memory import allocate, allocator
 from ..source import refuse_capture
 from .default import default_schedule
@@ -45,13 +46,13 @@ _task = functools.lru_cache(maxsize=256)(SoftmaxTask)
 
 
 def _plan(rows: Graph, task: SoftmaxTask):
-    schedule = default_schedule(task, None, None)
+    """The rows' plan of ``task``, under the hand rule's schedule, built on first use."""
 
     def build():
         refuse_capture(rows, task)
-        return build_plan(rows, task, schedule)
+        return build_plan(rows, task, default_schedule(task, rows.stats, Target.of(rows.device)))
 
-    return rows.plans.get((task, schedule), build)
+    return rows.plans.get(task, build)
 
 
 def _launch(direction: str, g: Graph, values: dict[str, torch.Tensor], out_name: str,

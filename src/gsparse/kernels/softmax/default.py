@@ -1,6 +1,16 @@
-"""The edge softmax hand rule: 8 warps per block, whatever the graph."""
+"""The edge softmax hand rule: a row's lanes sized to its heads and mean length, loads in
+flight to the edges each lane walks.
+
+Measured on an H200 (``scripts/softmax_grad_probe.py``, docs/performance.md, "The edge
+softmax: rows' lanes and loads in flight"): a warp a row with one edge's loads in flight a
+lane ran long rows at 0.9-1.6 TB/s and left most lanes idle on short rows with one head; the
+best schedules gave each lane about four edges of a row, narrowed the row's group down to
+four lanes, and kept 4-8 edges' loads in flight a lane.
+"""
 
 from __future__ import annotations
+
+import math
 
 from ...graph import GraphStats
 from ...target import Target
@@ -9,9 +19,26 @@ from .task import SoftmaxTask
 
 __all__ = ["default_schedule"]
 
+# Edges a lane should walk of a mean row: fewer leaves lanes idle, more lengthens the walk.
+_EDGES_PER_LANE = 4
+_NARROWEST_GROUP = 4
 
-def default_schedule(task: SoftmaxTask, stats: GraphStats | None, target: Target | None) -> WarpPerRow:
-    """The schedule used when none is given. It reads nothing of the graph, so callers may
-    pass None for ``stats`` and ``target``."""
-    del task, stats, target
-    return WarpPerRow()
+
+def _power_of_two_at_least(x: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(x))) if x > 1 else 1
+
+
+def default_schedule(task: SoftmaxTask, stats: GraphStats, target: Target) -> WarpPerRow:
+    """8 warps a block. A row's lanes: its heads' lanes times a quarter of the mean row
+    length, rounded up to a power of two, between 4 and 32, and never so few that the rows
+    fill less than half of the warps ``target`` keeps resident (a few long rows still get a
+    warp each). Loads in flight: 8 edges' where a lane walks 8 or more of a mean row, else 4.
+    Reads only what the host knows of a sampled block (its mean row length)."""
+    heads = task.lanes
+    mean = stats.rows.mean
+    rows = max(stats.num_dst, 1)
+    resident_half = target.sms * target.warps_per_sm // 2
+    lanes = min(32, max(_NARROWEST_GROUP, heads, _power_of_two_at_least(heads * mean / _EDGES_PER_LANE),
+                        _power_of_two_at_least(32 * resident_half / rows)))
+    edges_per_lane = mean * heads / lanes
+    return WarpPerRow(lanes_per_row=lanes, edges_in_flight=8 if edges_per_lane >= 8 else 4)

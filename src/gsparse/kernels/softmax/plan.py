@@ -34,5 +34,5 @@ def build_plan(rows: Graph, task: SoftmaxTask, schedule: WarpPerRow,
                loader: KernelLoader = RUNTIME_LOADER) -> Callable[..., None]:
     """The plan of ``task`` over the rows of ``rows``."""
     return _template(task, schedule).prepare(
-        device_index(rows.device), (-(-rows.num_dst // schedule.warps_per_block),), schedule.threads,
+        device_index(rows.device), (-(-rows.num_dst // schedule.rows_per_block),), schedule.threads,
         rows.rowptr, rows.eid, rows.num_dst, loader=loader, late=rows.sync_free)

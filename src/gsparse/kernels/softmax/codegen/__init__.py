@@ -9,7 +9,9 @@ Backward, from ``y`` and ``dy``:  ``dz_e = y_e (dy_e - \sum_{e' \in v} dy_{e'} y
 
 The forward pass reads the logits twice: once for the running maximum and rescaled sum
 (the online softmax recurrence; the lanes' partial ``(m, s)`` pairs then merge through
-warp shuffles), once to write the normalised values. Everything accumulates in fp32 (fp64
+warp shuffles), once to write the normalised values. Each lane loads the values of
+``edges_in_flight`` edges before it folds them, in edge order, so the result does not
+depend on it; a row's lanes (``lanes_per_row``) split its heads first, then its edges. Everything accumulates in fp32 (fp64
 for fp64), and no temporary is allocated: the output is the only write. The two passes of
 each direction are fixed device code (``forward_pass.cu``, ``backward_pass.cu``).
 """
@@ -70,20 +72,24 @@ def program(task: SoftmaxTask, schedule: WarpPerRow) -> Program:
     schedule.validate()
     passes = device_code(__package__, f"{task.direction}_pass.cu")
     edge = "(long long)eid[p]" if task.has_eid else "p"
-    rows = schedule.warps_per_block
+    group = schedule.lanes_per_row
+    head_lanes = min(task.lanes, group)
     body = f"""\
 using T = {SCALAR_TYPES[task.dtype]};
 using A = {ACCUMULATOR_TYPES[task.dtype]};
-constexpr int HL = {task.lanes};  // lanes per edge, one head each
-constexpr int EL = 32 / HL;  // edges a warp reads at a time
+constexpr int RL = {group};  // lanes a row
+constexpr int HL = {head_lanes};  // lanes per edge, one head each
+constexpr int EL = RL / HL;  // edges a row's lanes read at a time
+constexpr int U = {schedule.edges_in_flight};  // edges' loads each lane issues before it folds them
 const A NEG_INF = -A(__int_as_float(0x7f800000));
 const auto edge = [&](long long p) -> long long {{ return {edge}; }};
-const long long row = (long long)blockIdx.x * {rows} + threadIdx.x / 32;
-if (row >= num_rows) return;  // whole warps leave together
-const long long start = rowptr[row];
-const long long end = rowptr[row + 1];
-const int e_lane = (threadIdx.x % 32) / HL;
-// Every lane reaches each shuffle: lanes past the last head walk no edges instead of leaving.
+const long long warp_row = ((long long)blockIdx.x * {schedule.warps_per_block} + threadIdx.x / 32) * (32 / RL);
+if (warp_row >= num_rows) return;  // whole warps leave together
+// Every lane reaches each shuffle: lanes past the last row or head walk no edges instead of leaving.
+const long long row = warp_row + (threadIdx.x % 32) / RL;
+const long long start = row < num_rows ? (long long)rowptr[row] : 0;
+const long long end = row < num_rows ? (long long)rowptr[row + 1] : 0;
+const int e_lane = (threadIdx.x % RL) / HL;
 for (long long h0 = 0; h0 < num_heads; h0 += HL) {{
     const long long h = h0 + threadIdx.x % HL;
     const bool active = h < num_heads;
@@ -91,7 +97,7 @@ for (long long h0 = 0; h0 < num_heads; h0 += HL) {{
 }}"""
     kernel = signature(task)
     describe = (f"{str(task.dtype).removeprefix('torch.')} {str(task.index_dtype).removeprefix('torch.')}"
-                f"{' eid' if task.has_eid else ''}, {task.lanes} lanes per edge")
+                f"{' eid' if task.has_eid else ''}, {head_lanes} lanes per edge")
     source = f"""// gsparse edge softmax, {task.direction}: {describe}
 // schedule {schedule}: {schedule.to_json()}
 {PRELUDE}
