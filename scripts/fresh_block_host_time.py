@@ -81,7 +81,7 @@ class _NoLaunch:
         return self
 
     def prepare(self, grid, block, args, *, shared_bytes=0, context=""):
-        return lambda *operands, stream=None: None
+        return lambda *operands, stream=None, grid=None: None
 
 
 def block(seeds: int, fanouts: tuple[int, int], bipartite: bool, device: str,
