@@ -80,7 +80,9 @@ def test_default_splits_long_rows_beyond_four_features() -> None:
         wide = _row_rule(feature_len=feature_len, **reddit)
         assert isinstance(wide, SplitRows)
         assert (wide.row_split, wide.degree_sorted) == (4096, True)
-    assert isinstance(_row_rule(feature_len=4, **reddit), OnePass)
+    # Up to 4 features, the shortest such chunk at least the mean row: 1,024 edges here
+    narrow = _row_rule(feature_len=4, **reddit)
+    assert isinstance(narrow, SplitRows) and (narrow.row_split, narrow.degree_sorted) == (1024, True)
     # No long rows (or no statistics): nothing to split.
     assert isinstance(_row_rule(feature_len=32, **{**reddit, "max_degree": 3_000}), OnePass)
     assert isinstance(_row_rule(492, 1.63, 32, 4, 232_965), OnePass)
@@ -95,8 +97,22 @@ def test_default_cuts_the_long_rows_of_small_graphs_into_short_chunks(name) -> N
         chosen = default_schedule(t, stats, H100)
         assert isinstance(chosen, SplitRows) and chosen.row_split == 64, chosen
         assert chosen.degree_sorted
-    # up to 4 features the gathers are bound by L2 sectors, not by the longest row
-    assert not isinstance(default_schedule(task("copy_lhs", "sum", 4), stats, H100), SplitRows)
+    # up to 4 features too, where no staged skeleton takes the task
+    narrow = default_schedule(task("copy_rhs", "sum", 4), stats, H100)
+    assert isinstance(narrow, SplitRows) and narrow.row_split == 64 and narrow.degree_sorted
+
+
+def test_default_cuts_hub_rows_into_chunks_up_to_four_features() -> None:
+    # A hub graph of the corpus (hubs family: 392,942 rows of 3.2 edges on average, one of
+    # 125,040): whole rows left a lane walking the hub, 184x slower than the best schedule
+    # at 2 features; chunks of 256 edges, rows longest first, were within 1.3x of it.
+    hubs = GraphStats(392_942, 392_942, 1_255_688, RowStats(3.2, 125_040, 88.3))
+    for feature_len in (1, 2, 4):
+        chosen = default_schedule(task("copy_rhs", "sum", feature_len), hubs, H100)
+        assert isinstance(chosen, SplitRows) and chosen.row_split == 256 and chosen.degree_sorted
+    # rows no longer than 8 chunks of 256 edges: whole rows
+    even = GraphStats(392_942, 392_942, 1_255_688, RowStats(3.2, 2_000, 1.0))
+    assert isinstance(default_schedule(task("copy_rhs", "sum", 2), even, H100), OnePass)
 
 
 def test_default_keeps_its_chunks_on_graphs_with_many_edges_per_warp() -> None:
@@ -123,10 +139,17 @@ def test_default_splits_the_rows_of_a_skewed_graph_at_a_length_the_space_offers(
 
 
 def test_default_keeps_natural_order_for_short_rows_and_features() -> None:
-    products = dict(mean_degree=51, cov=1.88, vector_ok=4, source_rows=2_449_029, max_degree=20_000)
-    assert not _row_rule(feature_len=2, **products).degree_sorted
-    assert _row_rule(feature_len=8, **products).degree_sorted
-    assert _row_rule(feature_len=2, **{**products, "mean_degree": 492}).degree_sorted
+    # products-like sizes, rows of at most 2,000 edges: none long enough to split (see the
+    # hub rows' test)
+    def rule(feature_len: int, mean: float) -> OnePass:
+        stats = GraphStats(2_449_029, 2_449_029, round(2_449_029 * mean), RowStats(mean, 2_000, 1.88))
+        chosen = default_schedule(task("copy_rhs", "sum", feature_len), stats, H100)
+        assert isinstance(chosen, OnePass)
+        return chosen
+
+    assert not rule(2, 51).degree_sorted
+    assert rule(8, 51).degree_sorted
+    assert rule(2, 492).degree_sorted
 
 
 def test_default_uses_column_tiles_only_when_their_row_pointers_are_small() -> None:
