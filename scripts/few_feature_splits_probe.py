@@ -65,7 +65,8 @@ def main() -> None:
                     continue
                 old = whole_rows(new, stats)
                 run = {s: (lambda s=s: run_spmm(g, op, "sum", lhs, rhs, (features,), schedule=s)) for s in (old, new)}
-                torch.testing.assert_close(run[new](), run[old](), rtol=1e-4, atol=1e-4)
+                # sums of up to 10^5 fp32 terms in another order
+                torch.testing.assert_close(run[new](), run[old](), rtol=1e-3, atol=1e-3)
                 ms = {s: time_calls(fn, [()], device, budget_s=0.2, min_repeats=10).median_ms for s, fn in run.items()}
                 ratios.append(ms[old] / ms[new])
                 print(f"{name}: {g.num_dst:,} rows, {g.num_edges:,} edges, mean {stats.rows.mean:.1f}, "

@@ -29,6 +29,9 @@ _STAGED_FEATURES = 4
 # Edges per resident warp of the target below which the rule cuts long rows into the
 # space's shortest chunks (see _row_split; the space offers them below twice as many).
 _TAKE_SHORT_CHUNKS_BELOW_EDGES_PER_WARP = 32
+# Steps of a row's lanes over the longest row from which the rule splits rows up to 4
+# features (see _walks_a_hub).
+_HUB_STEPS = 1024
 
 
 def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmSchedule:
@@ -81,7 +84,7 @@ class RowReading:
         row_split: the chunk length of the rule's split rows beyond 4 features
             (:func:`_row_split`), 0 for none.
         few_features_split: the same up to 4 features (:func:`_row_split` with
-            ``shortest``).
+            ``shortest``), where the longest row is a hub (:func:`_walks_a_hub`); else 0.
     """
 
     l2_slice: int
@@ -98,7 +101,20 @@ class RowReading:
         return cls(l2_slice=fits[0] if fits else 128, row_lanes=edge_lanes_for(rows.mean, 32),
                    long_rows=rows.mean >= 128, skewed=rows.cov > 0.5,
                    row_split=_row_split(stats, target),
-                   few_features_split=_row_split(stats, target, shortest=True))
+                   few_features_split=_row_split(stats, target, shortest=True)
+                   if _walks_a_hub(stats, target) else 0)
+
+
+def _walks_a_hub(stats: GraphStats, target: Target) -> bool:
+    """Whether whole rows up to 4 features would leave a row's lanes walking the longest row
+    long enough to outlast split rows' overhead: at least ``_HUB_STEPS`` steps, and 8 times
+    a lane's share of all the edges (every lane of the target resident). Split rows cost
+    30-70 us more on an H200 where whole rows took 0.05 ms (hub walks of 565-1,494 steps),
+    and 10-15% more on products-like (765 steps, 1.1-1.7 ms); hub walks of 2,000-125,000
+    steps ran 1.7-120x faster in chunks (docs/performance.md, "Hub rows up to 4 features")."""
+    steps = stats.rows.max / edge_lanes_for(stats.rows.mean, 32)
+    lane_share = stats.num_edges / (32 * target.resident_warps)
+    return steps >= _HUB_STEPS and steps >= 8 * lane_share
 
 
 def _row_split(stats: GraphStats, target: Target, shortest: bool = False) -> int:
@@ -148,10 +164,11 @@ def _row_groups(task: SpmmTask, rows: RowReading) -> OnePass | SplitRows:
       throughput rather than by imbalance.
     - Beyond 4 features, long rows are cut into chunks (:class:`SplitRows`) of the length
       :func:`_row_split` picks. Up to 4 features too, into the shortest such chunks, rows
-      longest first: a row's lanes otherwise walk a hub of 10^4-10^5 edges alone. On the
-      collected cells of seven families where this applies (hubs, bipartite, power law,
-      R-MAT, cliques, community, lognormal; 78 cells, ``docs/results/tuning``), the chunks
-      ran 9x faster in geometric mean than whole rows (up to 50x), slower in none.
+      longest first, where a row's lanes would otherwise walk a hub long enough to outlast
+      the chunks' overhead (:func:`_walks_a_hub`): on the collected cells of the families
+      where this applies (``docs/results/tuning``) the chunks ran up to 120x faster than
+      whole rows, and on rows a few hundred steps long they lost up to 1.5x
+      (docs/performance.md, "Hub rows up to 4 features").
     - Statistics that are not exact (an unknown COV, a bound for the longest row) neither
       sort rows nor split them: the work list of split rows is sized by the data.
     """
