@@ -6,10 +6,10 @@ took before, on graphs of a fresh corpus seed and on the benchmark's presets.
         [--presets reddit-like,products-like,proteins-like,citation-like,amazon-like]
 
 Up to 4 features, the rule now cuts rows into the shortest chunks of
-:func:`~gsparse.kernels.spmm.default._row_split` (rows longest first) where that length is
-not 0 (``kernels/spmm/default.py``); before, it walked whole rows (the one-pass schedule with
-the same knobs, rows longest first only where the COV exceeds 0.5 and the mean row is 128 or
-more). For each graph, g-SpMM task (copy_rhs, mul and copy_lhs sums over fp32 features at
+:func:`~gsparse.kernels.spmm.default._row_split` (rows longest first) where the longest row
+is a hub (``_walks_a_hub`` in ``kernels/spmm/default.py``); before, it walked whole rows (the
+one-pass schedule with the same knobs, rows longest first only where the COV exceeds 0.5
+and the mean row is 128 or more). For each graph, g-SpMM task (copy_rhs, mul and copy_lhs sums over fp32 features at
 1, 2 and 4 features) where the two picks differ, both run on the same random inputs: device
 time, the median of repeats after a warm-up (:func:`gsparse.tune.measure.time_calls`), each
 output checked against the other first. Prints the graph's statistics, both schedules, both
