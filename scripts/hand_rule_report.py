@@ -1,6 +1,8 @@
-"""The g-SpMM hand rule of this tree, judged on every collected cell: no GPU needed.
+"""The hand rules of this tree (g-SpMM's, g-SDDMM's), judged on every collected cell: no GPU
+needed.
 
-    PYTHONPATH=src python3 scripts/hand_rule_report.py [FILES...]   (default: docs/results/tuning/**/*.jsonl.gz)
+    PYTHONPATH=src python3 scripts/hand_rule_report.py [--operator spmm|sddmm] [FILES...]
+        (default: g-SpMM, every docs/results/tuning/**/*.jsonl.gz)
 
 Each collected cell (``python -m gsparse.tune.collect``) holds the measured time of every
 schedule of its space and of the hand rule's pick when it was collected. This recomputes
@@ -22,7 +24,7 @@ import glob
 import math
 
 from gsparse.graph import GraphStats, RowStats
-from gsparse.kernels.spmm import default_schedule
+from gsparse import kernels
 from gsparse.tune.train import load_cells
 
 
@@ -32,10 +34,12 @@ def geomean(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--operator", choices=("spmm", "sddmm"), default="spmm")
     parser.add_argument("files", nargs="*")
     args = parser.parse_args()
     files = args.files or sorted(glob.glob("docs/results/tuning/**/*.jsonl.gz", recursive=True))
-    cells = [c for c in load_cells(files) if c.operator == "spmm"]
+    cells = [c for c in load_cells(files) if c.operator == args.operator]
+    default_schedule = kernels.OPERATORS[args.operator].default_schedule
     by_family, unmeasured, changed = collections.defaultdict(list), collections.Counter(), []
     for cell in cells:
         s = cell.structure

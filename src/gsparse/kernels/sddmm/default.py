@@ -17,6 +17,8 @@ __all__ = ["RowReading", "default_schedule"]
 _WARP = 32
 _SCALAR_HEAD = 4  # heads of at most this many elements: scalar loads
 _MAX_DEFAULT_LANES = 4
+# Element-wise operators (a head written per edge) take up to this many lanes an edge.
+_MAX_ELEMENTWISE_LANES = 16
 _DEFAULT_THREADS = 128
 _DEFAULT_LAUNCH = 128  # features per launch for long heads that overflow the L2 ...
 _WIDE_DOT_LANES = 8  # ... but one launch of 8 lanes for fp32 dot heads at least this long
@@ -36,13 +38,13 @@ _ELEMENTWISE_TRANSPOSED = {
 _TRANSPOSED_LAUNCH = 32
 
 
-def _lanes_for(span: int, vector: int) -> tuple[int, int]:
+def _lanes_for(span: int, vector: int, max_lanes: int) -> tuple[int, int]:
     """(lanes, vectors per lane) for ``span`` features: a lane takes up to 4 vectors (and
-    at most 16 elements, as the schedules demand), and up to 4 lanes share an edge
-    (longer spans take several passes)."""
+    at most 16 elements, as the schedules demand), and up to ``max_lanes`` lanes share an
+    edge (longer spans take several passes)."""
     vectors = -(-max(span, 1) // vector)
     per_lane = min(4, 16 // vector)
-    lanes = min(_MAX_DEFAULT_LANES, pow2_at_least(-(-vectors // per_lane)))
+    lanes = min(max_lanes, pow2_at_least(-(-vectors // per_lane)))
     return lanes, min(per_lane, pow2_at_least(-(-vectors // lanes)))
 
 
@@ -52,9 +54,13 @@ def default_schedule(task: SddmmTask, stats: GraphStats, target: Target) -> Sddm
     - Heads of at most 4 elements: one lane per edge and one scalar load per element
       (separate loads are independent requests in flight).
     - Longer heads: vectors as wide as the data allows, up to 4 vectors per lane and up to
-      4 lanes per edge (1 lane up to 16 fp32 features, 2 at 32, 4 from 64; several passes
-      beyond): a lane's four 16-byte loads in flight already keep enough gathers
-      outstanding, and wider groups lose. 128 threads per block.
+      4 lanes per edge for ``dot`` (1 lane up to 16 fp32 features, 2 at 32, 4 from 64;
+      several passes beyond): a lane's four 16-byte loads in flight already keep enough
+      gathers outstanding, and wider groups lose. Element-wise operators, which write the
+      whole head of every edge, take up to 16 lanes an edge, one pass over heads of up to
+      256 features: with 4 they ran 2.4-7.4x slower than the best at 100-256 features (on
+      the collected cells, ``docs/results/tuning``; up to 16 lanes were faster in all 48 cells
+      they change, over seventeen families, 3.4x in geometric mean). 128 threads per block.
     - The row skeleton where it cannot lose to the load imbalance it brings: rows long
       enough to fill the warp's ``32 / lanes`` edge groups, and the longest row at most half
       of one warp's share of the whole grid (edges over resident warps).
@@ -116,7 +122,8 @@ def _decide(task: SddmmTask, rows: RowReading) -> SddmmSchedule:
     feature_len, dtype, dot = task.head_len, task.dtype, task.is_dot
     size = dtype.itemsize
     vector = 1 if feature_len <= _SCALAR_HEAD else widest_vector(feature_len, task.vector_ok)
-    lanes, per_thread = _lanes_for(feature_len, vector)
+    max_lanes = _MAX_DEFAULT_LANES if dot else _MAX_ELEMENTWISE_LANES
+    lanes, per_thread = _lanes_for(feature_len, vector, max_lanes)
     fp32_vectors = size == 4 and vector == 4
     if fp32_vectors and rows.mean_reaches >= _TRANSPOSED_MEAN_DEGREE:
         transposed = _DOT_TRANSPOSED if dot else _ELEMENTWISE_TRANSPOSED
@@ -136,6 +143,6 @@ def _decide(task: SddmmTask, rows: RowReading) -> SddmmSchedule:
     launch = 0
     if size >= 4 and feature_len > _DEFAULT_LAUNCH and rows.overflows_l2:
         launch = _DEFAULT_LAUNCH
-    lanes, per_thread = _lanes_for(launch or feature_len, vector)
+    lanes, per_thread = _lanes_for(launch or feature_len, vector, max_lanes)
     return Edge(groups_per_block=_DEFAULT_THREADS // lanes, lanes=lanes, features_per_thread=per_thread,
                 vector_width=vector, features_per_launch=launch).validate()
