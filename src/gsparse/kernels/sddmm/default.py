@@ -63,7 +63,9 @@ def default_schedule(task: SddmmTask, stats: GraphStats, target: Target) -> Sddm
       they change, over seventeen families, 3.4x in geometric mean). 128 threads per block.
     - The row skeleton where it cannot lose to the load imbalance it brings: rows long
       enough to fill the warp's ``32 / lanes`` edge groups, and the longest row at most half
-      of one warp's share of the whole grid (edges over resident warps).
+      of one warp's share of the whole grid (edges over resident warps); in 4- and 8-byte
+      dtypes only (in bf16 the edge skeleton was the faster in 17 of the 18 collected cells
+      where the row skeleton's test holds, 1.5x in geometric mean, over six families).
     - On graphs whose mean row has 256 or more edges, fp32 heads in 16-byte vectors: the
       transposed schedules of the tables above (element-wise operators take the schedules
       fitted before the ``dot`` refit), and a ``dot`` longer than them ``row_transposed``
@@ -134,7 +136,7 @@ def _decide(task: SddmmTask, rows: RowReading) -> SddmmSchedule:
                                  features_per_launch=_TRANSPOSED_LAUNCH, edges_per_batch=8)
     fills_warp = rows.mean_reaches >= _WARP // lanes  # lanes is 1, 2 or 4
     one_slice = lanes * vector * per_thread >= feature_len
-    if fills_warp and rows.short_tail and one_slice:
+    if fills_warp and rows.short_tail and one_slice and size >= 4:
         return Row(groups_per_block=8, lanes=lanes, features_per_thread=per_thread,
                    vector_width=vector).validate()
     if dot and fp32_vectors and feature_len >= _DEFAULT_LAUNCH and rows.overflows_l2:
