@@ -23,7 +23,6 @@ import collections
 import glob
 import math
 
-from gsparse.graph import GraphStats, RowStats
 from gsparse import kernels
 from gsparse.tune.train import load_cells
 
@@ -42,9 +41,7 @@ def main() -> None:
     default_schedule = kernels.OPERATORS[args.operator].default_schedule
     by_family, unmeasured, changed = collections.defaultdict(list), collections.Counter(), []
     for cell in cells:
-        s = cell.structure
-        stats = GraphStats(s.num_src, s.num_dst, s.num_edges, RowStats(s.row_mean, s.row_max, s.row_cov))
-        pick = default_schedule(cell.task, stats, cell.target)
+        pick = default_schedule(cell.task, cell.structure.stats(), cell.target)
         times = dict(zip(cell.schedules, cell.times_ms))
         if pick not in times:
             unmeasured[cell.family] += 1

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from gsparse import datasets
-from gsparse.graph import GraphStats, RowStats
+from gsparse.graph import GraphStats
 from gsparse.kernels import sddmm, spmm
 from gsparse.kernels.operands import VECTOR_BYTES
 from gsparse.kernels.pruning import CONSTRAINTS, THRESHOLDS, Thresholds, prune
@@ -151,8 +151,7 @@ def cells_report(paths: list[str], registers: bool) -> list[str]:
     cells = load_cells(paths)
     prepared = []
     for c in cells:
-        s = c.structure
-        stats = GraphStats(s.num_src, s.num_dst, s.num_edges, RowStats(s.row_mean, s.row_max, s.row_cov))
+        stats = c.structure.stats()
         space = _OPERATORS[c.operator].space
         facts = space.facts(c.task, stats, c.target, space.knob_table([space.knob_row(x) for x in c.schedules]))
         predicted = select._model(c.operator).predict(featurize(c.task, c.structure, c.target, c.schedules))
@@ -203,7 +202,7 @@ def splits_report(paths: list[str], below: float, registers: bool) -> list[str]:
         if c.operator != "spmm" or not c.cusparse_ms / c.best_ms < below:
             continue
         s = c.structure
-        stats = GraphStats(s.num_src, s.num_dst, s.num_edges, RowStats(s.row_mean, s.row_max, s.row_cov))
+        stats = s.stats()
         result = spmm.pruned_space(c.task, stats, c.target, registers="kept" if registers else "off")
         split = [x for x in result.candidates if isinstance(x, spmm.SplitRows)]
         kept = [x for x in result.kept if isinstance(x, spmm.SplitRows)]

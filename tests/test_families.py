@@ -392,6 +392,11 @@ def test_describe_structure_matches_hand_computed_values():
     assert s.window_fraction == pytest.approx(7 / 9)
     # Lengths 2 1 0 0 2 1 1 2 in steps of 1, 2 (2 2 0 0 2 2 2 2), 4, ... 32 lanes.
     assert s.lane_padding == (1.0, 12 / 9, 24 / 9, 48 / 9, 96 / 9, 192 / 9)
+    # what the schedule rules read, as the graph's own statistics give it
+    stats = s.stats()
+    assert (stats.num_src, stats.num_dst, stats.num_edges) == (8, 8, 9)
+    assert (stats.rows.mean, stats.rows.max, stats.rows.exact) == (s.row_mean, 2, True)
+    assert stats.rows.cov == pytest.approx(g.stats.rows.cov) and stats.rows.mean == pytest.approx(g.stats.rows.mean)
 
 
 def test_describe_structure_scales_the_window_to_bipartite_shapes():

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .._edge_passes import edge_passes, rows_at
-from ..graph import HOST_STATISTICS_SIZE, Graph
+from ..graph import HOST_STATISTICS_SIZE, Graph, GraphStats, RowStats
 from ._edges import check_int
 
 __all__ = ["GraphStructure", "describe_structure"]
@@ -64,6 +64,12 @@ class GraphStructure:
     def as_dict(self) -> dict[str, int | float | tuple[float, ...]]:
         """The fields by name, a flat record."""
         return asdict(self)
+
+    def stats(self) -> GraphStats:
+        """The sizes and row statistics the schedule rules and spaces read
+        (:attr:`gsparse.Graph.stats` of the graph described)."""
+        return GraphStats(self.num_src, self.num_dst, self.num_edges,
+                          RowStats(self.row_mean, self.row_max, self.row_cov))
 
 
 def _cov(lengths: torch.Tensor) -> torch.Tensor:

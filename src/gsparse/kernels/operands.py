@@ -30,7 +30,7 @@ __all__ = [
 VECTOR_BYTES = 16
 
 
-def pow2_at_least(n: int) -> int:
+def pow2_at_least(n: float) -> int:
     """The smallest power of two >= ``n`` (1 for n <= 1)."""
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 

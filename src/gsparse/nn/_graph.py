@@ -257,8 +257,7 @@ def _self_loops_on_device(g: Graph) -> BlockSelfLoops:
     if g.num_src != g.num_dst:
         raise ValueError(f"self loops need a square graph, got {g.num_src} source and "
                          f"{g.num_dst} destination nodes")
-    built = block_loops.loop_graph(g) if block_loops.runs_here(g) else _loop_graph_in_torch(g)
-    graph, edges, masked = built
+    graph, edges, masked = block_loops.loop_graph(g) if block_loops.runs_here(g) else _loop_graph_in_torch(g)
     return BlockSelfLoops(graph, masked, edges, g.col, g.csr_dst, g.eid)
 
 

@@ -132,8 +132,15 @@ def load_cells(paths: Iterable[str | Path], weights: dict[Path, float] | None = 
     return cells
 
 
-def _matrix(cells: list[Cell]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    features = [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]
+def featurize_cells(cells: list[Cell]) -> list[np.ndarray]:
+    """Each cell's :func:`featurize` rows, one per schedule."""
+    return [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]
+
+
+def _matrix(cells: list[Cell], features: list[np.ndarray] | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, times, groups)`` of ``cells``, from their :func:`featurize_cells` rows where given."""
+    features = featurize_cells(cells) if features is None else features
     groups = np.concatenate([np.full(len(c.schedules), i) for i, c in enumerate(cells)])
     return np.concatenate(features), np.concatenate([c.times_ms for c in cells]), groups
 
@@ -151,14 +158,10 @@ SHIPPED_KINDS = ("dnn", "blend")
 def fit(model, cells: list[Cell], features: list[np.ndarray] | None = None):
     """Fit ``model`` on ``cells`` with their weights (cells of weight 0 left out), and return
     it. With every weight 1 no weights are passed: the trees are those of an unweighted fit.
-    ``features``: each cell's :func:`featurize` rows, where already computed."""
-    if features is None:
-        features = [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]
+    ``features``: each cell's :func:`featurize_cells` rows, where already computed."""
     kept = [i for i, c in enumerate(cells) if c.weight > 0]
     cells = [cells[i] for i in kept]
-    x = np.concatenate([features[i] for i in kept])
-    t = np.concatenate([c.times_ms for c in cells])
-    g = np.concatenate([np.full(len(c.schedules), i) for i, c in enumerate(cells)])
+    x, t, g = _matrix(cells, None if features is None else [features[i] for i in kept])
     if all(c.weight == 1 for c in cells):
         model.fit(x, t, g)
     elif isinstance(model, RankModel):
@@ -240,11 +243,13 @@ def main(argv: list[str] | None = None) -> int:
         if not test:  # the families held out are in no file: train on all, judge nothing
             print(f"{operator}: no cells of {sorted(held_out)}; trained on all {len(train)} cells")
             if args.out:
+                features = featurize_cells(train)
                 for kind in kinds:
-                    fit(make_model(kind), train).save(_model_file(args.out, operator, kind))
+                    fit(make_model(kind), train, features).save(_model_file(args.out, operator, kind))
             continue
+        features = featurize_cells(train)  # once for every kind
         for kind in kinds:
-            model = fit(make_model(kind), train)
+            model = fit(make_model(kind), train, features)
             report[f"{operator}/{kind}"] = judge(model, test)
             print(f"{operator} {kind}: trained on {len(train)} cells of "
                   f"{sorted({c.family for c in train})}, judged on {len(test)} held-out cells of "

@@ -10,10 +10,9 @@ four lanes, and kept 4-8 edges' loads in flight a lane.
 
 from __future__ import annotations
 
-import math
-
 from ...graph import GraphStats
 from ...target import Target
+from ..operands import pow2_at_least
 from .schedule import WarpPerRow
 from .task import SoftmaxTask
 
@@ -22,10 +21,6 @@ __all__ = ["default_schedule"]
 # Edges a lane should walk of a mean row: fewer leaves lanes idle, more lengthens the walk.
 _EDGES_PER_LANE = 4
 _NARROWEST_GROUP = 4
-
-
-def _power_of_two_at_least(x: float) -> int:
-    return 1 << max(0, math.ceil(math.log2(x))) if x > 1 else 1
 
 
 def default_schedule(task: SoftmaxTask, stats: GraphStats, target: Target) -> WarpPerRow:
@@ -38,7 +33,7 @@ def default_schedule(task: SoftmaxTask, stats: GraphStats, target: Target) -> Wa
     mean = stats.rows.mean
     rows = max(stats.num_dst, 1)
     resident_half = target.sms * target.warps_per_sm // 2
-    lanes = min(32, max(_NARROWEST_GROUP, heads, _power_of_two_at_least(heads * mean / _EDGES_PER_LANE),
-                        _power_of_two_at_least(32 * resident_half / rows)))
+    lanes = min(32, max(_NARROWEST_GROUP, heads, pow2_at_least(heads * mean / _EDGES_PER_LANE),
+                        pow2_at_least(32 * resident_half / rows)))
     edges_per_lane = mean * heads / lanes
     return WarpPerRow(lanes_per_row=lanes, edges_in_flight=8 if edges_per_lane >= 8 else 4)

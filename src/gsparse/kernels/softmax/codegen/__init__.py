@@ -11,8 +11,9 @@ The forward pass reads the logits twice: once for the running maximum and rescal
 (the online softmax recurrence; the lanes' partial ``(m, s)`` pairs then merge through
 warp shuffles), once to write the normalised values. Each lane loads the values of
 ``edges_in_flight`` edges before it folds them, in edge order, so the result does not
-depend on it; a row's lanes (``lanes_per_row``) split its heads first, then its edges. Everything accumulates in fp32 (fp64
-for fp64), and no temporary is allocated: the output is the only write. The two passes of
+depend on it; a row's lanes (``lanes_per_row``) split its heads first, then its edges.
+Everything accumulates in fp32 (fp64 for fp64), and no temporary is allocated: the output
+is the only write. The two passes of
 each direction are fixed device code (``forward_pass.cu``, ``backward_pass.cu``).
 """
 
