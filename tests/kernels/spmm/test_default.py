@@ -9,7 +9,6 @@ import torch
 
 from gsparse.graph import GraphStats, RowStats
 from gsparse.kernels.spmm import (
-    ColumnTiled,
     OnePass,
     OutputTiled,
     SplitRows,
@@ -161,17 +160,16 @@ def test_default_keeps_natural_order_for_short_rows_and_features() -> None:
     assert rule(2, 492).degree_sorted
 
 
-def test_default_uses_column_tiles_only_when_their_row_pointers_are_small() -> None:
-    # few tiles: 50,000 sources, 1,000 long rows
-    few = GraphStats(50_000, 1_000, 100_000, RowStats(100.0, 140, 0.1))
-    chosen = default_schedule(task("mul", "sum", 1), few, H100)
-    assert isinstance(chosen, ColumnTiled) and not chosen.problems()
-    assert chosen.threads == 1024 and chosen.group == 16 and not chosen.degree_sorted
-    assert not isinstance(default_schedule(task("copy_rhs", "sum", 1), few, H100), ColumnTiled)
-    assert not isinstance(default_schedule(task("mul", "sum", 16), few, H100), ColumnTiled)  # wide
-    # many tiles x many short rows (products-like): per-tile row pointers would dominate
-    many = GraphStats(200_000, 200_000, 400_000, RowStats(2.0, 12, 0.7))
-    assert not isinstance(default_schedule(task("mul", "sum", 1), many, H100), ColumnTiled)
+def test_default_never_takes_column_tiles() -> None:
+    # Graphs where the rule took them until they were measured (few tiles of long rows,
+    # reddit-like proportions): the one-pass pick, or output tiles where messages are lhs rows.
+    for stats in (GraphStats(50_000, 1_000, 100_000, RowStats(100.0, 140, 0.1)),
+                  GraphStats(232_965, 232_965, 114_615_892, RowStats(492.0, 21_657, 0.9))):
+        for op in ("mul", "copy_lhs", "copy_rhs"):
+            for feature_len in (1, 2, 4):
+                for dtype in (torch.float32, torch.bfloat16):
+                    chosen = default_schedule(task(op, "sum", feature_len, dtype), stats, H100)
+                    assert isinstance(chosen, (OnePass, SplitRows, OutputTiled)), (op, feature_len, dtype)
 
 
 def test_default_vectors_are_as_wide_as_the_data_allows() -> None:

@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from ...graph import GraphStats
 from ...target import Target
 from ..operands import VECTOR_BYTES, pow2_at_least, widest_vector
-from .schedule import ColumnTiled, OnePass, OutputTiled, SplitRows, SpmmSchedule
+from .schedule import OnePass, OutputTiled, SplitRows, SpmmSchedule
 from .shapes import (
     OUTPUT_TILED_FEATURES,
     ROW_SPLIT_LADDER,
-    column_tile_for,
     edge_lanes_for,
     long_row_splits,
     output_tiled_schedule,
@@ -24,7 +23,8 @@ from .task import SpmmTask
 
 __all__ = ["RowReading", "default_schedule"]
 
-# Up to this many features, the column-tiled and output-tiled skeletons may take over.
+# Up to this many features, the output-tiled skeleton may take over, and the one-pass rule
+# reads rows as gathers bound by L2 sector throughput (see _row_groups).
 _STAGED_FEATURES = 4
 # Edges per resident warp of the target below which the rule cuts long rows into the
 # space's shortest chunks (see _row_split; the space offers them below twice as many).
@@ -39,11 +39,15 @@ def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmS
 
     Up to 4 features, when every message is a whole ``lhs`` row (copy_lhs, no arg
     indices), the output-tiled skeleton (:func:`_output_tiled`), unless its staging of
-    ``lhs`` would outweigh the edges. Otherwise, up to 4 features, when ``lhs`` is read,
-    the column-tiled skeleton if its per-tile row pointers stay small next to the edges
-    (at most one per 8 edges): there, gathers from shared memory beat L2's sector rate. It
-    runs half a warp per row, 1,024 threads per block, rows in natural order. Everything
-    else takes the one-pass family's rule (:func:`_row_groups`).
+    ``lhs`` would outweigh the edges. Everything else takes the one-pass family's rule
+    (:func:`_row_groups`).
+
+    The column-tiled skeleton stays out of the rule (the tuner still measures it). On an
+    H200 it ran 0.83-1.00x the one-pass pick only on the uniform random reddit- and
+    proteins-like graphs; it ran up to 1.7x on a community graph of the same size and
+    rows, 2.7x on ppa-like, and 1.01-2.4x on a fresh corpus draw of graphs up to 10 M
+    edges. Of the 159 collected cells where it fits, it was the best schedule of none
+    (docs/performance.md, "Column tiles").
 
     Statistics that are not exact (a block built on the device, :class:`~gsparse.graph.RowStats`)
     keep to the one-pass family: the staged skeletons' layouts read the degree distribution
@@ -54,15 +58,6 @@ def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmS
         return schedule
     if task.algorithm.message_is_lhs and (tiled := _output_tiled(task, stats, target)):
         return tiled
-    tile = column_tile_for(task.lhs_len, task.dtype, target)
-    tiles = -(-stats.num_src // tile) if tile else 0
-    if tile and tiles * (stats.num_dst + 1) * 8 <= stats.num_edges:
-        edge_lanes = 16 // schedule.feature_lanes
-        return ColumnTiled(
-            rows_per_block=1024 // (schedule.feature_lanes * edge_lanes),
-            feature_lanes=schedule.feature_lanes, edge_lanes=edge_lanes,
-            vector_width=schedule.vector_width, outputs_per_thread=schedule.outputs_per_thread,
-            degree_sorted=False, column_tile=tile).validate()
     return schedule
 
 
