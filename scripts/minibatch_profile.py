@@ -1,14 +1,16 @@
 """Where a mini-batch training step spends its time: GPU kernels and host calls.
 
 On a GPU machine, from the repository root:
-``PYTHONPATH=src python3 scripts/minibatch_profile.py [--models gcn gat sage] [--steps 10]``.
+``PYTHONPATH=src python3 scripts/minibatch_profile.py [--models gcn gat sage] [--steps 10]
+[--workload reddit-like] [--seeds 1024] [--fanouts 25,10]``.
 
 For each model, the benchmark's step (``python -m gsparse.bench.training --minibatch``:
-reddit-like, 1024 seeds, fanouts [25, 10], fresh blocks every step) is run for gsparse and
+by default reddit-like, 1024 seeds, fanouts [25, 10], fresh blocks every step) is run for gsparse and
 for PyG (edge_index), from the same blocks. It prints, per step: the wall time, the GPU's
 busy time (the sum of kernel durations in a torch-profiler trace), the kernel groups that
-take it, and the host functions that take the most cumulative time (cProfile, which
-inflates calls of small functions; compare the two libraries' lists with that in mind).
+take it, and the host functions that take the most time, cumulative and their own
+(cProfile, which inflates calls of small functions; compare the two libraries' lists with
+that in mind).
 The GPU busy time is the floor a faster host path could reach; the gap between it and the
 wall time is host time the GPU waits for. ``--captured`` traces gsparse's step replayed
 from a CUDA graph as well, as the benchmark runs it (its blocks copied into static buffers
@@ -88,27 +90,27 @@ def _timed(fn) -> float:
     return (time.perf_counter() - begin) * 1e3
 
 
-def _orders(runs, opts, w, sampler, gen, steps: int) -> None:
+def _orders(runs, opts, w, sampler, gen, seeds: int, steps: int) -> None:
     """Step times of each library in three orders over the same blocks: its steps back to
     back; each step after the sampler; and the benchmark's order (sampler, then every
     library's step on the blocks). Host-bound steps slow down when other work evicts the
     host's caches in between."""
     walls: dict[tuple[str, str], list[float]] = {}
     for _ in range(3):  # warm-up of the sampler and both libraries
-        blocks = sampler.sample(_seeds(w, gen))
+        blocks = sampler.sample(_seeds(w, gen, seeds))
         for name, (model, graphs) in runs.items():
             _minibatch_step(model, opts[name], w.x, w.y, blocks, graphs(blocks))
-    presampled = [sampler.sample(_seeds(w, gen)) for _ in range(steps)]
+    presampled = [sampler.sample(_seeds(w, gen, seeds)) for _ in range(steps)]
     for name, (model, graphs) in runs.items():
         for blocks in presampled:
             walls.setdefault(("back to back", name), []).append(_timed(
                 lambda b=blocks, m=model, g=graphs, o=opts[name]: _minibatch_step(m, o, w.x, w.y, b, g(b))))
         for _ in range(steps):
-            blocks = sampler.sample(_seeds(w, gen))
+            blocks = sampler.sample(_seeds(w, gen, seeds))
             walls.setdefault(("after the sampler", name), []).append(_timed(
                 lambda b=blocks, m=model, g=graphs, o=opts[name]: _minibatch_step(m, o, w.x, w.y, b, g(b))))
     for _ in range(steps):
-        blocks = sampler.sample(_seeds(w, gen))
+        blocks = sampler.sample(_seeds(w, gen, seeds))
         for name, (model, graphs) in runs.items():
             walls.setdefault(("interleaved", name), []).append(_timed(
                 lambda b=blocks, m=model, g=graphs, o=opts[name]: _minibatch_step(m, o, w.x, w.y, b, g(b))))
@@ -117,8 +119,8 @@ def _orders(runs, opts, w, sampler, gen, steps: int) -> None:
               f"(range {min(times):.2f}-{max(times):.2f})")
 
 
-def _seeds(w, gen) -> torch.Tensor:
-    return w.train_idx[torch.randperm(w.train_idx.numel(), generator=gen)[:MINIBATCH_SEEDS].to(w.x.device)]
+def _seeds(w, gen, count: int) -> torch.Tensor:
+    return w.train_idx[torch.randperm(w.train_idx.numel(), generator=gen)[:count].to(w.x.device)]
 
 
 def _trace(label: str, steps_fn, steps: int, walls: list[float]) -> None:
@@ -154,13 +156,13 @@ def _trace(label: str, steps_fn, steps: int, walls: list[float]) -> None:
         print(f"   runtime {call:32s} {us / steps:8.1f} us per step")
 
 
-def _captured(kind: str, w, sampler, gen, warmup: int, steps: int) -> None:
+def _captured(kind: str, w, sampler, gen, seeds: int, fanouts: tuple[int, int], warmup: int, steps: int) -> None:
     """The benchmark's captured gsparse step (``_captured_run``: blocks copied into static
     buffers, the step replayed from a CUDA graph), traced like the eager ones."""
     bipartite = kind == "sage"
     ours, _ = _model_pair(kind, w, 0, one_graph=False)
-    _, run = _captured_run(BlockModel(ours, bipartite, fused_input=True), w, MINIBATCH_SEEDS, max(MINIBATCH_FANOUTS), bipartite)
-    replays = [run(sampler.sample(_seeds(w, gen))) for _ in range(warmup + steps)]
+    _, run = _captured_run(BlockModel(ours, bipartite, fused_input=True), w, seeds, max(fanouts), bipartite)
+    replays = [run(sampler.sample(_seeds(w, gen, seeds))) for _ in range(warmup + steps)]
     for replay in replays[:warmup]:
         replay()
     walls = [_timed(replay) for replay in replays[warmup:]]
@@ -175,22 +177,27 @@ def main() -> None:
     parser.add_argument("--no-trace", action="store_true", help="no trace of the eager steps: their times in three orders only")
     parser.add_argument("--captured", action="store_true",
                         help="also trace gsparse's step replayed from a CUDA graph, as the benchmark runs it")
+    parser.add_argument("--workload", default=MINIBATCH_WORKLOAD)
+    parser.add_argument("--seeds", type=int, default=MINIBATCH_SEEDS)
+    parser.add_argument("--fanouts", default=",".join(map(str, MINIBATCH_FANOUTS)))
     args = parser.parse_args()
+    fanouts = tuple(int(f) for f in args.fanouts.split(","))
     device = torch.device("cuda")
-    w = load_workload(MINIBATCH_WORKLOAD, device)
-    sampler = NeighborSampler(w.graph, MINIBATCH_FANOUTS)
+    w = load_workload(args.workload, device)
+    seeds = args.seeds
+    sampler = NeighborSampler(w.graph, fanouts)
     gen = torch.Generator().manual_seed(0)
     for kind in args.models:
         runs = _runs(kind, w)
         opts = {name: _optimizer(model) for name, (model, _) in runs.items()}
         print(f"\n== {kind}: step times by order")
-        _orders(runs, opts, w, sampler, gen, args.steps)
+        _orders(runs, opts, w, sampler, gen, seeds, args.steps)
         if args.captured:
-            _captured(kind, w, sampler, gen, args.warmup, args.steps)
+            _captured(kind, w, sampler, gen, seeds, fanouts, args.warmup, args.steps)
             torch.cuda.empty_cache()
         if args.no_trace:
             continue
-        block_list = [sampler.sample(_seeds(w, gen)) for _ in range(args.warmup + args.steps)]
+        block_list = [sampler.sample(_seeds(w, gen, seeds)) for _ in range(args.warmup + args.steps)]
         torch.cuda.synchronize()
         for name, (model, graphs) in runs.items():
             feeds = [graphs(b) for b in block_list]
@@ -217,6 +224,7 @@ def main() -> None:
             profiler.disable()
             text = io.StringIO()
             pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
             print(text.getvalue())
             del feeds
         del runs, opts
