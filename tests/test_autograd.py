@@ -166,13 +166,14 @@ def test_gspmm_second_derivatives(case):
     assert torch.autograd.gradgradcheck(lambda a, b: gsparse.gspmm(g, op, reduce, a, b), (x, y))
 
 
-def test_sddmm_and_softmax_second_derivatives():
+@pytest.mark.parametrize("norm_by", ["dst", "src"])
+def test_sddmm_and_softmax_second_derivatives(norm_by):
     g = _graph("square")
     x = _leaf((g.num_src, 2, 3), 12)
     y = _leaf((g.num_dst, 2, 3), 13)
 
     def attention(a, b):
-        return gsparse.edge_softmax(g, gsparse.gsddmm(g, "dot", a, b, "u", "v"))
+        return gsparse.edge_softmax(g, gsparse.gsddmm(g, "dot", a, b, "u", "v"), norm_by=norm_by)
 
     assert torch.autograd.gradgradcheck(attention, (x, y))
 

@@ -515,18 +515,18 @@ def _edge_softmax_grad_setup(ctx, inputs, output) -> None:
 def _edge_softmax_grad_backward(ctx, ddz: Tensor):
     r"""Second derivatives: with ``s_r = Σ dy ⊙ y`` and ``t_r = Σ ddz ⊙ y`` over row ``r``
     of each edge, ``∂/∂dy = y ⊙ (ddz - t)`` (the same gradient of ``ddz``) and
-    ``∂/∂y = ddz ⊙ (dy - s) - dy ⊙ t``."""
+    ``∂/∂y = ddz ⊙ (dy - s) - dy ⊙ t``. Both need ``t``, summed once."""
     y, dy = ctx.saved_tensors
     parts, norm_by = ctx.parts, ctx.norm_by
-    d_y = d_dy = None
-    if ctx.needs_input_grad[5]:
-        d_dy = _edge_softmax_grad(parts, norm_by, y, ddz)
-    if ctx.needs_input_grad[4]:
-        target, shape = ("v" if norm_by == "dst" else "u"), list(y.shape[1:])
-        s = _to_target(parts, dy * y, target)
-        t = _to_target(parts, ddz * y, target)
-        d_y = (ddz * dy - _sddmm(parts, "mul", ddz, s, "e", target, shape)
-               - _sddmm(parts, "mul", dy, t, "e", target, shape))
+    if not ctx.needs_input_grad[4]:
+        d_dy = _edge_softmax_grad(parts, norm_by, y, ddz) if ctx.needs_input_grad[5] else None
+        return None, None, None, None, None, d_dy, None
+    target, shape = ("v" if norm_by == "dst" else "u"), list(y.shape[1:])
+    s = _to_target(parts, dy * y, target)
+    t = _to_target(parts, ddz * y, target)
+    d_y = (ddz * dy - _sddmm(parts, "mul", ddz, s, "e", target, shape)
+           - _sddmm(parts, "mul", dy, t, "e", target, shape))
+    d_dy = ddz * y - _sddmm(parts, "mul", y, t, "e", target, shape) if ctx.needs_input_grad[5] else None
     return None, None, None, None, d_y, d_dy, None
 
 

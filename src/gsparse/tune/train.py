@@ -182,9 +182,10 @@ def _model_file(out: str, operator: str, kind: str) -> Path:
     return Path(out) / f"{operator}-{'rank' if kind == 'blend' else kind}.json"
 
 
-def judge(model, cells: list[Cell]) -> dict[str, float]:
-    """The model's quality on ``cells`` (see the module docstring)."""
-    x, t, g = _matrix(cells)
+def judge(model, cells: list[Cell], features: list[np.ndarray] | None = None) -> dict[str, float]:
+    """The model's quality on ``cells`` (see the module docstring); ``features``: their
+    :func:`featurize_cells` rows, where already computed."""
+    x, t, g = _matrix(cells, features)
     predicted = model.predict(x)
     regret1 = top_k_regret(predicted, t, g, 1)
     regret5 = top_k_regret(predicted, t, g, 5)
@@ -247,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
                 for kind in kinds:
                     fit(make_model(kind), train, features).save(_model_file(args.out, operator, kind))
             continue
-        features = featurize_cells(train)  # once for every kind
+        features, test_features = featurize_cells(train), featurize_cells(test)  # once for every kind
         for kind in kinds:
             model = fit(make_model(kind), train, features)
-            report[f"{operator}/{kind}"] = judge(model, test)
+            report[f"{operator}/{kind}"] = judge(model, test, test_features)
             print(f"{operator} {kind}: trained on {len(train)} cells of "
                   f"{sorted({c.family for c in train})}, judged on {len(test)} held-out cells of "
                   f"{sorted(held_out)}:")
