@@ -78,3 +78,21 @@ def named_graph(kind: str, seed: int = 0) -> gsparse.Graph:
         dst = dst.sort().values
     g = gsparse.Graph.from_edge_index(torch.stack([src, dst]), num_src=num_src, num_dst=num_dst)
     return g.with_index_dtype(torch.int64) if kind == "int64" else g
+
+
+def attention_operands(g: gsparse.Graph, shape: tuple[int, ...], dtype: torch.dtype, seed: int,
+                       edge: bool, masked: bool) -> tuple:
+    """``(score_src, score_dst, edge_scores or None, masked or None)`` for gat_attention: about
+    a third of the edges masked, never a row's first in CSR order (no row all ``-inf``)."""
+    score_src = random_features((g.num_src, *shape), dtype, seed)
+    score_dst = random_features((g.num_dst, *shape), dtype, seed + 1)
+    edge_scores = random_features((g.num_edges, *shape), dtype, seed + 2) if edge else None
+    mask = None
+    if masked:
+        rowptr, _, eid, _ = g.parts
+        rowptr = rowptr.cpu()
+        mask = torch.rand(g.num_edges, generator=torch.Generator().manual_seed(seed + 3)) < 0.35
+        mask[rowptr[:-1][rowptr[:-1] < rowptr[1:]].long()] = False
+        if eid is not None:
+            mask = torch.empty_like(mask).index_copy_(0, eid.cpu().long(), mask)
+    return score_src, score_dst, edge_scores, mask

@@ -42,8 +42,12 @@ def test_the_traced_tasks_cover_forward_and_backward_with_and_without_edge_ids()
     assert {(t.op, t.has_eid) for t in sddmm} == {(op, eid) for op in ("dot", "mul") for eid in (False, True)}
     models = precompile.collect_tasks([], ["gat"], channels=(16, 16, 3))
     assert {t.kind for t in models} == {"spmm", "sddmm", "softmax"}
-    # the softmax's backward is its own fused kernel
-    assert {t.task.direction for t in models if t.kind == "softmax"} == {"forward", "backward"}
+    # GAT's attention, forward and backward, each its own fused kernel
+    assert {(t.task.direction, t.task.logits) for t in models if t.kind == "softmax"} == {
+        ("forward", "gat"), ("backward", "gat")}
+    attention = precompile.collect_tasks(["gat_attention"], features=(8,), heads=(4,))
+    assert {(t.task.direction, t.task.logits, t.task.num_heads, t.task.has_eid) for t in attention
+            if t.kind == "softmax"} == {(d, "gat", 4, eid) for d in ("forward", "backward") for eid in (False, True)}
 
 
 def test_unknown_operators_and_models_are_named():

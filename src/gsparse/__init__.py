@@ -1,6 +1,7 @@
 """gsparse: generated, autotuned GPU kernels for the generalized sparse operations of GNNs.
 
-The public API: :class:`Graph`, :func:`gspmm`, :func:`gsddmm`, :func:`edge_softmax`, and
+The public API: :class:`Graph`, :func:`gspmm`, :func:`gsddmm`, :func:`edge_softmax`,
+:func:`gat_attention` (GAT's attention, fused), and
 DGL's shorthands (``u_mul_e_sum``, ``copy_u_max``, ``u_dot_v``, ...), all differentiable and
 compilable; GNN layers in :mod:`gsparse.nn`; the sparse triangular solve :func:`sptrsv` and
 :class:`TriangularSolver`; graphs to run on in :mod:`gsparse.datasets`.
@@ -14,6 +15,7 @@ the g-SDDMM ones (:class:`SddmmEdge`, :class:`SddmmRow`, :class:`SddmmRowTranspo
 """
 
 from . import datasets, nn
+from .attention import gat_attention
 from . import sddmm as _sddmm
 from . import spmm as _spmm
 from .derived import CompileError
@@ -61,6 +63,7 @@ __all__ = [
     "gspmm",
     "gsddmm",
     "edge_softmax",
+    "gat_attention",
     "sptrsv",
     "TriangularSolver",
     "nn",

@@ -29,8 +29,8 @@ from torch import Tensor
 from . import backends
 from .graph import Graph
 
-__all__ = ["Call", "GraphParts", "eager", "facts", "find", "resolve_softmax", "resolve_sddmm",
-           "resolve_spmm", "shaping", "store"]
+__all__ = ["Call", "GraphParts", "eager", "facts", "find", "resolve_gat_attention", "resolve_softmax",
+           "resolve_sddmm", "resolve_spmm", "shaping", "store"]
 
 _Tensor = Tensor
 _is_compiling = torch.compiler.is_compiling
@@ -189,3 +189,17 @@ def resolve_softmax(g: Graph, logits: Tensor, norm_by: str) -> Callable[..., Any
         return backend.edge_softmax(g, logits.contiguous(), norm_by)
 
     return _bind(backend, "bind_edge_softmax", run, g, logits, norm_by)
+
+
+def resolve_gat_attention(g: Graph, score_src: Tensor, score_dst: Tensor, edge_scores: Tensor | None,
+                          masked: Tensor | None) -> Callable[..., Any]:
+    """The backend's GAT attention bound for operands like these
+    (``run(score_src, score_dst, edge_scores, masked, negative_slope)``)."""
+    backend = backends.for_device(g.device)
+
+    def run(score_src, score_dst, edge_scores, masked, negative_slope):
+        return backend.gat_attention(g, score_src.contiguous(), score_dst.contiguous(),
+                                     None if edge_scores is None else edge_scores.contiguous(), masked,
+                                     negative_slope)
+
+    return _bind(backend, "bind_gat_attention", run, g, score_src, score_dst, edge_scores, masked)

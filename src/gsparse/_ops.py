@@ -39,7 +39,8 @@ from ._checks import broadcast_shapes
 from .algebra import BINARY_OPS, REDUCERS
 from .graph import Graph
 
-__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "edge_softmax_grad", "autocast_operands",
+__all__ = ["spmm", "spmm_arg", "sddmm", "edge_softmax", "edge_softmax_grad", "gat_attention",
+           "gat_attention_grad", "autocast_operands",
            "needs_grad", "direct_call_ok", "contiguous"]
 
 Parts = tuple[Tensor, Tensor, Optional[Tensor], int]
@@ -168,6 +169,44 @@ def edge_softmax_grad(
 @edge_softmax_grad.register_fake
 def _edge_softmax_grad_fake(rowptr, col, eid, num_src, y, grad, norm_by):
     return torch.empty_like(y, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("gsparse::gat_attention", mutates_args=())
+def gat_attention(
+    rowptr: Tensor, col: Tensor, eid: Optional[Tensor], num_src: int, score_src: Tensor,
+    score_dst: Tensor, edge_scores: Optional[Tensor], masked: Optional[Tensor], negative_slope: float
+) -> Tensor:
+    """GAT's attention ``[num_edges, *shape]`` (see ``Backend.gat_attention``)."""
+    g = _graph(rowptr, col, eid, num_src, False)
+    return backends.for_device(g.device).gat_attention(
+        g, score_src.contiguous(), score_dst.contiguous(), contiguous(edge_scores), contiguous(masked),
+        negative_slope)
+
+
+@gat_attention.register_fake
+def _gat_attention_fake(rowptr, col, eid, num_src, score_src, score_dst, edge_scores, masked, negative_slope):
+    return score_src.new_empty((col.shape[0], *score_src.shape[1:]))
+
+
+@torch.library.custom_op("gsparse::gat_attention_grad", mutates_args=())
+def gat_attention_grad(
+    rowptr: Tensor, col: Tensor, eid: Optional[Tensor], num_src: int, y: Tensor, grad: Tensor,
+    score_src: Tensor, score_dst: Tensor, edge_scores: Optional[Tensor], masked: Optional[Tensor],
+    negative_slope: float
+) -> tuple[Tensor, Tensor]:
+    """``(dz, d_dst)`` of GAT's attention from its output ``y`` and the gradient ``grad`` of
+    ``y``: one fused pass over each row (see ``Backend.gat_attention_grad``)."""
+    g = _graph(rowptr, col, eid, num_src, False)
+    return backends.for_device(g.device).gat_attention_grad(
+        g, y.contiguous(), grad.contiguous(), score_src.contiguous(), score_dst.contiguous(),
+        contiguous(edge_scores), contiguous(masked), negative_slope)
+
+
+@gat_attention_grad.register_fake
+def _gat_attention_grad_fake(rowptr, col, eid, num_src, y, grad, score_src, score_dst, edge_scores,
+                             masked, negative_slope):
+    return (torch.empty_like(y, memory_format=torch.contiguous_format),
+            y.new_empty((rowptr.shape[0] - 1, *y.shape[1:])))
 
 
 # ---------------------------------------------------------------------- backward helpers
@@ -513,24 +552,99 @@ def _edge_softmax_grad_setup(ctx, inputs, output) -> None:
 
 
 def _edge_softmax_grad_backward(ctx, ddz: Tensor):
-    r"""Second derivatives: with ``s_r = Σ dy ⊙ y`` and ``t_r = Σ ddz ⊙ y`` over row ``r``
+    y, dy = ctx.saved_tensors
+    d_y, d_dy = _softmax_grad_vjp(ctx.parts, ctx.norm_by, y, dy, ddz, ctx.needs_input_grad[4],
+                                  ctx.needs_input_grad[5])
+    return None, None, None, None, d_y, d_dy, None
+
+
+def _softmax_grad_vjp(parts: Parts, norm_by: str, y: Tensor, dy: Tensor, ddz: Tensor, need_y: bool,
+                      need_dy: bool) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    r"""The second derivatives of an edge softmax's gradient ``dz = y ⊙ (dy - s)``, given the
+    gradient ``ddz`` of ``dz``: with ``s_r = Σ dy ⊙ y`` and ``t_r = Σ ddz ⊙ y`` over row ``r``
     of each edge, ``∂/∂dy = y ⊙ (ddz - t)`` (the same gradient of ``ddz``) and
     ``∂/∂y = ddz ⊙ (dy - s) - dy ⊙ t``. Both need ``t``, summed once."""
-    y, dy = ctx.saved_tensors
-    parts, norm_by = ctx.parts, ctx.norm_by
-    if not ctx.needs_input_grad[4]:
-        d_dy = _edge_softmax_grad(parts, norm_by, y, ddz) if ctx.needs_input_grad[5] else None
-        return None, None, None, None, None, d_dy, None
+    if not need_y:
+        return None, _edge_softmax_grad(parts, norm_by, y, ddz) if need_dy else None
     target, shape = ("v" if norm_by == "dst" else "u"), list(y.shape[1:])
     s = _to_target(parts, dy * y, target)
     t = _to_target(parts, ddz * y, target)
     d_y = (ddz * dy - _sddmm(parts, "mul", ddz, s, "e", target, shape)
            - _sddmm(parts, "mul", dy, t, "e", target, shape))
-    d_dy = ddz * y - _sddmm(parts, "mul", y, t, "e", target, shape) if ctx.needs_input_grad[5] else None
-    return None, None, None, None, d_y, d_dy, None
+    d_dy = ddz * y - _sddmm(parts, "mul", y, t, "e", target, shape) if need_dy else None
+    return d_y, d_dy
 
 
 edge_softmax_grad.register_autograd(_edge_softmax_grad_backward, setup_context=_edge_softmax_grad_setup)
+
+
+def _gat_attention_setup(ctx, inputs, output) -> None:
+    rowptr, col, eid, num_src, score_src, score_dst, edge_scores, masked, negative_slope = inputs
+    ctx.parts = (rowptr, col, eid, num_src)
+    ctx.negative_slope = negative_slope
+    ctx.save_for_backward(output, score_src, score_dst, edge_scores, masked)
+
+
+def _gat_attention_backward(ctx, grad: Tensor):
+    y, score_src, score_dst, edge_scores, masked = ctx.saved_tensors
+    d_src, d_dst, d_edge = _gat_attention_grads(
+        ctx.parts, y, grad, score_src, score_dst, edge_scores, masked, ctx.negative_slope,
+        *ctx.needs_input_grad[4:7])
+    return None, None, None, None, d_src, d_dst, d_edge, None, None
+
+
+def _gat_attention_grads(parts: Parts, y: Tensor, grad: Tensor, score_src: Tensor, score_dst: Tensor,
+                         edge_scores: Optional[Tensor], masked: Optional[Tensor], negative_slope: float,
+                         need_src: bool, need_dst: bool, need_edge: bool):
+    """``(d_src, d_dst, d_edge)`` of GAT's attention (None where not needed): one fused pass
+    gives the logits' gradient before the LeakyReLU (``d_edge``) and its sum over each
+    destination's edges (``d_dst``); a g-SpMM of the reverse graph sums it into the sources'.
+    A plain eager call goes to the backend straight (see :func:`_edge_softmax_grad`)."""
+    g = getattr(parts, "graph", None)
+    if g is not None and _calls.eager() and direct_call_ok(y, grad, score_src, score_dst, edge_scores):
+        dz, d_dst = backends.for_device(g.device).gat_attention_grad(
+            g, y.contiguous(), grad.contiguous(), score_src.contiguous(), score_dst.contiguous(),
+            contiguous(edge_scores), masked, negative_slope)
+    else:
+        dz, d_dst = gat_attention_grad(*parts, y, grad, score_src, score_dst, edge_scores, masked,
+                                       negative_slope)
+    d_src = _to_target(parts, dz, "u") if need_src else None
+    return d_src, d_dst if need_dst else None, dz if need_edge else None
+
+
+gat_attention.register_autograd(_gat_attention_backward, setup_context=_gat_attention_setup)
+
+
+def _gat_attention_grad_setup(ctx, inputs, output) -> None:
+    rowptr, col, eid, num_src, y, grad, score_src, score_dst, edge_scores, masked, negative_slope = inputs
+    ctx.parts = (rowptr, col, eid, num_src)
+    ctx.negative_slope = negative_slope
+    ctx.save_for_backward(y, grad, score_src, score_dst, edge_scores, masked)
+
+
+def _gat_attention_grad_backward(ctx, d_dz: Optional[Tensor], d_ddst: Optional[Tensor]):
+    r"""Second derivatives of GAT's attention: ``dz = c ⊙ y ⊙ (dy - s)`` with ``c`` the
+    LeakyReLU's slope at each logit (0 where masked), and ``d_dst`` its row sums. ``c`` is
+    constant where it has a derivative, so the scores get none; ``y`` and ``dy`` get the edge
+    softmax's second derivatives of ``c ⊙ (d_dz + d_ddst[v])``."""
+    y, dy, score_src, score_dst, edge_scores, masked = ctx.saved_tensors
+    parts, shape = ctx.parts, list(y.shape[1:])
+    upstream = torch.zeros_like(y) if d_dz is None else d_dz
+    if d_ddst is not None:
+        upstream = upstream + _sddmm(parts, "copy_rhs", None, d_ddst, "e", "v", shape)
+    with torch.no_grad():
+        pre = _sddmm(parts, "add", score_src, score_dst, "u", "v", shape)
+        if edge_scores is not None:
+            pre = pre + edge_scores
+        slope = torch.where(pre > 0, 1.0, ctx.negative_slope).to(y.dtype)
+        if masked is not None:
+            slope = slope.masked_fill(masked.view(-1, *([1] * len(shape))), 0)
+    d_y, d_dy = _softmax_grad_vjp(parts, "dst", y, dy, upstream * slope, ctx.needs_input_grad[4],
+                                  ctx.needs_input_grad[5])
+    return None, None, None, None, d_y, d_dy, None, None, None, None, None
+
+
+gat_attention_grad.register_autograd(_gat_attention_grad_backward, setup_context=_gat_attention_grad_setup)
 
 
 # ---------------------------------------------------------------------- autocast

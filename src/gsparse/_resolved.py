@@ -14,7 +14,7 @@ from torch import Tensor
 from . import _calls, _ops  # _ops uses this module too: its names are read at call time
 from .algebra import REDUCERS
 
-__all__ = ["spmm_resolved", "sddmm_resolved", "softmax_resolved"]
+__all__ = ["gat_attention_resolved", "spmm_resolved", "sddmm_resolved", "softmax_resolved"]
 
 
 class _RunFunction(torch.autograd.Function):
@@ -88,12 +88,33 @@ class _SoftmaxFunction(torch.autograd.Function):
         return None, _ops._edge_softmax_grad(ctx.call.parts, ctx.call.args[0], y, grad)
 
 
+class _GatAttentionFunction(torch.autograd.Function):
+    """GAT's attention of a resolved call, differentiable (the eager path)."""
+
+    @staticmethod
+    def forward(ctx, call: _calls.Call, score_src: Tensor, score_dst: Tensor, edge_scores: Optional[Tensor],
+                masked: Optional[Tensor], negative_slope: float) -> Tensor:
+        y = call.run(score_src, score_dst, edge_scores, masked, negative_slope)
+        ctx.call, ctx.negative_slope = call, negative_slope
+        ctx.save_for_backward(y, score_src, score_dst, edge_scores, masked)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        y, score_src, score_dst, edge_scores, masked = ctx.saved_tensors
+        d_src, d_dst, d_edge = _ops._gat_attention_grads(
+            ctx.call.parts, y, grad, score_src, score_dst, edge_scores, masked, ctx.negative_slope,
+            *ctx.needs_input_grad[1:4])
+        return None, d_src, d_dst, d_edge, None, None
+
+
 # ``Function.apply`` less its Python preamble (default-argument binding, functorch checks):
 # the resolved path runs only where functorch transforms are off (_calls.eager).
 _spmm_apply = super(torch.autograd.Function, _SpmmFunction).apply
 _spmm_arg_apply = super(torch.autograd.Function, _SpmmArgFunction).apply
 _sddmm_apply = super(torch.autograd.Function, _SddmmFunction).apply
 _softmax_apply = super(torch.autograd.Function, _SoftmaxFunction).apply
+_gat_attention_apply = super(torch.autograd.Function, _GatAttentionFunction).apply
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -141,3 +162,13 @@ def softmax_resolved(call: _calls.Call, logits: Tensor) -> Tensor:
     if _grad_enabled() and logits.requires_grad:
         return _softmax_apply(call, logits)
     return call.run(logits)
+
+
+def gat_attention_resolved(call: _calls.Call, score_src: Tensor, score_dst: Tensor,
+                           edge_scores: Optional[Tensor], masked: Optional[Tensor],
+                           negative_slope: float) -> Tensor:
+    """GAT's attention of a resolved call (see :func:`spmm_resolved`)."""
+    if _grad_enabled() and (score_src.requires_grad or score_dst.requires_grad
+                            or (edge_scores is not None and edge_scores.requires_grad)):
+        return _gat_attention_apply(call, score_src, score_dst, edge_scores, masked, negative_slope)
+    return call.run(score_src, score_dst, edge_scores, masked, negative_slope)

@@ -88,15 +88,16 @@ MODELS = ("gcn", "gat", "sage")
 GAT_HEADS = 8
 # What the gsparse.nn layers call, and the attention-style calls around them.
 DEFAULT_OPS = ("copy_u_sum", "copy_u_mean", "copy_u_max", "u_mul_e_sum", "u_add_v", "u_dot_v",
-               "edge_softmax")
+               "edge_softmax", "gat_attention")
 
 
 def _operators() -> dict[str, Callable[..., torch.Tensor]]:
-    """Every DGL shorthand of gsparse, and ``edge_softmax``, by name."""
-    from . import sddmm, softmax, spmm
+    """Every DGL shorthand of gsparse, ``edge_softmax`` and ``gat_attention``, by name."""
+    from . import attention, sddmm, softmax, spmm
 
     table: dict[str, Callable[..., torch.Tensor]] = {**spmm.SHORTHANDS, **sddmm.SHORTHANDS}
     table["edge_softmax"] = softmax.edge_softmax
+    table["gat_attention"] = attention.gat_attention
     return table
 
 
@@ -111,7 +112,7 @@ def _spmm_names() -> set[str]:
 
 @dataclass(frozen=True)
 class _Task:
-    kind: str  # "spmm", "sddmm" or "softmax"
+    kind: str  # "spmm", "sddmm" or "softmax" (GAT's attention too)
     task: object
 
 
@@ -143,12 +144,29 @@ class _TaskRecorder:
         self._softmax("backward", g, y, norm_by)
         return cpu_backend.BACKEND.edge_softmax_grad(g, y, grad, norm_by)
 
-    def _softmax(self, direction: str, g: Graph, values: torch.Tensor, norm_by: str) -> None:
-        if values.numel():
+    def gat_attention(self, g, score_src, score_dst, edge_scores, masked, negative_slope):
+        self._softmax("forward", g, score_src, "dst", (edge_scores, masked))
+        return cpu_backend.BACKEND.gat_attention(g, score_src, score_dst, edge_scores, masked, negative_slope)
+
+    def gat_attention_grad(self, g, y, grad, score_src, score_dst, edge_scores, masked, negative_slope):
+        self._softmax("backward", g, score_src, "dst", (edge_scores, masked))
+        return cpu_backend.BACKEND.gat_attention_grad(g, y, grad, score_src, score_dst, edge_scores, masked,
+                                                      negative_slope)
+
+    def _softmax(self, direction: str, g: Graph, values: torch.Tensor, norm_by: str,
+                 gat: tuple | None = None) -> None:
+        """An edge softmax task of logits ``values``; with ``gat`` (edge scores and mask, or
+        None), GAT's attention of source scores ``values``."""
+        if values.numel() and g.num_edges:
             rows = g if norm_by == "dst" else g.reverse()
-            self.tasks.add(_Task("softmax", softmax_kernels.SoftmaxTask(
-                direction, values.dtype, rows.index_dtype, rows.eid is not None,
-                values.numel() // g.num_edges)))
+            if gat is None:
+                task = softmax_kernels.SoftmaxTask(direction, values.dtype, rows.index_dtype,
+                                                   rows.eid is not None, values.numel() // g.num_edges)
+            else:
+                task = softmax_kernels.SoftmaxTask(direction, values.dtype, rows.index_dtype,
+                                                   rows.eid is not None, math.prod(values.shape[1:]), "gat",
+                                                   gat[0] is not None, gat[1] is not None)
+            self.tasks.add(_Task("softmax", task))
 
 
 @contextlib.contextmanager
@@ -195,6 +213,9 @@ def _trace_operator(name: str, fn: Callable[..., torch.Tensor], g: Graph, dtype:
     shape = _node_shapes(features, heads)
     if name == "edge_softmax":
         inputs = [torch.randn(g.num_edges, heads, dtype=dtype, requires_grad=True)]
+        out = fn(g, *inputs)
+    elif name == "gat_attention":
+        inputs = [torch.randn(rows, heads, dtype=dtype, requires_grad=True) for rows in (g.num_src, g.num_dst)]
         out = fn(g, *inputs)
     elif name in _spmm_names():
         op = name.split("_")[1]
@@ -258,7 +279,7 @@ def collect_tasks(ops: Sequence[str] = (), models: Sequence[str] = (), *,
         for square, bipartite in _trace_graphs():
             for dtype in dtypes:
                 for name in ops:
-                    g = bipartite if name != "edge_softmax" and "_v" not in name else square
+                    g = square if name in ("edge_softmax", "gat_attention") or "_v" in name else bipartite
                     for f in features:
                         for h in heads:
                             _trace_operator(name, table[name], g, dtype, f, h)

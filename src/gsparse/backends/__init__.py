@@ -56,6 +56,24 @@ class Backend(Protocol):
         output ``y`` and the gradient ``grad`` of ``y`` (both ``[num_edges, *shape]``)."""
         ...
 
+    def gat_attention(self, g: Graph, score_src: torch.Tensor, score_dst: torch.Tensor,
+                      edge_scores: torch.Tensor | None, masked: torch.Tensor | None,
+                      negative_slope: float) -> torch.Tensor:
+        """GAT's attention ``[num_edges, *shape]``: the edge softmax over each destination's
+        edges of ``leaky_relu(score_src[u] + score_dst[v] (+ edge_scores[e]))``, each step
+        rounded to the scores' dtype, with the edges ``masked`` marks (``[num_edges]`` bool)
+        at ``-inf``."""
+        ...
+
+    def gat_attention_grad(self, g: Graph, y: torch.Tensor, grad: torch.Tensor,
+                           score_src: torch.Tensor, score_dst: torch.Tensor,
+                           edge_scores: torch.Tensor | None, masked: torch.Tensor | None,
+                           negative_slope: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(dz, d_dst)``: the gradient of :meth:`gat_attention`'s logits before the
+        LeakyReLU (0 where masked) and its sum over each destination's edges, from its output
+        ``y`` and the gradient ``grad`` of ``y``."""
+        ...
+
 
 _BY_DEVICE_TYPE: dict[str, Backend] = {}
 

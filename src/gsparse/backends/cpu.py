@@ -379,6 +379,32 @@ class _TorchBackend:
         return (gy - y_acc * row_sum.index_select(0, group)).to(y.dtype)
 
 
+    def gat_attention(self, g, score_src, score_dst, edge_scores, masked, negative_slope):
+        logits = self._gat_logits(g, score_src, score_dst, edge_scores)
+        logits = torch.nn.functional.leaky_relu(logits, negative_slope)
+        if masked is not None:
+            logits = logits.masked_fill(_per_edge(masked, logits), float("-inf"))
+        return self.edge_softmax(g, logits, "dst")
+
+    def gat_attention_grad(self, g, y, grad, score_src, score_dst, edge_scores, masked, negative_slope):
+        dz = self.edge_softmax_grad(g, y, grad, "dst")
+        if masked is not None:
+            dz = dz.masked_fill(_per_edge(masked, dz), 0)
+        pre = self._gat_logits(g, score_src, score_dst, edge_scores)
+        dz = torch.ops.aten.leaky_relu_backward(dz, pre, negative_slope, False)
+        return dz, self.spmm(g, "copy_rhs", "sum", None, dz, tuple(dz.shape[1:]))
+
+    def _gat_logits(self, g, score_src, score_dst, edge_scores):
+        """GAT's logits before the LeakyReLU, rounded as the separate operations round them."""
+        logits = self.sddmm(g, "add", score_src, score_dst, "u", "v", tuple(score_src.shape[1:]))
+        return logits if edge_scores is None else logits + edge_scores
+
+
+def _per_edge(masked: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``masked`` ``[E]`` viewed to broadcast over ``values`` ``[E, *shape]``."""
+    return masked.view(-1, *([1] * (values.dim() - 1)))
+
+
 def _softmax_groups(g, norm_by: str) -> tuple[torch.Tensor, int]:
     """Each edge's group for an edge softmax (its destination or source) as int64, kept
     with the graph, and the number of groups."""

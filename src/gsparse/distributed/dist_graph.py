@@ -481,12 +481,14 @@ class DistGraph:
     # ------------------------------------------------------------------ gsparse's protocol
 
     def __gsparse_function__(self, func: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
-        """Run ``func`` (``gsparse.gspmm``, ``gsddmm``, ``edge_softmax`` or ``gsparse.nn``'s
-        ``self_loops``) on this share: the hook through which gsparse's operators and
-        layers accept a DistGraph."""
+        """Run ``func`` (``gsparse.gspmm``, ``gsddmm``, ``edge_softmax``, ``gat_attention`` or
+        ``gsparse.nn``'s ``self_loops``) on this share: the hook through which gsparse's
+        operators and layers accept a DistGraph."""
         from . import ops
 
         name = func.__name__
+        if name == "gat_attention":
+            return ops.gat_attention(*args, **kwargs)
         if name in ("gspmm", "gsddmm", "edge_softmax"):
             if kwargs.get("schedule") is not None:
                 raise ValueError("schedule cannot be forced on a DistGraph (each rank's kernels pick their own)")

@@ -1,4 +1,5 @@
-"""g-SpMM, g-SDDMM and edge softmax on a DistGraph: DGL's semantics, one rank's rows each.
+"""g-SpMM, g-SDDMM, edge softmax and GAT's attention on a DistGraph: DGL's semantics, one
+rank's rows each.
 
 Each operator takes this rank's features (source ``[num_src, ...]``, destination
 ``[num_dst, ...]``, edges ``[num_edges, ...]`` in its edge order), checks them as the
@@ -33,7 +34,7 @@ from ..algebra import BINARY_OPS, REDUCERS, SDDMM_OPS, SPMM_OPS, TARGETS
 from . import exchange as ex
 from .dist_graph import DistGraph
 
-__all__ = ["gspmm", "gsddmm", "edge_softmax"]
+__all__ = ["gspmm", "gsddmm", "edge_softmax", "gat_attention"]
 
 
 def _check_graph(g: object) -> DistGraph:
@@ -233,3 +234,23 @@ def _src_softmax(g: DistGraph, z: torch.Tensor) -> torch.Tensor:
     total = part_sum[:n] + ex.scatter(g.plan, part_sum[n:])
     total = torch.cat([total, ex.gather(g.plan, total)])
     return _gsddmm(g.local, "div", e, total, "e", "u")
+
+
+def gat_attention(g: DistGraph, score_src: torch.Tensor, score_dst: torch.Tensor, negative_slope: float = 0.2,
+                  edge_scores: torch.Tensor | None = None, masked: torch.Tensor | None = None) -> torch.Tensor:
+    """``gsparse.gat_attention`` on this rank's edges, as the operations it fuses: the scores'
+    sums (:func:`gsddmm`, which exchanges the sources' halo), the LeakyReLU, the mask and
+    :func:`edge_softmax`. ``score_src`` ``[num_src, *shape]`` (this rank's sources),
+    ``score_dst`` ``[num_dst, *shape]``, ``edge_scores`` ``[num_edges, *shape]`` and
+    ``masked`` ``[num_edges]`` (bool) in this rank's edge order; returns ``[num_edges, *shape]``."""
+    logits = gsddmm(g, "add", score_src, score_dst, "u", "v")
+    if edge_scores is not None:
+        check_features("edge_scores", edge_scores, g, g.num_edges, "edges")
+        logits = logits + edge_scores
+    logits = torch.nn.functional.leaky_relu(logits, negative_slope)
+    if masked is not None:
+        if not isinstance(masked, torch.Tensor) or masked.dtype != torch.bool or masked.shape != (g.num_edges,):
+            raise ValueError(f"masked must be a bool tensor of shape [{g.num_edges}], got "
+                             f"{getattr(masked, 'dtype', type(masked).__name__)} {list(getattr(masked, 'shape', []))}")
+        logits = logits.masked_fill(masked.view(-1, *([1] * (logits.dim() - 1))), float("-inf"))
+    return edge_softmax(g, logits)

@@ -7,8 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..algebra import REDUCERS
-from ..sddmm import gsddmm
-from ..softmax import edge_softmax
+from ..attention import gat_attention
 from ..spmm import gspmm
 from ._graph import (
     GraphLike,
@@ -36,8 +35,9 @@ class GATConv(nn.Module):
 
     per head ``k``, where the edge term is present with ``edge_dim`` (``f_{ji}`` the features
     of the edge ``j -> i``); heads are concatenated (``concat``) or averaged. Attention runs
-    on the graph's edges with g-SDDMM (``e``, ``[E, H]``), :func:`gsparse.edge_softmax` and a
-    fused g-SpMM ``u_mul_e_sum``: per-edge messages ``[E, H, C]`` are never materialised.
+    on the graph's edges with :func:`gsparse.gat_attention` (the logits ``e`` are computed
+    where the softmax reads them, never stored) and a fused g-SpMM ``u_mul_e_sum``: per-edge
+    messages ``[E, H, C]`` are never materialised.
 
     Args:
         in_channels: size ``F`` of each input node feature.
@@ -146,15 +146,15 @@ class GATConv(nn.Module):
             g, masked = loops.graph, getattr(loops, "masked", None)  # a DistGraph's have no mask
         elif edge_attr is not None:
             edge_attr = self._edge_features(g, edge_attr)
-        logits = gsddmm(g, "add", score_src, score_dst, "u", "v")
+        edge_scores = None
         if edge_attr is not None:
             # a_edge . (Θ_e f) per head, as f times a [D, H] matrix: no [E, H, C] features
             w = self.lin_edge.weight.view(self.heads, self.out_channels, -1)
-            logits = logits + edge_attr @ (w * self.att_edge.view(self.heads, self.out_channels, 1)).sum(1).t()
-        logits = F.leaky_relu(logits, self.negative_slope)
-        if masked is not None:  # a block's own self loops, kept: no attention goes to them
-            logits = logits.masked_fill(masked.unsqueeze(-1), float("-inf"))
-        alpha = F.dropout(edge_softmax(g, logits), p=self.dropout, training=self.training)
+            edge_scores = edge_attr @ (w * self.att_edge.view(self.heads, self.out_channels, 1)).sum(1).t()
+            edge_scores = edge_scores.to(score_src.dtype)
+        # masked: a block's own self loops, kept: no attention goes to them
+        alpha = gat_attention(g, score_src, score_dst, float(self.negative_slope), edge_scores, masked)
+        alpha = F.dropout(alpha, p=self.dropout, training=self.training)
         out = gspmm(g, "mul", "sum", h, alpha.unsqueeze(-1))
         if self.concat or self.heads == 1:  # one head's mean is the head (but for -0.0, now kept)
             out = out.reshape(-1, self.heads * self.out_channels)

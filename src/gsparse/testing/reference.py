@@ -107,3 +107,17 @@ def edge_softmax_ref(g: Graph, logits, norm_by: str = "dst") -> torch.Tensor:
         shifted = np.exp(z[edges] - z[edges].max(axis=0))
         out[edges] = shifted / shifted.sum(axis=0)
     return torch.from_numpy(out)
+
+
+def gat_attention_ref(g: Graph, score_src, score_dst, negative_slope: float = 0.2, edge_scores=None,
+                      masked=None) -> torch.Tensor:
+    """float64 GAT attention on the CPU: the edge softmax over each destination's edges of
+    ``leaky_relu(score_src[u] + score_dst[v] (+ edge_scores[e]))``, masked edges ``-inf``."""
+    src, dst = _edge_list(g)
+    z = _f64(score_src)[src] + _f64(score_dst)[dst]
+    if edge_scores is not None:
+        z = z + _f64(edge_scores)
+    z = np.where(z > 0, z, z * negative_slope)
+    if masked is not None:
+        z[masked.cpu().numpy()] = -np.inf
+    return edge_softmax_ref(g, torch.from_numpy(z))

@@ -21,3 +21,13 @@ def test_space_holds_every_combination_of_the_knobs() -> None:
     assert space.domain(WarpPerRow, "edges_in_flight") == (1, 2, 4, 8)
     assert space.domain(WarpPerRow, "lanes_per_row") == (1, 2, 4, 8, 16, 32)
     assert schedule_space(_TASK, named_graph("long_row").stats, A100) == space
+
+
+def test_gat_logits_in_float64_leave_out_what_spills() -> None:
+    stats = named_graph("random").stats
+    gat = schedule_space(SoftmaxTask("backward", torch.float64, torch.int64, True, 8, "gat"), stats, H100)
+    left_out = set(schedule_space(_TASK, stats, H100)) - set(gat)
+    assert left_out == {WarpPerRow(warps_per_block=32, edges_in_flight=8, lanes_per_row=r)
+                        for r in (1, 2, 4, 8, 16, 32)}
+    assert len(schedule_space(SoftmaxTask("backward", torch.float32, torch.int64, True, 8, "gat"),
+                              stats, H100)) == 96

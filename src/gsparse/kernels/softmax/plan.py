@@ -1,7 +1,8 @@
 """Launch plans of edge softmax: for one graph (or its reverse, for ``norm_by="src"``),
 task and schedule, the kernel loaded and every argument but the values fixed. Kept in the
 graph's ``plans`` cache; call a forward plan with ``x`` and ``y``, a backward plan with
-``y``, ``dy`` and ``dz``."""
+``y``, ``dy`` and ``dz``; GAT's with the scores, ``masked`` and ``negative_slope`` besides
+(and ``d_dst`` backward), ``x`` aside."""
 
 from __future__ import annotations
 
@@ -23,16 +24,22 @@ def _template(task: SoftmaxTask, schedule: WarpPerRow) -> LaunchTemplate:
     ``eid``, ``num_rows``)."""
     schedule.validate()
     program = codegen.program(task, schedule)
-    name = codegen.kernel_name(task.direction)
+    name = codegen.kernel_name(task.direction, task.logits)
+    graph = _GRAPH[task.logits]
     values = {pname: OPERAND for _, pname in program.kernels[name].params
-              if pname in ("x", "y", "dy", "dz")}
-    return LaunchTemplate(program, name, ("rowptr", "eid", "num_rows"), num_heads=task.num_heads,
-                          **values)
+              if pname not in graph and pname != "num_heads"}
+    return LaunchTemplate(program, name, graph, num_heads=task.num_heads, **values)
+
+
+# What a plan fixes of the rows' graph: GAT's logits read the sources (col) too.
+_GRAPH = {"given": ("rowptr", "eid", "num_rows"), "gat": ("rowptr", "col", "eid", "num_rows")}
 
 
 def build_plan(rows: Graph, task: SoftmaxTask, schedule: WarpPerRow,
                loader: KernelLoader = RUNTIME_LOADER) -> Callable[..., None]:
     """The plan of ``task`` over the rows of ``rows``."""
+    graph = ((rows.rowptr, rows.eid, rows.num_dst) if task.logits == "given"
+             else (rows.rowptr, rows.col, rows.eid, rows.num_dst))
     return _template(task, schedule).prepare(
         device_index(rows.device), (-(-rows.num_dst // schedule.rows_per_block),), schedule.threads,
-        rows.rowptr, rows.eid, rows.num_dst, loader=loader, late=rows.sync_free)
+        *graph, loader=loader, late=rows.sync_free)

@@ -1,4 +1,5 @@
-"""What an edge softmax call computes: a direction, dtypes, and the head count."""
+"""What an edge softmax call computes: a direction, where its logits come from, dtypes, and
+the head count."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["DIRECTIONS", "SoftmaxTask", "head_lanes"]
+__all__ = ["DIRECTIONS", "LOGITS", "SoftmaxTask", "head_lanes"]
 
 DIRECTIONS = ("forward", "backward")
+# "given": the logits are an operand. "gat": GAT's, computed per edge from node scores
+# (``leaky_relu(score_src[u] + score_dst[v] + edge_scores[e])``, masked edges -inf).
+LOGITS = ("given", "gat")
 _WARP = 32
 
 
@@ -29,6 +33,11 @@ class SoftmaxTask:
         dtype: the values' dtype; index_dtype: the graph's.
         has_eid: the rows' edge ids differ from their CSR positions.
         num_heads: values per edge.
+        logits: ``"given"`` or ``"gat"`` (see :data:`LOGITS`): GAT's attention, whose
+            backward also carries the gradient through the LeakyReLU and sums it over each
+            destination's edges.
+        edge_scores: a ``"gat"`` task adds a score per edge and head to its logits.
+        masked: a ``"gat"`` task excludes the edges a mask marks (their attention is 0).
     """
 
     direction: str
@@ -36,10 +45,17 @@ class SoftmaxTask:
     index_dtype: torch.dtype
     has_eid: bool
     num_heads: int
+    logits: str = "given"
+    edge_scores: bool = False
+    masked: bool = False
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        if self.logits not in LOGITS:
+            raise ValueError(f"logits must be one of {LOGITS}, got {self.logits!r}")
+        if self.logits == "given" and (self.edge_scores or self.masked):
+            raise ValueError("edge_scores and masked belong to GAT's logits (logits='gat')")
 
     @property
     def lanes(self) -> int:

@@ -7,6 +7,14 @@ Forward, for each row ``v`` and head ``h``:
 
 Backward, from ``y`` and ``dy``:  ``dz_e = y_e (dy_e - \sum_{e' \in v} dy_{e'} y_{e'})``.
 
+GAT's attention (``logits="gat"``) computes each logit where the passes read it, from the
+node scores: ``z_e = leaky_relu(src[u] + dst[v] (+ edge_scores[e]))``, ``-inf`` for a masked
+edge, rounded to the values' dtype after each step as the separate operations would (the
+g-SDDMM, the sum with the edge scores, the LeakyReLU). Its backward carries ``dz`` through
+the LeakyReLU and the mask (``dz_pre``, written per edge: the gradient of ``edge_scores``,
+and what a g-SpMM of the reverse graph sums into the sources' scores) and sums it over
+each row into the destination's score gradient ``d_dst``. Neither direction stores a logit.
+
 The forward pass reads the logits twice: once for the running maximum and rescaled sum
 (the online softmax recurrence; the lanes' partial ``(m, s)`` pairs then merge through
 warp shuffles), once to write the normalised values. Each lane loads the values of
@@ -20,6 +28,8 @@ each direction are fixed device code (``forward_pass.cu``, ``backward_pass.cu``)
 from __future__ import annotations
 
 import functools
+
+import torch
 
 from ...source import (
     ACCUMULATOR_TYPES,
@@ -37,34 +47,100 @@ from ..task import SoftmaxTask
 __all__ = ["kernel_name", "program", "signature"]
 
 
-def kernel_name(direction: str) -> str:
-    return f"edge_softmax_{direction}"
+def kernel_name(direction: str, logits: str = "given") -> str:
+    return f"edge_softmax_{direction}" if logits == "given" else f"gat_attention_{direction}"
+
+
+def _logit(task: SoftmaxTask) -> str:
+    """``logit(i, p)``: the logit of the edge at CSR position ``p``, whose value sits at
+    ``i``; for GAT's, also the prologue that reads the row's destination score and the slope."""
+    if task.logits == "given":
+        return "const auto logit = [&](long long i, long long) -> A { return gs::to_acc(x[i]); };"
+    return f"""\
+{_gat_prologue(task)}
+const auto logit = [&](long long, long long p) -> A {{
+{"    if (masked[edge(p)]) return NEG_INF;" + chr(10) if task.masked else ""}\
+    const A z = pre_activation(p);
+    return gs::to_acc(gs::from_acc<T>(z > A(0) ? z : z * slope));
+}};"""
+
+
+def _gat_prologue(task: SoftmaxTask) -> str:
+    """The row's destination score for this lane's head, the slope, and ``pre_activation(p)``:
+    the LeakyReLU's input at CSR position ``p``, rounded as the separate operations round it."""
+    edge_term = ("\n    z = gs::to_acc(gs::from_acc<T>(z + gs::to_acc(edge_scores[edge(p) * num_heads + h])));"
+                 if task.edge_scores else "")
+    return f"""\
+const A slope = A(negative_slope);
+const A dst_score = active && row < num_rows ? gs::to_acc(score_dst[row * num_heads + h]) : A(0);
+const auto pre_activation = [&](long long p) -> A {{
+    A z = gs::to_acc(gs::from_acc<T>(gs::to_acc(score_src[(long long)col[p] * num_heads + h]) + dst_score));{edge_term}
+    return z;
+}};"""
+
+
+def _store(task: SoftmaxTask) -> tuple[str, str]:
+    """``store(i, p, dz)`` of the backward pass, and what runs after its passes."""
+    if task.logits == "given":
+        return "const auto store = [&](long long i, long long, A v) { dz[i] = gs::from_acc<T>(v); };", ""
+    keep = "if (masked[edge(p)]) { dz[i] = gs::from_acc<T>(A(0)); return; }\n    " if task.masked else ""
+    store = f"""\
+{_gat_prologue(task)}
+A row_grad = 0;  // this lane's share of d_dst
+const auto store = [&](long long i, long long p, A v) {{
+    {keep}const A g = gs::to_acc(gs::from_acc<T>(gs::to_acc(gs::from_acc<T>(v)) * (pre_activation(p) > A(0) ? A(1) : slope)));
+    dz[i] = gs::from_acc<T>(g);
+    row_grad += g;
+}};"""
+    epilogue = """
+// d_dst: the row's sum of dz over the lanes that share this head.
+#pragma unroll
+for (int offset = HL; offset < RL; offset *= 2) row_grad += __shfl_xor_sync(0xffffffffu, row_grad, offset);
+if (active && e_lane == 0 && row < num_rows) d_dst[row * num_heads + h] = gs::from_acc<T>(row_grad);"""
+    return store, epilogue
 
 
 def signature(task: SoftmaxTask) -> Signature:
     """``edge_softmax_forward(rowptr, eid, x, y, num_rows, num_heads)`` or
     ``edge_softmax_backward(rowptr, eid, y, dy, dz, num_rows, num_heads)``; ``eid`` is null
-    when CSR positions are edge ids."""
+    when CSR positions are edge ids. GAT's (``gat_attention_forward`` and ``_backward``)
+    read ``col`` and the scores instead of ``x`` (``edge_scores`` and ``masked`` null where
+    the task has none), the backward writes ``d_dst`` too, and both take ``negative_slope``."""
     scalar = SCALAR_TYPES[task.dtype]
-    if task.direction == "forward":
-        values = [(f"const {scalar}* __restrict__", "x"), (f"{scalar}* __restrict__", "y")]
-    else:
-        values = [(f"const {scalar}* __restrict__", "y"), (f"const {scalar}* __restrict__", "dy"),
-                  (f"{scalar}* __restrict__", "dz")]
-    return Signature(kernel_name(task.direction), [
-        ("const I* __restrict__", "rowptr"), ("const I* __restrict__", "eid"), *values,
-        ("long long", "num_rows"), ("long long", "num_heads"),
+    const, out = f"const {scalar}* __restrict__", f"{scalar}* __restrict__"
+    if task.logits == "given":
+        values = ([(const, "x"), (out, "y")] if task.direction == "forward"
+                  else [(const, "y"), (const, "dy"), (out, "dz")])
+        return Signature(kernel_name(task.direction), [
+            ("const I* __restrict__", "rowptr"), ("const I* __restrict__", "eid"), *values,
+            ("long long", "num_rows"), ("long long", "num_heads"),
+        ])
+    scores = [(const, "score_src"), (const, "score_dst"), (const, "edge_scores"),
+              ("const unsigned char* __restrict__", "masked")]
+    values = ([*scores, (out, "y")] if task.direction == "forward"
+              else [(const, "y"), (const, "dy"), *scores, (out, "dz"), (out, "d_dst")])
+    return Signature(kernel_name(task.direction, task.logits), [
+        ("const I* __restrict__", "rowptr"), ("const I* __restrict__", "col"),
+        ("const I* __restrict__", "eid"), *values,
+        ("long long", "num_rows"), ("long long", "num_heads"), ("double", "negative_slope"),
     ])
 
 
-def _min_blocks(schedule: WarpPerRow) -> int:
-    """Blocks per SM the register allocation must allow: enough for 64 registers a thread.
+def _min_blocks(task: SoftmaxTask, schedule: WarpPerRow) -> int:
+    """Blocks per SM the register allocation must allow: enough for 64 registers a thread
+    (80 for GAT's logits, 128 in float64).
 
     Given only the block size, ptxas aims at full occupancy (32 registers a thread) and
     spills the online softmax's running state to get there; half occupancy keeps it in
     registers, and a row's two passes over its logits need loads in flight more than warps.
+    GAT's logits hold each edge's gathered score and source index besides: at 64 registers
+    8 edges in flight spilled with a mask, and in float64 at 80.
     """
-    return max(1, 1024 // schedule.threads)
+    if task.logits == "given":
+        threads = 1024
+    else:
+        threads = 512 if task.dtype == torch.float64 else 768
+    return max(1, threads // schedule.threads)
 
 
 @functools.lru_cache(maxsize=256)
@@ -72,6 +148,10 @@ def program(task: SoftmaxTask, schedule: WarpPerRow) -> Program:
     """The program of ``task``'s direction under ``schedule``. Pure; no GPU needed."""
     schedule.validate()
     passes = device_code(__package__, f"{task.direction}_pass.cu")
+    if task.direction == "forward":
+        hook, epilogue = _logit(task), ""
+    else:
+        hook, epilogue = _store(task)
     edge = "(long long)eid[p]" if task.has_eid else "p"
     group = schedule.lanes_per_row
     head_lanes = min(task.lanes, group)
@@ -94,11 +174,15 @@ const int e_lane = (threadIdx.x % RL) / HL;
 for (long long h0 = 0; h0 < num_heads; h0 += HL) {{
     const long long h = h0 + threadIdx.x % HL;
     const bool active = h < num_heads;
-{indent(passes.rstrip(), 4)}
+{indent(hook, 4)}
+{indent(passes.rstrip() + epilogue, 4)}
 }}"""
     kernel = signature(task)
     describe = (f"{str(task.dtype).removeprefix('torch.')} {str(task.index_dtype).removeprefix('torch.')}"
                 f"{' eid' if task.has_eid else ''}, {head_lanes} lanes per edge")
+    if task.logits == "gat":
+        describe += (f", GAT's logits{' with edge scores' if task.edge_scores else ''}"
+                     f"{', masked' if task.masked else ''}")
     source = f"""// gsparse edge softmax, {task.direction}: {describe}
 // schedule {schedule}: {schedule.to_json()}
 {PRELUDE}
@@ -108,7 +192,7 @@ using I = {INDEX_TYPES[task.index_dtype]};
 __device__ __forceinline__ float exp_acc(float x) {{ return expf(x); }}
 __device__ __forceinline__ double exp_acc(double x) {{ return exp(x); }}
 
-{kernel.declaration(bounds=(schedule.threads, _min_blocks(schedule)))}
+{kernel.declaration(bounds=(schedule.threads, _min_blocks(task, schedule)))}
 {{
 {indent(body, 4)}
 }}

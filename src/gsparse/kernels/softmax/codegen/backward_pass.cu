@@ -17,7 +17,7 @@ for (; active && p + (U - 1) * EL < end; p += U * EL) {
 for (; active && p < end; p += EL) s += product(p);
 #pragma unroll
 for (int offset = HL; offset < RL; offset *= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-// Pass 2: dz = y * (dy - sum), batched the same way.
+// Pass 2: dz = y * (dy - sum), batched the same way; store(i, p, dz) writes it.
 p = start + e_lane;
 for (; active && p + (U - 1) * EL < end; p += U * EL) {
     long long i_u[U];
@@ -29,9 +29,9 @@ for (; active && p + (U - 1) * EL < end; p += U * EL) {
         dy_u[u] = gs::to_acc(dy[i_u[u]]);
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) dz[i_u[u]] = gs::from_acc<T>(y_u[u] * (dy_u[u] - s));
+    for (int u = 0; u < U; ++u) store(i_u[u], p + u * EL, y_u[u] * (dy_u[u] - s));
 }
 for (; active && p < end; p += EL) {
     const long long i = edge(p) * num_heads + h;
-    dz[i] = gs::from_acc<T>(gs::to_acc(y[i]) * (gs::to_acc(dy[i]) - s));
+    store(i, p, gs::to_acc(y[i]) * (gs::to_acc(dy[i]) - s));
 }

@@ -1,4 +1,5 @@
-// Pass 1: running maximum m and sum s of exp(z - m) over this lane's edges. Whole batches
+// Pass 1: running maximum m and sum s of exp(z - m) over this lane's edges (z: logit(i, p) of
+// the edge at CSR position p, whose value sits at i). Whole batches
 // of U edges issue their loads before they are folded, the rest go one at a time; edge
 // order either way, so m and s are the same for every U.
 A m = NEG_INF, s = 0;
@@ -14,11 +15,11 @@ long long p = start + e_lane;
 for (; active && p + (U - 1) * EL < end; p += U * EL) {
     A z_u[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) z_u[u] = gs::to_acc(x[edge(p + u * EL) * num_heads + h]);
+    for (int u = 0; u < U; ++u) z_u[u] = logit(edge(p + u * EL) * num_heads + h, p + u * EL);
 #pragma unroll
     for (int u = 0; u < U; ++u) fold(z_u[u]);
 }
-for (; active && p < end; p += EL) fold(gs::to_acc(x[edge(p) * num_heads + h]));
+for (; active && p < end; p += EL) fold(logit(edge(p) * num_heads + h, p));
 // Merge the (m, s) pairs of the lanes that share this head.
 #pragma unroll
 for (int offset = HL; offset < RL; offset *= 2) {
@@ -36,12 +37,12 @@ for (; active && p + (U - 1) * EL < end; p += U * EL) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         i_u[u] = edge(p + u * EL) * num_heads + h;
-        z_u[u] = gs::to_acc(x[i_u[u]]);
+        z_u[u] = logit(i_u[u], p + u * EL);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) y[i_u[u]] = gs::from_acc<T>(exp_acc(z_u[u] - m) / s);
 }
 for (; active && p < end; p += EL) {
     const long long i = edge(p) * num_heads + h;
-    y[i] = gs::from_acc<T>(exp_acc(gs::to_acc(x[i]) - m) / s);
+    y[i] = gs::from_acc<T>(exp_acc(logit(i, p) - m) / s);
 }
