@@ -188,7 +188,7 @@ def test_source_helpers() -> None:
 def test_shipped_device_code_is_read_from_the_package() -> None:
     assert PRELUDE == device_code("gsparse.kernels", "prelude.cuh")
     assert "__device__ __forceinline__ T from_acc(float x);" in PRELUDE
-    assert "store(i, p," in device_code("gsparse.kernels.softmax.codegen", "backward_pass.cu")
+    assert "store(i, " in device_code("gsparse.kernels.softmax.codegen", "backward_pass.cu")
     assert source.SCALAR_TYPES[torch.bfloat16] == "__nv_bfloat16"
     assert source.ACCUMULATOR_TYPES[torch.float16] == "float"
     assert source.INDEX_TYPES == {torch.int32: "int", torch.int64: "long long"}

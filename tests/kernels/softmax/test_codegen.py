@@ -69,7 +69,7 @@ def test_generated_source_reads_well() -> None:
     backward = codegen.program(SoftmaxTask("backward", torch.float32, torch.int32, False, 1),
                                WarpPerRow(warps_per_block=4)).source
     assert "return p;" in backward and "__launch_bounds__(128, 8)" in backward
-    assert "store(i_u[u], p + u * EL, y_u[u] * (dy_u[u] - s));" in backward
+    assert "store(i_u[u], y_u[u] * (dy_u[u] - s), f_u[u]);" in backward
     assert "dz[i] = gs::from_acc<T>(v);" in backward and "d_dst" not in backward
     assert "constexpr int U = 1;" in backward
     flight = codegen.program(SoftmaxTask("backward", torch.float32, torch.int32, False, 1),

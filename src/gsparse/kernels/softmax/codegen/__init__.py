@@ -80,15 +80,22 @@ const auto pre_activation = [&](long long p) -> A {{
 
 
 def _store(task: SoftmaxTask) -> tuple[str, str]:
-    """``store(i, p, dz)`` of the backward pass, and what runs after its passes."""
+    """``factor(p)`` and ``store(i, dz, factor)`` of the backward pass, and what runs after
+    its passes. GAT's factor is the LeakyReLU's slope at the logit (0 where masked)."""
     if task.logits == "given":
-        return "const auto store = [&](long long i, long long, A v) { dz[i] = gs::from_acc<T>(v); };", ""
-    keep = "if (masked[edge(p)]) { dz[i] = gs::from_acc<T>(A(0)); return; }\n    " if task.masked else ""
+        return ("const auto factor = [&](long long) -> A { return A(1); };\n"
+                "const auto store = [&](long long i, A v, A) { dz[i] = gs::from_acc<T>(v); };"), ""
+    masked = "if (masked[edge(p)]) return A(0);\n    " if task.masked else ""
     store = f"""\
 {_gat_prologue(task)}
+const auto factor = [&](long long p) -> A {{
+    {masked}return pre_activation(p) > A(0) ? A(1) : slope;
+}};
 A row_grad = 0;  // this lane's share of d_dst
-const auto store = [&](long long i, long long p, A v) {{
-    {keep}const A g = gs::to_acc(gs::from_acc<T>(gs::to_acc(gs::from_acc<T>(v)) * (pre_activation(p) > A(0) ? A(1) : slope)));
+const auto store = [&](long long i, A v, A f) {{
+    // a masked edge's gradient is 0 whatever v holds, as the mask's own backward gives
+    const A g = {"f == A(0) ? A(0) : " if task.masked else ""}\
+gs::to_acc(gs::from_acc<T>(gs::to_acc(gs::from_acc<T>(v)) * f));
     dz[i] = gs::from_acc<T>(g);
     row_grad += g;
 }};"""
