@@ -122,6 +122,7 @@ def test_graph_without_edges() -> None:
     ({"edge_scores": torch.randn(3000, 1)}, ValueError, "edge_scores must have score_src's dtype and feature shape"),
     ({"masked": torch.zeros(3000, dtype=torch.uint8)}, TypeError, "masked must be a bool tensor, got torch.uint8"),
     ({"masked": torch.zeros(30, dtype=torch.bool)}, ValueError, r"masked must have shape \[3000\]"),
+    ({"masked": torch.zeros(6000, dtype=torch.bool)[::2]}, ValueError, r"masked must be contiguous, got strides \(2,\)"),
 ])
 def test_bad_input_says_what_is_wrong(change, error, match) -> None:
     g = named_graph("square")

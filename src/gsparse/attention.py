@@ -95,4 +95,4 @@ def _check(g: Graph, score_src, score_dst, negative_slope, edge_scores, masked) 
         if masked.device != g.device:
             raise ValueError(f"masked is on {masked.device} but the graph is on {g.device}")
         if not masked.is_contiguous():
-            raise ValueError("masked must be contiguous")
+            raise ValueError(f"masked must be contiguous, got strides {masked.stride()}")
