@@ -30,9 +30,8 @@ import numpy as np
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # LightGBM's threads fight over a small machine
 
-from gsparse.tune.features import featurize
 from gsparse.tune.metrics import pearson, spearman
-from gsparse.tune.train import fit, load_cells, make_model, parse_weights
+from gsparse.tune.train import featurize_cells, fit, load_cells, make_model, parse_weights
 
 _CELLS = sorted(str(p) for p in (Path(__file__).resolve().parents[1] / "docs/results/tuning").glob("*.jsonl.gz"))
 
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         mine = load_cells([path], weights)
         cells += mine
         source += [Path(path).resolve()] * len(mine)
-    features = [featurize(c.task, c.structure, c.target, c.schedules) for c in cells]
+    features = featurize_cells(cells)
     for operator in args.operators.split(","):
         mine = [i for i, c in enumerate(cells) if c.operator == operator]
         print(f"\n{operator}: {len(mine)} cells, each family held out in turn\n")

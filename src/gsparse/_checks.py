@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import numbers
 from typing import Any
 
 import torch
@@ -104,3 +105,34 @@ def check_schedule(schedule: Any, op: str) -> None:
     if not isinstance(schedule, kinds):
         public = ", ".join(f"gsparse.{prefix}{c.__name__}" for c in kinds)
         raise TypeError(f"schedule must be a {name} schedule ({public}) or None, got {schedule!r}")
+
+
+def check_gat_operands(g: Any, score_src: Any, score_dst: Any, negative_slope: Any, edge_scores: Any,
+                       masked: Any) -> None:
+    """``gat_attention``'s operands on ``g`` (a Graph, or a DistGraph's share): node scores of
+    one floating dtype and feature shape, edge scores alike, a real slope, and a contiguous
+    ``[num_edges]`` bool mask on the graph's device."""
+    check_features("score_src", score_src, g, g.num_src, "source nodes")
+    check_features("score_dst", score_dst, g, g.num_dst, "destination nodes")
+    _like_score_src("score_dst", score_dst, score_src)
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, numbers.Real):
+        raise TypeError(f"negative_slope must be a real number, got {type(negative_slope).__name__}")
+    if edge_scores is not None:
+        check_features("edge_scores", edge_scores, g, g.num_edges, "edges")
+        _like_score_src("edge_scores", edge_scores, score_src)
+    if masked is not None:
+        if not isinstance(masked, torch.Tensor) or masked.dtype != torch.bool:
+            raise TypeError(f"masked must be a bool tensor, got {getattr(masked, 'dtype', type(masked).__name__)}")
+        if masked.shape != (g.num_edges,):
+            raise ValueError(f"masked must have shape [{g.num_edges}] (one flag per edge), got "
+                             f"{list(masked.shape)}")
+        if masked.device != g.device:
+            raise ValueError(f"masked is on {masked.device} but the graph is on {g.device}")
+        if not masked.is_contiguous():
+            raise ValueError(f"masked must be contiguous, got strides {masked.stride()}")
+
+
+def _like_score_src(name: str, t: torch.Tensor, score_src: torch.Tensor) -> None:
+    if t.dtype != score_src.dtype or t.shape[1:] != score_src.shape[1:]:
+        raise ValueError(f"{name} must have score_src's dtype and feature shape, {score_src.dtype} "
+                         f"{list(score_src.shape[1:])}; got {t.dtype} {list(t.shape[1:])}")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from . import _calls, _ops, _resolved, backends
-from ._checks import check_features, check_graph, graph_override
+from ._checks import check_gat_operands, check_graph, graph_override
 from .graph import Graph
 
 __all__ = ["gat_attention"]
@@ -55,7 +53,7 @@ def gat_attention(g: Graph, score_src: torch.Tensor, score_dst: torch.Tensor, ne
     if override is not None:
         return override(gat_attention, (g, score_src, score_dst),
                         {"negative_slope": negative_slope, "edge_scores": edge_scores, "masked": masked})
-    _check(check_graph(g), score_src, score_dst, negative_slope, edge_scores, masked)
+    check_gat_operands(check_graph(g), score_src, score_dst, negative_slope, edge_scores, masked)
     negative_slope = float(negative_slope)
     if key is not None and False not in key and not torch.is_autocast_enabled(g.device.type):
         call = _calls.store(g, key, _calls.Call(
@@ -70,29 +68,3 @@ def gat_attention(g: Graph, score_src: torch.Tensor, score_dst: torch.Tensor, ne
             g, score_src.contiguous(), score_dst.contiguous(), _ops.contiguous(edge_scores), masked,
             negative_slope)
     return _ops.gat_attention(*g.parts, score_src, score_dst, edge_scores, masked, negative_slope)
-
-
-def _check(g: Graph, score_src, score_dst, negative_slope, edge_scores, masked) -> None:
-    check_features("score_src", score_src, g, g.num_src, "source nodes")
-    check_features("score_dst", score_dst, g, g.num_dst, "destination nodes")
-    if score_dst.dtype != score_src.dtype or score_dst.shape[1:] != score_src.shape[1:]:
-        raise ValueError(f"score_dst must have score_src's dtype and feature shape, {score_src.dtype} "
-                         f"{list(score_src.shape[1:])}; got {score_dst.dtype} {list(score_dst.shape[1:])}")
-    if isinstance(negative_slope, bool) or not isinstance(negative_slope, numbers.Real):
-        raise TypeError(f"negative_slope must be a real number, got {type(negative_slope).__name__}")
-    if edge_scores is not None:
-        check_features("edge_scores", edge_scores, g, g.num_edges, "edges")
-        if edge_scores.dtype != score_src.dtype or edge_scores.shape[1:] != score_src.shape[1:]:
-            raise ValueError(f"edge_scores must have score_src's dtype and feature shape, {score_src.dtype} "
-                             f"{list(score_src.shape[1:])}; got {edge_scores.dtype} "
-                             f"{list(edge_scores.shape[1:])}")
-    if masked is not None:
-        if not isinstance(masked, torch.Tensor) or masked.dtype != torch.bool:
-            raise TypeError(f"masked must be a bool tensor, got {getattr(masked, 'dtype', type(masked).__name__)}")
-        if masked.shape != (g.num_edges,):
-            raise ValueError(f"masked must have shape [{g.num_edges}] (one flag per edge), got "
-                             f"{list(masked.shape)}")
-        if masked.device != g.device:
-            raise ValueError(f"masked is on {masked.device} but the graph is on {g.device}")
-        if not masked.is_contiguous():
-            raise ValueError(f"masked must be contiguous, got strides {masked.stride()}")

@@ -159,14 +159,10 @@ class _TaskRecorder:
         None), GAT's attention of source scores ``values``."""
         if values.numel() and g.num_edges:
             rows = g if norm_by == "dst" else g.reverse()
-            if gat is None:
-                task = softmax_kernels.SoftmaxTask(direction, values.dtype, rows.index_dtype,
-                                                   rows.eid is not None, values.numel() // g.num_edges)
-            else:
-                task = softmax_kernels.SoftmaxTask(direction, values.dtype, rows.index_dtype,
-                                                   rows.eid is not None, math.prod(values.shape[1:]), "gat",
-                                                   gat[0] is not None, gat[1] is not None)
-            self.tasks.add(_Task("softmax", task))
+            heads = values.numel() // g.num_edges if gat is None else math.prod(values.shape[1:])
+            logits = () if gat is None else ("gat", gat[0] is not None, gat[1] is not None)
+            self.tasks.add(_Task("softmax", softmax_kernels.SoftmaxTask(
+                direction, values.dtype, rows.index_dtype, rows.eid is not None, heads, *logits)))
 
 
 @contextlib.contextmanager

@@ -29,7 +29,13 @@ import torch
 from .. import edge_softmax as _edge_softmax
 from .. import gsddmm as _gsddmm
 from .. import gspmm as _gspmm
-from .._checks import broadcast_feature_shape, check_choice, check_features, check_same_dtype
+from .._checks import (
+    broadcast_feature_shape,
+    check_choice,
+    check_features,
+    check_gat_operands,
+    check_same_dtype,
+)
 from ..algebra import BINARY_OPS, REDUCERS, SDDMM_OPS, SPMM_OPS, TARGETS
 from . import exchange as ex
 from .dist_graph import DistGraph
@@ -243,14 +249,11 @@ def gat_attention(g: DistGraph, score_src: torch.Tensor, score_dst: torch.Tensor
     :func:`edge_softmax`. ``score_src`` ``[num_src, *shape]`` (this rank's sources),
     ``score_dst`` ``[num_dst, *shape]``, ``edge_scores`` ``[num_edges, *shape]`` and
     ``masked`` ``[num_edges]`` (bool) in this rank's edge order; returns ``[num_edges, *shape]``."""
+    check_gat_operands(_check_graph(g), score_src, score_dst, negative_slope, edge_scores, masked)
     logits = gsddmm(g, "add", score_src, score_dst, "u", "v")
     if edge_scores is not None:
-        check_features("edge_scores", edge_scores, g, g.num_edges, "edges")
         logits = logits + edge_scores
     logits = torch.nn.functional.leaky_relu(logits, negative_slope)
     if masked is not None:
-        if not isinstance(masked, torch.Tensor) or masked.dtype != torch.bool or masked.shape != (g.num_edges,):
-            raise ValueError(f"masked must be a bool tensor of shape [{g.num_edges}], got "
-                             f"{getattr(masked, 'dtype', type(masked).__name__)} {list(getattr(masked, 'shape', []))}")
         logits = logits.masked_fill(masked.view(-1, *([1] * (logits.dim() - 1))), float("-inf"))
     return edge_softmax(g, logits)

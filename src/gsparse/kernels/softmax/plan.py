@@ -38,8 +38,7 @@ _GRAPH = {"given": ("rowptr", "eid", "num_rows"), "gat": ("rowptr", "col", "eid"
 def build_plan(rows: Graph, task: SoftmaxTask, schedule: WarpPerRow,
                loader: KernelLoader = RUNTIME_LOADER) -> Callable[..., None]:
     """The plan of ``task`` over the rows of ``rows``."""
-    graph = ((rows.rowptr, rows.eid, rows.num_dst) if task.logits == "given"
-             else (rows.rowptr, rows.col, rows.eid, rows.num_dst))
+    values = {"rowptr": rows.rowptr, "col": rows.col, "eid": rows.eid, "num_rows": rows.num_dst}
     return _template(task, schedule).prepare(
         device_index(rows.device), (-(-rows.num_dst // schedule.rows_per_block),), schedule.threads,
-        *graph, loader=loader, late=rows.sync_free)
+        *(values[name] for name in _GRAPH[task.logits]), loader=loader, late=rows.sync_free)
