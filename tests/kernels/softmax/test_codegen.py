@@ -90,9 +90,10 @@ def _gat_variants() -> list[tuple]:
 def test_gat_attention_kernels_compile_without_spills(arch, direction, dtype, index_dtype, has_eid,
                                                       edge_scores, masked, heads) -> None:
     task = SoftmaxTask(direction, dtype, index_dtype, has_eid, heads, "gat", edge_scores, masked)
-    schedule = WarpPerRow(edges_in_flight=8, lanes_per_row=(4, 16, 32)[heads % 3])
-    binary = compile_cuda(codegen.program(task, schedule).source, arch=arch, cache=None)
-    assert_no_spills(binary, codegen.kernel_name(direction, "gat"), schedule.threads)
+    for kept in (False, True) if direction == "forward" else (False,):
+        schedule = WarpPerRow(edges_in_flight=8, lanes_per_row=(4, 16, 32)[heads % 3], logits_in_output=kept)
+        binary = compile_cuda(codegen.program(task, schedule).source, arch=arch, cache=None)
+        assert_no_spills(binary, codegen.kernel_name(direction, "gat"), schedule.threads)
 
 
 def test_gat_attention_source_computes_its_logits_where_it_reads_them() -> None:
@@ -106,6 +107,21 @@ def test_gat_attention_source_computes_its_logits_where_it_reads_them() -> None:
                            WarpPerRow()).source
     assert "edge_scores[edge(p) * num_heads + h]" in both and "if (masked[edge(p)])" in both
     assert "d_dst[row * num_heads + h] = gs::from_acc<T>(row_grad);" in both
+
+
+def test_gat_forward_keeps_its_logits_in_the_output_when_told() -> None:
+    task = SoftmaxTask("forward", torch.bfloat16, torch.int32, False, 8, "gat", False, True)
+    kept = codegen.program(task, WarpPerRow(edges_in_flight=4, logits_in_output=True)).source
+    again = codegen.program(task, WarpPerRow(edges_in_flight=4)).source
+    # the first pass writes each logit where the second reads it back instead of gathering
+    assert "const auto keep = [&](long long i, A z) { y[i] = gs::from_acc<T>(z); };" in kept
+    assert "const auto relogit = [&](long long i, long long) -> A { return gs::to_acc(y[i]); };" in kept
+    assert "const auto relogit = logit;" in again and "y[i] = gs::from_acc<T>(z);" not in again
+    assert "// schedule warp_per_row.w8.f4.lo:" in kept
+    for other in (SoftmaxTask("backward", torch.float32, torch.int32, False, 1, "gat"),
+                  SoftmaxTask("forward", torch.float32, torch.int32, False, 1)):
+        with pytest.raises(ValueError, match="logits_in_output is a schedule of GAT's forward"):
+            codegen.program(other, WarpPerRow(logits_in_output=True))
 
 
 def test_gat_tasks_say_what_is_wrong() -> None:

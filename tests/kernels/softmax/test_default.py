@@ -54,3 +54,20 @@ def test_a_sampled_blocks_statistics_are_enough_and_the_pick_is_in_the_space() -
     pick = default_schedule(_task(8), stats, H100)
     assert pick == WarpPerRow(lanes_per_row=32, edges_in_flight=4)
     assert pick in schedule_space(_task(8), stats, H100)
+
+
+@pytest.mark.parametrize(("heads", "dtype", "mean", "kept"), [
+    (1, torch.float32, 492.0, True),     # reddit-like, one head: 6 MB of logits in flight
+    (8, torch.bfloat16, 492.0, True),    # eight bfloat16 heads: 25 MB, half of an H100's L2
+    (8, torch.float32, 492.0, False),    # eight float32 heads: 50 MB, the whole L2
+    (8, torch.float32, 50.5, True),      # products-like rows: 5 MB
+])
+def test_gat_forward_keeps_its_logits_where_the_rows_in_flight_fit_half_the_l2(heads, dtype, mean, kept) -> None:
+    task = SoftmaxTask("forward", dtype, torch.int32, False, heads, "gat")
+    stats = _stats(232_965, mean)
+    pick = default_schedule(task, stats, H100)
+    assert pick.logits_in_output is kept and pick in schedule_space(task, stats, H100)
+    # few rows hold few logits, however long; the backward and given logits never keep them
+    assert default_schedule(task, _stats(100, mean), H100).logits_in_output
+    for other in (SoftmaxTask("backward", dtype, torch.int32, False, heads, "gat"), _task(heads)):
+        assert not default_schedule(other, stats, H100).logits_in_output

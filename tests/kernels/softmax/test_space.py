@@ -1,5 +1,5 @@
 """The edge softmax space: every warps per block, edges in flight and lanes per row, whatever
-the graph and target."""
+the graph and target, and for GAT's forward where its logits wait between the passes."""
 
 from __future__ import annotations
 
@@ -31,3 +31,14 @@ def test_gat_logits_in_float64_leave_out_what_spills() -> None:
                         for r in (1, 2, 4, 8, 16, 32)}
     assert len(schedule_space(SoftmaxTask("backward", torch.float32, torch.int64, True, 8, "gat"),
                               stats, H100)) == 96
+
+
+def test_only_gats_forward_chooses_where_its_logits_wait() -> None:
+    stats = named_graph("random").stats
+    forward = schedule_space(SoftmaxTask("forward", torch.float32, torch.int32, False, 8, "gat"), stats, H100)
+    assert len(forward) == 192
+    assert {s for s in forward if s.logits_in_output} == {
+        WarpPerRow(warps_per_block=s.warps_per_block, edges_in_flight=s.edges_in_flight,
+                   lanes_per_row=s.lanes_per_row, logits_in_output=True) for s in schedule_space(_TASK, stats, H100)}
+    for task in (_TASK, SoftmaxTask("backward", torch.float32, torch.int32, False, 8, "gat")):
+        assert not any(s.logits_in_output for s in schedule_space(task, stats, H100))

@@ -17,10 +17,12 @@ __all__ = ["schedule_space"]
 def schedule_space(task: SoftmaxTask, stats: GraphStats, target: Target) -> Space:
     """Every combination of the knobs (the graph and target do not shape it), but those whose
     registers cannot fit: GAT's logits in float64 with 8 edges in flight spill in blocks of
-    1,024 threads (64 registers a thread; NVRTC's report, tests/kernels/softmax)."""
+    1,024 threads (64 registers a thread; NVRTC's report, tests/kernels/softmax). Where the
+    logits wait between the passes is a knob of GAT's forward alone."""
     del stats, target
-    return Space([WarpPerRow(warps_per_block=w, edges_in_flight=f, lanes_per_row=r)
-                  for w in WARPS for f in EDGES_IN_FLIGHT for r in LANES_PER_ROW
+    kept = (False, True) if task.logits == "gat" and task.direction == "forward" else (False,)
+    return Space([WarpPerRow(warps_per_block=w, edges_in_flight=f, lanes_per_row=r, logits_in_output=k)
+                  for w in WARPS for f in EDGES_IN_FLIGHT for r in LANES_PER_ROW for k in kept
                   if not _spills(task, w, f)])
 
 

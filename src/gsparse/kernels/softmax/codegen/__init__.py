@@ -13,7 +13,8 @@ edge, rounded to the values' dtype after each step as the separate operations wo
 g-SDDMM, the sum with the edge scores, the LeakyReLU). Its backward carries ``dz`` through
 the LeakyReLU and the mask (``dz_pre``, written per edge: the gradient of ``edge_scores``,
 and what a g-SpMM of the reverse graph sums into the sources' scores) and sums it over
-each row into the destination's score gradient ``d_dst``. Neither direction stores a logit.
+each row into the destination's score gradient ``d_dst``. No logit outlives the kernel:
+the forward leaves each in ``y`` between its passes, the backward computes them again.
 
 The forward pass reads the logits twice: once for the running maximum and rescaled sum
 (the online softmax recurrence; the lanes' partial ``(m, s)`` pairs then merge through
@@ -44,25 +45,42 @@ from ...source import (
 from ..schedule import WarpPerRow
 from ..task import SoftmaxTask
 
-__all__ = ["kernel_name", "program", "signature"]
+__all__ = ["kernel_name", "program", "resident_threads", "signature"]
 
 
 def kernel_name(direction: str, logits: str = "given") -> str:
     return f"edge_softmax_{direction}" if logits == "given" else f"gat_attention_{direction}"
 
 
-def _logit(task: SoftmaxTask) -> str:
+def _logit(task: SoftmaxTask, schedule: WarpPerRow) -> str:
     """``logit(i, p)``: the logit of the edge at CSR position ``p``, whose value sits at
-    ``i``; for GAT's, also the prologue that reads the row's destination score and the slope."""
+    ``i``; ``keep(i, z)`` and ``relogit(i, p)``: where the first pass leaves it and how the
+    second reads it back. Given logits are read twice. GAT's are computed from a gathered
+    source score (with the prologue that reads the row's destination score and the slope);
+    with ``schedule.logits_in_output`` the first pass leaves them in ``y``, which the second
+    streams back and overwrites (already rounded to ``T``, they come back exact), else the
+    second computes them again."""
     if task.logits == "given":
-        return "const auto logit = [&](long long i, long long) -> A { return gs::to_acc(x[i]); };"
+        return """\
+const auto logit = [&](long long i, long long) -> A { return gs::to_acc(x[i]); };
+const auto keep = [&](long long, A) {};
+const auto relogit = logit;"""
+    if schedule.logits_in_output:
+        keep = """\
+const auto keep = [&](long long i, A z) { y[i] = gs::from_acc<T>(z); };
+const auto relogit = [&](long long i, long long) -> A { return gs::to_acc(y[i]); };"""
+    else:
+        keep = """\
+const auto keep = [&](long long, A) {};
+const auto relogit = logit;"""
     return f"""\
 {_gat_prologue(task)}
 const auto logit = [&](long long, long long p) -> A {{
 {"    if (masked[edge(p)]) return NEG_INF;" + chr(10) if task.masked else ""}\
     const A z = pre_activation(p);
     return gs::to_acc(gs::from_acc<T>(z > A(0) ? z : z * slope));
-}};"""
+}};
+{keep}"""
 
 
 def _gat_prologue(task: SoftmaxTask) -> str:
@@ -133,9 +151,16 @@ def signature(task: SoftmaxTask) -> Signature:
     ])
 
 
+def resident_threads(task: SoftmaxTask) -> int:
+    """Threads an SM must be able to hold, which bounds the registers a thread: 64 registers
+    a thread (80 for GAT's logits, 128 in float64). See :func:`_min_blocks`."""
+    if task.logits == "given":
+        return 1024
+    return 512 if task.dtype == torch.float64 else 768
+
+
 def _min_blocks(task: SoftmaxTask, schedule: WarpPerRow) -> int:
-    """Blocks per SM the register allocation must allow: enough for 64 registers a thread
-    (80 for GAT's logits, 128 in float64).
+    """Blocks per SM the register allocation must allow (:func:`resident_threads`).
 
     Given only the block size, ptxas aims at full occupancy (32 registers a thread) and
     spills the online softmax's running state to get there; half occupancy keeps it in
@@ -143,20 +168,19 @@ def _min_blocks(task: SoftmaxTask, schedule: WarpPerRow) -> int:
     GAT's logits hold each edge's gathered score and source index besides: at 64 registers
     8 edges in flight spilled with a mask, and in float64 at 80.
     """
-    if task.logits == "given":
-        threads = 1024
-    else:
-        threads = 512 if task.dtype == torch.float64 else 768
-    return max(1, threads // schedule.threads)
+    return max(1, resident_threads(task) // schedule.threads)
 
 
 @functools.lru_cache(maxsize=256)
 def program(task: SoftmaxTask, schedule: WarpPerRow) -> Program:
     """The program of ``task``'s direction under ``schedule``. Pure; no GPU needed."""
     schedule.validate()
+    if schedule.logits_in_output and (task.logits, task.direction) != ("gat", "forward"):
+        raise ValueError(f"logits_in_output is a schedule of GAT's forward, not of a {task.logits!r} "
+                         f"{task.direction} task")
     passes = device_code(__package__, f"{task.direction}_pass.cu")
     if task.direction == "forward":
-        hook, epilogue = _logit(task), ""
+        hook, epilogue = _logit(task, schedule), ""
     else:
         hook, epilogue = _store(task)
     edge = "(long long)eid[p]" if task.has_eid else "p"

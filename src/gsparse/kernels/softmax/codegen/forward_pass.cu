@@ -1,7 +1,8 @@
 // Pass 1: running maximum m and sum s of exp(z - m) over this lane's edges (z: logit(i, p) of
-// the edge at CSR position p, whose value sits at i). Whole batches
-// of U edges issue their loads before they are folded, the rest go one at a time; edge
-// order either way, so m and s are the same for every U.
+// the edge at CSR position p, whose value sits at i; keep(i, z) leaves it where pass 2's
+// relogit(i, p) reads it back, or relogit computes it again). Whole batches of U edges issue
+// their loads before they are folded, the rest go one at a time; edge order either way, so m
+// and s are the same for every U.
 A m = NEG_INF, s = 0;
 const auto fold = [&](A z) {
     if (z > m) {
@@ -13,13 +14,25 @@ const auto fold = [&](A z) {
 };
 long long p = start + e_lane;
 for (; active && p + (U - 1) * EL < end; p += U * EL) {
+    long long i_u[U];
     A z_u[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) z_u[u] = logit(edge(p + u * EL) * num_heads + h, p + u * EL);
+    for (int u = 0; u < U; ++u) {
+        i_u[u] = edge(p + u * EL) * num_heads + h;
+        z_u[u] = logit(i_u[u], p + u * EL);
+    }
 #pragma unroll
-    for (int u = 0; u < U; ++u) fold(z_u[u]);
+    for (int u = 0; u < U; ++u) {
+        keep(i_u[u], z_u[u]);
+        fold(z_u[u]);
+    }
 }
-for (; active && p < end; p += EL) fold(logit(edge(p) * num_heads + h, p));
+for (; active && p < end; p += EL) {
+    const long long i = edge(p) * num_heads + h;
+    const A z = logit(i, p);
+    keep(i, z);
+    fold(z);
+}
 // Merge the (m, s) pairs of the lanes that share this head.
 #pragma unroll
 for (int offset = HL; offset < RL; offset *= 2) {
@@ -37,12 +50,12 @@ for (; active && p + (U - 1) * EL < end; p += U * EL) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         i_u[u] = edge(p + u * EL) * num_heads + h;
-        z_u[u] = logit(i_u[u], p + u * EL);
+        z_u[u] = relogit(i_u[u], p + u * EL);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) y[i_u[u]] = gs::from_acc<T>(exp_acc(z_u[u] - m) / s);
 }
 for (; active && p < end; p += EL) {
     const long long i = edge(p) * num_heads + h;
-    y[i] = gs::from_acc<T>(exp_acc(logit(i, p) - m) / s);
+    y[i] = gs::from_acc<T>(exp_acc(relogit(i, p) - m) / s);
 }
