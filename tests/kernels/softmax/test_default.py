@@ -71,3 +71,17 @@ def test_gat_forward_keeps_its_logits_where_the_rows_in_flight_fit_half_the_l2(h
     assert default_schedule(task, _stats(100, mean), H100).logits_in_output
     for other in (SoftmaxTask("backward", dtype, torch.int32, False, heads, "gat"), _task(heads)):
         assert not default_schedule(other, stats, H100).logits_in_output
+
+
+@pytest.mark.parametrize(("heads", "mean", "lanes", "flight"), [
+    (1, 10.4, 2, 4),     # citation-like: two lanes a row (the edge softmax takes four)
+    (2, 5.3, 2, 4),      # youtube-like, two heads: a lane a head
+    (8, 10.4, 16, 4),    # eight heads on citation-like rows: half a warp (a warp forward)
+    (1, 50.5, 8, 4),     # products-like: eight lanes (sixteen forward)
+    (1, 492.0, 32, 8),   # long rows take a warp either way
+])
+def test_gat_backward_gives_a_lane_eight_edges(heads, mean, lanes, flight) -> None:
+    backward = SoftmaxTask("backward", torch.float32, torch.int32, False, heads, "gat")
+    pick = default_schedule(backward, _stats(2_000_000, mean), H100)
+    assert pick == WarpPerRow(lanes_per_row=lanes, edges_in_flight=flight)
+    assert default_schedule(_task(heads), _stats(2_000_000, mean), H100).lanes_per_row == max(4, min(32, 2 * lanes))
