@@ -424,14 +424,26 @@ class _LateLaunch:
     """A launch prepared with every graph argument an operand: :meth:`bind` gives one graph's
     :class:`Launch`, whose calls pass that graph's values with their operands."""
 
-    __slots__ = ("prepared", "loader", "picks", "operands")
+    __slots__ = ("prepared", "loader", "picks", "operands", "_picks_by_names")
 
     def __init__(self, prepared: Any, loader: KernelLoader, picks: tuple[tuple[bool, int], ...],
                  operands: tuple[str, ...]) -> None:
         self.prepared, self.loader, self.picks, self.operands = prepared, loader, picks, operands
+        self._picks_by_names: dict[tuple[str, ...], tuple[tuple[bool, int], ...]] = {}
 
     def bind(self, values: tuple[Any, ...], grid: tuple[int, ...] | int) -> Launch:
         return _BoundLaunch(self, values, grid)
+
+    def picks_for(self, names: tuple[str, ...]) -> tuple[tuple[bool, int], ...]:
+        """Each slot's source for calls that pass ``names`` in that order: a graph value (its
+        place among the bound graph's values) or a call's argument (its place among them).
+        The same for every graph bound, so worked out once per order of names."""
+        picks = self._picks_by_names.get(names)
+        if picks is None:
+            at = _positions(self.operands, names)
+            picks = self._picks_by_names[names] = tuple(
+                (True, index) if of_graph else (False, at[index]) for of_graph, index in self.picks)
+        return picks
 
 
 class _BoundLaunch(Launch):
@@ -447,9 +459,7 @@ class _BoundLaunch(Launch):
 
     def _positional(self, names: tuple[str, ...]) -> Callable[..., None]:
         prepared, values, grid = self._late.prepared, self._values, self._grid
-        at = _positions(self._late.operands, names)
-        picks = tuple((True, index) if of_graph else (False, at[index])
-                      for of_graph, index in self._late.picks)
+        picks = self._late.picks_for(names)
 
         def launch(*operands: Any) -> None:
             prepared(*[values[index] if of_graph else operands[index] for of_graph, index in picks],

@@ -221,3 +221,27 @@ def test_sampled_blocks_share_one_prepared_launch_and_pass_their_own_arrays() ->
         assert launch.args["col"] is g.col and launch.args["dst"] is g.csr_dst
         assert launch.args["num_edges"] == g.num_edges
         assert launch.grid == grid(schedule, t, g.num_edges, g.num_dst)
+
+
+def test_blocks_sharing_a_launch_pass_their_operands_in_any_order_of_names() -> None:
+    """A shared launch works out once per order of names where each slot's value comes from;
+    every block bound to it, in either order, passes its own arrays and its call's operands
+    to the slots they belong to."""
+    loader, schedule = RecordingLoader(), Edge(groups_per_block=32, lanes=8)
+    t = task("dot", 8, lhs_target="u", rhs_target="v")
+    calls = []
+    for seed, seeds in ((0, 40), (1, 70)):
+        gen = torch.Generator().manual_seed(seed)
+        dst = torch.arange(seeds).repeat_interleave(5)
+        src = torch.randint(0, seeds, (dst.numel(),), generator=gen)
+        g = gsparse.Graph.from_block(torch.stack([src, dst]), num_src=seeds, num_dst=seeds,
+                                     dst_sorted=True, max_degree=5)
+        plan = build_plan(g, t, schedule, loader=loader)
+        lhs, rhs, out = (torch.zeros(1) for _ in range(3))
+        plan.positional("lhs", "rhs", "out")(lhs, rhs, out)
+        plan.positional("out", "lhs", "rhs")(out, lhs, rhs)
+        calls += [(g, lhs, rhs, out)] * 2
+    assert loader.prepared == [codegen.KERNEL]
+    for (g, lhs, rhs, out), launch in zip(calls, loader.launches[codegen.KERNEL], strict=True):
+        assert launch.args["col"] is g.col and launch.args["num_edges"] == g.num_edges
+        assert launch.args["lhs"] is lhs and launch.args["rhs"] is rhs and launch.args["out"] is out
