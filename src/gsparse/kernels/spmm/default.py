@@ -30,8 +30,9 @@ _STAGED_FEATURES = 4
 # space's shortest chunks (see _row_split; the space offers them below twice as many).
 _TAKE_SHORT_CHUNKS_BELOW_EDGES_PER_WARP = 32
 # Steps of a row's lanes over the longest row from which the rule splits rows up to 4
-# features (see _walks_a_hub).
-_HUB_STEPS = 1024
+# features (see _walks_a_hub): where each step gathers a source row, and where it streams
+# edge values alone.
+_HUB_STEPS_GATHERED, _HUB_STEPS_STREAMED = 256, 1024
 
 
 def default_schedule(task: SpmmTask, stats: GraphStats, target: Target) -> SpmmSchedule:
@@ -97,19 +98,26 @@ class RowReading:
                    long_rows=rows.mean >= 128, skewed=rows.cov > 0.5,
                    row_split=_row_split(stats, target),
                    few_features_split=_row_split(stats, target, shortest=True)
-                   if _walks_a_hub(stats, target) else 0)
+                   if _walks_a_hub(task, stats, target) else 0)
 
 
-def _walks_a_hub(stats: GraphStats, target: Target) -> bool:
+def _walks_a_hub(task: SpmmTask, stats: GraphStats, target: Target) -> bool:
     """Whether whole rows up to 4 features would leave a row's lanes walking the longest row
-    long enough to outlast split rows' overhead: at least ``_HUB_STEPS`` steps, and 8 times
-    a lane's share of all the edges (every lane of the target resident). Split rows cost
-    30-70 us more on an H200 where whole rows took 0.05 ms (hub walks of 565-1,494 steps),
-    and 10-15% more on products-like (765 steps, 1.1-1.7 ms); hub walks of 2,000-125,000
-    steps ran 1.7-120x faster in chunks (docs/performance.md, "Hub rows up to 4 features")."""
+    long enough to outlast split rows' overhead, about 50 us of walk: at least 256 steps
+    where each step gathers a source row (60-840 ns a step on the collected cells, 186 the
+    median), 1,024 where it streams edge values alone (under 90 ns: the H200 probe's
+    copy_rhs calls); and 8 times a lane's share of all the edges (every lane of the target
+    resident). Split rows add a second launch and a buffer
+    of partial sums; their kernels took 11-54 us of device time on graphs of 0.25-1 M edges,
+    where whole rows with hub walks of 250-1,000 gathering steps took 40-280 us. Where one
+    call's host time bounds it (the smallest graphs, no CUDA graph), the second launch cost
+    15-25 us more: the H200's calls of 0.05 ms with hub walks of 565-1,494 steps. On
+    products-like (765 steps of 16 lanes, under 8 lane shares) chunks ran 10-15% slower.
+    (docs/performance.md, "Hub rows up to 4 features" and "Hub walks by the cost of a step")."""
     steps = stats.rows.max / edge_lanes_for(stats.rows.mean, 32)
     lane_share = stats.num_edges / (32 * target.resident_warps)
-    return steps >= _HUB_STEPS and steps >= 8 * lane_share
+    least = _HUB_STEPS_GATHERED if task.lhs_shape is not None else _HUB_STEPS_STREAMED
+    return steps >= least and steps >= 8 * lane_share
 
 
 def _row_split(stats: GraphStats, target: Target, shortest: bool = False) -> int:
@@ -162,8 +170,9 @@ def _row_groups(task: SpmmTask, rows: RowReading) -> OnePass | SplitRows:
       longest first, where a row's lanes would otherwise walk a hub long enough to outlast
       the chunks' overhead (:func:`_walks_a_hub`): on the collected cells of the families
       where this applies (``docs/results/tuning``) the chunks ran up to 120x faster than
-      whole rows, and on rows a few hundred steps long they lost up to 1.5x
-      (docs/performance.md, "Hub rows up to 4 features").
+      whole rows; where one call's host time bounds it, on the smallest graphs, their
+      second launch lost up to 1.5x (docs/performance.md, "Hub rows up to 4 features",
+      "Hub walks by the cost of a step").
     - Statistics that are not exact (an unknown COV, a bound for the longest row) neither
       sort rows nor split them: the work list of split rows is sized by the data.
     """
