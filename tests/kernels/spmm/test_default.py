@@ -255,3 +255,20 @@ def test_blocks_whose_statistics_read_alike_share_the_decision() -> None:
     assert after.hits - before.hits >= 2
     wide = GraphStats(100_000, 1_024, 25_600, RowStats(25.0, 25, float("nan"), exact=False))
     assert RowReading.of(t, wide, H100) not in readings  # its lhs slice no longer fits the L2
+
+
+def test_a_hub_no_long_chunk_cuts_takes_the_shortest_chunk_the_space_offers() -> None:
+    # A cliques graph of the collected cells: 132,539 rows of 2.3 edges, one of 1,268. No
+    # chunk of 256 or more cuts it into more than 8, so whole rows were taken at every
+    # width, 7.4-8.9x slower than chunks of 64 at 64-128 features.
+    cliques = GraphStats(132_539, 132_539, 309_272, RowStats(2.3, 1_268, 5.0))
+    for op, feature_len in (("copy_lhs", 100), ("copy_lhs", 4), ("mul", 128)):
+        chosen = default_schedule(task(op, "sum", feature_len), cliques, H100)
+        assert isinstance(chosen, SplitRows) and chosen.row_split == 64 and chosen.degree_sorted, chosen
+    # A hubs graph of 1.9M edges, one row of 1,760: chunks of 256, the shortest offered
+    hubs = GraphStats(398_162, 398_162, 1_926_132, RowStats(4.8, 1_760, 4.0))
+    chosen = default_schedule(task("copy_lhs", "sum", 1), hubs, H100)
+    assert isinstance(chosen, SplitRows) and chosen.row_split == 256, chosen
+    # the same rows as a sampled block's statistics (not exact): whole rows
+    block = GraphStats(132_539, 132_539, 309_272, RowStats(2.3, 1_268, float("nan"), exact=False))
+    assert isinstance(default_schedule(task("copy_lhs", "sum", 100), block, H100), OnePass)

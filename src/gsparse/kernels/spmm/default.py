@@ -79,8 +79,8 @@ class RowReading:
         skewed: the row lengths' COV exceeds 0.5 (never for statistics that are not exact).
         row_split: the chunk length of the rule's split rows beyond 4 features
             (:func:`_row_split`), 0 for none.
-        few_features_split: the same up to 4 features (:func:`_row_split` with
-            ``shortest``), where the longest row is a hub (:func:`_walks_a_hub`); else 0.
+        hub_split: the chunk length where the longest row is a hub (:func:`_walks_a_hub`,
+            :func:`_hub_split`), at any width the row split leaves whole; else 0.
     """
 
     l2_slice: int
@@ -88,7 +88,7 @@ class RowReading:
     long_rows: bool
     skewed: bool
     row_split: int
-    few_features_split: int
+    hub_split: int
 
     @classmethod
     def of(cls, task: SpmmTask, stats: GraphStats, target: Target) -> RowReading:
@@ -97,27 +97,40 @@ class RowReading:
         return cls(l2_slice=fits[0] if fits else 128, row_lanes=edge_lanes_for(rows.mean, 32),
                    long_rows=rows.mean >= 128, skewed=rows.cov > 0.5,
                    row_split=_row_split(stats, target),
-                   few_features_split=_row_split(stats, target, shortest=True)
-                   if _walks_a_hub(task, stats, target) else 0)
+                   hub_split=_hub_split(stats, target) if _walks_a_hub(task, stats, target) else 0)
 
 
 def _walks_a_hub(task: SpmmTask, stats: GraphStats, target: Target) -> bool:
-    """Whether whole rows up to 4 features would leave a row's lanes walking the longest row
-    long enough to outlast split rows' overhead, about 50 us of walk: at least 256 steps
-    where each step gathers a source row (60-840 ns a step on the collected cells, 186 the
-    median), 1,024 where it streams edge values alone (under 90 ns: the H200 probe's
-    copy_rhs calls); and 8 times a lane's share of all the edges (every lane of the target
-    resident). Split rows add a second launch and a buffer
-    of partial sums; their kernels took 11-54 us of device time on graphs of 0.25-1 M edges,
-    where whole rows with hub walks of 250-1,000 gathering steps took 40-280 us. Where one
-    call's host time bounds it (the smallest graphs, no CUDA graph), the second launch cost
-    15-25 us more: the H200's calls of 0.05 ms with hub walks of 565-1,494 steps. On
-    products-like (765 steps of 16 lanes, under 8 lane shares) chunks ran 10-15% slower.
-    (docs/performance.md, "Hub rows up to 4 features" and "Hub walks by the cost of a step")."""
+    """Whether whole rows would leave a row's lanes walking the longest row long enough to
+    outlast split rows' overhead, about 50 us of walk: at least 256 steps where each step
+    gathers a source row (60-840 ns a step on the collected cells, 186 the median), 1,024
+    where it streams edge values alone (under 90 ns: the H200 probe's copy_rhs calls); and 8
+    times a lane's share of all the edges (every lane of the target resident). The steps
+    are counted with the lanes a row gets at 1 feature, a lower bound at wider features.
+
+    Split rows add a second launch and a buffer of partial sums; their kernels took 11-54
+    us of device time on graphs of 0.25-1 M edges, where whole rows with hub walks of
+    250-1,000 gathering steps took 40-280 us. Where one call's host time bounds it (the
+    smallest graphs, no CUDA graph), the second launch cost 15-25 us more: the H200's calls
+    of 0.05 ms with hub walks of 565-1,494 steps. On products-like (765 steps of 16 lanes,
+    under 8 lane shares) chunks ran 10-15% slower. (docs/performance.md, "Hub rows up to 4
+    features" and "Hub walks by the cost of a step")."""
     steps = stats.rows.max / edge_lanes_for(stats.rows.mean, 32)
     lane_share = stats.num_edges / (32 * target.resident_warps)
     least = _HUB_STEPS_GATHERED if task.lhs_shape is not None else _HUB_STEPS_STREAMED
     return steps >= least and steps >= 8 * lane_share
+
+
+def _hub_split(stats: GraphStats, target: Target) -> int:
+    """The chunk length for a hub's row: :func:`_row_split`'s shortest, else (where no chunk
+    of 256 or more cuts the longest row into more than 8) the shortest the space offers
+    (:func:`~.shapes.row_splits_for`), else 0. Hubs of 900-1,800 edges qualify for no long
+    chunk; whole rows ran 1.6-8.9x slower than chunks of 64 or 256 on the collected cells."""
+    split = _row_split(stats, target, shortest=True)
+    if split or not stats.rows.exact:
+        return split
+    offered = row_splits_for(stats, target)
+    return offered[0] if offered else 0
 
 
 def _row_split(stats: GraphStats, target: Target, shortest: bool = False) -> int:
@@ -166,9 +179,10 @@ def _row_groups(task: SpmmTask, rows: RowReading) -> OnePass | SplitRows:
       rows (mean below 128) at up to 4 features, whose gathers are bound by L2 sector
       throughput rather than by imbalance.
     - Beyond 4 features, long rows are cut into chunks (:class:`SplitRows`) of the length
-      :func:`_row_split` picks. Up to 4 features too, into the shortest such chunks, rows
-      longest first, where a row's lanes would otherwise walk a hub long enough to outlast
-      the chunks' overhead (:func:`_walks_a_hub`): on the collected cells of the families
+      :func:`_row_split` picks. At any width where that leaves them whole, rows are cut
+      into the shortest chunks (:func:`_hub_split`), rows longest first, where a row's
+      lanes would otherwise walk a hub long enough to outlast the chunks' overhead
+      (:func:`_walks_a_hub`): on the collected cells of the families
       where this applies (``docs/results/tuning``) the chunks ran up to 120x faster than
       whole rows; where one call's host time bounds it, on the smallest graphs, their
       second launch lost up to 1.5x (docs/performance.md, "Hub rows up to 4 features",
@@ -201,9 +215,9 @@ def _row_groups(task: SpmmTask, rows: RowReading) -> OnePass | SplitRows:
     )
     if feature_len > _STAGED_FEATURES and rows.row_split:
         return SplitRows(**knobs, row_split=rows.row_split).validate()
-    if feature_len <= _STAGED_FEATURES and rows.few_features_split:
+    if rows.hub_split:
         knobs["degree_sorted"] = True
-        return SplitRows(**knobs, row_split=rows.few_features_split).validate()
+        return SplitRows(**knobs, row_split=rows.hub_split).validate()
     return OnePass(**knobs).validate()
 
 
