@@ -71,14 +71,18 @@ def test_default_slice_follows_the_targets_l2() -> None:
 
 
 def test_default_splits_long_rows_beyond_four_features() -> None:
-    # reddit-like statistics (1,000 rows): rows far longer than the mean are cut into the
-    # longer of the two shortest of 256, 1,024, ... edges at least the mean row that cut the
-    # longest row into more than 8 chunks (the H100 sweep's winners at 8-512 features).
+    # reddit-like statistics: rows far longer than the mean are cut into the longer of the
+    # two shortest of 256, 1,024, ... edges at least the mean row that cut the longest row
+    # into more than 8 chunks (the H100 sweep's winners at 8-512 features)...
     reddit = dict(mean_degree=492, cov=1.63, vector_ok=4, source_rows=232_965, max_degree=40_000)
     for feature_len in (8, 32, 512):
-        wide = _row_rule(feature_len=feature_len, **reddit)
+        stats = _stats(492, 1.63, 232_965, 40_000, rows=232_965)
+        wide = default_schedule(task("copy_rhs", "sum", feature_len, vector_ok=4), stats, H100)
         assert isinstance(wide, SplitRows)
         assert (wide.row_split, wide.degree_sorted) == (4096, True)
+        # ... the shorter where the longer exceeds twice a resident warp's share of the
+        # edges (1,000 such rows: 492,000 edges, 58 a warp of the H100)
+        assert _row_rule(feature_len=feature_len, **reddit).row_split == 1024
     # Up to 4 features, the shortest such chunk at least the mean row: 1,024 edges here
     narrow = _row_rule(feature_len=4, **reddit)
     assert isinstance(narrow, SplitRows) and (narrow.row_split, narrow.degree_sorted) == (1024, True)

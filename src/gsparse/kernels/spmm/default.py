@@ -144,9 +144,11 @@ def _row_split(stats: GraphStats, target: Target, shortest: bool = False) -> int
       32-128 edges ran 1.2-2x cuSPARSE where the space's best schedule without them ran
       0.4-1.0x (docs/performance.md, "short row splits").
     - Otherwise the longer of :func:`~.shapes.long_row_splits` (the H100 sweep's winners
-      at 8-512 features on reddit-like graphs), or with ``shortest`` the shorter (the chunk
-      at least the mean row nearest to it, for up to 4 features: see :func:`_row_groups`);
-      none where no length qualifies.
+      at 8-512 features on reddit-like graphs) where it is within twice a resident warp's
+      share of the edges, else the shorter (on graphs of 0.5-6 M edges, where the longer
+      chunk is the critical path, the shorter ran 1.03-3.3x faster on the collected cells);
+      with ``shortest`` the shorter (the chunk at least the mean row nearest to it, for hub
+      rows: see :func:`_row_groups`); none where no length qualifies.
     """
     rows = stats.rows
     if not rows.exact:
@@ -156,7 +158,14 @@ def _row_split(stats: GraphStats, target: Target, shortest: bool = False) -> int
             and short in row_splits_for(stats, target)):
         return short
     fits = long_row_splits(rows)
-    return (fits[0] if shortest else fits[-1]) if fits else 0
+    if not fits:
+        return 0
+    if shortest:
+        return fits[0]
+    # A chunk longer than twice a resident warp's share of the edges is the critical path
+    # (see row_splits_for): the longer length only where a warp's share covers it.
+    within = [s for s in fits if s <= 2 * stats.num_edges / target.resident_warps]
+    return within[-1] if within else fits[0]
 
 
 @functools.lru_cache(maxsize=1024)
