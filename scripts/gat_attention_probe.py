@@ -12,8 +12,9 @@ and gradients compared first. Prints one line per cell with both times and unfus
 fused, then the geometric mean and range of that ratio per pass. ``--schedules`` adds, per
 cell, the fused kernels alone (forward; backward without the sources' g-SpMM) under the hand
 rule's schedule and under each of :data:`SWEEP` (the forward's with its logits kept in the
-output and without), and the edge softmax's kernels over the
-same logits under its hand rule: whether a loss is the rule's or the kernel's.
+output and without), and the edge softmax's kernels over the same logits under its hand
+rule: whether a loss is the rule's or the kernel's. ``--out`` appends every time of each
+cell as a JSON line (what ``scripts/gat_rule_report.py`` reads).
 """
 
 from __future__ import annotations
