@@ -202,20 +202,26 @@ def test_plans_pass_only_the_graph_arrays_their_skeleton_reads(schedule, walks_r
         assert launch.args["eid"] is g.eid
 
 
-def test_sampled_blocks_share_one_prepared_launch_and_pass_their_own_arrays() -> None:
-    """A block's plan binds no launch of its own: every block's calls pass their arrays and
-    grid to one launch (see gsparse.kernels.source.LaunchTemplate)."""
-    loader, schedule = RecordingLoader(), Edge(groups_per_block=32, lanes=8)
-    t = task("dot", 8, lhs_target="u", rhs_target="v")
+def _two_sampled_blocks() -> list[gsparse.Graph]:
+    """Two sampled blocks of 40 and 70 destinations with 5 sources each."""
     blocks = []
     for seed, seeds in ((0, 40), (1, 70)):
         gen = torch.Generator().manual_seed(seed)
         dst = torch.arange(seeds).repeat_interleave(5)
         src = torch.randint(0, seeds, (dst.numel(),), generator=gen)
-        g = gsparse.Graph.from_block(torch.stack([src, dst]), num_src=seeds, num_dst=seeds,
-                                     dst_sorted=True, max_degree=5)
+        blocks.append(gsparse.Graph.from_block(torch.stack([src, dst]), num_src=seeds, num_dst=seeds,
+                                               dst_sorted=True, max_degree=5))
+    return blocks
+
+
+def test_sampled_blocks_share_one_prepared_launch_and_pass_their_own_arrays() -> None:
+    """A block's plan binds no launch of its own: every block's calls pass their arrays and
+    grid to one launch (see gsparse.kernels.source.LaunchTemplate)."""
+    loader, schedule = RecordingLoader(), Edge(groups_per_block=32, lanes=8)
+    t = task("dot", 8, lhs_target="u", rhs_target="v")
+    blocks = _two_sampled_blocks()
+    for g in blocks:
         build_plan(g, t, schedule, loader=loader)(lhs=None, rhs=None, out=None)
-        blocks.append(g)
     assert loader.prepared == [codegen.KERNEL]
     for g, launch in zip(blocks, loader.launches[codegen.KERNEL], strict=True):
         assert launch.args["col"] is g.col and launch.args["dst"] is g.csr_dst
@@ -230,12 +236,7 @@ def test_blocks_sharing_a_launch_pass_their_operands_in_any_order_of_names() -> 
     loader, schedule = RecordingLoader(), Edge(groups_per_block=32, lanes=8)
     t = task("dot", 8, lhs_target="u", rhs_target="v")
     calls = []
-    for seed, seeds in ((0, 40), (1, 70)):
-        gen = torch.Generator().manual_seed(seed)
-        dst = torch.arange(seeds).repeat_interleave(5)
-        src = torch.randint(0, seeds, (dst.numel(),), generator=gen)
-        g = gsparse.Graph.from_block(torch.stack([src, dst]), num_src=seeds, num_dst=seeds,
-                                     dst_sorted=True, max_degree=5)
+    for g in _two_sampled_blocks():
         plan = build_plan(g, t, schedule, loader=loader)
         lhs, rhs, out = (torch.zeros(1) for _ in range(3))
         plan.positional("lhs", "rhs", "out")(lhs, rhs, out)

@@ -59,7 +59,7 @@ def _logits_stay_in_l2(task: SoftmaxTask, stats: GraphStats, target: Target, lan
     again costs less (H200, ``scripts/gat_attention_probe.py --schedules``: reddit-like
     at 8 float32 heads, some 50 MB in flight, 1.06x slower kept; at 8 bfloat16 heads, 25 MB,
     1.12x faster)."""
-    if (task.logits, task.direction) != ("gat", "forward"):
+    if not task.computes_logits_once:
         return False
     rows = min(max(stats.num_dst, 1), target.sms * resident_threads(task) // lanes)
     row_bytes = stats.rows.mean * task.num_heads * task.dtype.itemsize

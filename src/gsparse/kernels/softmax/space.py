@@ -20,7 +20,7 @@ def schedule_space(task: SoftmaxTask, stats: GraphStats, target: Target) -> Spac
     1,024 threads (64 registers a thread; NVRTC's report, tests/kernels/softmax). Where the
     logits wait between the passes is a knob of GAT's forward alone."""
     del stats, target
-    kept = (False, True) if task.logits == "gat" and task.direction == "forward" else (False,)
+    kept = (False, True) if task.computes_logits_once else (False,)
     return Space([WarpPerRow(warps_per_block=w, edges_in_flight=f, lanes_per_row=r, logits_in_output=k)
                   for w in WARPS for f in EDGES_IN_FLIGHT for r in LANES_PER_ROW for k in kept
                   if not _spills(task, w, f)])

@@ -58,6 +58,12 @@ class SoftmaxTask:
             raise ValueError("edge_scores and masked belong to GAT's logits (logits='gat')")
 
     @property
+    def computes_logits_once(self) -> bool:
+        """GAT's forward: its first pass computes the logits the second needs again, so it may
+        leave them in the output between the passes (``WarpPerRow.logits_in_output``)."""
+        return self.logits == "gat" and self.direction == "forward"
+
+    @property
     def lanes(self) -> int:
         """Lanes per edge (:func:`head_lanes`): the part of the task the code depends on."""
         return head_lanes(self.num_heads)

@@ -52,6 +52,12 @@ def kernel_name(direction: str, logits: str = "given") -> str:
     return f"edge_softmax_{direction}" if logits == "given" else f"gat_attention_{direction}"
 
 
+# The second pass reads (or computes) each logit again; the first leaves nothing.
+_READ_AGAIN = """\
+const auto keep = [&](long long, A) {};
+const auto relogit = logit;"""
+
+
 def _logit(task: SoftmaxTask, schedule: WarpPerRow) -> str:
     """``logit(i, p)``: the logit of the edge at CSR position ``p``, whose value sits at
     ``i``; ``keep(i, z)`` and ``relogit(i, p)``: where the first pass leaves it and how the
@@ -61,18 +67,13 @@ def _logit(task: SoftmaxTask, schedule: WarpPerRow) -> str:
     streams back and overwrites (already rounded to ``T``, they come back exact), else the
     second computes them again."""
     if task.logits == "given":
-        return """\
-const auto logit = [&](long long i, long long) -> A { return gs::to_acc(x[i]); };
-const auto keep = [&](long long, A) {};
-const auto relogit = logit;"""
-    if schedule.logits_in_output:
-        keep = """\
+        return f"""\
+const auto logit = [&](long long i, long long) -> A {{ return gs::to_acc(x[i]); }};
+{_READ_AGAIN}"""
+    keep = """\
 const auto keep = [&](long long i, A z) { y[i] = gs::from_acc<T>(z); };
-const auto relogit = [&](long long i, long long) -> A { return gs::to_acc(y[i]); };"""
-    else:
-        keep = """\
-const auto keep = [&](long long, A) {};
-const auto relogit = logit;"""
+const auto relogit = [&](long long i, long long) -> A { return gs::to_acc(y[i]); };""" \
+        if schedule.logits_in_output else _READ_AGAIN
     return f"""\
 {_gat_prologue(task)}
 const auto logit = [&](long long, long long p) -> A {{
@@ -175,7 +176,7 @@ def _min_blocks(task: SoftmaxTask, schedule: WarpPerRow) -> int:
 def program(task: SoftmaxTask, schedule: WarpPerRow) -> Program:
     """The program of ``task``'s direction under ``schedule``. Pure; no GPU needed."""
     schedule.validate()
-    if schedule.logits_in_output and (task.logits, task.direction) != ("gat", "forward"):
+    if schedule.logits_in_output and not task.computes_logits_once:
         raise ValueError(f"logits_in_output is a schedule of GAT's forward, not of a {task.logits!r} "
                          f"{task.direction} task")
     passes = device_code(__package__, f"{task.direction}_pass.cu")
